@@ -1,0 +1,12 @@
+import { defineConfig } from 'vitest/config';
+
+// Two cores: integration suites start real servers and child processes, so keep file parallelism low.
+export default defineConfig({
+  test: {
+    include: ['src/**/*.test.ts', 'test/**/*.test.ts'],
+    testTimeout: 60_000,
+    hookTimeout: 300_000,
+    maxWorkers: 2,
+    pool: 'forks',
+  },
+});
