@@ -1,0 +1,377 @@
+// sless Node.js 20 runtime: one HTTP server per function, stdlib only (copied into every function build).
+// Contract: see runtimes/README.md.
+
+import { isUtf8 } from 'node:buffer';
+import { randomUUID } from 'node:crypto';
+import { statSync } from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+
+const MAX_BODY = 32 * 1024 * 1024;
+const EXIT_ENTRYPOINT = 3;
+
+const env = process.env;
+const entrypoint = env.SLESS_ENTRYPOINT || 'handler.handle';
+const codeDir = path.resolve(env.SLESS_CODE_DIR || process.cwd());
+const functionName = env.SLESS_FUNCTION_NAME || '';
+const namespace = env.SLESS_NAMESPACE || '';
+const timeoutSec = positiveNumber(env.SLESS_TIMEOUT_SEC, 30);
+const timeoutMs = Math.round(timeoutSec * 1000);
+const port = Number.parseInt(env.PORT || '8080', 10);
+
+function positiveNumber(raw, fallback) {
+  const n = Number(raw);
+  return raw !== undefined && raw !== '' && Number.isFinite(n) && n > 0 ? n : fallback;
+}
+
+function fatal(message, err) {
+  if (err?.stack) process.stderr.write(`${err.stack}\n`);
+  process.stderr.write(`sless-runtime: cannot load entrypoint "${entrypoint}": ${message}\n`);
+  process.exit(EXIT_ENTRYPOINT);
+}
+
+function isFile(p) {
+  try {
+    return statSync(p).isFile();
+  } catch {
+    return false;
+  }
+}
+
+async function loadHandler() {
+  const dot = entrypoint.lastIndexOf('.');
+  if (dot <= 0 || dot === entrypoint.length - 1) {
+    fatal('SLESS_ENTRYPOINT must look like "module.function" (e.g. "handler.handle" or "lib/api.handle")');
+  }
+  const moduleName = entrypoint.slice(0, dot);
+  const fnName = entrypoint.slice(dot + 1);
+  const base = path.resolve(codeDir, moduleName);
+  const candidates = [`${base}.js`, `${base}.mjs`, `${base}.cjs`, path.join(base, 'index.js'), base];
+  const file = candidates.find(isFile);
+  if (!file) fatal(`module "${moduleName}" not found in ${codeDir}`);
+  let mod;
+  try {
+    mod = await import(pathToFileURL(file).href);
+  } catch (err) {
+    fatal(`module "${moduleName}" failed to load: ${oneLine(err)}`, err);
+  }
+  // ESM named export, or a CommonJS export that the named-export detection did not see.
+  let fn = mod[fnName];
+  if (typeof fn !== 'function' && mod.default != null && typeof mod.default === 'object')
+    fn = mod.default[fnName];
+  if (typeof fn !== 'function' && fnName === 'default' && typeof mod.default === 'function') fn = mod.default;
+  if (typeof fn !== 'function') fatal(`module "${moduleName}" has no function "${fnName}"`);
+  return fn;
+}
+
+function oneLine(err) {
+  const msg = err instanceof Error ? err.message : String(err);
+  return msg.split('\n')[0];
+}
+
+function errorMessage(err) {
+  if (err instanceof Error) return err.message;
+  if (typeof err === 'string') return err;
+  try {
+    return JSON.stringify(err) ?? String(err);
+  } catch {
+    return String(err);
+  }
+}
+
+// --- request -> event -------------------------------------------------------------------------------
+
+function mediaType(contentType) {
+  if (!contentType) return '';
+  const semi = contentType.indexOf(';');
+  return (semi === -1 ? contentType : contentType.slice(0, semi)).trim().toLowerCase();
+}
+
+function isJsonType(mt) {
+  return mt === 'application/json' || mt.endsWith('+json');
+}
+
+function isTextType(mt) {
+  return (
+    mt === '' ||
+    mt.startsWith('text/') ||
+    mt === 'application/x-www-form-urlencoded' ||
+    mt === 'application/xml' ||
+    mt.endsWith('+xml') ||
+    mt === 'application/javascript' ||
+    mt === 'application/graphql'
+  );
+}
+
+/** Returns [body, isBase64Encoded]. */
+function decodeBody(buf, contentType) {
+  if (buf.length === 0) return [null, false];
+  const mt = mediaType(contentType);
+  if (isJsonType(mt) || isTextType(mt)) {
+    if (isUtf8(buf)) {
+      const text = buf.toString('utf8');
+      if (isJsonType(mt)) {
+        try {
+          return [JSON.parse(text), false];
+        } catch {
+          // invalid JSON: hand it over as text
+        }
+      }
+      return [text, false];
+    }
+  }
+  return [buf.toString('base64'), true];
+}
+
+function parseQuery(search) {
+  const query = {};
+  if (!search) return query;
+  for (const [k, v] of new URLSearchParams(search)) {
+    const prev = query[k];
+    if (prev === undefined) query[k] = v;
+    else if (Array.isArray(prev)) prev.push(v);
+    else query[k] = [prev, v];
+  }
+  return query;
+}
+
+function makeContext(headers) {
+  const rid = headers['x-request-id'];
+  return {
+    functionName,
+    namespace,
+    requestId: typeof rid === 'string' && rid !== '' ? rid : randomUUID(),
+    deadlineMs: Date.now() + timeoutMs,
+  };
+}
+
+// --- result -> response -----------------------------------------------------------------------------
+
+const JSON_TYPE = 'application/json';
+
+/** Returns { statusCode, headers, payload: Buffer|string, jsonBody } where jsonBody is for one-shot output. */
+function mapResult(result) {
+  if (result !== null && typeof result === 'object' && typeof result.statusCode === 'number') {
+    const statusCode = result.statusCode;
+    const headers = {};
+    let hasType = false;
+    if (result.headers && typeof result.headers === 'object') {
+      for (const [k, v] of Object.entries(result.headers)) {
+        if (v === undefined || v === null) continue;
+        headers[k] = Array.isArray(v) ? v.map(String) : String(v);
+        if (k.toLowerCase() === 'content-type') hasType = true;
+      }
+    }
+    const body = result.body;
+    let payload = '';
+    let oneShotBody = null;
+    if (body === undefined || body === null) {
+      payload = '';
+    } else if (result.isBase64Encoded === true && typeof body === 'string') {
+      payload = Buffer.from(body, 'base64');
+      oneShotBody = body;
+      if (!hasType) headers['content-type'] = 'application/octet-stream';
+    } else if (typeof body === 'string') {
+      payload = body;
+      oneShotBody = body;
+      if (!hasType) headers['content-type'] = 'text/plain; charset=utf-8';
+    } else if (Buffer.isBuffer(body) || body instanceof Uint8Array) {
+      payload = Buffer.from(body.buffer, body.byteOffset, body.byteLength);
+      oneShotBody = payload.toString('base64');
+      if (!hasType) headers['content-type'] = 'application/octet-stream';
+    } else {
+      payload = JSON.stringify(body);
+      oneShotBody = body;
+      if (!hasType) headers['content-type'] = JSON_TYPE;
+    }
+    return { statusCode, headers, payload, oneShotBody };
+  }
+  const json = JSON.stringify(result === undefined ? null : result);
+  return {
+    statusCode: 200,
+    headers: { 'content-type': JSON_TYPE },
+    payload: json === undefined ? 'null' : json,
+    oneShotBody: result === undefined ? null : result,
+  };
+}
+
+function errorResult(statusCode, message) {
+  const body = { error: message };
+  return {
+    statusCode,
+    headers: { 'content-type': JSON_TYPE },
+    payload: JSON.stringify(body),
+    oneShotBody: body,
+  };
+}
+
+function logError(err, requestId) {
+  const detail = err instanceof Error && err.stack ? err.stack : errorMessage(err);
+  process.stderr.write(`sless-runtime: handler error (request ${requestId}): ${detail}\n`);
+}
+
+/**
+ * Invokes the handler with a timeout. Resolves to a mapped result; never rejects.
+ */
+function invoke(handler, event, context) {
+  return new Promise((resolve) => {
+    let done = false;
+    const finish = (mapped) => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      resolve(mapped);
+    };
+    const timer = setTimeout(() => {
+      if (done) return;
+      process.stderr.write(
+        `sless-runtime: request ${context.requestId} timed out after ${timeoutSec}s (handler keeps running)\n`,
+      );
+      finish(errorResult(504, `function timed out after ${timeoutSec}s`));
+    }, timeoutMs);
+    const onValue = (value) => {
+      if (done) return;
+      try {
+        finish(mapResult(value));
+      } catch (err) {
+        logError(err, context.requestId);
+        finish(errorResult(500, `cannot serialize result: ${errorMessage(err)}`));
+      }
+    };
+    const onError = (err) => {
+      if (done) return;
+      logError(err, context.requestId);
+      finish(errorResult(500, errorMessage(err)));
+    };
+    try {
+      const ret = handler(event, context);
+      if (ret !== null && typeof ret === 'object' && typeof ret.then === 'function')
+        ret.then(onValue, onError);
+      else onValue(ret);
+    } catch (err) {
+      onError(err);
+    }
+  });
+}
+
+// --- server -----------------------------------------------------------------------------------------
+
+function send(res, mapped) {
+  if (res.headersSent || res.destroyed) return;
+  const { payload } = mapped;
+  const headers = mapped.headers;
+  headers['content-length'] = Buffer.byteLength(payload);
+  try {
+    res.writeHead(mapped.statusCode, headers);
+  } catch (err) {
+    // invalid status code or header value from the handler
+    const fallback = errorResult(500, `invalid response: ${errorMessage(err)}`);
+    fallback.headers['content-length'] = Buffer.byteLength(fallback.payload);
+    res.writeHead(500, fallback.headers);
+    res.end(fallback.payload);
+    return;
+  }
+  res.end(payload);
+}
+
+const HEALTH = JSON.stringify({ status: 'ok' });
+
+function startServer(handler) {
+  const server = http.createServer({ keepAlive: true, keepAliveTimeout: 65_000 }, (req, res) => {
+    const url = req.url || '/';
+    const q = url.indexOf('?');
+    const reqPath = q === -1 ? url : url.slice(0, q);
+    if (req.method === 'GET' && reqPath === '/healthz') {
+      res.writeHead(200, { 'content-type': JSON_TYPE, 'content-length': HEALTH.length });
+      res.end(HEALTH);
+      return;
+    }
+    const declared = Number(req.headers['content-length']);
+    if (declared > MAX_BODY) {
+      tooLarge(res);
+      return;
+    }
+    const chunks = [];
+    let size = 0;
+    let aborted = false;
+    req.on('data', (chunk) => {
+      if (aborted) return;
+      size += chunk.length;
+      if (size > MAX_BODY) {
+        aborted = true;
+        tooLarge(res);
+        return;
+      }
+      chunks.push(chunk);
+    });
+    req.on('end', () => {
+      if (aborted) return;
+      const buf = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size);
+      const headers = req.headers;
+      const [body, isBase64Encoded] = decodeBody(buf, headers['content-type']);
+      const event = {
+        method: req.method,
+        path: reqPath,
+        query: parseQuery(q === -1 ? '' : url.slice(q + 1)),
+        headers,
+        body,
+        isBase64Encoded,
+      };
+      invoke(handler, event, makeContext(headers)).then((mapped) => send(res, mapped));
+    });
+  });
+  server.headersTimeout = 60_000;
+  server.requestTimeout = 0;
+  server.on('clientError', (_err, socket) => {
+    if (socket.writable)
+      socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
+  });
+  server.on('error', (err) => {
+    process.stderr.write(`sless-runtime: cannot listen on port ${port}: ${err.message}\n`);
+    process.exit(1);
+  });
+  server.listen(port, () => {
+    process.stderr.write(`sless-runtime: ${entrypoint} listening on :${port}\n`);
+  });
+  const stop = () => {
+    server.close();
+    server.closeIdleConnections();
+    setTimeout(() => process.exit(0), 5_000).unref();
+  };
+  process.on('SIGTERM', stop);
+  process.on('SIGINT', stop);
+}
+
+function tooLarge(res) {
+  const payload = JSON.stringify({ error: `request body exceeds ${MAX_BODY} bytes` });
+  res.shouldKeepAlive = false;
+  res.writeHead(413, {
+    'content-type': JSON_TYPE,
+    'content-length': Buffer.byteLength(payload),
+    connection: 'close',
+  });
+  res.end(payload, () => res.socket?.destroySoon?.());
+}
+
+// --- one-shot mode ----------------------------------------------------------------------------------
+
+async function oneShot(handler, raw) {
+  let body;
+  try {
+    body = JSON.parse(raw);
+  } catch (err) {
+    process.stderr.write(`sless-runtime: SLESS_EVENT is not valid JSON: ${oneLine(err)}\n`);
+    process.exit(2);
+  }
+  const headers = { 'content-type': JSON_TYPE };
+  const event = { method: 'POST', path: '/', query: {}, headers, body, isBase64Encoded: false };
+  const mapped = await invoke(handler, event, makeContext(headers));
+  const line = `SLESS_RESULT ${JSON.stringify({ statusCode: mapped.statusCode, body: mapped.oneShotBody })}\n`;
+  const code = mapped.statusCode < 500 ? 0 : 1;
+  process.stdout.write(line, () => process.exit(code));
+}
+
+const handler = await loadHandler();
+if (env.SLESS_EVENT !== undefined) await oneShot(handler, env.SLESS_EVENT);
+else startServer(handler);

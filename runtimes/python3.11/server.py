@@ -1,0 +1,501 @@
+#!/usr/bin/env python3
+"""sless Python 3.11 runtime: one HTTP server per function, stdlib only.
+
+This file is copied into every function build, so it must not import anything outside the
+standard library. Contract: see runtimes/README.md.
+"""
+
+import base64
+import json
+import os
+import queue
+import signal
+import socketserver
+import sys
+import threading
+import time
+import traceback
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qsl
+
+MAX_BODY = 32 * 1024 * 1024
+EXIT_ENTRYPOINT = 3
+JSON_TYPE = "application/json"
+
+ENTRYPOINT = os.environ.get("SLESS_ENTRYPOINT") or "handler.handle"
+CODE_DIR = os.path.abspath(os.environ.get("SLESS_CODE_DIR") or os.getcwd())
+FUNCTION_NAME = os.environ.get("SLESS_FUNCTION_NAME", "")
+NAMESPACE = os.environ.get("SLESS_NAMESPACE", "")
+
+
+def _positive(raw, default):
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        return default
+    return value if value > 0 else default
+
+
+TIMEOUT_SEC = _positive(os.environ.get("SLESS_TIMEOUT_SEC"), 30.0)
+TIMEOUT_LABEL = f"{TIMEOUT_SEC:g}"
+
+
+# --- loading ------------------------------------------------------------------------------------
+
+
+def _fatal(message, exc=None):
+    if exc is not None:
+        traceback.print_exception(exc, file=sys.stderr)
+    sys.stderr.write(f'sless-runtime: cannot load entrypoint "{ENTRYPOINT}": {message}\n')
+    sys.stderr.flush()
+    os._exit(EXIT_ENTRYPOINT)
+
+
+def load_handler():
+    module_name, dot, fn_name = ENTRYPOINT.rpartition(".")
+    if not dot or not module_name or not fn_name:
+        _fatal('SLESS_ENTRYPOINT must look like "module.function" (e.g. "handler.handle" or "lib/api.handle")')
+    # The runtime's own directory must not shadow user modules (a user module named "server").
+    script_dir = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:] = [p for p in sys.path if p and os.path.abspath(p) != script_dir]
+    sys.path.insert(0, CODE_DIR)
+    base = os.path.join(CODE_DIR, module_name)
+    if not (os.path.isfile(base + ".py") or os.path.isdir(base)):
+        _fatal(f'module "{module_name}" not found in {CODE_DIR}')
+    dotted = module_name.strip("/").replace("/", ".")
+    try:
+        import importlib
+
+        module = importlib.import_module(dotted)
+    except ModuleNotFoundError as exc:
+        if exc.name and (dotted == exc.name or dotted.startswith(exc.name + ".")):
+            _fatal(f'module "{module_name}" not found in {CODE_DIR}')
+        _fatal(f'module "{module_name}" failed to load: {exc}', exc)
+    except BaseException as exc:  # SyntaxError, errors raised at import time, SystemExit, ...
+        _fatal(f'module "{module_name}" failed to load: {type(exc).__name__}: {exc}', exc)
+    fn = getattr(module, fn_name, None)
+    if not callable(fn):
+        _fatal(f'module "{module_name}" has no function "{fn_name}"')
+    return fn
+
+
+# --- invocation ---------------------------------------------------------------------------------
+
+
+class _Workers:
+    """Grows on demand and reuses idle threads. A timed-out handler keeps its thread busy, so a
+    fixed-size pool could starve; this one spawns a new thread when none is idle."""
+
+    def __init__(self):
+        self._jobs = queue.SimpleQueue()
+        self._idle = 0
+        self._lock = threading.Lock()
+
+    def submit(self, job):
+        with self._lock:
+            spawn = self._idle == 0
+            if not spawn:
+                self._idle -= 1
+        if spawn:
+            threading.Thread(target=self._run, name="sless-handler", daemon=True).start()
+        self._jobs.put(job)
+
+    def _run(self):
+        get = self._jobs.get
+        while True:
+            job = get()
+            job()
+            with self._lock:
+                self._idle += 1
+
+
+_workers = _Workers()
+_local = threading.local()
+
+
+def _await(awaitable):
+    loop = getattr(_local, "loop", None)
+    if loop is None:
+        import asyncio
+
+        loop = asyncio.new_event_loop()
+        _local.loop = loop
+    return loop.run_until_complete(awaitable)
+
+
+class HandlerError(Exception):
+    pass
+
+
+def _error_message(exc):
+    msg = str(exc)
+    return msg if msg else type(exc).__name__
+
+
+def _json_default(value):
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+def dumps(value):
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=_json_default)
+
+
+def map_result(result):
+    """Returns (status, headers list, payload bytes, one-shot body)."""
+    if isinstance(result, dict):
+        status = result.get("statusCode")
+        if isinstance(status, (int, float)) and not isinstance(status, bool):
+            headers = []
+            has_type = False
+            raw_headers = result.get("headers") or {}
+            if isinstance(raw_headers, dict):
+                for name, value in raw_headers.items():
+                    if value is None:
+                        continue
+                    name = str(name)
+                    if name.lower() == "content-type":
+                        has_type = True
+                    if isinstance(value, (list, tuple)):
+                        headers.extend((name, str(v)) for v in value)
+                    else:
+                        headers.append((name, str(value)))
+            body = result.get("body")
+            if body is None:
+                payload, shot, ctype = b"", None, None
+            elif result.get("isBase64Encoded") is True and isinstance(body, str):
+                payload, shot, ctype = base64.b64decode(body), body, "application/octet-stream"
+            elif isinstance(body, str):
+                payload, shot, ctype = body.encode("utf-8"), body, "text/plain; charset=utf-8"
+            elif isinstance(body, (bytes, bytearray, memoryview)):
+                payload = bytes(body)
+                shot, ctype = base64.b64encode(payload).decode("ascii"), "application/octet-stream"
+            else:
+                payload, shot, ctype = dumps(body).encode("utf-8"), body, JSON_TYPE
+            if ctype and not has_type:
+                headers.append(("content-type", ctype))
+            return int(status), headers, payload, shot
+    return 200, [("content-type", JSON_TYPE)], dumps(result).encode("utf-8"), result
+
+
+def error_result(status, message):
+    body = {"error": message}
+    return status, [("content-type", JSON_TYPE)], dumps(body).encode("utf-8"), body
+
+
+def invoke(fn, event, context):
+    done = threading.Lock()
+    done.acquire()
+    box = []
+
+    def job():
+        try:
+            result = fn(event, context)
+            if hasattr(result, "__await__"):
+                result = _await(result)
+            try:
+                box.append(map_result(result))
+            except Exception as exc:
+                _log_error(exc, context["requestId"])
+                box.append(error_result(500, f"cannot serialize result: {_error_message(exc)}"))
+        except BaseException as exc:
+            _log_error(exc, context["requestId"])
+            box.append(error_result(500, _error_message(exc)))
+        finally:
+            done.release()
+
+    _workers.submit(job)
+    if not done.acquire(timeout=TIMEOUT_SEC):
+        sys.stderr.write(
+            f"sless-runtime: request {context['requestId']} timed out after {TIMEOUT_LABEL}s "
+            "(handler keeps running)\n"
+        )
+        return error_result(504, f"function timed out after {TIMEOUT_LABEL}s")
+    return box[0]
+
+
+def _log_error(exc, request_id):
+    text = "".join(traceback.format_exception(exc))
+    sys.stderr.write(f"sless-runtime: handler error (request {request_id}): {text}")
+    sys.stderr.flush()
+
+
+def make_context(headers):
+    rid = headers.get("x-request-id")
+    return {
+        "functionName": FUNCTION_NAME,
+        "namespace": NAMESPACE,
+        "requestId": rid if rid else str(uuid.uuid4()),
+        "deadlineMs": int(time.time() * 1000 + TIMEOUT_SEC * 1000),
+    }
+
+
+# --- request -> event ---------------------------------------------------------------------------
+
+
+def _media_type(content_type):
+    if not content_type:
+        return ""
+    return content_type.split(";", 1)[0].strip().lower()
+
+
+def _is_json(mt):
+    return mt == JSON_TYPE or mt.endswith("+json")
+
+
+def _is_text(mt):
+    return (
+        mt == ""
+        or mt.startswith("text/")
+        or mt in ("application/x-www-form-urlencoded", "application/xml", "application/javascript", "application/graphql")
+        or mt.endswith("+xml")
+    )
+
+
+def decode_body(raw, content_type):
+    if not raw:
+        return None, False
+    mt = _media_type(content_type)
+    if _is_json(mt) or _is_text(mt):
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            text = None
+        if text is not None:
+            if _is_json(mt):
+                try:
+                    return json.loads(text), False
+                except ValueError:
+                    pass
+            return text, False
+    return base64.b64encode(raw).decode("ascii"), True
+
+
+def parse_query(qs):
+    query = {}
+    if not qs:
+        return query
+    for key, value in parse_qsl(qs, keep_blank_values=True):
+        prev = query.get(key)
+        if prev is None:
+            query[key] = value
+        elif isinstance(prev, list):
+            prev.append(value)
+        else:
+            query[key] = [prev, value]
+    return query
+
+
+class BodyTooLarge(Exception):
+    pass
+
+
+class BadRequest(Exception):
+    pass
+
+
+# --- HTTP server --------------------------------------------------------------------------------
+
+_HEALTH = b'{"status":"ok"}'
+
+
+class RequestHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+    server_version = "sless-python"
+    sys_version = ""
+    fn = None
+
+    def log_message(self, format, *args):  # noqa: A002 - per-request logging costs throughput
+        pass
+
+    def handle_one_request(self):
+        try:
+            self.raw_requestline = self.rfile.readline(65537)
+            if len(self.raw_requestline) > 65536:
+                self.requestline = ""
+                self.request_version = ""
+                self.command = ""
+                self.send_error(414)
+                return
+            if not self.raw_requestline:
+                self.close_connection = True
+                return
+            if not self.parse_request():
+                return
+            self.dispatch()
+        except (TimeoutError, ConnectionError):
+            self.close_connection = True
+
+    def _read_body(self):
+        te = self.headers.get("Transfer-Encoding")
+        if te and "chunked" in te.lower():
+            return self._read_chunked()
+        length = self.headers.get("Content-Length")
+        if not length:
+            return b""
+        try:
+            n = int(length)
+        except ValueError:
+            raise BadRequest("invalid Content-Length") from None
+        if n < 0:
+            raise BadRequest("invalid Content-Length")
+        if n > MAX_BODY:
+            raise BodyTooLarge()
+        data = self.rfile.read(n)
+        if len(data) != n:
+            raise ConnectionError("client closed connection mid-body")
+        return data
+
+    def _read_chunked(self):
+        parts = []
+        total = 0
+        while True:
+            line = self.rfile.readline(65537)
+            if not line:
+                raise ConnectionError("client closed connection mid-body")
+            try:
+                size = int(line.split(b";", 1)[0].strip(), 16)
+            except ValueError:
+                raise BadRequest("invalid chunk size") from None
+            if size == 0:
+                while True:  # trailers
+                    trailer = self.rfile.readline(65537)
+                    if trailer in (b"\r\n", b"\n", b""):
+                        break
+                return b"".join(parts)
+            total += size
+            if total > MAX_BODY:
+                raise BodyTooLarge()
+            chunk = self.rfile.read(size)
+            if len(chunk) != size:
+                raise ConnectionError("client closed connection mid-body")
+            parts.append(chunk)
+            self.rfile.readline(3)  # CRLF after the chunk
+
+    def _send(self, status, headers, payload):
+        reason = self.responses.get(status, ("",))[0]
+        out = [f"HTTP/1.1 {status} {reason}\r\n"]
+        for name, value in headers:
+            out.append(f"{name}: {value}\r\n")
+        out.append(f"content-length: {len(payload)}\r\n")
+        if self.close_connection:
+            out.append("connection: close\r\n")
+        out.append("\r\n")
+        head = "".join(out).encode("latin-1", "replace")
+        if len(payload) < 65536:
+            self.wfile.write(head + payload)
+        else:
+            self.wfile.write(head)
+            self.wfile.write(payload)
+
+    def dispatch(self):
+        target = self.path
+        qpos = target.find("?")
+        path, qs = (target, "") if qpos == -1 else (target[:qpos], target[qpos + 1 :])
+        if self.command == "GET" and path == "/healthz":
+            self._send(200, [("content-type", JSON_TYPE)], _HEALTH)
+            return
+        try:
+            raw = self._read_body()
+        except BodyTooLarge:
+            self.close_connection = True
+            self._send(413, *error_result(413, f"request body exceeds {MAX_BODY} bytes")[1:3])
+            return
+        except BadRequest as exc:
+            self.close_connection = True
+            self._send(400, *error_result(400, str(exc))[1:3])
+            return
+        headers = {}
+        for name, value in self.headers.items():
+            name = name.lower()
+            prev = headers.get(name)
+            headers[name] = value if prev is None else f"{prev}, {value}"
+        body, is_b64 = decode_body(raw, headers.get("content-type"))
+        event = {
+            "method": self.command,
+            "path": path,
+            "query": parse_query(qs),
+            "headers": headers,
+            "body": body,
+            "isBase64Encoded": is_b64,
+        }
+        status, out_headers, payload, _ = invoke(self.fn, event, make_context(headers))
+        self._send(status, out_headers, payload)
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 1024
+
+    def server_bind(self):
+        # HTTPServer.server_bind does a reverse DNS lookup (getfqdn), which can stall cold starts.
+        socketserver.TCPServer.server_bind(self)
+        host, port = self.server_address[:2]
+        self.server_name = host
+        self.server_port = port
+
+
+def serve(fn):
+    port = int(os.environ.get("PORT") or "8080")
+    RequestHandler.fn = staticmethod(fn)
+    try:
+        httpd = Server(("0.0.0.0", port), RequestHandler)
+    except OSError as exc:
+        sys.stderr.write(f"sless-runtime: cannot listen on port {port}: {exc}\n")
+        sys.exit(1)
+
+    def stop(signum, frame):
+        threading.Thread(target=httpd.shutdown, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    sys.stderr.write(f"sless-runtime: {ENTRYPOINT} listening on :{port}\n")
+    sys.stderr.flush()
+    httpd.serve_forever(poll_interval=0.5)
+    httpd.server_close()
+
+
+# --- one-shot mode ------------------------------------------------------------------------------
+
+
+def one_shot(fn, raw):
+    try:
+        body = json.loads(raw)
+    except ValueError as exc:
+        sys.stderr.write(f"sless-runtime: SLESS_EVENT is not valid JSON: {exc}\n")
+        sys.stderr.flush()
+        os._exit(2)
+    headers = {"content-type": JSON_TYPE}
+    event = {"method": "POST", "path": "/", "query": {}, "headers": headers, "body": body, "isBase64Encoded": False}
+    status, _, _, shot = invoke(fn, event, make_context(headers))
+    try:
+        line = dumps({"statusCode": status, "body": shot})
+    except (TypeError, ValueError):
+        line = dumps({"statusCode": status, "body": str(shot)})
+    sys.stdout.write(f"SLESS_RESULT {line}\n")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # os._exit: a timed-out handler thread (or a non-daemon thread the user started) must not keep us alive.
+    os._exit(0 if status < 500 else 1)
+
+
+def main():
+    try:
+        sys.stdout.reconfigure(line_buffering=True)
+    except AttributeError:
+        pass
+    fn = load_handler()
+    raw_event = os.environ.get("SLESS_EVENT")
+    if raw_event is not None:
+        one_shot(fn, raw_event)
+    else:
+        serve(fn)
+
+
+if __name__ == "__main__":
+    main()
