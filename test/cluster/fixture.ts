@@ -1,0 +1,564 @@
+// A real, throwaway control plane for tests (like controller-runtime's envtest): etcd + kube-apiserver,
+// a versitygw S3 server and a docker-registry, each on free loopback ports in one temp dir.
+//
+//   const cluster = await startTestCluster();
+//   ... cluster.kubeConfig, cluster.s3, cluster.registry ...
+//   await cluster.stop();
+//
+// Every server runs under a small bash supervisor in its own process group. The supervisor kills its
+// server and removes the temp dir if the owning Node process disappears (even by SIGKILL), so a crashed
+// test run leaves nothing behind. Nothing under src/ may import this file.
+import { spawn, spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { request } from 'node:https';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { KubeConfig } from '@kubernetes/client-node';
+
+const HERE = dirname(fileURLToPath(import.meta.url));
+
+/** vitest provide/inject key under which global-setup.ts passes the cluster broker's URL. */
+export const BROKER_KEY = 'slessTestClusterBroker';
+
+/** Plain, serialisable connection data (what globalSetup passes to test workers). */
+export interface TestClusterInfo {
+  kubeconfigPath: string;
+  /** The kubeconfig file's content (YAML). */
+  kubeconfig: string;
+  apiServerUrl: string;
+  adminToken: string;
+  /** PEM of the CA that signed the API server's certificate (and accepts client certificates). */
+  caCert: string;
+  s3: { endpoint: string; accessKeyId: string; secretAccessKey: string; region: string };
+  registry: { url: string };
+  /** etcd's client URL (plain HTTP on loopback), for tests that want to look under the API server. */
+  etcd: { url: string };
+  versions: TestClusterVersions;
+}
+
+export interface TestCluster extends TestClusterInfo {
+  kubeConfig: KubeConfig;
+  /** Stops every server and removes the temp dir. Idempotent. */
+  stop(): Promise<void>;
+}
+
+export interface TestClusterVersions {
+  kubernetes: string;
+  etcd: string;
+  versitygw: string;
+}
+
+interface Binaries {
+  KUBE_APISERVER: string;
+  ETCD: string;
+  VERSITYGW: string;
+  DOCKER_REGISTRY: string;
+}
+
+export function readVersions(): TestClusterVersions {
+  const env = parseKeyValues(readFileSync(join(HERE, 'versions.env'), 'utf8'));
+  const get = (k: string): string => {
+    const v = env[k];
+    if (!v) throw new Error(`test/cluster/versions.env has no ${k}`);
+    return v;
+  };
+  return {
+    kubernetes: get('KUBERNETES_VERSION'),
+    etcd: get('ETCD_VERSION'),
+    versitygw: get('VERSITYGW_VERSION'),
+  };
+}
+
+function parseKeyValues(text: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const line of text.split('\n')) {
+    const m = /^([A-Z_][A-Z0-9_]*)=(.*)$/.exec(line.trim());
+    if (m?.[1] !== undefined && m[2] !== undefined) out[m[1]] = m[2];
+  }
+  return out;
+}
+
+/**
+ * Runs build.sh: instant when the binaries are cached, a cold build otherwise (progress on stderr).
+ * Asynchronous so that a long build does not block the event loop of the process that waits for it.
+ */
+export async function ensureBinaries(): Promise<Binaries> {
+  const stdout = await new Promise<string>((resolve, reject) => {
+    const child = spawn('bash', [join(HERE, 'build.sh')], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    child.stdout.setEncoding('utf8');
+    child.stdout.on('data', (c: string) => {
+      out += c;
+    });
+    child.on('error', (e) => reject(new Error(`test/cluster/build.sh could not run: ${e.message}`)));
+    child.on('close', (code) => {
+      if (code === 0) resolve(out);
+      else reject(new Error(`test/cluster/build.sh failed (exit ${code}); see its messages above`));
+    });
+  });
+  const kv = parseKeyValues(stdout);
+  const bins: Binaries = {
+    KUBE_APISERVER: kv.KUBE_APISERVER ?? '',
+    ETCD: kv.ETCD ?? '',
+    VERSITYGW: kv.VERSITYGW ?? '',
+    DOCKER_REGISTRY: kv.DOCKER_REGISTRY ?? '',
+  };
+  for (const [k, v] of Object.entries(bins)) {
+    if (!v) throw new Error(`test/cluster/build.sh did not report ${k}; output was:\n${stdout}`);
+  }
+  return bins;
+}
+
+/** A free TCP port on 127.0.0.1 (closed again at once; the usual small race is accepted). */
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.unref();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const addr = srv.address();
+      const port = typeof addr === 'object' && addr ? addr.port : 0;
+      srv.close(() => (port ? resolve(port) : reject(new Error('no port'))));
+    });
+  });
+}
+
+// Runs "$@" and stays with it: forwards TERM/INT, and if the owner pid disappears, kills the server and
+// removes the cluster's temp dir. Exits with the server's status.
+const SUPERVISOR = `
+owner="$1"; root="$2"; shift 2
+"$@" & child=$!
+stop() { kill -TERM "$child" 2>/dev/null; wait "$child"; exit $?; }
+trap stop TERM INT HUP
+while kill -0 "$child" 2>/dev/null; do
+  if ! kill -0 "$owner" 2>/dev/null; then
+    kill -TERM "$child" 2>/dev/null
+    for _ in 1 2 3 4 5 6 7 8 9 10; do kill -0 "$child" 2>/dev/null || break; sleep 0.5; done
+    kill -KILL "$child" 2>/dev/null
+    wait "$child"
+    rm -rf "$root"
+    exit 1
+  fi
+  sleep 1 & wait $!
+done
+wait "$child"
+`;
+
+interface Proc {
+  name: string;
+  pid: number;
+  logPath: string;
+  exited: Promise<number | null>;
+  hasExited: () => boolean;
+}
+
+function startProcess(root: string, name: string, bin: string, args: string[], cwd: string): Proc {
+  const logPath = join(root, `${name}.log`);
+  writeFileSync(logPath, `$ ${bin} ${args.join(' ')}\n`);
+  const fd = openSync(logPath, 'a');
+  const child = spawn(
+    'bash',
+    ['-c', SUPERVISOR, 'sless-supervisor', String(process.pid), root, bin, ...args],
+    {
+      cwd,
+      detached: true,
+      stdio: ['ignore', fd, fd],
+      env: { ...process.env, GOMAXPROCS: '2' },
+    },
+  );
+  closeSync(fd);
+  let done = false;
+  const exited = new Promise<number | null>((resolve) => {
+    child.on('exit', (code) => {
+      done = true;
+      resolve(code);
+    });
+    child.on('error', () => {
+      done = true;
+      resolve(null);
+    });
+  });
+  if (child.pid === undefined) throw new Error(`could not start ${name} (${bin})`);
+  return { name, pid: child.pid, logPath, exited, hasExited: () => done };
+}
+
+function logTail(p: Proc, lines = 40): string {
+  try {
+    return readFileSync(p.logPath, 'utf8').split('\n').slice(-lines).join('\n');
+  } catch {
+    return '(no log)';
+  }
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+/** Polls check() until it returns true; fails early with the server's log if the process died. */
+async function waitFor(
+  p: Proc,
+  what: string,
+  timeoutMs: number,
+  check: () => Promise<boolean>,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let lastErr = '';
+  while (Date.now() < deadline) {
+    if (p.hasExited()) {
+      throw new Error(`${p.name} exited before ${what}. Last log lines:\n${logTail(p)}`);
+    }
+    try {
+      if (await check()) return;
+    } catch (e) {
+      lastErr = e instanceof Error ? e.message : String(e);
+    }
+    await sleep(200);
+  }
+  throw new Error(
+    `timed out after ${timeoutMs} ms waiting for ${what} (${lastErr}). Last log lines of ${p.name}:\n${logTail(p)}`,
+  );
+}
+
+async function httpOk(url: string): Promise<boolean> {
+  const res = await fetch(url, { signal: AbortSignal.timeout(2000) });
+  await res.arrayBuffer();
+  return res.ok;
+}
+
+/** GET over HTTPS trusting `ca`, with a bearer token; resolves to [status, body]. */
+export function httpsGet(url: string, ca: string, token: string): Promise<[number, string]> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, { ca, headers: { authorization: `Bearer ${token}` }, timeout: 5000 }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => {
+        body += c;
+      });
+      res.on('end', () => resolve([res.statusCode ?? 0, body]));
+      res.on('error', reject);
+    });
+    req.on('timeout', () => req.destroy(new Error('timeout')));
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+function openssl(cwd: string, args: string[]): void {
+  const res = spawnSync('openssl', args, { cwd, encoding: 'utf8' });
+  if (res.error)
+    throw new Error(`openssl is required to make the test cluster's certificates: ${res.error.message}`);
+  if (res.status !== 0) throw new Error(`openssl ${args.join(' ')} failed:\n${res.stderr}`);
+}
+
+/** CA, API server serving certificate and service-account signing key, with the openssl CLI. */
+function makePki(dir: string): void {
+  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
+  openssl(dir, [
+    'req',
+    '-x509',
+    ...ec,
+    '-keyout',
+    'ca.key',
+    '-out',
+    'ca.crt',
+    '-days',
+    '2',
+    '-subj',
+    '/CN=sless-test-ca',
+  ]);
+  const sans = [
+    'IP:127.0.0.1',
+    'IP:10.0.0.1',
+    'DNS:localhost',
+    'DNS:kubernetes',
+    'DNS:kubernetes.default',
+    'DNS:kubernetes.default.svc',
+    'DNS:kubernetes.default.svc.cluster.local',
+  ].join(',');
+  openssl(dir, [
+    'req',
+    '-x509',
+    ...ec,
+    '-CA',
+    'ca.crt',
+    '-CAkey',
+    'ca.key',
+    '-keyout',
+    'apiserver.key',
+    '-out',
+    'apiserver.crt',
+    '-days',
+    '2',
+    '-subj',
+    '/CN=kube-apiserver',
+    '-addext',
+    `subjectAltName=${sans}`,
+    '-addext',
+    'basicConstraints=critical,CA:FALSE',
+    '-addext',
+    'keyUsage=critical,digitalSignature,keyEncipherment',
+    '-addext',
+    'extendedKeyUsage=serverAuth',
+  ]);
+  openssl(dir, ['genpkey', '-algorithm', 'EC', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-out', 'sa.key']);
+  openssl(dir, ['pkey', '-in', 'sa.key', '-pubout', '-out', 'sa.pub']);
+}
+
+function kubeconfigYaml(server: string, caCert: string, token: string): string {
+  const ca = Buffer.from(caCert).toString('base64');
+  return [
+    'apiVersion: v1',
+    'kind: Config',
+    'clusters:',
+    '- name: sless-test',
+    '  cluster:',
+    `    server: ${server}`,
+    `    certificate-authority-data: ${ca}`,
+    'users:',
+    '- name: sless-test-admin',
+    '  user:',
+    `    token: ${token}`,
+    'contexts:',
+    '- name: sless-test',
+    '  context:',
+    '    cluster: sless-test',
+    '    user: sless-test-admin',
+    '    namespace: default',
+    'current-context: sless-test',
+    '',
+  ].join('\n');
+}
+
+/** A KubeConfig for an already running cluster (e.g. one started by globalSetup). */
+export function kubeConfigFromInfo(info: TestClusterInfo): KubeConfig {
+  const kc = new KubeConfig();
+  kc.loadFromString(info.kubeconfig);
+  return kc;
+}
+
+const live = new Set<() => void>();
+let exitHooked = false;
+function hookExit(): void {
+  if (exitHooked) return;
+  exitHooked = true;
+  process.on('exit', () => {
+    for (const kill of live) kill();
+  });
+  for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+    process.once(sig, () => {
+      for (const kill of live) kill();
+      // Keep the default behaviour (die by the signal) unless someone else handles it.
+      if (process.listenerCount(sig) === 0) process.kill(process.pid, sig);
+    });
+  }
+}
+
+export interface StartOptions {
+  /** Max time for all servers to become ready (default 120 s). */
+  readyTimeoutMs?: number;
+}
+
+export async function startTestCluster(opts: StartOptions = {}): Promise<TestCluster> {
+  const readyTimeoutMs = opts.readyTimeoutMs ?? 120_000;
+  const bins = await ensureBinaries();
+  const versions = readVersions();
+  const root = mkdtempSync(join(tmpdir(), 'sless-cluster-'));
+  const procs: Proc[] = [];
+
+  const killAllSync = (): void => {
+    for (const p of procs) {
+      try {
+        process.kill(-p.pid, 'SIGKILL');
+      } catch {
+        // already gone
+      }
+    }
+    rmSync(root, { recursive: true, force: true });
+  };
+  live.add(killAllSync);
+  hookExit();
+
+  let stopped: Promise<void> | undefined;
+  const stop = (): Promise<void> => {
+    stopped ??= (async () => {
+      for (const p of procs) {
+        try {
+          process.kill(-p.pid, 'SIGTERM');
+        } catch {
+          // already gone
+        }
+      }
+      await Promise.race([Promise.all(procs.map((p) => p.exited)), sleep(10_000)]);
+      live.delete(killAllSync);
+      killAllSync();
+    })();
+    return stopped;
+  };
+
+  try {
+    const pki = join(root, 'pki');
+    for (const d of ['pki', 'etcd', 's3', 'registry', 'apiserver']) mkdirSync(join(root, d));
+    makePki(pki);
+    const caCert = readFileSync(join(pki, 'ca.crt'), 'utf8');
+    const adminToken = randomBytes(24).toString('hex');
+    writeFileSync(
+      join(pki, 'tokens.csv'),
+      `${adminToken},sless-test-admin,sless-test-admin,"system:masters"\n`,
+    );
+
+    const [etcdPort, etcdPeerPort, apiPort, s3Port, regPort] = await Promise.all([
+      freePort(),
+      freePort(),
+      freePort(),
+      freePort(),
+      freePort(),
+    ]);
+
+    // etcd: plain HTTP on loopback, no fsync (test data is thrown away).
+    const etcdUrl = `http://127.0.0.1:${etcdPort}`;
+    const peerUrl = `http://127.0.0.1:${etcdPeerPort}`;
+    const etcd = startProcess(
+      root,
+      'etcd',
+      bins.ETCD,
+      [
+        '--name=default',
+        `--data-dir=${join(root, 'etcd')}`,
+        `--listen-client-urls=${etcdUrl}`,
+        `--advertise-client-urls=${etcdUrl}`,
+        `--listen-peer-urls=${peerUrl}`,
+        `--initial-advertise-peer-urls=${peerUrl}`,
+        `--initial-cluster=default=${peerUrl}`,
+        '--unsafe-no-fsync=true',
+        '--log-level=warn',
+      ],
+      root,
+    );
+    procs.push(etcd);
+
+    // S3: versitygw with the POSIX backend.
+    const s3 = {
+      endpoint: `http://127.0.0.1:${s3Port}`,
+      accessKeyId: `sless${randomBytes(6).toString('hex')}`,
+      secretAccessKey: randomBytes(20).toString('hex'),
+      region: 'us-east-1',
+    };
+    const s3Proc = startProcess(
+      root,
+      'versitygw',
+      bins.VERSITYGW,
+      [
+        '--access',
+        s3.accessKeyId,
+        '--secret',
+        s3.secretAccessKey,
+        '--region',
+        s3.region,
+        '--port',
+        `127.0.0.1:${s3Port}`,
+        'posix',
+        join(root, 's3'),
+      ],
+      root,
+    );
+    procs.push(s3Proc);
+
+    // Registry: Debian's docker-registry with our own config (never the system service).
+    const regConfig = join(root, 'registry.yml');
+    writeFileSync(
+      regConfig,
+      [
+        'version: 0.1',
+        'log:',
+        '  level: warn',
+        '  accesslog:',
+        '    disabled: true',
+        'storage:',
+        '  filesystem:',
+        `    rootdirectory: ${join(root, 'registry')}`,
+        '  delete:',
+        '    enabled: true',
+        'http:',
+        `  addr: 127.0.0.1:${regPort}`,
+        `  secret: ${randomBytes(16).toString('hex')}`,
+        '',
+      ].join('\n'),
+    );
+    const reg = startProcess(root, 'registry', bins.DOCKER_REGISTRY, ['serve', regConfig], root);
+    procs.push(reg);
+    const registry = { url: `http://127.0.0.1:${regPort}` };
+
+    await waitFor(etcd, 'etcd /health', readyTimeoutMs, () => httpOk(`${etcdUrl}/health`));
+
+    const apiServerUrl = `https://127.0.0.1:${apiPort}`;
+    const api = startProcess(
+      root,
+      'kube-apiserver',
+      bins.KUBE_APISERVER,
+      [
+        `--etcd-servers=${etcdUrl}`,
+        `--etcd-prefix=/sless-${randomBytes(4).toString('hex')}`,
+        '--bind-address=127.0.0.1',
+        '--advertise-address=127.0.0.1',
+        `--secure-port=${apiPort}`,
+        `--cert-dir=${join(root, 'apiserver')}`,
+        `--tls-cert-file=${join(pki, 'apiserver.crt')}`,
+        `--tls-private-key-file=${join(pki, 'apiserver.key')}`,
+        `--client-ca-file=${join(pki, 'ca.crt')}`,
+        `--token-auth-file=${join(pki, 'tokens.csv')}`,
+        '--authorization-mode=RBAC',
+        '--service-account-issuer=https://kubernetes.default.svc.cluster.local',
+        `--service-account-key-file=${join(pki, 'sa.pub')}`,
+        `--service-account-signing-key-file=${join(pki, 'sa.key')}`,
+        '--service-cluster-ip-range=10.0.0.0/24',
+        '--allow-privileged=true',
+        // No controller-manager runs, so nothing would create the default ServiceAccount pods expect.
+        '--disable-admission-plugins=ServiceAccount',
+        '--v=0',
+      ],
+      root,
+    );
+    procs.push(api);
+
+    await Promise.all([
+      waitFor(api, 'kube-apiserver /readyz', readyTimeoutMs, async () => {
+        const [status] = await httpsGet(`${apiServerUrl}/readyz`, caCert, adminToken);
+        return status === 200;
+      }),
+      // A 403 (unsigned request) proves the S3 server answers HTTP.
+      waitFor(s3Proc, 'versitygw', readyTimeoutMs, async () => {
+        const res = await fetch(s3.endpoint, { signal: AbortSignal.timeout(2000) });
+        await res.arrayBuffer();
+        return res.status > 0;
+      }),
+      waitFor(reg, 'registry /v2/', readyTimeoutMs, () => httpOk(`${registry.url}/v2/`)),
+    ]);
+    // The bootstrap controller creates the default namespace shortly after /readyz.
+    await waitFor(api, 'namespace default', readyTimeoutMs, async () => {
+      const [status] = await httpsGet(`${apiServerUrl}/api/v1/namespaces/default`, caCert, adminToken);
+      return status === 200;
+    });
+
+    const kubeconfig = kubeconfigYaml(apiServerUrl, caCert, adminToken);
+    const kubeconfigPath = join(root, 'kubeconfig');
+    writeFileSync(kubeconfigPath, kubeconfig, { mode: 0o600 });
+    const info: TestClusterInfo = {
+      kubeconfigPath,
+      kubeconfig,
+      apiServerUrl,
+      adminToken,
+      caCert,
+      s3,
+      registry,
+      etcd: { url: etcdUrl },
+      versions,
+    };
+    return { ...info, kubeConfig: kubeConfigFromInfo(info), stop };
+  } catch (e) {
+    await stop();
+    throw e;
+  }
+}
