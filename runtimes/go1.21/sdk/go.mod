@@ -1,0 +1,3 @@
+module sless.dev/runtime
+
+go 1.21

@@ -1,0 +1,418 @@
+package sless
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+	"unicode/utf8"
+)
+
+// MaxBodyBytes is the largest accepted request body; larger requests get 413.
+const MaxBodyBytes = 32 << 20
+
+// Entrypoint is set at build time (-ldflags -X) to SLESS_ENTRYPOINT, for log lines.
+var Entrypoint = "handler.Handle"
+
+// HandlerFunc is the untyped handler signature.
+type HandlerFunc func(ctx context.Context, event Event) (any, error)
+
+// Serve runs the function: an HTTP server on $PORT, or, when SLESS_EVENT is set, a single
+// invocation that prints "SLESS_RESULT {...}" and exits. It never returns.
+func Serve[T any](handler func(ctx context.Context, event Event) (T, error)) {
+	rt := newRuntime(func(ctx context.Context, ev Event) (any, error) { return handler(ctx, ev) })
+	if raw, ok := os.LookupEnv("SLESS_EVENT"); ok {
+		os.Exit(rt.oneShot(raw))
+	}
+	os.Exit(rt.serve())
+}
+
+type runtime struct {
+	handler      HandlerFunc
+	functionName string
+	namespace    string
+	timeout      time.Duration
+	timeoutLabel string
+}
+
+func newRuntime(h HandlerFunc) *runtime {
+	secs := 30.0
+	if v, err := strconv.ParseFloat(os.Getenv("SLESS_TIMEOUT_SEC"), 64); err == nil && v > 0 {
+		secs = v
+	}
+	return &runtime{
+		handler:      h,
+		functionName: os.Getenv("SLESS_FUNCTION_NAME"),
+		namespace:    os.Getenv("SLESS_NAMESPACE"),
+		timeout:      time.Duration(secs * float64(time.Second)),
+		timeoutLabel: strconv.FormatFloat(secs, 'f', -1, 64),
+	}
+}
+
+// result is a mapped handler outcome.
+type result struct {
+	status  int
+	headers map[string]string
+	payload []byte
+	shot    json.RawMessage // the body as shown in one-shot output
+}
+
+func marshalJSON(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}
+
+func errorResult(status int, msg string) result {
+	body, _ := marshalJSON(map[string]string{"error": msg})
+	return result{status: status, headers: map[string]string{"content-type": "application/json"}, payload: body, shot: body}
+}
+
+func jsonString(s string) json.RawMessage {
+	b, _ := marshalJSON(s)
+	return b
+}
+
+func mapResult(v any) (result, error) {
+	switch r := v.(type) {
+	case Response:
+		return mapResponse(&r)
+	case *Response:
+		if r != nil {
+			return mapResponse(r)
+		}
+	case map[string]any:
+		if sc, ok := numeric(r["statusCode"]); ok {
+			resp := &Response{StatusCode: sc, Body: r["body"]}
+			if b, ok := r["isBase64Encoded"].(bool); ok {
+				resp.IsBase64Encoded = b
+			}
+			switch h := r["headers"].(type) {
+			case map[string]string:
+				resp.Headers = h
+			case map[string]any:
+				resp.Headers = make(map[string]string, len(h))
+				for k, hv := range h {
+					switch x := hv.(type) {
+					case nil:
+					case string:
+						resp.Headers[k] = x
+					case []string:
+						resp.Headers[k] = strings.Join(x, ", ")
+					case []any:
+						parts := make([]string, len(x))
+						for i, p := range x {
+							parts[i] = fmt.Sprint(p)
+						}
+						resp.Headers[k] = strings.Join(parts, ", ")
+					default:
+						resp.Headers[k] = fmt.Sprint(x)
+					}
+				}
+			}
+			return mapResponse(resp)
+		}
+	}
+	body, err := marshalJSON(v)
+	if err != nil {
+		return result{}, err
+	}
+	return result{status: http.StatusOK, headers: map[string]string{"content-type": "application/json"}, payload: body, shot: body}, nil
+}
+
+func numeric(v any) (int, bool) {
+	switch n := v.(type) {
+	case int:
+		return n, true
+	case int64:
+		return int(n), true
+	case float64:
+		return int(n), true
+	case json.Number:
+		i, err := n.Int64()
+		return int(i), err == nil
+	}
+	return 0, false
+}
+
+func mapResponse(r *Response) (result, error) {
+	headers := make(map[string]string, len(r.Headers)+1)
+	hasType := false
+	for k, v := range r.Headers {
+		headers[k] = v
+		if strings.EqualFold(k, "content-type") {
+			hasType = true
+		}
+	}
+	res := result{status: r.StatusCode, headers: headers, shot: json.RawMessage("null")}
+	ctype := ""
+	switch b := r.Body.(type) {
+	case nil:
+	case string:
+		if r.IsBase64Encoded {
+			data, err := base64.StdEncoding.DecodeString(b)
+			if err != nil {
+				return result{}, fmt.Errorf("response body is not valid base64: %w", err)
+			}
+			res.payload, ctype = data, "application/octet-stream"
+		} else {
+			res.payload, ctype = []byte(b), "text/plain; charset=utf-8"
+		}
+		res.shot = jsonString(b)
+	case []byte:
+		res.payload, ctype = b, "application/octet-stream"
+		res.shot = jsonString(base64.StdEncoding.EncodeToString(b))
+	default:
+		data, err := marshalJSON(b)
+		if err != nil {
+			return result{}, err
+		}
+		res.payload, ctype, res.shot = data, "application/json", data
+	}
+	if ctype != "" && !hasType {
+		headers["content-type"] = ctype
+	}
+	return res, nil
+}
+
+func newRequestID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = (b[6] & 0x0f) | 0x40
+	b[8] = (b[8] & 0x3f) | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
+}
+
+// invoke runs the handler in a goroutine with a deadline; it answers 504 when the deadline passes
+// first (the goroutine is not killed, but its ctx is cancelled).
+func (rt *runtime) invoke(parent context.Context, ev Event) result {
+	rid := ev.Headers["x-request-id"]
+	if rid == "" {
+		rid = newRequestID()
+	}
+	deadline := time.Now().Add(rt.timeout)
+	ctx, cancel := context.WithDeadline(parent, deadline)
+	defer cancel()
+	ctx = WithContext(ctx, Context{
+		FunctionName: rt.functionName,
+		Namespace:    rt.namespace,
+		RequestID:    rid,
+		DeadlineMs:   deadline.UnixMilli(),
+	})
+	done := make(chan result, 1)
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				fmt.Fprintf(os.Stderr, "sless-runtime: handler panic (request %s): %v\n%s", rid, p, debug.Stack())
+				done <- errorResult(http.StatusInternalServerError, fmt.Sprint(p))
+			}
+		}()
+		v, err := rt.handler(ctx, ev)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "sless-runtime: handler error (request %s): %+v\n", rid, err)
+			done <- errorResult(http.StatusInternalServerError, err.Error())
+			return
+		}
+		res, err := mapResult(v)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "sless-runtime: cannot serialize result (request %s): %v\n", rid, err)
+			done <- errorResult(http.StatusInternalServerError, "cannot serialize result: "+err.Error())
+			return
+		}
+		done <- res
+	}()
+	select {
+	case res := <-done:
+		return res
+	case <-ctx.Done():
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			fmt.Fprintf(os.Stderr, "sless-runtime: request %s timed out after %ss\n", rid, rt.timeoutLabel)
+			return errorResult(http.StatusGatewayTimeout, "function timed out after "+rt.timeoutLabel+"s")
+		}
+		return errorResult(499, "request cancelled")
+	}
+}
+
+// --- HTTP ----------------------------------------------------------------------------------------
+
+var healthBody = []byte(`{"status":"ok"}`)
+
+func mediaType(ct string) string {
+	if i := strings.IndexByte(ct, ';'); i >= 0 {
+		ct = ct[:i]
+	}
+	return strings.ToLower(strings.TrimSpace(ct))
+}
+
+func isJSONType(mt string) bool { return mt == "application/json" || strings.HasSuffix(mt, "+json") }
+
+func isTextType(mt string) bool {
+	switch mt {
+	case "", "application/x-www-form-urlencoded", "application/xml", "application/javascript", "application/graphql":
+		return true
+	}
+	return strings.HasPrefix(mt, "text/") || strings.HasSuffix(mt, "+xml")
+}
+
+func decodeBody(raw []byte, contentType string) (any, bool) {
+	if len(raw) == 0 {
+		return nil, false
+	}
+	mt := mediaType(contentType)
+	if (isJSONType(mt) || isTextType(mt)) && utf8.Valid(raw) {
+		if isJSONType(mt) {
+			var v any
+			if err := json.Unmarshal(raw, &v); err == nil {
+				return v, false
+			}
+		}
+		return string(raw), false
+	}
+	return base64.StdEncoding.EncodeToString(raw), true
+}
+
+func (rt *runtime) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	uri := r.RequestURI
+	path, rawQuery := uri, ""
+	if i := strings.IndexByte(uri, '?'); i >= 0 {
+		path, rawQuery = uri[:i], uri[i+1:]
+	}
+	if strings.HasPrefix(path, "http://") || strings.HasPrefix(path, "https://") { // absolute-form target
+		path, rawQuery = r.URL.EscapedPath(), r.URL.RawQuery
+	}
+	if r.Method == http.MethodGet && path == "/healthz" {
+		w.Header().Set("content-type", "application/json")
+		_, _ = w.Write(healthBody)
+		return
+	}
+	if r.ContentLength > MaxBodyBytes {
+		writeResult(w, errorResult(http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds %d bytes", MaxBodyBytes)))
+		return
+	}
+	var raw []byte
+	var err error
+	body := http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+	if r.ContentLength > 0 {
+		raw = make([]byte, r.ContentLength)
+		_, err = io.ReadFull(body, raw)
+	} else {
+		raw, err = io.ReadAll(body)
+	}
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeResult(w, errorResult(http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds %d bytes", MaxBodyBytes)))
+		} else {
+			writeResult(w, errorResult(http.StatusBadRequest, "cannot read request body: "+err.Error()))
+		}
+		return
+	}
+	headers := make(map[string]string, len(r.Header)+1)
+	for k, vs := range r.Header {
+		headers[strings.ToLower(k)] = strings.Join(vs, ", ")
+	}
+	if r.Host != "" {
+		headers["host"] = r.Host
+	}
+	query, _ := url.ParseQuery(rawQuery)
+	decoded, isB64 := decodeBody(raw, headers["content-type"])
+	ev := Event{
+		Method:          r.Method,
+		Path:            path,
+		Query:           Query(query),
+		Headers:         headers,
+		Body:            decoded,
+		IsBase64Encoded: isB64,
+		raw:             raw,
+	}
+	writeResult(w, rt.invoke(r.Context(), ev))
+}
+
+func writeResult(w http.ResponseWriter, res result) {
+	if res.status < 100 || res.status > 999 {
+		res = errorResult(http.StatusInternalServerError, fmt.Sprintf("invalid statusCode %d", res.status))
+	}
+	h := w.Header()
+	for k, v := range res.headers {
+		h.Set(k, v)
+	}
+	h.Set("content-length", strconv.Itoa(len(res.payload)))
+	w.WriteHeader(res.status)
+	_, _ = w.Write(res.payload)
+}
+
+func (rt *runtime) serve() int {
+	port := os.Getenv("PORT")
+	if port == "" {
+		port = "8080"
+	}
+	srv := &http.Server{
+		Addr:              ":" + port,
+		Handler:           rt,
+		ReadHeaderTimeout: 60 * time.Second,
+		IdleTimeout:       65 * time.Second,
+	}
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
+	go func() {
+		<-stop
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}()
+	fmt.Fprintf(os.Stderr, "sless-runtime: %s listening on :%s\n", Entrypoint, port)
+	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		fmt.Fprintf(os.Stderr, "sless-runtime: cannot listen on port %s: %v\n", port, err)
+		return 1
+	}
+	return 0
+}
+
+// --- one-shot --------------------------------------------------------------------------------------
+
+func (rt *runtime) oneShot(raw string) int {
+	var body any
+	if err := json.Unmarshal([]byte(raw), &body); err != nil {
+		fmt.Fprintf(os.Stderr, "sless-runtime: SLESS_EVENT is not valid JSON: %v\n", err)
+		return 2
+	}
+	ev := Event{
+		Method:  http.MethodPost,
+		Path:    "/",
+		Query:   Query{},
+		Headers: map[string]string{"content-type": "application/json"},
+		Body:    body,
+		raw:     []byte(raw),
+	}
+	res := rt.invoke(context.Background(), ev)
+	shot := res.shot
+	if len(shot) == 0 {
+		shot = json.RawMessage("null")
+	}
+	line, _ := marshalJSON(struct {
+		StatusCode int             `json:"statusCode"`
+		Body       json.RawMessage `json:"body"`
+	}{res.status, shot})
+	fmt.Fprintf(os.Stdout, "SLESS_RESULT %s\n", line)
+	if res.status < 500 {
+		return 0
+	}
+	return 1
+}
