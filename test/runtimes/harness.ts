@@ -1,0 +1,158 @@
+// Helpers to run the sless runtimes as real child processes; used by the contract suite and the
+// runtime benchmarks (bench/cold-start.ts, bench/runtime-throughput.ts).
+import { type ChildProcess, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import net from 'node:net';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+export const RUNTIMES_DIR = path.join(REPO_ROOT, 'runtimes');
+export const FIXTURES_DIR = path.join(REPO_ROOT, 'test/runtimes/fixtures');
+export const GO_BUILD_SH = path.join(RUNTIMES_DIR, 'go1.21/build.sh');
+
+export type RuntimeName = 'nodejs20' | 'python3.11' | 'go1.21';
+
+/** How to launch one function process: the command and the env it needs on top of the base env. */
+export interface Launch {
+  command: string;
+  args: string[];
+  env: Record<string, string>;
+}
+
+/** Node and Python interpret SLESS_ENTRYPOINT at start-up; Go binaries are built per entrypoint. */
+export function interpretedLaunch(
+  runtime: 'nodejs20' | 'python3.11',
+  codeDir: string,
+  entrypoint: string,
+): Launch {
+  const env = { SLESS_CODE_DIR: codeDir, SLESS_ENTRYPOINT: entrypoint, PYTHONDONTWRITEBYTECODE: '1' };
+  if (runtime === 'nodejs20') {
+    return { command: process.execPath, args: [path.join(RUNTIMES_DIR, 'nodejs20/server.js')], env };
+  }
+  return { command: 'python3', args: [path.join(RUNTIMES_DIR, 'python3.11/server.py')], env };
+}
+
+export function binaryLaunch(binary: string, entrypoint: string): Launch {
+  return { command: binary, args: [], env: { SLESS_ENTRYPOINT: entrypoint } };
+}
+
+export async function freePort(): Promise<number> {
+  const srv = net.createServer();
+  srv.listen(0, '127.0.0.1');
+  await once(srv, 'listening');
+  const addr = srv.address();
+  const port = typeof addr === 'object' && addr !== null ? addr.port : 0;
+  srv.close();
+  await once(srv, 'close');
+  return port;
+}
+
+export interface Running {
+  proc: ChildProcess;
+  port: number;
+  url: string;
+  stderr: () => string;
+  stop: () => Promise<void>;
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+function childEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...process.env, ...extra };
+  // Never inherit a one-shot event from the calling environment.
+  if (!('SLESS_EVENT' in extra)) delete env.SLESS_EVENT;
+  return env;
+}
+
+/** Spawns a runtime server on a free port and waits until GET /healthz answers 200. */
+export async function startRuntime(
+  launch: Launch,
+  env: Record<string, string> = {},
+  timeoutMs = 15_000,
+): Promise<Running> {
+  const port = await freePort();
+  const proc = spawn(launch.command, launch.args, {
+    env: childEnv({ ...launch.env, ...env, PORT: String(port) }),
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let stderr = '';
+  proc.stderr?.setEncoding('utf8');
+  proc.stderr?.on('data', (chunk: string) => {
+    stderr += chunk;
+  });
+  let exited: number | null | undefined;
+  proc.on('exit', (code) => {
+    exited = code;
+  });
+  const url = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (exited !== undefined) {
+      throw new Error(`${launch.command} exited with ${exited} before becoming healthy:\n${stderr}`);
+    }
+    try {
+      const res = await fetch(`${url}/healthz`);
+      await res.arrayBuffer();
+      if (res.status === 200) break;
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline) {
+      proc.kill('SIGKILL');
+      throw new Error(`${launch.command} did not become healthy within ${timeoutMs} ms:\n${stderr}`);
+    }
+    await sleep(20);
+  }
+  return {
+    proc,
+    port,
+    url,
+    stderr: () => stderr,
+    stop: async () => {
+      if (proc.exitCode !== null || proc.signalCode !== null) return;
+      const done = once(proc, 'exit');
+      proc.kill('SIGKILL');
+      await done;
+    },
+  };
+}
+
+export interface Exited {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+  ms: number;
+}
+
+/** Runs a command to completion, capturing output. */
+export function runToExit(
+  command: string,
+  args: string[],
+  env: Record<string, string>,
+  timeoutMs = 120_000,
+): Promise<Exited> {
+  const started = performance.now();
+  return new Promise((resolve, reject) => {
+    const proc = spawn(command, args, { env: childEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    proc.stdout.setEncoding('utf8').on('data', (c: string) => {
+      stdout += c;
+    });
+    proc.stderr.setEncoding('utf8').on('data', (c: string) => {
+      stderr += c;
+    });
+    const timer = setTimeout(() => proc.kill('SIGKILL'), timeoutMs);
+    proc.on('error', reject);
+    proc.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr, ms: performance.now() - started });
+    });
+  });
+}
+
+/** Builds a Go function binary with runtimes/go1.21/build.sh. */
+export function buildGo(codeDir: string, outBinary: string, entrypoint: string): Promise<Exited> {
+  return runToExit('bash', [GO_BUILD_SH, codeDir, outBinary, entrypoint], {}, 300_000);
+}
