@@ -156,3 +156,41 @@ export function runToExit(
 export function buildGo(codeDir: string, outBinary: string, entrypoint: string): Promise<Exited> {
   return runToExit('bash', [GO_BUILD_SH, codeDir, outBinary, entrypoint], {}, 300_000);
 }
+
+/** A trivial function ({ok: true}) per runtime in a temp dir, with the Go binary prebuilt. */
+export async function prepareTrivialFunctions(dir: string): Promise<Record<RuntimeName, Launch>> {
+  const { mkdirSync, writeFileSync } = await import('node:fs');
+  const nodeDir = path.join(dir, 'nodejs20');
+  const pyDir = path.join(dir, 'python3.11');
+  const goDir = path.join(dir, 'go1.21');
+  mkdirSync(nodeDir, { recursive: true });
+  mkdirSync(pyDir, { recursive: true });
+  mkdirSync(path.join(goDir, 'handler'), { recursive: true });
+  writeFileSync(path.join(nodeDir, 'handler.mjs'), 'export const handle = () => ({ ok: true });\n');
+  writeFileSync(path.join(pyDir, 'handler.py'), 'def handle(event, context):\n    return {"ok": True}\n');
+  writeFileSync(
+    path.join(goDir, 'handler/handler.go'),
+    [
+      'package handler',
+      '',
+      'import (',
+      '\t"context"',
+      '',
+      '\tsless "sless.dev/runtime"',
+      ')',
+      '',
+      'func Handle(ctx context.Context, event sless.Event) (any, error) {',
+      '\treturn map[string]bool{"ok": true}, nil',
+      '}',
+      '',
+    ].join('\n'),
+  );
+  const binary = path.join(dir, 'go-function');
+  const built = await buildGo(goDir, binary, 'handler.Handle');
+  if (built.code !== 0) throw new Error(`go build failed:\n${built.stderr}`);
+  return {
+    nodejs20: interpretedLaunch('nodejs20', nodeDir, 'handler.handle'),
+    'python3.11': interpretedLaunch('python3.11', pyDir, 'handler.handle'),
+    'go1.21': binaryLaunch(binary, 'handler.Handle'),
+  };
+}
