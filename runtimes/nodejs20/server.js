@@ -58,8 +58,10 @@ async function loadHandler() {
   }
   // ESM named export, or a CommonJS export that the named-export detection did not see.
   let fn = mod[fnName];
-  if (typeof fn !== 'function' && mod.default != null && typeof mod.default === 'object')
-    fn = mod.default[fnName];
+  const def = mod.default;
+  if (typeof fn !== 'function' && def != null && (typeof def === 'object' || typeof def === 'function')) {
+    fn = def[fnName];
+  }
   if (typeof fn !== 'function' && fnName === 'default' && typeof mod.default === 'function') fn = mod.default;
   if (typeof fn !== 'function') fatal(`module "${moduleName}" has no function "${fnName}"`);
   return fn;
@@ -371,6 +373,13 @@ async function oneShot(handler, raw) {
   const code = mapped.statusCode < 500 ? 0 : 1;
   process.stdout.write(line, () => process.exit(code));
 }
+
+// A promise the handler forgot to await must not take the function down (Node 20 would exit).
+// Uncaught exceptions still crash the process; the platform restarts it.
+process.on('unhandledRejection', (reason) => {
+  const detail = reason instanceof Error && reason.stack ? reason.stack : errorMessage(reason);
+  process.stderr.write(`sless-runtime: unhandled promise rejection: ${detail}\n`);
+});
 
 const handler = await loadHandler();
 if (env.SLESS_EVENT !== undefined) await oneShot(handler, env.SLESS_EVENT);

@@ -381,13 +381,17 @@ class RequestHandler(BaseHTTPRequestHandler):
         reason = self.responses.get(status, ("",))[0]
         out = [f"HTTP/1.1 {status} {reason}\r\n"]
         for name, value in headers:
+            if "\r" in value or "\n" in value or "\r" in name or "\n" in name:  # no header injection
+                name, value = name.replace("\r", "").replace("\n", ""), value.replace("\r", " ").replace("\n", " ")
             out.append(f"{name}: {value}\r\n")
         out.append(f"content-length: {len(payload)}\r\n")
         if self.close_connection:
             out.append("connection: close\r\n")
         out.append("\r\n")
         head = "".join(out).encode("latin-1", "replace")
-        if len(payload) < 65536:
+        if self.command == "HEAD":
+            self.wfile.write(head)
+        elif len(payload) < 65536:
             self.wfile.write(head + payload)
         else:
             self.wfile.write(head)
