@@ -1,0 +1,199 @@
+import { existsSync } from 'node:fs';
+import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Logger } from 'pino';
+import { asError, BuildError } from '../core/errors.js';
+import type { Builder, BuildRequest } from '../core/interfaces.js';
+import type { BuildRecord, SlessFunction } from '../core/resources.js';
+import type { RuntimeName } from '../core/schemas.js';
+import { materializeFunction } from './materialize.js';
+import { runCommand, tail } from './run-command.js';
+
+export interface LocalBuilderOptions {
+  /** `.sless` state directory; builds live under `{stateDir}/builds/{ns}/{fn}/{buildKey}`. */
+  stateDir: string;
+  runtimesDir: string;
+  logger: Logger;
+  stepTimeoutMs?: number;
+  onBuildFinished?: (record: BuildRecord, fn: SlessFunction) => void;
+}
+
+interface Step {
+  command: string;
+  args: string[];
+  cwd: string;
+  env?: NodeJS.ProcessEnv;
+}
+
+/** Variables a dependency install may need; everything else (tokens, keys) stays out of builds. */
+const PASSED_ENV =
+  /^(PATH|HOME|LANG|LC_\w+|TMPDIR|USER|SHELL|npm_config_\w+|NPM_CONFIG_\w+|PIP_\w+|GO\w*|CGO_\w+|HTTPS?_PROXY|NO_PROXY|https?_proxy|no_proxy|SSL_CERT_\w+|NODE_EXTRA_CA_CERTS)$/;
+
+function buildEnv(): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [key, value] of Object.entries(process.env)) if (PASSED_ENV.test(key)) env[key] = value;
+  return env;
+}
+
+/**
+ * Builds a function into a directory keyed by its build key: the code at that commit plus its
+ * installed dependencies. A finished build is renamed into place atomically, so a crash mid-build
+ * never leaves a half directory that a restart would trust.
+ */
+export class LocalBuilder implements Builder {
+  private readonly options: LocalBuilderOptions;
+  private readonly inFlight = new Map<string, Promise<BuildRecord>>();
+
+  constructor(options: LocalBuilderOptions) {
+    this.options = options;
+  }
+
+  buildDir(fn: SlessFunction, buildKey: string): string {
+    return join(this.options.stateDir, 'builds', fn.metadata.namespace, fn.metadata.name, buildKey);
+  }
+
+  async lookup(fn: SlessFunction, buildKey: string): Promise<BuildRecord | undefined> {
+    const file = join(this.buildDir(fn, buildKey), 'build.json');
+    if (!existsSync(file)) return undefined;
+    try {
+      const record = JSON.parse(await readFile(file, 'utf8')) as BuildRecord;
+      return record.result === 'Succeeded' ? record : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
+  build(request: BuildRequest): Promise<BuildRecord> {
+    const dir = this.buildDir(request.fn, request.buildKey);
+    const running = this.inFlight.get(dir);
+    if (running) return running;
+    const promise = this.buildOnce(request, dir).finally(() => this.inFlight.delete(dir));
+    this.inFlight.set(dir, promise);
+    return promise;
+  }
+
+  private async buildOnce(request: BuildRequest, dir: string): Promise<BuildRecord> {
+    const existing = await this.lookup(request.fn, request.buildKey);
+    if (existing) return existing;
+    const started = Date.now();
+    const log = this.options.logger.child({
+      function: `${request.fn.metadata.namespace}/${request.fn.metadata.name}`,
+      buildKey: request.buildKey,
+    });
+    const staging = `${dir}.staging-${process.pid}-${started}`;
+    const record: BuildRecord = {
+      buildKey: request.buildKey,
+      commit: request.commit,
+      result: 'Running',
+      startedAt: new Date(started).toISOString(),
+    };
+    let output = '';
+    try {
+      await rm(staging, { recursive: true, force: true });
+      const codeDir = join(staging, 'code');
+      const count = await materializeFunction({
+        snapshot: request.snapshot,
+        codeDir: request.codeDir,
+        excludedFiles: request.excludedFiles,
+        target: codeDir,
+      });
+      output += `[sless] wrote ${count} files from ${request.codeDir || '.'} at ${request.commit.slice(0, 12)}\n`;
+      for (const step of this.steps(request.fn.spec.runtime, staging, request.fn.spec.entrypoint)) {
+        output += `[sless] $ ${step.command} ${step.args.join(' ')}\n`;
+        const result = await runCommand(step.command, step.args, {
+          cwd: step.cwd,
+          env: { ...buildEnv(), ...step.env },
+          timeoutMs: this.options.stepTimeoutMs ?? 600_000,
+        });
+        output += result.output;
+        if (result.exitCode !== 0) {
+          throw new BuildError(
+            `${step.command} ${step.args[0] ?? ''} failed with ${result.signal ?? `exit code ${result.exitCode}`}`,
+            tail(output),
+          );
+        }
+      }
+      const finished = Date.now();
+      const done: BuildRecord = {
+        ...record,
+        result: 'Succeeded',
+        finishedAt: new Date(finished).toISOString(),
+        durationMs: finished - started,
+        logTail: tail(output),
+        image: dir,
+      };
+      await writeFile(join(staging, 'build.json'), `${JSON.stringify(done, null, 2)}\n`);
+      await mkdir(join(dir, '..'), { recursive: true });
+      await rm(dir, { recursive: true, force: true });
+      await rename(staging, dir);
+      log.info({ durationMs: done.durationMs }, 'build succeeded');
+      this.options.onBuildFinished?.(done, request.fn);
+      return done;
+    } catch (thrown) {
+      await rm(staging, { recursive: true, force: true }).catch(() => undefined);
+      const error = asError(thrown);
+      const logTail = error instanceof BuildError && error.logTail ? error.logTail : tail(output);
+      const finished = Date.now();
+      const failed: BuildRecord = {
+        ...record,
+        result: 'Failed',
+        finishedAt: new Date(finished).toISOString(),
+        durationMs: finished - started,
+        message: error.message,
+        logTail,
+      };
+      log.warn({ err: error.message }, 'build failed');
+      this.options.onBuildFinished?.(failed, request.fn);
+      throw Object.assign(new BuildError(error.message, logTail, error), { record: failed });
+    }
+  }
+
+  private steps(runtime: RuntimeName, staging: string, entrypoint: string): Step[] {
+    const code = join(staging, 'code');
+    const quiet = ['--no-audit', '--no-fund', '--loglevel=error'];
+    switch (runtime) {
+      case 'nodejs20':
+        if (!existsSync(join(code, 'package.json'))) return [];
+        return existsSync(join(code, 'package-lock.json'))
+          ? [{ command: 'npm', args: ['ci', '--omit=dev', ...quiet], cwd: code }]
+          : [{ command: 'npm', args: ['install', '--omit=dev', '--no-package-lock', ...quiet], cwd: code }];
+      case 'python3.11':
+        if (!existsSync(join(code, 'requirements.txt'))) return [];
+        return [
+          {
+            command: 'python3',
+            args: [
+              '-m',
+              'pip',
+              'install',
+              '--target',
+              join(staging, 'deps'),
+              '-r',
+              'requirements.txt',
+              '--no-input',
+              '--disable-pip-version-check',
+              '--quiet',
+            ],
+            cwd: code,
+          },
+        ];
+      case 'go1.21':
+        return [
+          {
+            command: 'bash',
+            args: [
+              join(this.options.runtimesDir, 'go1.21', 'build.sh'),
+              code,
+              join(staging, 'bin', 'function'),
+              entrypoint,
+            ],
+            cwd: staging,
+          },
+        ];
+    }
+  }
+}
+
+export function buildRecordOf(error: unknown): BuildRecord | undefined {
+  return (error as { record?: BuildRecord } | undefined)?.record;
+}

@@ -1,0 +1,98 @@
+#!/usr/bin/env node
+/**
+ * `sless dev [--repo PATH|URL] [--branch B] [--port P]`: the embedded platform.
+ */
+import { execFile } from 'node:child_process';
+import { join } from 'node:path';
+import { parseArgs, promisify } from 'node:util';
+import { ensureExamplesRepository } from './cli/examples-repo.js';
+import { ConfigError, loadLocalConfig } from './config/config.js';
+import type { GitSource, SlessFunction } from './core/resources.js';
+import { createLogger, startLocalSystem } from './main.js';
+
+const USAGE = `usage: sless dev [--repo PATH|URL] [--branch B] [--port P] [--host H] [--interval 10s] [--state-dir DIR] [--json]`;
+
+async function currentBranch(path: string): Promise<string> {
+  try {
+    const { stdout } = await promisify(execFile)('git', ['symbolic-ref', '--short', 'HEAD'], { cwd: path });
+    return stdout.trim() || 'main';
+  } catch {
+    return 'main';
+  }
+}
+
+async function dev(argv: string[]): Promise<void> {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      repo: { type: 'string' },
+      branch: { type: 'string' },
+      port: { type: 'string' },
+      host: { type: 'string' },
+      interval: { type: 'string' },
+      'state-dir': { type: 'string' },
+      namespace: { type: 'string' },
+      json: { type: 'boolean' },
+    },
+  });
+  const config = loadLocalConfig(values);
+  const logger = createLogger(config);
+  let repo = config.repo;
+  if (repo === undefined) {
+    const made = await ensureExamplesRepository(config.examplesDir, join(config.stateDir, 'examples-repo'));
+    repo = made.path;
+    if (made.created) logger.info({ repo }, 'created a git repository from examples-repo/');
+  }
+  const branch = config.branch ?? (repo.startsWith('/') ? await currentBranch(repo) : 'main');
+  logger.warn('local mode: the API runs WITHOUT authentication, bound to loopback only');
+  const source: GitSource = {
+    apiVersion: 'sless.dev/v1alpha1',
+    kind: 'GitSource',
+    metadata: { name: config.sourceName, namespace: config.namespace },
+    spec: { url: repo, branch, path: '.', interval: config.interval, suspend: false },
+  };
+  const system = await startLocalSystem(config, { logger, source });
+  const shutdown = (signal: string) => {
+    logger.info({ signal }, 'stopping: every function process is stopped first');
+    void system.stop().then(() => process.exit(0));
+  };
+  process.once('SIGINT', () => shutdown('SIGINT'));
+  process.once('SIGTERM', () => shutdown('SIGTERM'));
+
+  await system.controller.syncNow(config.namespace, config.sourceName);
+  await system.controller.idle();
+  const functions = (await system.store.list('Function', { namespace: config.namespace })) as SlessFunction[];
+  const lines = [
+    '',
+    `sless is serving on ${config.externalUrl}`,
+    `  watching ${repo} (branch ${branch}); commit there and the change is live in about a second`,
+    ...functions.map(
+      (f) => `  ${f.metadata.name.padEnd(20)} ${f.status?.phase ?? 'Pending'}  curl ${f.status?.url ?? ''}`,
+    ),
+    `  status: curl ${config.externalUrl}/v1/namespaces/${config.namespace}/functions`,
+    '',
+  ];
+  process.stdout.write(`${lines.join('\n')}\n`);
+}
+
+async function main(): Promise<void> {
+  const [command, ...rest] = process.argv.slice(2);
+  switch (command) {
+    case 'dev':
+    case undefined:
+      await dev(rest);
+      return;
+    default:
+      process.stderr.write(`unknown command "${command}"\n${USAGE}\n`);
+      process.exit(2);
+  }
+}
+
+main().catch((error: unknown) => {
+  if (error instanceof ConfigError || (error as { code?: string }).code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') {
+    process.stderr.write(`sless: ${(error as Error).message}\n${USAGE}\n`);
+    process.exit(2);
+  }
+  process.stderr.write(`sless: ${(error as Error).stack ?? String(error)}\n`);
+  process.exit(1);
+});

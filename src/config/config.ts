@@ -1,0 +1,74 @@
+import { resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export interface LocalConfig {
+  readonly platform: 'local';
+  readonly host: string;
+  readonly port: number;
+  /** The repository to watch: an absolute path or an http(s) URL. Undefined: the bundled examples. */
+  readonly repo: string | undefined;
+  readonly branch: string | undefined;
+  readonly namespace: string;
+  readonly sourceName: string;
+  readonly interval: string;
+  readonly stateDir: string;
+  readonly runtimesDir: string;
+  readonly examplesDir: string;
+  readonly externalUrl: string;
+  readonly logLevel: string;
+  readonly prettyLogs: boolean;
+  readonly authDisabled: boolean;
+}
+
+export class ConfigError extends Error {}
+
+/** The package root, found from this file rather than the working directory. */
+export const PACKAGE_ROOT = fileURLToPath(new URL('../../', import.meta.url));
+
+const LOOPBACK = new Set(['127.0.0.1', 'localhost', '::1']);
+
+export function loadLocalConfig(
+  flags: Record<string, string | boolean | undefined>,
+  env: NodeJS.ProcessEnv = process.env,
+): LocalConfig {
+  const host = String(flags.host ?? env.SLESS_HOST ?? '127.0.0.1');
+  const port = Number(flags.port ?? env.SLESS_PORT ?? env.PORT ?? 8080);
+  if (!Number.isInteger(port) || port < 0 || port > 65535)
+    throw new ConfigError(`--port: "${String(flags.port ?? env.PORT)}" is not a port number`);
+  const interval = String(flags.interval ?? env.SLESS_INTERVAL ?? '10s');
+  if (!/^[0-9]+(ms|s|m|h)$/.test(interval))
+    throw new ConfigError(`--interval: "${interval}" must look like 500ms, 10s, 1m or 1h`);
+  const repoFlag = typeof flags.repo === 'string' ? flags.repo : env.SLESS_REPO;
+  const repo =
+    repoFlag === undefined ? undefined : /^https?:\/\//.test(repoFlag) ? repoFlag : resolve(repoFlag);
+  const stateDir = resolve(String(flags['state-dir'] ?? env.SLESS_STATE_DIR ?? '.sless'));
+  const authDisabled = true;
+  // Local mode serves without auth; that is only acceptable where nobody else can reach it.
+  if (authDisabled && !LOOPBACK.has(host)) {
+    throw new ConfigError(
+      `--host ${host}: local mode runs without authentication and only binds to loopback (127.0.0.1, ::1)`,
+    );
+  }
+  const externalUrl = String(
+    env.SLESS_EXTERNAL_URL ??
+      `http://${host.includes(':') ? `[${host}]` : host === '127.0.0.1' ? 'localhost' : host}:${port}`,
+  ).replace(/\/+$/, '');
+  const namespace = String(flags.namespace ?? 'default');
+  return Object.freeze({
+    platform: 'local',
+    host,
+    port,
+    repo,
+    branch: typeof flags.branch === 'string' ? flags.branch : undefined,
+    namespace,
+    sourceName: String(flags.source ?? 'examples'),
+    interval,
+    stateDir,
+    runtimesDir: resolve(PACKAGE_ROOT, 'runtimes'),
+    examplesDir: resolve(PACKAGE_ROOT, 'examples-repo'),
+    externalUrl,
+    logLevel: String(env.SLESS_LOG_LEVEL ?? env.LOG_LEVEL ?? 'info'),
+    prettyLogs: flags.json === true ? false : process.stdout.isTTY === true,
+    authDisabled,
+  } as const);
+}

@@ -1,0 +1,45 @@
+export type ConditionStatus = 'True' | 'False' | 'Unknown';
+export type ConditionType = 'Ready' | 'Reconciling' | 'Stalled';
+
+export interface Condition {
+  type: ConditionType;
+  status: ConditionStatus;
+  reason: string;
+  message: string;
+  observedGeneration: number;
+  lastTransitionTime: string;
+}
+
+/**
+ * Sets one condition, keeping lastTransitionTime when the status did not change (Kubernetes
+ * convention) and the list sorted by type so status is deterministic.
+ */
+export function setCondition(
+  conditions: readonly Condition[] | undefined,
+  next: Omit<Condition, 'lastTransitionTime'>,
+  now: Date = new Date(),
+): Condition[] {
+  const list = [...(conditions ?? [])];
+  const index = list.findIndex((c) => c.type === next.type);
+  const previous = index >= 0 ? list[index] : undefined;
+  const lastTransitionTime =
+    previous && previous.status === next.status ? previous.lastTransitionTime : now.toISOString();
+  const condition: Condition = { ...next, lastTransitionTime };
+  if (index >= 0) list[index] = condition;
+  else list.push(condition);
+  return list.sort((a, b) => a.type.localeCompare(b.type));
+}
+
+export function removeCondition(
+  conditions: readonly Condition[] | undefined,
+  type: ConditionType,
+): Condition[] {
+  return (conditions ?? []).filter((c) => c.type !== type);
+}
+
+export function getCondition(
+  conditions: readonly Condition[] | undefined,
+  type: ConditionType,
+): Condition | undefined {
+  return conditions?.find((c) => c.type === type);
+}

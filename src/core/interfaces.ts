@@ -1,0 +1,114 @@
+/**
+ * The ports between the core and its adapters. The core depends on these only; `main.ts` picks the
+ * concrete local or Kubernetes implementations.
+ */
+
+import type { AnyResource, BuildRecord, SlessFunction } from './resources.js';
+import type { KindName } from './schemas.js';
+
+export interface TreeFile {
+  /** Repository-relative POSIX path. */
+  path: string;
+  /** Git file mode: 100644, 100755 or 120000 (symlink). */
+  mode: string;
+  oid: string;
+}
+
+/** A read-only view of the repository at one commit. Never a checkout. */
+export interface SourceSnapshot {
+  readonly commit: string;
+  /** Every file below `dir` (repository-relative, '' or '.' for the root), sorted by path. */
+  listFiles(dir: string): Promise<TreeFile[]>;
+  readFile(path: string): Promise<Uint8Array>;
+}
+
+export interface SourceReader {
+  /** The commit the branch points at now. Cheap: for remotes it lists refs and fetches nothing. */
+  resolveHead(): Promise<string>;
+  /** Makes the commit available (fetching it when remote) and returns a view of it. */
+  snapshot(commit: string): Promise<SourceSnapshot>;
+  /** Calls back when the branch may have moved (local repositories only); returns an unsubscribe. */
+  watch?(onChange: () => void): () => void;
+  close?(): void;
+}
+
+export interface BuildRequest {
+  fn: SlessFunction;
+  buildKey: string;
+  commit: string;
+  /** Repository-relative directory holding the function's code. */
+  codeDir: string;
+  /** Files in codeDir that are sless manifests; they are not part of the build. */
+  excludedFiles: ReadonlySet<string>;
+  snapshot: SourceSnapshot;
+}
+
+export interface Builder {
+  /** A finished build for this key, if one exists (successful builds are durable). */
+  lookup(fn: SlessFunction, buildKey: string): Promise<BuildRecord | undefined>;
+  /** Builds once: concurrent calls for the same key share one build. Rejects with BuildError. */
+  build(request: BuildRequest): Promise<BuildRecord>;
+}
+
+export type WatchEventType = 'ADDED' | 'MODIFIED' | 'DELETED';
+
+export interface StoreEvent {
+  type: WatchEventType;
+  object: AnyResource;
+  /** Only status changed: controllers that act on spec ignore these, which is what stops loops. */
+  statusOnly: boolean;
+}
+
+export interface ListOptions {
+  namespace?: string;
+  labels?: Record<string, string>;
+}
+
+/** Desired state plus status: in memory for `local`, custom resources for `kube`. */
+export interface ObjectStore {
+  get(kind: KindName, namespace: string, name: string): Promise<AnyResource | undefined>;
+  list(kind: KindName, options?: ListOptions): Promise<AnyResource[]>;
+  /** Server-side-apply semantics: the given metadata labels/annotations and spec become the object's. */
+  apply(object: AnyResource): Promise<AnyResource>;
+  patchStatus(object: AnyResource, status: object): Promise<void>;
+  delete(kind: KindName, namespace: string, name: string): Promise<boolean>;
+  subscribe(listener: (event: StoreEvent) => void): () => void;
+}
+
+export type RouteState =
+  | { state: 'ready'; origin: string; timeoutSec: number; release?: () => void }
+  | { state: 'unknown' }
+  | { state: 'unavailable'; status: 502 | 503; message: string };
+
+/** Where `/fn/{ns}/{name}` goes right now. */
+export interface RouteResolver {
+  /**
+   * Resolves a route for one request. A ready route may carry `release`, which the proxy calls when
+   * the request ends, so the platform can drain a revision before stopping it.
+   */
+  resolve(namespace: string, name: string): Promise<RouteState>;
+}
+
+/** Runs functions: processes for `local`, Deployments and Services for `kube`. */
+export interface WorkloadPlatform {
+  /** Rolls the function to this build; resolves once the new revision is serving (or rejects). */
+  deploy(
+    fn: SlessFunction,
+    build: BuildRecord,
+    options: { revision: string; enabled: boolean },
+  ): Promise<void>;
+  /** Stops the function and removes its route. */
+  remove(namespace: string, name: string): Promise<void>;
+  /** The revision serving now, if any. */
+  currentRevision(namespace: string, name: string): string | undefined;
+}
+
+export interface SourceCredentials {
+  username: string;
+  password: string;
+}
+
+/** Platform-specific pieces of source handling: where secrets live and where caches go. */
+export interface SourceReaderFactory {
+  create(source: import('./resources.js').GitSource): Promise<SourceReader>;
+}

@@ -1,0 +1,25 @@
+import { posix } from 'node:path';
+
+/**
+ * Normalises a repository-relative path. Returns undefined when it is absolute or climbs out of the
+ * repository, which is how every caller refuses such paths. The root is ''.
+ */
+export function normalizeRepoPath(path: string): string | undefined {
+  if (path.includes('\0') || path.includes('\\')) return undefined;
+  if (posix.isAbsolute(path)) return undefined;
+  const normalized = posix.normalize(path === '' ? '.' : path);
+  if (normalized === '..' || normalized.startsWith('../')) return undefined;
+  const trimmed = normalized.replace(/\/+$/, '');
+  return trimmed === '.' ? '' : trimmed;
+}
+
+/** True when `path` is `dir` itself or below it (both normalised, '' being the root). */
+export function isWithin(dir: string, path: string): boolean {
+  return dir === '' || path === dir || path.startsWith(`${dir}/`);
+}
+
+/** Resolves a symlink target (as stored in git) against the link's location, inside the repository. */
+export function resolveLinkTarget(linkPath: string, target: string): string | undefined {
+  if (posix.isAbsolute(target)) return undefined;
+  return normalizeRepoPath(posix.join(posix.dirname(linkPath), target));
+}

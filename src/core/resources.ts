@@ -1,0 +1,120 @@
+/**
+ * The objects sless works with, shaped like Kubernetes resources so that the local store and the
+ * Kubernetes API hold the very same documents. Specs come from the JSON Schemas; status is ours.
+ */
+
+import type { Condition } from './conditions.js';
+import type {
+  FunctionJobSpec,
+  FunctionSpec,
+  GitSourceSpec,
+  KindName,
+  ObjectMetadata,
+  TriggerSpec,
+} from './schemas.js';
+
+export const LABEL_SOURCE = 'sless.dev/source';
+export const ANNOTATION_COMMIT = 'sless.dev/commit';
+export const ANNOTATION_BUILD_KEY = 'sless.dev/build-key';
+export const ANNOTATION_CONFIG_HASH = 'sless.dev/config-hash';
+export const ANNOTATION_MANIFEST = 'sless.dev/manifest';
+export const ANNOTATION_CODE_DIR = 'sless.dev/code-dir';
+export const FIELD_MANAGER = 'sless-controller';
+
+export interface Metadata extends ObjectMetadata {
+  namespace: string;
+  generation?: number;
+  uid?: string;
+  resourceVersion?: string;
+  creationTimestamp?: string;
+}
+
+export interface Resource<K extends KindName, Spec, Status> {
+  apiVersion: 'sless.dev/v1alpha1';
+  kind: K;
+  metadata: Metadata;
+  spec: Spec;
+  status?: Status;
+}
+
+export interface BaseStatus {
+  observedGeneration?: number;
+  conditions?: Condition[];
+  phase?: string;
+}
+
+export interface GitSourceStatus extends BaseStatus {
+  lastSyncedCommit?: string;
+  lastAttemptedCommit?: string;
+  lastSyncTime?: string;
+  objects?: number;
+}
+
+export type FunctionPhase = 'Pending' | 'Building' | 'Deploying' | 'Ready' | 'Failed' | 'Disabled';
+
+export interface BuildRecord {
+  buildKey: string;
+  commit: string;
+  result: 'Succeeded' | 'Failed' | 'Running';
+  startedAt: string;
+  finishedAt?: string;
+  durationMs?: number;
+  message?: string;
+  logTail?: string;
+  image?: string;
+}
+
+export interface FunctionStatus extends BaseStatus {
+  phase?: FunctionPhase;
+  commit?: string;
+  buildKey?: string;
+  image?: string;
+  url?: string;
+  /** The revision that serves traffic: buildKey + config hash of the running workload. */
+  servingRevision?: string;
+  servingCommit?: string;
+  lastBuild?: BuildRecord;
+  lastBuiltAt?: string;
+  restarts?: number;
+  lastError?: string;
+}
+
+export interface TriggerStatus extends BaseStatus {
+  url?: string;
+  lastRun?: string;
+  nextRun?: string;
+  lastResult?: string;
+}
+
+export type JobPhase = 'Pending' | 'Skipped' | 'Running' | 'Succeeded' | 'Failed';
+
+export interface FunctionJobStatus extends BaseStatus {
+  phase?: JobPhase;
+  observedRunId?: number;
+  startTime?: string;
+  completionTime?: string;
+  exitCode?: number;
+  outputTail?: string;
+  result?: unknown;
+  message?: string;
+}
+
+export type GitSource = Resource<'GitSource', GitSourceSpec, GitSourceStatus>;
+export type SlessFunction = Resource<'Function', FunctionSpec, FunctionStatus>;
+export type Trigger = Resource<'Trigger', TriggerSpec, TriggerStatus>;
+export type FunctionJob = Resource<'FunctionJob', FunctionJobSpec, FunctionJobStatus>;
+export type AnyResource = GitSource | SlessFunction | Trigger | FunctionJob;
+
+export interface ObjectRef {
+  kind: KindName;
+  namespace: string;
+  name: string;
+}
+
+export function refOf(obj: AnyResource): ObjectRef {
+  return { kind: obj.kind, namespace: obj.metadata.namespace, name: obj.metadata.name };
+}
+
+export function refKey(ref: ObjectRef): string {
+  return `${ref.kind}/${ref.namespace}/${ref.name}`;
+}

@@ -1,0 +1,139 @@
+/**
+ * The single source of truth for every kind: ajv validates manifests and API bodies with these, the
+ * CRDs in crds/ are generated from them, and the TypeScript types are derived from them.
+ *
+ * They stay inside the CRD dialect (OpenAPI 3.0 subset): a `type` on every level, no `$ref`, no
+ * `const`, no `additionalProperties: false`. Strictness for manifests is added when compiling for ajv.
+ */
+import type { FromSchema } from 'json-schema-to-ts';
+import { DNS_LABEL_PATTERN } from './naming.js';
+
+export const API_GROUP = 'sless.dev';
+export const API_VERSION_NAME = 'v1alpha1';
+export const API_VERSION = `${API_GROUP}/${API_VERSION_NAME}`;
+
+export const RUNTIMES = ['nodejs20', 'python3.11', 'go1.21'] as const;
+export type RuntimeName = (typeof RUNTIMES)[number];
+
+const nameField = { type: 'string', minLength: 1, maxLength: 63, pattern: DNS_LABEL_PATTERN } as const;
+
+const stringMap = { type: 'object', additionalProperties: { type: 'string' } } as const;
+
+const metadataSchema = {
+  type: 'object',
+  required: ['name'],
+  properties: {
+    name: nameField,
+    namespace: nameField,
+    labels: stringMap,
+    annotations: stringMap,
+  },
+} as const;
+
+export const functionSpecSchema = {
+  type: 'object',
+  required: ['runtime', 'entrypoint'],
+  properties: {
+    runtime: { type: 'string', enum: [...RUNTIMES] },
+    entrypoint: {
+      type: 'string',
+      minLength: 3,
+      maxLength: 253,
+      pattern: '^[A-Za-z0-9_][A-Za-z0-9_/-]*(\\.[A-Za-z0-9_-]+)*\\.[A-Za-z_][A-Za-z0-9_]*$',
+    },
+    memoryMb: { type: 'integer', minimum: 1, maximum: 4096, default: 128 },
+    timeoutSec: { type: 'integer', minimum: 1, maximum: 900, default: 30 },
+    env: {
+      type: 'object',
+      additionalProperties: { type: 'string', maxLength: 32768 },
+    },
+    replicas: { type: 'integer', minimum: 0, maximum: 100, default: 1 },
+    source: {
+      type: 'object',
+      properties: { path: { type: 'string', minLength: 1, maxLength: 1024, default: '.' } },
+    },
+    scaleToZero: {
+      type: 'object',
+      required: ['idleSeconds'],
+      properties: { idleSeconds: { type: 'integer', minimum: 1, maximum: 86400 } },
+    },
+  },
+} as const;
+
+export const triggerSpecSchema = {
+  type: 'object',
+  required: ['type', 'function'],
+  properties: {
+    type: { type: 'string', enum: ['http', 'cron'] },
+    function: nameField,
+    schedule: { type: 'string', minLength: 1, maxLength: 128 },
+    timezone: { type: 'string', minLength: 1, maxLength: 64 },
+    event: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true },
+    enabled: { type: 'boolean', default: true },
+  },
+} as const;
+
+export const functionJobSpecSchema = {
+  type: 'object',
+  required: ['function'],
+  properties: {
+    function: nameField,
+    event: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true },
+    runId: { type: 'integer', minimum: 0, default: 0 },
+  },
+} as const;
+
+export const gitSourceSpecSchema = {
+  type: 'object',
+  required: ['url'],
+  properties: {
+    url: { type: 'string', minLength: 1, maxLength: 2048 },
+    branch: { type: 'string', minLength: 1, maxLength: 255, default: 'main' },
+    path: { type: 'string', minLength: 1, maxLength: 1024, default: '.' },
+    interval: { type: 'string', pattern: '^[0-9]+(ms|s|m|h)$', default: '1m' },
+    secretRef: { type: 'object', required: ['name'], properties: { name: nameField } },
+    suspend: { type: 'boolean', default: false },
+  },
+} as const;
+
+function resourceSchema<K extends string, S extends object>(kind: K, spec: S) {
+  return {
+    type: 'object',
+    required: ['apiVersion', 'kind', 'metadata', 'spec'],
+    properties: {
+      apiVersion: { type: 'string', enum: [API_VERSION] },
+      kind: { type: 'string', enum: [kind] },
+      metadata: metadataSchema,
+      spec,
+      status: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true },
+    },
+  } as const;
+}
+
+export const functionSchema = resourceSchema('Function', functionSpecSchema);
+export const triggerSchema = resourceSchema('Trigger', triggerSpecSchema);
+export const functionJobSchema = resourceSchema('FunctionJob', functionJobSpecSchema);
+export const gitSourceSchema = resourceSchema('GitSource', gitSourceSpecSchema);
+
+export type FunctionSpec = FromSchema<typeof functionSpecSchema>;
+export type TriggerSpec = FromSchema<typeof triggerSpecSchema>;
+export type FunctionJobSpec = FromSchema<typeof functionJobSpecSchema>;
+export type GitSourceSpec = FromSchema<typeof gitSourceSpecSchema>;
+export type ObjectMetadata = FromSchema<typeof metadataSchema>;
+
+export const KINDS = {
+  GitSource: { schema: gitSourceSchema, plural: 'gitsources', singular: 'gitsource', shortNames: ['gs'] },
+  Function: { schema: functionSchema, plural: 'functions', singular: 'function', shortNames: ['fn', 'fns'] },
+  Trigger: { schema: triggerSchema, plural: 'triggers', singular: 'trigger', shortNames: ['trg'] },
+  FunctionJob: {
+    schema: functionJobSchema,
+    plural: 'functionjobs',
+    singular: 'functionjob',
+    shortNames: ['fjob'],
+  },
+} as const;
+
+export type KindName = keyof typeof KINDS;
+export const KIND_NAMES = Object.keys(KINDS) as KindName[];
+/** The kinds a repository may hold; GitSources are registered through the API or kubectl. */
+export const REPO_KINDS: readonly KindName[] = ['Function', 'Trigger', 'FunctionJob'];

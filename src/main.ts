@@ -1,0 +1,96 @@
+/**
+ * The composition root: config → adapters → controller + server. Nothing else picks concrete
+ * implementations.
+ */
+import type { FastifyInstance } from 'fastify';
+import { type Logger, pino } from 'pino';
+import { buildApp } from './api/app.js';
+import { LocalBuilder } from './build/local-builder.js';
+import type { LocalConfig } from './config/config.js';
+import type { GitSource } from './core/resources.js';
+import { LocalPlatform } from './platform/local/local-platform.js';
+import { MemoryStore } from './platform/local/memory-store.js';
+import { LocalSourceReaderFactory } from './platform/local/source-readers.js';
+import { Controller } from './reconcile/controller.js';
+
+export interface LocalSystem {
+  app: FastifyInstance;
+  store: MemoryStore;
+  controller: Controller;
+  platform: LocalPlatform;
+  builder: LocalBuilder;
+  url: string;
+  stop(): Promise<void>;
+}
+
+export function createLogger(config: Pick<LocalConfig, 'logLevel' | 'prettyLogs'>): Logger {
+  return pino({
+    level: config.logLevel,
+    redact: {
+      paths: [
+        '*.authorization',
+        '*.token',
+        '*.password',
+        'req.headers.authorization',
+        'headers.authorization',
+      ],
+      censor: '[redacted]',
+    },
+    ...(config.prettyLogs
+      ? { transport: { target: 'pino-pretty', options: { colorize: true, ignore: 'pid,hostname' } } }
+      : {}),
+  });
+}
+
+/** Starts the embedded platform; `source` registers a GitSource once the controller runs. */
+export async function startLocalSystem(
+  config: LocalConfig,
+  options: { logger?: Logger; source?: GitSource } = {},
+): Promise<LocalSystem> {
+  const logger = options.logger ?? createLogger(config);
+  const store = new MemoryStore();
+  const builder = new LocalBuilder({ stateDir: config.stateDir, runtimesDir: config.runtimesDir, logger });
+  const platform = new LocalPlatform({ runtimesDir: config.runtimesDir, store, logger });
+  const controller = new Controller({
+    store,
+    builder,
+    platform,
+    readers: new LocalSourceReaderFactory({ stateDir: config.stateDir }),
+    logger,
+    externalUrl: config.externalUrl,
+  });
+  let ready = false;
+  const app = await buildApp({
+    logger,
+    routes: platform,
+    context: {
+      store,
+      platformName: 'local',
+      syncNow: (ns, name, o) => controller.syncNow(ns, name, o),
+      retryBuild: (ns, name) => controller.retryBuild(ns, name),
+      isReady: () => ready,
+    },
+  });
+  await controller.start();
+  if (options.source) await store.apply(options.source);
+  const address = await app.listen({ host: config.host, port: config.port });
+  ready = true;
+  let stopping: Promise<void> | undefined;
+  return {
+    app,
+    store,
+    controller,
+    platform,
+    builder,
+    url: address,
+    stop: () => {
+      stopping ??= (async () => {
+        ready = false;
+        await controller.stop();
+        await app.close();
+        await platform.stopAll();
+      })();
+      return stopping;
+    },
+  };
+}

@@ -1,0 +1,168 @@
+/**
+ * Finds and validates the sless documents in a repository snapshot. Any `.yaml`/`.yml` file below the
+ * source path may hold them; YAML that is not ours is ignored.
+ */
+import { posix } from 'node:path';
+import { parseAllDocuments } from 'yaml';
+import type { ManifestIssue } from '../core/errors.js';
+import type { SourceSnapshot } from '../core/interfaces.js';
+import { normalizeRepoPath } from '../core/paths.js';
+import { API_GROUP, API_VERSION, type KindName, REPO_KINDS } from '../core/schemas.js';
+import { validateResource } from './validate.js';
+
+export interface LoadedDocument {
+  kind: KindName;
+  file: string;
+  index: number;
+  /** The validated, defaulted document as written (no namespace, labels or status added yet). */
+  doc: {
+    apiVersion: string;
+    kind: KindName;
+    metadata: {
+      name: string;
+      namespace?: string;
+      labels?: Record<string, string>;
+      annotations?: Record<string, string>;
+    };
+    spec: Record<string, unknown>;
+  };
+  /** Functions only: the repository-relative code directory. */
+  codeDir?: string;
+}
+
+export interface LoadResult {
+  documents: LoadedDocument[];
+  /** Files that held at least one sless document; they are left out of build keys. */
+  manifestFiles: Set<string>;
+  issues: ManifestIssue[];
+}
+
+const MANIFEST_FILE = /\.ya?ml$/i;
+const SKIPPED_DIRS = /(^|\/)(node_modules|\.git)\//;
+const MAX_MANIFEST_BYTES = 1024 * 1024;
+
+export async function loadManifests(
+  snapshot: SourceSnapshot,
+  options: { root: string; namespace: string },
+): Promise<LoadResult> {
+  const issues: ManifestIssue[] = [];
+  const documents: LoadedDocument[] = [];
+  const manifestFiles = new Set<string>();
+  const root = normalizeRepoPath(options.root);
+  if (root === undefined) {
+    return {
+      documents,
+      manifestFiles,
+      issues: [
+        { file: options.root, index: 0, field: 'spec.path', reason: 'must stay inside the repository' },
+      ],
+    };
+  }
+  const files = (await snapshot.listFiles(root)).filter(
+    (f) => MANIFEST_FILE.test(f.path) && !SKIPPED_DIRS.test(f.path) && f.mode !== '120000',
+  );
+  for (const file of files) {
+    const bytes = await snapshot.readFile(file.path);
+    const text = Buffer.from(bytes).toString('utf8');
+    if (!text.includes(API_GROUP)) continue;
+    if (bytes.byteLength > MAX_MANIFEST_BYTES) {
+      issues.push({
+        file: file.path,
+        index: 0,
+        field: '',
+        reason: `file is larger than ${MAX_MANIFEST_BYTES} bytes`,
+      });
+      continue;
+    }
+    manifestFiles.add(file.path);
+    parseAllDocuments(text).forEach((yamlDoc, index) => {
+      const where = { file: file.path, index };
+      if (yamlDoc.errors.length > 0) {
+        const first = yamlDoc.errors[0];
+        const line = first?.linePos?.[0]?.line;
+        issues.push({
+          ...where,
+          field: '',
+          reason: `invalid YAML${line ? ` at line ${line}` : ''}: ${first?.message.split('\n')[0]}`,
+        });
+        return;
+      }
+      const value: unknown = yamlDoc.toJS({ maxAliasCount: 100 });
+      if (value === null || typeof value !== 'object' || Array.isArray(value)) return;
+      const record = value as Record<string, unknown>;
+      const apiVersion = record.apiVersion;
+      if (typeof apiVersion !== 'string' || !apiVersion.startsWith(`${API_GROUP}/`)) return;
+      if (apiVersion !== API_VERSION) {
+        issues.push({ ...where, field: 'apiVersion', reason: `must be ${API_VERSION}` });
+        return;
+      }
+      const kind = record.kind;
+      if (typeof kind !== 'string' || !(REPO_KINDS as readonly string[]).includes(kind)) {
+        issues.push({ ...where, field: 'kind', reason: `must be one of: ${REPO_KINDS.join(', ')}` });
+        return;
+      }
+      const found = validateResource(kind as KindName, record, where);
+      if (found.length > 0) {
+        issues.push(...found);
+        return;
+      }
+      const doc = record as unknown as LoadedDocument['doc'];
+      const ns = doc.metadata.namespace;
+      if (ns !== undefined && ns !== options.namespace) {
+        issues.push({
+          ...where,
+          field: 'metadata.namespace',
+          reason: `must be omitted or "${options.namespace}" (the source's namespace)`,
+        });
+        return;
+      }
+      const loaded: LoadedDocument = { kind: kind as KindName, file: file.path, index, doc };
+      if (kind === 'Function') {
+        const sourcePath = String((doc.spec.source as { path?: string } | undefined)?.path ?? '.');
+        const codeDir = posix.isAbsolute(sourcePath)
+          ? undefined
+          : normalizeRepoPath(posix.join(posix.dirname(file.path), sourcePath));
+        if (codeDir === undefined) {
+          issues.push({ ...where, field: 'spec.source.path', reason: 'must stay inside the repository' });
+          return;
+        }
+        loaded.codeDir = codeDir;
+      }
+      documents.push(loaded);
+    });
+  }
+  issues.push(...crossReferenceIssues(documents));
+  return { documents, manifestFiles, issues };
+}
+
+/** Names are unique per kind, and triggers and jobs name a function of the same repository. */
+function crossReferenceIssues(documents: readonly LoadedDocument[]): ManifestIssue[] {
+  const issues: ManifestIssue[] = [];
+  const seen = new Map<string, LoadedDocument>();
+  for (const d of documents) {
+    const key = `${d.kind}/${d.doc.metadata.name}`;
+    const first = seen.get(key);
+    if (first) {
+      issues.push({
+        file: d.file,
+        index: d.index,
+        field: 'metadata.name',
+        reason: `duplicate ${d.kind} "${d.doc.metadata.name}" (first defined in ${first.file}#${first.index})`,
+      });
+    } else seen.set(key, d);
+  }
+  const functions = new Set(documents.filter((d) => d.kind === 'Function').map((d) => d.doc.metadata.name));
+  for (const d of documents) {
+    if (d.kind === 'Function') continue;
+    const target = String(d.doc.spec.function);
+    if (!functions.has(target)) {
+      issues.push({
+        file: d.file,
+        index: d.index,
+        field: 'spec.function',
+        reason: `function "${target}" is not defined in this repository`,
+      });
+    }
+  }
+  return issues;
+}

@@ -1,0 +1,275 @@
+import { join } from 'node:path';
+import type { Logger } from 'pino';
+import type { ObjectStore, RouteResolver, RouteState, WorkloadPlatform } from '../../core/interfaces.js';
+import type { BuildRecord, SlessFunction } from '../../core/resources.js';
+import { freePort } from './ports.js';
+import { type RuntimeCommand, RuntimeProcess } from './runtime-process.js';
+
+export interface LocalPlatformOptions {
+  runtimesDir: string;
+  store: ObjectStore;
+  logger: Logger;
+  startTimeoutMs?: number;
+  /** Host-level variables a runtime needs to run at all (PATH, HOME, locale); never secrets. */
+  baseEnv?: Record<string, string>;
+}
+
+interface Revision {
+  id: string;
+  fn: SlessFunction;
+  build: BuildRecord;
+  process: RuntimeProcess;
+  inflight: number;
+  drained?: () => void;
+}
+
+interface Slot {
+  revisionId: string;
+  enabled: boolean;
+  current?: Revision;
+  /** Set while a crashed revision waits to be restarted. */
+  restarting?: NodeJS.Timeout;
+  restarts: number;
+  lastStart: number;
+  removed: boolean;
+}
+
+const HOST_ENV = /^(PATH|HOME|LANG|LC_\w+|TMPDIR|TZ|SYSTEMROOT)$/;
+
+export function hostEnv(): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const [key, value] of Object.entries(process.env))
+    if (value !== undefined && HOST_ENV.test(key)) env[key] = value;
+  return env;
+}
+
+/**
+ * Runs each function as a runtime server process on a free loopback port. A rollout starts the new
+ * revision, waits for /healthz, switches the route in one assignment, then drains and stops the old
+ * process: requests never see a gap.
+ */
+export class LocalPlatform implements WorkloadPlatform, RouteResolver {
+  private readonly options: LocalPlatformOptions;
+  private readonly slots = new Map<string, Slot>();
+
+  constructor(options: LocalPlatformOptions) {
+    this.options = options;
+  }
+
+  currentRevision(namespace: string, name: string): string | undefined {
+    return this.slots.get(`${namespace}/${name}`)?.revisionId;
+  }
+
+  restartCount(namespace: string, name: string): number {
+    return this.slots.get(`${namespace}/${name}`)?.restarts ?? 0;
+  }
+
+  async deploy(
+    fn: SlessFunction,
+    build: BuildRecord,
+    options: { revision: string; enabled: boolean },
+  ): Promise<void> {
+    const key = `${fn.metadata.namespace}/${fn.metadata.name}`;
+    let slot = this.slots.get(key);
+    if (!slot) {
+      slot = { revisionId: '', enabled: options.enabled, restarts: 0, lastStart: 0, removed: false };
+      this.slots.set(key, slot);
+    }
+    if (!options.enabled) {
+      const previous = slot.current;
+      slot.current = undefined;
+      slot.enabled = false;
+      slot.revisionId = options.revision;
+      clearTimeout(slot.restarting);
+      if (previous) await this.retire(previous);
+      return;
+    }
+    const revision = await this.startRevision(fn, build, options.revision);
+    if (slot.removed) {
+      await revision.process.stop();
+      return;
+    }
+    const previous = slot.current;
+    clearTimeout(slot.restarting);
+    slot.restarting = undefined;
+    slot.current = revision;
+    slot.enabled = true;
+    slot.revisionId = options.revision;
+    slot.restarts = 0;
+    slot.lastStart = Date.now();
+    this.watchCrash(key, slot, revision);
+    if (previous) await this.retire(previous);
+  }
+
+  async remove(namespace: string, name: string): Promise<void> {
+    const key = `${namespace}/${name}`;
+    const slot = this.slots.get(key);
+    if (!slot) return;
+    slot.removed = true;
+    clearTimeout(slot.restarting);
+    this.slots.delete(key);
+    if (slot.current) await slot.current.process.stop();
+  }
+
+  async resolve(namespace: string, name: string): Promise<RouteState> {
+    const slot = this.slots.get(`${namespace}/${name}`);
+    if (!slot) {
+      const fn = await this.options.store.get('Function', namespace, name);
+      return fn
+        ? { state: 'unavailable', status: 503, message: `function ${namespace}/${name} is not ready yet` }
+        : { state: 'unknown' };
+    }
+    if (!slot.enabled)
+      return { state: 'unavailable', status: 503, message: `function ${namespace}/${name} is disabled` };
+    const revision = slot.current;
+    if (!revision?.process.alive) {
+      return {
+        state: 'unavailable',
+        status: 503,
+        message: `function ${namespace}/${name} is restarting after a crash`,
+      };
+    }
+    revision.inflight++;
+    return {
+      state: 'ready',
+      origin: revision.process.origin,
+      timeoutSec: revision.fn.spec.timeoutSec ?? 30,
+      release: () => {
+        revision.inflight--;
+        if (revision.inflight === 0) revision.drained?.();
+      },
+    };
+  }
+
+  async stopAll(): Promise<void> {
+    const stops: Promise<void>[] = [];
+    for (const slot of this.slots.values()) {
+      slot.removed = true;
+      clearTimeout(slot.restarting);
+      if (slot.current) stops.push(slot.current.process.stop());
+    }
+    this.slots.clear();
+    await Promise.all(stops);
+  }
+
+  private async startRevision(fn: SlessFunction, build: BuildRecord, id: string): Promise<Revision> {
+    const logger = this.options.logger.child({
+      function: `${fn.metadata.namespace}/${fn.metadata.name}`,
+      revision: id,
+    });
+    let lastError: unknown;
+    // A port picked by freePort() can be taken before the runtime binds it; one retry covers that.
+    for (let attempt = 0; attempt < 2; attempt++) {
+      const process = new RuntimeProcess(this.command(fn, build), await freePort(), logger);
+      try {
+        await process.start(this.options.startTimeoutMs ?? 30_000);
+        return { id, fn, build, process, inflight: 0 };
+      } catch (error) {
+        lastError = error;
+        if (
+          !process.logTail().includes('EADDRINUSE') &&
+          !process.logTail().includes('Address already in use')
+        )
+          break;
+      }
+    }
+    throw lastError;
+  }
+
+  private watchCrash(key: string, slot: Slot, revision: Revision): void {
+    revision.process.once('exit', (code, signal) => {
+      if (slot.removed || slot.current !== revision) return;
+      this.options.logger.warn({ function: key, code, signal }, 'function process exited');
+      this.scheduleRestart(key, slot, revision);
+    });
+  }
+
+  /** Backoff doubles per crash up to 30 s; a revision that ran for a minute starts over at 100 ms. */
+  private scheduleRestart(key: string, slot: Slot, crashed: Revision): void {
+    if (Date.now() - slot.lastStart > 60_000) slot.restarts = 0;
+    slot.restarts++;
+    const delay = Math.min(100 * 2 ** (slot.restarts - 1), 30_000);
+    this.options.logger.info(
+      { function: key, restartInMs: delay, restarts: slot.restarts },
+      'restarting function',
+    );
+    slot.restarting = setTimeout(() => void this.restart(key, slot, crashed), delay);
+  }
+
+  private async restart(key: string, slot: Slot, crashed: Revision): Promise<void> {
+    if (slot.removed || slot.current !== crashed) return;
+    try {
+      const revision = await this.startRevision(crashed.fn, crashed.build, crashed.id);
+      if (slot.removed || slot.current !== crashed) {
+        await revision.process.stop();
+        return;
+      }
+      slot.current = revision;
+      slot.lastStart = Date.now();
+      this.watchCrash(key, slot, revision);
+    } catch (error) {
+      this.options.logger.warn({ function: key, err: (error as Error).message }, 'restart failed');
+      if (!slot.removed && slot.current === crashed) this.scheduleRestart(key, slot, crashed);
+    }
+  }
+
+  /** Waits for in-flight requests (up to the function's timeout), then stops the process. */
+  private async retire(revision: Revision): Promise<void> {
+    if (revision.inflight > 0) {
+      const limitMs = ((revision.fn.spec.timeoutSec ?? 30) + 1) * 1000;
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, limitMs);
+        revision.drained = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+    }
+    await revision.process.stop();
+  }
+
+  private command(fn: SlessFunction, build: BuildRecord): RuntimeCommand {
+    const buildDir = build.image ?? '';
+    const codeDir = join(buildDir, 'code');
+    const env: Record<string, string> = {
+      ...(this.options.baseEnv ?? hostEnv()),
+      ...sortedEnv(fn.spec.env),
+      SLESS_ENTRYPOINT: fn.spec.entrypoint,
+      SLESS_CODE_DIR: codeDir,
+      SLESS_FUNCTION_NAME: fn.metadata.name,
+      SLESS_NAMESPACE: fn.metadata.namespace,
+      SLESS_TIMEOUT_SEC: String(fn.spec.timeoutSec ?? 30),
+      SLESS_MEMORY_MB: String(fn.spec.memoryMb ?? 128),
+    };
+    switch (fn.spec.runtime) {
+      case 'nodejs20':
+        return {
+          command: process.execPath,
+          args: [
+            `--max-old-space-size=${Math.max(fn.spec.memoryMb ?? 128, 64)}`,
+            join(this.options.runtimesDir, 'nodejs20', 'server.js'),
+          ],
+          cwd: codeDir,
+          env,
+        };
+      case 'python3.11':
+        return {
+          command: 'python3',
+          args: [join(this.options.runtimesDir, 'python3.11', 'server.py')],
+          cwd: codeDir,
+          env: {
+            ...env,
+            PYTHONPATH: join(buildDir, 'deps'),
+            PYTHONDONTWRITEBYTECODE: '1',
+            PYTHONUNBUFFERED: '1',
+          },
+        };
+      case 'go1.21':
+        return { command: join(buildDir, 'bin', 'function'), args: [], cwd: codeDir, env };
+    }
+  }
+}
+
+function sortedEnv(env: Record<string, string> | undefined): Record<string, string> {
+  return Object.fromEntries(Object.entries(env ?? {}).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+}

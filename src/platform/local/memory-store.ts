@@ -1,0 +1,123 @@
+import { randomUUID } from 'node:crypto';
+import { isDeepStrictEqual } from 'node:util';
+import type { ListOptions, ObjectStore, StoreEvent } from '../../core/interfaces.js';
+import type { AnyResource } from '../../core/resources.js';
+import type { KindName } from '../../core/schemas.js';
+
+function keyOf(kind: KindName, namespace: string, name: string): string {
+  return `${kind}/${namespace}/${name}`;
+}
+
+function clone<T>(value: T): T {
+  return structuredClone(value);
+}
+
+/**
+ * The local platform's desired state, with the semantics the Kubernetes API gives the kube platform:
+ * apply replaces what the manager owns, generation moves only when spec moves, and status is written
+ * separately. Callers always get copies, so nobody mutates stored state by accident.
+ */
+export class MemoryStore implements ObjectStore {
+  private readonly objects = new Map<string, AnyResource>();
+  private readonly listeners = new Set<(event: StoreEvent) => void>();
+  private resourceVersion = 0;
+
+  async get(kind: KindName, namespace: string, name: string): Promise<AnyResource | undefined> {
+    const found = this.objects.get(keyOf(kind, namespace, name));
+    return found ? clone(found) : undefined;
+  }
+
+  async list(kind: KindName, options: ListOptions = {}): Promise<AnyResource[]> {
+    const out: AnyResource[] = [];
+    for (const object of this.objects.values()) {
+      if (object.kind !== kind) continue;
+      if (options.namespace && object.metadata.namespace !== options.namespace) continue;
+      if (options.labels && !matchesLabels(object, options.labels)) continue;
+      out.push(clone(object));
+    }
+    return out.sort((a, b) =>
+      keyOf(a.kind, a.metadata.namespace, a.metadata.name).localeCompare(
+        keyOf(b.kind, b.metadata.namespace, b.metadata.name),
+      ),
+    );
+  }
+
+  async apply(object: AnyResource): Promise<AnyResource> {
+    const key = keyOf(object.kind, object.metadata.namespace, object.metadata.name);
+    const existing = this.objects.get(key);
+    if (!existing) {
+      const created = clone(object) as AnyResource;
+      created.metadata = {
+        ...created.metadata,
+        generation: 1,
+        uid: randomUUID(),
+        resourceVersion: String(++this.resourceVersion),
+        creationTimestamp: new Date().toISOString(),
+      };
+      delete created.status;
+      this.objects.set(key, created);
+      this.emit({ type: 'ADDED', object: created, statusOnly: false });
+      return clone(created);
+    }
+    const specChanged = !isDeepStrictEqual(existing.spec, object.spec);
+    const metaChanged =
+      !isDeepStrictEqual(existing.metadata.labels ?? {}, object.metadata.labels ?? {}) ||
+      !isDeepStrictEqual(existing.metadata.annotations ?? {}, object.metadata.annotations ?? {});
+    if (!specChanged && !metaChanged) return clone(existing);
+    const updated = {
+      ...existing,
+      spec: clone(object.spec),
+      metadata: {
+        ...existing.metadata,
+        labels: clone(object.metadata.labels),
+        annotations: clone(object.metadata.annotations),
+        generation: (existing.metadata.generation ?? 1) + (specChanged ? 1 : 0),
+        resourceVersion: String(++this.resourceVersion),
+      },
+    } as AnyResource;
+    this.objects.set(key, updated);
+    this.emit({ type: 'MODIFIED', object: updated, statusOnly: false });
+    return clone(updated);
+  }
+
+  async patchStatus(object: AnyResource, status: object): Promise<void> {
+    const key = keyOf(object.kind, object.metadata.namespace, object.metadata.name);
+    const existing = this.objects.get(key);
+    if (!existing) return;
+    const next = { ...(existing.status ?? {}), ...clone(status) };
+    for (const [field, value] of Object.entries(next))
+      if (value === undefined) delete (next as Record<string, unknown>)[field];
+    if (isDeepStrictEqual(existing.status, next)) return;
+    const updated = {
+      ...existing,
+      status: next,
+      metadata: { ...existing.metadata, resourceVersion: String(++this.resourceVersion) },
+    } as AnyResource;
+    this.objects.set(key, updated);
+    this.emit({ type: 'MODIFIED', object: updated, statusOnly: true });
+  }
+
+  async delete(kind: KindName, namespace: string, name: string): Promise<boolean> {
+    const key = keyOf(kind, namespace, name);
+    const existing = this.objects.get(key);
+    if (!existing) return false;
+    this.objects.delete(key);
+    this.emit({ type: 'DELETED', object: existing, statusOnly: false });
+    return true;
+  }
+
+  subscribe(listener: (event: StoreEvent) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  private emit(event: StoreEvent): void {
+    const copy = { ...event, object: clone(event.object) };
+    for (const listener of this.listeners) listener(copy);
+  }
+}
+
+function matchesLabels(object: AnyResource, labels: Record<string, string>): boolean {
+  const own = object.metadata.labels ?? {};
+  return Object.entries(labels).every(([k, v]) => own[k] === v);
+}

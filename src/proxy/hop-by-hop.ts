@@ -1,0 +1,34 @@
+import type { IncomingHttpHeaders } from 'node:http';
+
+/** RFC 9110 §7.6.1: meaningful for one connection only, so never forwarded by a proxy. */
+const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-authenticate',
+  'proxy-authorization',
+  'proxy-connection',
+  'te',
+  'trailer',
+  'trailers',
+  'transfer-encoding',
+  'upgrade',
+]);
+
+/** Copies headers minus hop-by-hop ones, including any the Connection header names. */
+export function stripHopByHop(
+  headers: IncomingHttpHeaders | Record<string, string | string[] | undefined>,
+  extra: readonly string[] = [],
+): Record<string, string | string[]> {
+  const named = new Set(extra);
+  const connection = headers.connection;
+  for (const value of Array.isArray(connection) ? connection : connection ? [connection] : []) {
+    for (const token of value.split(',')) named.add(token.trim().toLowerCase());
+  }
+  const out: Record<string, string | string[]> = {};
+  for (const [name, value] of Object.entries(headers)) {
+    const lower = name.toLowerCase();
+    if (value === undefined || HOP_BY_HOP.has(lower) || named.has(lower)) continue;
+    out[lower] = value;
+  }
+  return out;
+}

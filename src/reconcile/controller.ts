@@ -1,0 +1,274 @@
+/**
+ * The control loop shared by both platforms: it keeps one reader per GitSource, polls at the source's
+ * interval (and on ref changes for local repositories), syncs, and reconciles Functions from a keyed
+ * work queue. Platforms plug in through ObjectStore, Builder, WorkloadPlatform and SourceReaderFactory.
+ */
+import type { Logger } from 'pino';
+import { parseDuration } from '../core/duration.js';
+import { asError } from '../core/errors.js';
+import type {
+  Builder,
+  ObjectStore,
+  SourceReader,
+  SourceReaderFactory,
+  SourceSnapshot,
+  StoreEvent,
+  WorkloadPlatform,
+} from '../core/interfaces.js';
+import {
+  type BuildRecord,
+  type GitSource,
+  LABEL_SOURCE,
+  type SlessFunction,
+  type Trigger,
+} from '../core/resources.js';
+import { REPO_KINDS } from '../core/schemas.js';
+import { WorkQueue } from '../core/work-queue.js';
+import { loadManifests } from '../manifest/load.js';
+import { reconcileFunction } from './function-reconcile.js';
+import { type SyncResult, syncSource } from './source-sync.js';
+
+export interface ControllerOptions {
+  store: ObjectStore;
+  builder: Builder;
+  platform: WorkloadPlatform;
+  readers: SourceReaderFactory;
+  logger: Logger;
+  externalUrl: string;
+  /** Hooks for metrics; the controller itself knows nothing about Prometheus. */
+  observer?: ControllerObserver;
+}
+
+export interface ControllerObserver {
+  syncFinished?(source: GitSource, result: SyncResult, durationMs: number): void;
+  buildStarted?(fn: SlessFunction): void;
+}
+
+interface SourceHandle {
+  reader: SourceReader;
+  identity: string;
+  timer?: NodeJS.Timeout;
+  unwatch?: () => void;
+  debounce?: NodeJS.Timeout;
+}
+
+export class Controller {
+  private readonly options: ControllerOptions;
+  private readonly sources = new Map<string, SourceHandle>();
+  private readonly locks = new Map<string, Promise<unknown>>();
+  private readonly manifestFiles = new Map<string, ReadonlySet<string>>();
+  private readonly failedBuilds = new Map<string, BuildRecord>();
+  private readonly functionQueue: WorkQueue;
+  private unsubscribe: (() => void) | undefined;
+  private stopped = false;
+
+  constructor(options: ControllerOptions) {
+    this.options = options;
+    this.functionQueue = new WorkQueue({
+      handler: (key) => {
+        const [namespace, name] = key.split('/') as [string, string];
+        return reconcileFunction(
+          {
+            store: options.store,
+            builder: options.builder,
+            platform: options.platform,
+            logger: options.logger,
+            externalUrl: options.externalUrl,
+            failedBuilds: this.failedBuilds,
+            snapshotFor: (fn) => this.snapshotFor(fn),
+            onBuildStarted: (fn) => options.observer?.buildStarted?.(fn),
+          },
+          namespace,
+          name,
+        );
+      },
+      onError: (key, error) =>
+        options.logger.error({ function: key, err: asError(error).message }, 'reconcile failed'),
+    });
+  }
+
+  async start(): Promise<void> {
+    this.unsubscribe = this.options.store.subscribe((event) => this.onEvent(event));
+    for (const source of (await this.options.store.list('GitSource')) as GitSource[])
+      await this.upsertSource(source);
+    for (const fn of await this.options.store.list('Function'))
+      this.functionQueue.add(`${fn.metadata.namespace}/${fn.metadata.name}`);
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.unsubscribe?.();
+    this.functionQueue.stop();
+    for (const handle of this.sources.values()) this.closeHandle(handle);
+    this.sources.clear();
+  }
+
+  /** Resolves when no function reconcile is queued or running. */
+  idle(): Promise<void> {
+    return this.functionQueue.idle();
+  }
+
+  /** Forgets a failed build so the next reconcile tries again (the API's "rebuild"). */
+  retryBuild(namespace: string, name: string): void {
+    this.failedBuilds.delete(`${namespace}/${name}`);
+    this.functionQueue.add(`${namespace}/${name}`);
+  }
+
+  /** Syncs one source now (webhooks, the sync endpoint); syncs of one source never overlap. */
+  async syncNow(
+    namespace: string,
+    name: string,
+    options: { force?: boolean } = {},
+  ): Promise<SyncResult | undefined> {
+    const key = `${namespace}/${name}`;
+    return this.exclusive(key, async () => {
+      const source = (await this.options.store.get('GitSource', namespace, name)) as GitSource | undefined;
+      if (!source || this.stopped) return undefined;
+      let handle = this.sources.get(key);
+      if (!handle) {
+        await this.upsertSource(source, false);
+        handle = this.sources.get(key);
+      }
+      if (!handle) return undefined;
+      const started = Date.now();
+      const result = await syncSource(
+        { store: this.options.store, logger: this.options.logger },
+        source,
+        handle.reader,
+        options,
+      );
+      if (result.plan) this.manifestFiles.set(`${key}@${result.plan.commit}`, result.plan.manifestFiles);
+      this.options.observer?.syncFinished?.(source, result, Date.now() - started);
+      return result;
+    });
+  }
+
+  private exclusive<T>(key: string, task: () => Promise<T>): Promise<T> {
+    const previous = this.locks.get(key) ?? Promise.resolve();
+    const next = previous.then(task, task);
+    const settled = next.catch(() => undefined);
+    this.locks.set(key, settled);
+    void settled.then(() => {
+      if (this.locks.get(key) === settled) this.locks.delete(key);
+    });
+    return next;
+  }
+
+  private onEvent(event: StoreEvent): void {
+    if (this.stopped) return;
+    const object = event.object;
+    const key = `${object.metadata.namespace}/${object.metadata.name}`;
+    switch (object.kind) {
+      case 'GitSource':
+        if (event.type === 'DELETED') void this.removeSource(object);
+        else if (!event.statusOnly) void this.upsertSource(object);
+        break;
+      case 'Function':
+        if (!event.statusOnly) this.functionQueue.add(key);
+        break;
+      case 'Trigger':
+        if (!event.statusOnly)
+          this.functionQueue.add(`${object.metadata.namespace}/${(object as Trigger).spec.function}`);
+        break;
+      default:
+        break;
+    }
+  }
+
+  private async upsertSource(source: GitSource, syncImmediately = true): Promise<void> {
+    const key = `${source.metadata.namespace}/${source.metadata.name}`;
+    const identity = JSON.stringify([source.spec.url, source.spec.branch, source.spec.secretRef?.name]);
+    let handle = this.sources.get(key);
+    if (!handle || handle.identity !== identity) {
+      if (handle) this.closeHandle(handle);
+      try {
+        const reader = await this.options.readers.create(source);
+        handle = { reader, identity };
+        this.sources.set(key, handle);
+        const watched = handle;
+        handle.unwatch = reader.watch?.(() => {
+          clearTimeout(watched.debounce);
+          // Several ref files change per commit; one sync covers them all.
+          watched.debounce = setTimeout(
+            () => void this.syncNow(source.metadata.namespace, source.metadata.name),
+            15,
+          );
+        });
+      } catch (thrown) {
+        const error = asError(thrown);
+        this.options.logger.error({ source: key, err: error.message }, 'cannot open source');
+        await this.options.store.patchStatus(source, {
+          phase: 'Failed',
+          conditions: [
+            {
+              type: 'Ready',
+              status: 'False',
+              reason: 'SourceFailed',
+              message: error.message,
+              observedGeneration: source.metadata.generation ?? 1,
+              lastTransitionTime: new Date().toISOString(),
+            },
+          ],
+        });
+        return;
+      }
+    }
+    clearInterval(handle.timer);
+    const interval = parseDuration(source.spec.interval ?? '1m');
+    handle.timer = setInterval(
+      () => void this.syncNow(source.metadata.namespace, source.metadata.name),
+      interval,
+    );
+    handle.timer.unref();
+    if (syncImmediately) void this.syncNow(source.metadata.namespace, source.metadata.name);
+  }
+
+  private async removeSource(source: GitSource): Promise<void> {
+    const key = `${source.metadata.namespace}/${source.metadata.name}`;
+    const handle = this.sources.get(key);
+    if (handle) this.closeHandle(handle);
+    this.sources.delete(key);
+    // What a source applied goes with it, as a Kustomization's prune does.
+    await this.exclusive(key, async () => {
+      for (const kind of [...REPO_KINDS].reverse()) {
+        const owned = await this.options.store.list(kind, {
+          namespace: source.metadata.namespace,
+          labels: { [LABEL_SOURCE]: source.metadata.name },
+        });
+        for (const o of owned) await this.options.store.delete(kind, o.metadata.namespace, o.metadata.name);
+      }
+    });
+  }
+
+  private closeHandle(handle: SourceHandle): void {
+    clearInterval(handle.timer);
+    clearTimeout(handle.debounce);
+    handle.unwatch?.();
+    handle.reader.close?.();
+  }
+
+  private async snapshotFor(
+    fn: SlessFunction,
+  ): Promise<{ snapshot: SourceSnapshot; manifestFiles: ReadonlySet<string> }> {
+    const sourceName = fn.metadata.labels?.[LABEL_SOURCE];
+    const commit = fn.metadata.annotations?.['sless.dev/commit'];
+    const key = `${fn.metadata.namespace}/${sourceName}`;
+    const handle = sourceName ? this.sources.get(key) : undefined;
+    if (!handle || !commit)
+      throw new Error(`source "${sourceName ?? ''}" of function ${fn.metadata.name} is not available`);
+    const snapshot = await handle.reader.snapshot(commit);
+    let files = this.manifestFiles.get(`${key}@${commit}`);
+    if (!files) {
+      const source = (await this.options.store.get(
+        'GitSource',
+        fn.metadata.namespace,
+        sourceName as string,
+      )) as GitSource | undefined;
+      files = (
+        await loadManifests(snapshot, { root: source?.spec.path ?? '.', namespace: fn.metadata.namespace })
+      ).manifestFiles;
+      this.manifestFiles.set(`${key}@${commit}`, files);
+    }
+    return { snapshot, manifestFiles: files };
+  }
+}

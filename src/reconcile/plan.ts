@@ -1,0 +1,129 @@
+/**
+ * From the documents at one commit to the objects to apply. Each Function carries two hashes:
+ * the build key (what the artifact depends on) and the config hash (what the running workload
+ * depends on), so the reconciler can tell "rebuild" from "restart" from "nothing to do".
+ */
+import type { ManifestIssue } from '../core/errors.js';
+import { hashObject } from '../core/hash.js';
+import type { SourceSnapshot, TreeFile } from '../core/interfaces.js';
+import { isWithin, normalizeRepoPath } from '../core/paths.js';
+import {
+  ANNOTATION_BUILD_KEY,
+  ANNOTATION_CODE_DIR,
+  ANNOTATION_COMMIT,
+  ANNOTATION_CONFIG_HASH,
+  ANNOTATION_MANIFEST,
+  type AnyResource,
+  type GitSource,
+  LABEL_SOURCE,
+  type SlessFunction,
+} from '../core/resources.js';
+import { RUNTIME_INFO } from '../core/runtimes.js';
+import type { FunctionSpec, RuntimeName } from '../core/schemas.js';
+import type { LoadResult } from '../manifest/load.js';
+
+export interface PlannedFunction {
+  object: SlessFunction;
+  buildKey: string;
+  configHash: string;
+  codeDir: string;
+}
+
+export interface Plan {
+  commit: string;
+  objects: AnyResource[];
+  functions: Map<string, PlannedFunction>;
+  /** Files holding sless documents; builds leave them out. */
+  manifestFiles: ReadonlySet<string>;
+  issues: ManifestIssue[];
+}
+
+/** buildKey = hash(runtime, runtime version, the code tree minus manifest files). */
+export function computeBuildKey(options: {
+  runtime: RuntimeName;
+  entrypoint: string;
+  codeDir: string;
+  files: readonly TreeFile[];
+  manifestFiles: ReadonlySet<string>;
+}): string {
+  const info = RUNTIME_INFO[options.runtime];
+  const prefixLength = options.codeDir === '' ? 0 : options.codeDir.length + 1;
+  const tree = options.files
+    .filter((f) => isWithin(options.codeDir, f.path) && !options.manifestFiles.has(f.path))
+    .map((f) => [f.path.slice(prefixLength), f.mode, f.oid]);
+  return hashObject({
+    runtime: info.name,
+    runtimeVersion: info.version,
+    entrypoint: info.compiled ? options.entrypoint : undefined,
+    tree,
+  }).slice(0, 32);
+}
+
+/** What a running workload depends on besides its artifact: changing it restarts, never rebuilds. */
+export function computeConfigHash(spec: FunctionSpec): string {
+  const { source: _source, ...runtimeConfig } = spec;
+  return hashObject(runtimeConfig).slice(0, 16);
+}
+
+export async function planSource(
+  source: GitSource,
+  snapshot: SourceSnapshot,
+  loaded: LoadResult,
+): Promise<Plan> {
+  const namespace = source.metadata.namespace;
+  const commit = snapshot.commit;
+  const objects: AnyResource[] = [];
+  const functions = new Map<string, PlannedFunction>();
+  const root = normalizeRepoPath(source.spec.path ?? '.') ?? '';
+  const rootFiles = await snapshot.listFiles(root);
+  const filesUnder = (dir: string) => (isWithin(root, dir) ? rootFiles : snapshot.listFiles(dir));
+
+  for (const loadedDoc of loaded.documents) {
+    const { doc } = loadedDoc;
+    const annotations: Record<string, string> = {
+      ...(doc.metadata.annotations ?? {}),
+      [ANNOTATION_COMMIT]: commit,
+      [ANNOTATION_MANIFEST]: `${loadedDoc.file}#${loadedDoc.index}`,
+    };
+    const metadata = {
+      name: doc.metadata.name,
+      namespace,
+      labels: sortRecord({ ...(doc.metadata.labels ?? {}), [LABEL_SOURCE]: source.metadata.name }),
+    };
+    if (loadedDoc.kind === 'Function') {
+      const spec = doc.spec as FunctionSpec;
+      const codeDir = loadedDoc.codeDir ?? '';
+      const buildKey = computeBuildKey({
+        runtime: spec.runtime,
+        entrypoint: spec.entrypoint,
+        codeDir,
+        files: await filesUnder(codeDir),
+        manifestFiles: loaded.manifestFiles,
+      });
+      const configHash = computeConfigHash(spec);
+      annotations[ANNOTATION_BUILD_KEY] = buildKey;
+      annotations[ANNOTATION_CONFIG_HASH] = configHash;
+      annotations[ANNOTATION_CODE_DIR] = codeDir;
+      const object: SlessFunction = {
+        apiVersion: 'sless.dev/v1alpha1',
+        kind: 'Function',
+        metadata: { ...metadata, annotations: sortRecord(annotations) },
+        spec,
+      };
+      objects.push(object);
+      functions.set(doc.metadata.name, { object, buildKey, configHash, codeDir });
+    } else {
+      objects.push({
+        apiVersion: 'sless.dev/v1alpha1',
+        kind: loadedDoc.kind,
+        metadata: { ...metadata, annotations: sortRecord(annotations) },
+        spec: doc.spec,
+      } as AnyResource);
+    }
+  }
+  return { commit, objects, functions, manifestFiles: loaded.manifestFiles, issues: loaded.issues };
+}
+
+function sortRecord(record: Record<string, string>): Record<string, string> {
+  return Object.fromEntries(Object.entries(record).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+}

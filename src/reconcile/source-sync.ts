@@ -1,0 +1,184 @@
+/**
+ * One sync of one GitSource, as a list of small steps (Flux's source-controller shape): resolve the
+ * head, read manifests, plan, apply, prune, and write status once at the end.
+ */
+import type { Logger } from 'pino';
+import { setCondition } from '../core/conditions.js';
+import { asError, formatIssue, SlessError } from '../core/errors.js';
+import type { ObjectStore, SourceReader } from '../core/interfaces.js';
+import {
+  type AnyResource,
+  type GitSource,
+  type GitSourceStatus,
+  LABEL_SOURCE,
+  refKey,
+  refOf,
+} from '../core/resources.js';
+import { REPO_KINDS } from '../core/schemas.js';
+import { loadManifests } from '../manifest/load.js';
+import { type Plan, planSource } from './plan.js';
+
+export interface SyncResult {
+  outcome: 'synced' | 'unchanged' | 'invalid' | 'failed' | 'suspended';
+  commit?: string;
+  plan?: Plan;
+  message?: string;
+}
+
+export interface SyncDeps {
+  store: ObjectStore;
+  logger: Logger;
+}
+
+const MAX_MESSAGE = 4000;
+
+export async function syncSource(
+  deps: SyncDeps,
+  source: GitSource,
+  reader: SourceReader,
+  options: { force?: boolean } = {},
+): Promise<SyncResult> {
+  const status: GitSourceStatus = { ...(source.status ?? {}) };
+  const generation = source.metadata.generation ?? 1;
+  const condition = (
+    type: 'Ready' | 'Reconciling' | 'Stalled',
+    ok: boolean,
+    reason: string,
+    message: string,
+  ) => {
+    status.conditions = setCondition(status.conditions, {
+      type,
+      status: ok ? 'True' : 'False',
+      reason,
+      message: message.slice(0, MAX_MESSAGE),
+      observedGeneration: generation,
+    });
+  };
+  const finish = async (result: SyncResult) => {
+    status.observedGeneration = generation;
+    status.phase = readyPhase(status);
+    await deps.store.patchStatus(source, status);
+    return result;
+  };
+
+  if (source.spec.suspend) {
+    condition('Ready', status.lastSyncedCommit !== undefined, 'Suspended', 'reconciliation is suspended');
+    return finish({ outcome: 'suspended' });
+  }
+
+  let head: string;
+  try {
+    head = await reader.resolveHead();
+  } catch (thrown) {
+    const error = asError(thrown);
+    const reason = error instanceof SlessError ? error.reason : 'SourceFailed';
+    condition('Ready', false, reason, error.message);
+    return finish({ outcome: 'failed', message: error.message });
+  }
+
+  const unchanged =
+    head === status.lastSyncedCommit && status.observedGeneration === generation && !options.force;
+  // A commit whose manifests were rejected stays rejected; re-reading it on every poll helps nobody.
+  const stalled = status.conditions?.some((c) => c.type === 'Stalled' && c.status === 'True') ?? false;
+  const alreadyRejected =
+    stalled &&
+    head === status.lastAttemptedCommit &&
+    status.observedGeneration === generation &&
+    !options.force;
+  if (unchanged || alreadyRejected) return { outcome: 'unchanged', commit: head };
+
+  status.lastAttemptedCommit = head;
+  try {
+    const snapshot = await reader.snapshot(head);
+    const loaded = await loadManifests(snapshot, {
+      root: source.spec.path ?? '.',
+      namespace: source.metadata.namespace,
+    });
+    if (loaded.issues.length > 0) {
+      const message = loaded.issues.map(formatIssue).join('; ');
+      condition(
+        'Ready',
+        false,
+        'ValidationFailed',
+        `commit ${head.slice(0, 12)} rejected, ${status.lastSyncedCommit ? `still serving ${status.lastSyncedCommit.slice(0, 12)}` : 'nothing applied'}: ${message}`,
+      );
+      condition('Stalled', true, 'ValidationFailed', message);
+      deps.logger.warn(
+        { source: source.metadata.name, commit: head, issues: loaded.issues.length },
+        `manifests rejected: ${message}`,
+      );
+      return finish({ outcome: 'invalid', commit: head, message });
+    }
+    const plan = await planSource(source, snapshot, loaded);
+    const applied = await applyPlan(deps.store, source, plan);
+    status.lastSyncedCommit = head;
+    status.lastSyncTime = new Date().toISOString();
+    status.objects = plan.objects.length;
+    status.conditions = (status.conditions ?? []).filter((c) => c.type !== 'Stalled');
+    condition(
+      'Ready',
+      true,
+      'Synced',
+      `applied ${plan.objects.length} objects at ${head.slice(0, 12)} (${applied.changed} changed, ${applied.pruned} pruned)`,
+    );
+    deps.logger.info(
+      { source: source.metadata.name, commit: head.slice(0, 12), ...applied },
+      'source synced',
+    );
+    return finish({ outcome: 'synced', commit: head, plan });
+  } catch (thrown) {
+    const error = asError(thrown);
+    const reason = error instanceof SlessError ? error.reason : 'SyncFailed';
+    condition('Ready', false, reason, error.message);
+    deps.logger.error({ source: source.metadata.name, err: error.message }, 'sync failed');
+    return finish({ outcome: 'failed', commit: head, message: error.message });
+  }
+}
+
+function readyPhase(status: GitSourceStatus): string {
+  const ready = status.conditions?.find((c) => c.type === 'Ready');
+  if (!ready) return 'Pending';
+  return ready.status === 'True' ? 'Ready' : ready.reason === 'Suspended' ? 'Suspended' : 'Failed';
+}
+
+/** Applies every planned object and prunes those this source applied before but no longer has. */
+export async function applyPlan(
+  store: ObjectStore,
+  source: GitSource,
+  plan: Plan,
+): Promise<{ changed: number; pruned: number }> {
+  const wanted = new Set(plan.objects.map((o) => refKey(refOf(o))));
+  let changed = 0;
+  // Functions first, so a trigger or job never refers to a function that is not there yet.
+  const ordered = [...plan.objects].sort((a, b) => kindOrder(a) - kindOrder(b));
+  for (const object of ordered) {
+    const before = await store.get(object.kind, object.metadata.namespace, object.metadata.name);
+    const owner = before?.metadata.labels?.[LABEL_SOURCE];
+    if (before && owner !== undefined && owner !== source.metadata.name) {
+      throw new SlessError(`${object.kind} "${object.metadata.name}" is already owned by source "${owner}"`, {
+        reason: 'OwnershipConflict',
+        httpStatus: 409,
+      });
+    }
+    const after = await store.apply(object);
+    if (after.metadata.resourceVersion !== before?.metadata.resourceVersion) changed++;
+  }
+  let pruned = 0;
+  for (const kind of [...REPO_KINDS].reverse()) {
+    const existing = await store.list(kind, {
+      namespace: source.metadata.namespace,
+      labels: { [LABEL_SOURCE]: source.metadata.name },
+    });
+    for (const object of existing) {
+      if (!wanted.has(refKey(refOf(object)))) {
+        await store.delete(kind, object.metadata.namespace, object.metadata.name);
+        pruned++;
+      }
+    }
+  }
+  return { changed, pruned };
+}
+
+function kindOrder(object: AnyResource): number {
+  return REPO_KINDS.indexOf(object.kind);
+}
