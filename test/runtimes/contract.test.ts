@@ -507,6 +507,36 @@ const CASES: Case[] = [
       expect(bad.stderr).toContain('one-shot failure');
     },
   },
+  {
+    name: 'one-shot mode: timeout → 504 result, exit 1, without waiting for the handler',
+    run: async ({ rt }) => {
+      const l = rt.main();
+      const res = await runToExit(
+        l.command,
+        l.args,
+        { ...l.env, ...BASE_ENV, SLESS_EVENT: '{"action":"slow"}' },
+        15_000,
+      );
+      expect(res.code).toBe(1);
+      expect(res.ms).toBeLessThan(2_800); // the handler sleeps 3 s
+      const last = res.stdout.trimEnd().split('\n').at(-1) ?? '';
+      expect(JSON.parse(last.replace(/^SLESS_RESULT /, ''))).toEqual({
+        statusCode: 504,
+        body: { error: `function timed out after ${TIMEOUT_SEC}s` },
+      });
+    },
+  },
+  {
+    name: 'HEAD gets headers without a body; the keep-alive connection stays usable',
+    run: async ({ url }) => {
+      const head = await call(url, '/value', { method: 'HEAD' });
+      expect(head.status).toBe(200);
+      expect(head.bytes.length).toBe(0);
+      expect(header(head, 'content-length')).toBe('21');
+      const next = await call(url, '/value');
+      expect(next.json()).toEqual([1, 'two', { three: 3 }]);
+    },
+  },
 ];
 
 describe.each(RUNTIMES)('runtime $name', (rt) => {
