@@ -134,7 +134,7 @@ async function call(
   base: string,
   urlPath: string,
   opts: {
-    method?: 'GET' | 'POST' | 'PUT';
+    method?: 'GET' | 'HEAD' | 'POST' | 'PUT';
     body?: string | Buffer;
     headers?: Record<string, string | string[]>;
   } = {},
