@@ -336,6 +336,7 @@ const CASES: Case[] = [
       expect(res.status).toBe(201);
       expect(header(res, 'x-custom')).toBe('yes');
       expect(header(res, 'x-multi')).toBe('a, b');
+      expect(res.headers['set-cookie']).toEqual(['a=1; Path=/', 'b=2; Path=/']);
       expect(header(res, 'content-type')).toContain('application/json');
       expect(res.json()).toEqual({ created: true });
       const plain = await call(url, '/plain');

@@ -65,7 +65,7 @@ func newRuntime(h HandlerFunc) *runtime {
 // result is a mapped handler outcome.
 type result struct {
 	status  int
-	headers map[string]string
+	headers map[string][]string
 	payload []byte
 	shot    json.RawMessage // the body as shown in one-shot output
 }
@@ -82,7 +82,11 @@ func marshalJSON(v any) ([]byte, error) {
 
 func errorResult(status int, msg string) result {
 	body, _ := marshalJSON(map[string]string{"error": msg})
-	return result{status: status, headers: map[string]string{"content-type": "application/json"}, payload: body, shot: body}
+	return result{status: status, headers: jsonHeaders(), payload: body, shot: body}
+}
+
+func jsonHeaders() map[string][]string {
+	return map[string][]string{"content-type": {"application/json"}}
 }
 
 func jsonString(s string) json.RawMessage {
@@ -107,21 +111,22 @@ func mapResult(v any) (result, error) {
 			switch h := r["headers"].(type) {
 			case map[string]string:
 				resp.Headers = h
+			case map[string][]string:
+				resp.MultiValueHeaders = h
 			case map[string]any:
 				resp.Headers = make(map[string]string, len(h))
+				resp.MultiValueHeaders = make(map[string][]string)
 				for k, hv := range h {
 					switch x := hv.(type) {
 					case nil:
 					case string:
 						resp.Headers[k] = x
 					case []string:
-						resp.Headers[k] = strings.Join(x, ", ")
+						resp.MultiValueHeaders[k] = x
 					case []any:
-						parts := make([]string, len(x))
-						for i, p := range x {
-							parts[i] = fmt.Sprint(p)
+						for _, p := range x {
+							resp.MultiValueHeaders[k] = append(resp.MultiValueHeaders[k], fmt.Sprint(p))
 						}
-						resp.Headers[k] = strings.Join(parts, ", ")
 					default:
 						resp.Headers[k] = fmt.Sprint(x)
 					}
@@ -134,7 +139,7 @@ func mapResult(v any) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	return result{status: http.StatusOK, headers: map[string]string{"content-type": "application/json"}, payload: body, shot: body}, nil
+	return result{status: http.StatusOK, headers: jsonHeaders(), payload: body, shot: body}, nil
 }
 
 func numeric(v any) (int, bool) {
@@ -153,10 +158,15 @@ func numeric(v any) (int, bool) {
 }
 
 func mapResponse(r *Response) (result, error) {
-	headers := make(map[string]string, len(r.Headers)+1)
+	headers := make(map[string][]string, len(r.Headers)+len(r.MultiValueHeaders)+1)
 	hasType := false
 	for k, v := range r.Headers {
-		headers[k] = v
+		headers[k] = append(headers[k], v)
+	}
+	for k, vs := range r.MultiValueHeaders {
+		headers[k] = append(headers[k], vs...)
+	}
+	for k := range headers {
 		if strings.EqualFold(k, "content-type") {
 			hasType = true
 		}
@@ -187,7 +197,7 @@ func mapResponse(r *Response) (result, error) {
 		res.payload, ctype, res.shot = data, "application/json", data
 	}
 	if ctype != "" && !hasType {
-		headers["content-type"] = ctype
+		headers["content-type"] = []string{ctype}
 	}
 	return res, nil
 }
@@ -350,8 +360,11 @@ func writeResult(w http.ResponseWriter, res result) {
 		res = errorResult(http.StatusInternalServerError, fmt.Sprintf("invalid statusCode %d", res.status))
 	}
 	h := w.Header()
-	for k, v := range res.headers {
-		h.Set(k, v)
+	for k, vs := range res.headers {
+		ck := http.CanonicalHeaderKey(k)
+		for _, v := range vs {
+			h[ck] = append(h[ck], v)
+		}
 	}
 	h.Set("content-length", strconv.Itoa(len(res.payload)))
 	w.WriteHeader(res.status)

@@ -128,11 +128,15 @@ func (q *Query) UnmarshalJSON(data []byte) error {
 // Response is an explicit HTTP response. A string Body is sent as is (text/plain unless a
 // content-type header is given), []byte as is (application/octet-stream), any other non-nil
 // value as JSON. With IsBase64Encoded, a string Body is base64-decoded to bytes first.
+//
+// MultiValueHeaders adds headers that must be sent as several lines (e.g. Set-Cookie); they are
+// sent after Headers' value for the same name.
 type Response struct {
-	StatusCode      int               `json:"statusCode"`
-	Headers         map[string]string `json:"headers,omitempty"`
-	Body            any               `json:"body,omitempty"`
-	IsBase64Encoded bool              `json:"isBase64Encoded,omitempty"`
+	StatusCode        int                 `json:"statusCode"`
+	Headers           map[string]string   `json:"headers,omitempty"`
+	MultiValueHeaders map[string][]string `json:"multiValueHeaders,omitempty"`
+	Body              any                 `json:"body,omitempty"`
+	IsBase64Encoded   bool                `json:"isBase64Encoded,omitempty"`
 }
 
 // Context describes the invocation; get it with FromContext.
