@@ -358,6 +358,21 @@ function tooLarge(res) {
 
 // --- one-shot mode ----------------------------------------------------------------------------------
 
+// One-shot output must end with its own SLESS_RESULT line even if user code wrote to stdout without
+// a trailing newline, so track whether stdout is at the start of a line.
+let stdoutAtLineStart = true;
+function trackStdout() {
+  const write = process.stdout.write;
+  process.stdout.write = function trackedWrite(chunk, ...rest) {
+    if (typeof chunk === 'string') {
+      if (chunk.length > 0) stdoutAtLineStart = chunk.endsWith('\n');
+    } else if (chunk && chunk.length > 0) {
+      stdoutAtLineStart = chunk[chunk.length - 1] === 10;
+    }
+    return write.call(this, chunk, ...rest);
+  };
+}
+
 async function oneShot(handler, raw) {
   let body;
   try {
@@ -369,7 +384,7 @@ async function oneShot(handler, raw) {
   const headers = { 'content-type': JSON_TYPE };
   const event = { method: 'POST', path: '/', query: {}, headers, body, isBase64Encoded: false };
   const mapped = await invoke(handler, event, makeContext(headers));
-  const line = `SLESS_RESULT ${JSON.stringify({ statusCode: mapped.statusCode, body: mapped.oneShotBody })}\n`;
+  const line = `${stdoutAtLineStart ? '' : '\n'}SLESS_RESULT ${JSON.stringify({ statusCode: mapped.statusCode, body: mapped.oneShotBody })}\n`;
   const code = mapped.statusCode < 500 ? 0 : 1;
   process.stdout.write(line, () => process.exit(code));
 }
@@ -381,6 +396,7 @@ process.on('unhandledRejection', (reason) => {
   process.stderr.write(`sless-runtime: unhandled promise rejection: ${detail}\n`);
 });
 
+if (env.SLESS_EVENT !== undefined) trackStdout();
 const handler = await loadHandler();
 if (env.SLESS_EVENT !== undefined) await oneShot(handler, env.SLESS_EVENT);
 else startServer(handler);

@@ -467,6 +467,23 @@ def serve(fn):
 # --- one-shot mode ------------------------------------------------------------------------------
 
 
+class _TrackingStdout:
+    """Remembers whether stdout is at the start of a line, so that the SLESS_RESULT line is never
+    glued to user output that lacks a trailing newline."""
+
+    def __init__(self, inner):
+        self._inner = inner
+        self.at_line_start = True
+
+    def write(self, text):
+        if text:
+            self.at_line_start = text.endswith("\n")
+        return self._inner.write(text)
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+
 def one_shot(fn, raw):
     try:
         body = json.loads(raw)
@@ -481,7 +498,8 @@ def one_shot(fn, raw):
         line = dumps({"statusCode": status, "body": shot})
     except (TypeError, ValueError):
         line = dumps({"statusCode": status, "body": str(shot)})
-    sys.stdout.write(f"SLESS_RESULT {line}\n")
+    newline = "" if getattr(sys.stdout, "at_line_start", True) else "\n"
+    sys.stdout.write(f"{newline}SLESS_RESULT {line}\n")
     sys.stdout.flush()
     sys.stderr.flush()
     # os._exit: a timed-out handler thread (or a non-daemon thread the user started) must not keep us alive.
@@ -493,8 +511,10 @@ def main():
         sys.stdout.reconfigure(line_buffering=True)
     except AttributeError:
         pass
-    fn = load_handler()
     raw_event = os.environ.get("SLESS_EVENT")
+    if raw_event is not None:
+        sys.stdout = _TrackingStdout(sys.stdout)
+    fn = load_handler()
     if raw_event is not None:
         one_shot(fn, raw_event)
     else:

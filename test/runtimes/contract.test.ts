@@ -487,6 +487,8 @@ const CASES: Case[] = [
       expect(ok.code, ok.stderr).toBe(0);
       const lines = ok.stdout.trimEnd().split('\n');
       expect(lines).toContain('user log line');
+      // User output without a trailing newline must not be glued to the result line.
+      expect(lines).toContain('partial line without newline');
       const last = lines.at(-1) ?? '';
       expect(last.startsWith('SLESS_RESULT ')).toBe(true);
       expect(JSON.parse(last.slice('SLESS_RESULT '.length))).toEqual({

@@ -414,7 +414,13 @@ func (rt *runtime) oneShot(raw string) int {
 		Body:    body,
 		raw:     []byte(raw),
 	}
+	stdout, atLineStart := trackStdout()
 	res := rt.invoke(context.Background(), ev)
+	os.Stdout = stdout
+	newline := ""
+	if !atLineStart() {
+		newline = "\n"
+	}
 	shot := res.shot
 	if len(shot) == 0 {
 		shot = json.RawMessage("null")
@@ -423,9 +429,42 @@ func (rt *runtime) oneShot(raw string) int {
 		StatusCode int             `json:"statusCode"`
 		Body       json.RawMessage `json:"body"`
 	}{res.status, shot})
-	fmt.Fprintf(os.Stdout, "SLESS_RESULT %s\n", line)
+	fmt.Fprintf(os.Stdout, "%sSLESS_RESULT %s\n", newline, line)
 	if res.status < 500 {
 		return 0
 	}
 	return 1
+}
+
+// trackStdout routes os.Stdout through a pipe while the one-shot handler runs, so that the
+// SLESS_RESULT line can start on a fresh line even if the handler printed without a newline.
+// It returns the real stdout and a func that stops tracking and reports whether output ended
+// at a line start.
+func trackStdout() (*os.File, func() bool) {
+	orig := os.Stdout
+	r, w, err := os.Pipe()
+	if err != nil {
+		return orig, func() bool { return true }
+	}
+	os.Stdout = w
+	done := make(chan bool, 1)
+	go func() {
+		last := byte('\n')
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := r.Read(buf)
+			if n > 0 {
+				_, _ = orig.Write(buf[:n])
+				last = buf[n-1]
+			}
+			if err != nil {
+				break
+			}
+		}
+		done <- last == '\n'
+	}()
+	return orig, func() bool {
+		_ = w.Close()
+		return <-done
+	}
 }
