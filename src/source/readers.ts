@@ -117,7 +117,7 @@ export class RemoteRepositoryReader implements SourceReader {
           fs,
           http,
           gitdir: this.gitdir,
-          url: this.url,
+          remote: 'origin',
           ref: this.branch,
           singleBranch: true,
           depth: 1,
@@ -140,6 +140,14 @@ export class RemoteRepositoryReader implements SourceReader {
     this.initialized ??= (async () => {
       await mkdir(this.gitdir, { recursive: true });
       if (!fs.existsSync(join(this.gitdir, 'HEAD'))) await git.init({ fs, gitdir: this.gitdir, bare: true });
+      // fetch needs a refspec; only this branch is ever tracked.
+      await git.setConfig({ fs, gitdir: this.gitdir, path: 'remote.origin.url', value: this.url });
+      await git.setConfig({
+        fs,
+        gitdir: this.gitdir,
+        path: 'remote.origin.fetch',
+        value: `+refs/heads/${this.branch}:refs/remotes/origin/${this.branch}`,
+      });
     })();
     return this.initialized;
   }

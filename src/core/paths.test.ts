@@ -1,0 +1,38 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { isWithin, normalizeRepoPath, resolveLinkTarget } from './paths.js';
+
+describe('repository paths', () => {
+  it.each([
+    ['.', ''],
+    ['./functions/a/', 'functions/a'],
+    ['functions/../b', 'b'],
+    ['..', undefined],
+    ['../x', undefined],
+    ['a/../../x', undefined],
+    ['/etc', undefined],
+    ['a\\..\\..\\x', undefined],
+  ])('normalizeRepoPath(%j) = %j', (input, expected) => {
+    expect(normalizeRepoPath(input)).toBe(expected);
+  });
+
+  it('never returns a path that climbs out, whatever the input', () => {
+    fc.assert(
+      fc.property(fc.array(fc.constantFrom('..', '.', 'a', 'b', '', '...'), { maxLength: 8 }), (parts) => {
+        const result = normalizeRepoPath(parts.join('/'));
+        if (result !== undefined) {
+          expect(result.split('/')).not.toContain('..');
+          expect(result.startsWith('/')).toBe(false);
+        }
+      }),
+    );
+  });
+
+  it('resolves symlink targets relative to the link', () => {
+    expect(resolveLinkTarget('fn/a/link', '../b/file')).toBe('fn/b/file');
+    expect(resolveLinkTarget('fn/link', '../../etc/passwd')).toBeUndefined();
+    expect(resolveLinkTarget('fn/link', '/etc/passwd')).toBeUndefined();
+    expect(isWithin('fn', 'fn/x')).toBe(true);
+    expect(isWithin('fn', 'fnx/y')).toBe(false);
+  });
+});

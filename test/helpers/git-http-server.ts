@@ -1,0 +1,88 @@
+import { spawn } from 'node:child_process';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+/**
+ * Serves bare repositories under `root` over git's smart HTTP protocol with the real
+ * `git http-backend` as a CGI program, the way Apache or nginx would.
+ */
+export interface GitHttpRequest {
+  method: string;
+  path: string;
+  /** True for a pack negotiation that asks for objects ("want" lines); listing refs has none. */
+  wantsObjects: boolean;
+}
+
+export async function startGitHttpServer(
+  root: string,
+  options: { token?: string } = {},
+): Promise<{ url: string; server: Server; requests: GitHttpRequest[]; close(): Promise<void> }> {
+  const requests: GitHttpRequest[] = [];
+  const server = createServer((request, response) => {
+    if (options.token) {
+      const expected = `Basic ${Buffer.from(`x-access-token:${options.token}`).toString('base64')}`;
+      if (request.headers.authorization !== expected) {
+        response.writeHead(401, { 'www-authenticate': 'Basic realm="git"' });
+        response.end();
+        return;
+      }
+    }
+    const url = new URL(request.url ?? '/', 'http://localhost');
+    const child = spawn('git', ['http-backend'], {
+      env: {
+        ...process.env,
+        GIT_PROJECT_ROOT: root,
+        GIT_HTTP_EXPORT_ALL: '1',
+        PATH_INFO: decodeURIComponent(url.pathname),
+        QUERY_STRING: url.search.slice(1),
+        REQUEST_METHOD: request.method ?? 'GET',
+        CONTENT_TYPE: request.headers['content-type'] ?? '',
+        CONTENT_LENGTH: request.headers['content-length'] ?? '',
+        GIT_PROTOCOL: String(request.headers['git-protocol'] ?? ''),
+        REMOTE_USER: 'test',
+        REMOTE_ADDR: '127.0.0.1',
+      },
+    });
+    const logged: GitHttpRequest = {
+      method: request.method ?? 'GET',
+      path: url.pathname,
+      wantsObjects: false,
+    };
+    requests.push(logged);
+    request.on('data', (chunk: Buffer) => {
+      if (chunk.includes('want ')) logged.wantsObjects = true;
+    });
+    request.pipe(child.stdin);
+    let headerBuffer = Buffer.alloc(0);
+    let headersDone = false;
+    child.stdout.on('data', (chunk: Buffer) => {
+      if (headersDone) {
+        response.write(chunk);
+        return;
+      }
+      headerBuffer = Buffer.concat([headerBuffer, chunk]);
+      const end = headerBuffer.indexOf('\r\n\r\n');
+      if (end < 0) return;
+      headersDone = true;
+      let status = 200;
+      for (const line of headerBuffer.subarray(0, end).toString('utf8').split('\r\n')) {
+        const colon = line.indexOf(':');
+        const name = line.slice(0, colon).trim();
+        const value = line.slice(colon + 1).trim();
+        if (name.toLowerCase() === 'status') status = Number.parseInt(value, 10);
+        else response.setHeader(name, value);
+      }
+      response.writeHead(status);
+      response.write(headerBuffer.subarray(end + 4));
+    });
+    child.on('close', () => response.end());
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    server,
+    requests,
+    close: () => new Promise((resolve) => server.close(() => resolve())),
+  };
+}

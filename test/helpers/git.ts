@@ -1,0 +1,72 @@
+import { execFile } from 'node:child_process';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { promisify } from 'node:util';
+
+const exec = promisify(execFile);
+
+const GIT_ENV = {
+  GIT_AUTHOR_NAME: 'Test',
+  GIT_AUTHOR_EMAIL: 'test@example.com',
+  GIT_COMMITTER_NAME: 'Test',
+  GIT_COMMITTER_EMAIL: 'test@example.com',
+  GIT_CONFIG_NOSYSTEM: '1',
+};
+
+export async function git(cwd: string, ...args: string[]): Promise<string> {
+  const { stdout } = await exec('git', args, { cwd, env: { ...process.env, ...GIT_ENV } });
+  return stdout.trim();
+}
+
+export async function tempDir(prefix: string): Promise<string> {
+  return mkdtemp(join(tmpdir(), `sless-${prefix}-`));
+}
+
+/** A working repository made with the git CLI, as a user would. */
+export class TestRepo {
+  readonly dir: string;
+  private constructor(dir: string) {
+    this.dir = dir;
+  }
+
+  static async create(files: Record<string, string> = {}): Promise<TestRepo> {
+    const repo = new TestRepo(await tempDir('repo'));
+    await git(repo.dir, 'init', '--quiet', '--initial-branch=main');
+    if (Object.keys(files).length > 0) await repo.commit(files, 'initial');
+    return repo;
+  }
+
+  async write(files: Record<string, string | null>): Promise<void> {
+    for (const [path, content] of Object.entries(files)) {
+      const full = join(this.dir, path);
+      if (content === null) {
+        await rm(full, { recursive: true, force: true });
+      } else {
+        await mkdir(dirname(full), { recursive: true });
+        await writeFile(full, content);
+      }
+    }
+  }
+
+  /** Writes (null deletes) and commits; returns the new commit id. */
+  async commit(files: Record<string, string | null>, message = 'change'): Promise<string> {
+    await this.write(files);
+    await git(this.dir, 'add', '--all');
+    await git(this.dir, 'commit', '--quiet', '--allow-empty', '-m', message);
+    return git(this.dir, 'rev-parse', 'HEAD');
+  }
+
+  async remove(): Promise<void> {
+    await rm(this.dir, { recursive: true, force: true });
+  }
+}
+
+export function functionManifest(name: string, spec: Record<string, unknown> = {}): string {
+  const body = { runtime: 'nodejs20', entrypoint: 'handler.handle', ...spec };
+  return `apiVersion: sless.dev/v1alpha1\nkind: Function\nmetadata:\n  name: ${name}\nspec: ${JSON.stringify(body)}\n`;
+}
+
+export function nodeHandler(body: string): string {
+  return `exports.handle = async (event, context) => { ${body} };\n`;
+}

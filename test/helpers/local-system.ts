@@ -1,0 +1,93 @@
+import { readdir, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import { pino } from 'pino';
+import { loadLocalConfig } from '../../src/config/config.js';
+import type { FunctionStatus, GitSourceStatus } from '../../src/core/resources.js';
+import { type LocalSystem, startLocalSystem } from '../../src/main.js';
+import { tempDir } from './git.js';
+
+export interface TestSystem extends LocalSystem {
+  stateDir: string;
+  call(path: string, init?: RequestInit): Promise<Response>;
+  functionStatus(name: string): Promise<FunctionStatus | undefined>;
+  sourceStatus(): Promise<GitSourceStatus | undefined>;
+  /** Successful builds of a function: one directory per build key, so this counts real builds. */
+  buildCount(name: string): Promise<number>;
+  close(): Promise<void>;
+}
+
+export async function startTestSystem(options: {
+  url: string;
+  branch?: string;
+  interval?: string;
+  path?: string;
+}): Promise<TestSystem> {
+  const stateDir = await tempDir('state');
+  const config = loadLocalConfig(
+    { port: '0', 'state-dir': stateDir, interval: options.interval ?? '1h' },
+    {},
+  );
+  const logger = pino({ level: process.env.SLESS_TEST_LOG ?? 'silent' });
+  const system = await startLocalSystem(config, {
+    logger,
+    source: {
+      apiVersion: 'sless.dev/v1alpha1',
+      kind: 'GitSource',
+      metadata: { name: 'test', namespace: 'default' },
+      spec: {
+        url: options.url,
+        branch: options.branch ?? 'main',
+        path: options.path ?? '.',
+        interval: options.interval ?? '1h',
+        suspend: false,
+      },
+    },
+  });
+  return {
+    ...system,
+    stateDir,
+    call: (path, init) => fetch(`${system.url}${path}`, init),
+    functionStatus: async (name) =>
+      (await system.store.get('Function', 'default', name))?.status as FunctionStatus | undefined,
+    sourceStatus: async () =>
+      (await system.store.get('GitSource', 'default', 'test'))?.status as GitSourceStatus | undefined,
+    buildCount: async (name) => {
+      try {
+        const entries = await readdir(join(stateDir, 'builds', 'default', name));
+        return entries.filter((e) => !e.includes('.staging-')).length;
+      } catch {
+        return 0;
+      }
+    },
+    close: async () => {
+      await system.stop();
+      await rm(stateDir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Polls until the check passes (returns a truthy value) or the time is up; fails with the last error. */
+export async function eventually<T>(
+  check: () => Promise<T | undefined | false>,
+  timeoutMs = 20_000,
+  what = 'condition',
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const value = await check();
+      if (value) return value;
+    } catch (error) {
+      last = error;
+    }
+    if (Date.now() > deadline)
+      throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ''}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+export async function bodyOf(system: TestSystem, path: string): Promise<{ status: number; text: string }> {
+  const response = await system.call(path);
+  return { status: response.status, text: await response.text() };
+}

@@ -1,0 +1,161 @@
+/**
+ * The embedded GitOps loop end to end: a real git repository made with the git CLI, real builds,
+ * real runtime processes and the real HTTP proxy.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { functionManifest, nodeHandler, TestRepo } from '../helpers/git.js';
+import { bodyOf, eventually, startTestSystem, type TestSystem } from '../helpers/local-system.js';
+
+describe('local GitOps loop', () => {
+  let repo: TestRepo;
+  let system: TestSystem;
+
+  beforeAll(async () => {
+    repo = await TestRepo.create({
+      'alpha/function.yaml': functionManifest('alpha', { env: { WORD: 'one' } }),
+      'alpha/handler.js': nodeHandler(`return { fn: 'alpha', word: process.env.WORD, v: 1 };`),
+      'beta/function.yaml': functionManifest('beta'),
+      'beta/handler.js': nodeHandler(`return { fn: 'beta', v: 1 };`),
+      'unrelated/config.yaml': 'just: some yaml\n',
+    });
+    system = await startTestSystem({ url: repo.dir });
+    await eventually(
+      async () =>
+        (await system.functionStatus('alpha'))?.phase === 'Ready' &&
+        (await system.functionStatus('beta'))?.phase === 'Ready',
+      30_000,
+      'both functions ready',
+    );
+  });
+
+  afterAll(async () => {
+    await system?.close();
+    await repo?.remove();
+  });
+
+  it('deploys every function in the repository and serves it under /fn/{ns}/{name}', async () => {
+    expect(JSON.parse((await bodyOf(system, '/fn/default/alpha')).text)).toEqual({
+      fn: 'alpha',
+      word: 'one',
+      v: 1,
+    });
+    expect(JSON.parse((await bodyOf(system, '/fn/default/beta')).text)).toEqual({ fn: 'beta', v: 1 });
+    const status = await system.functionStatus('alpha');
+    expect(status?.url).toMatch(/\/fn\/default\/alpha$/);
+    expect(status?.buildKey).toMatch(/^[0-9a-f]{32}$/);
+    expect(status?.lastBuild?.result).toBe('Succeeded');
+    expect(await system.buildCount('alpha')).toBe(1);
+  });
+
+  it('rebuilds only the function whose code changed', async () => {
+    const before = { alpha: await system.buildCount('alpha'), beta: await system.buildCount('beta') };
+    const commit = await repo.commit({ 'beta/handler.js': nodeHandler(`return { fn: 'beta', v: 2 };`) });
+    await eventually(
+      async () => (await bodyOf(system, '/fn/default/beta')).text.includes('"v":2'),
+      20_000,
+      'beta v2',
+    );
+    expect(await system.buildCount('beta')).toBe(before.beta + 1);
+    expect(await system.buildCount('alpha')).toBe(before.alpha);
+    const alpha = await system.functionStatus('alpha');
+    expect(alpha?.commit).toBe(commit);
+    // alpha kept the build made at the first commit: its artifact predates this commit.
+    expect(alpha?.lastBuild?.commit).not.toBe(commit);
+  });
+
+  it('applies a manifest-only change (env) by restarting, without a build', async () => {
+    const before = await system.buildCount('alpha');
+    const buildKey = (await system.functionStatus('alpha'))?.buildKey;
+    await repo.commit({ 'alpha/function.yaml': functionManifest('alpha', { env: { WORD: 'two' } }) });
+    await eventually(
+      async () => (await bodyOf(system, '/fn/default/alpha')).text.includes('"word":"two"'),
+      20_000,
+      'alpha env change',
+    );
+    expect(await system.buildCount('alpha')).toBe(before);
+    expect((await system.functionStatus('alpha'))?.buildKey).toBe(buildKey);
+  });
+
+  it('keeps serving the last good revision when a commit has an invalid manifest, and names file and field', async () => {
+    const good = await system.sourceStatus();
+    await repo.commit({ 'beta/function.yaml': functionManifest('beta', { memoryMb: 999999 }) });
+    const status = await eventually(
+      async () => {
+        const s = await system.sourceStatus();
+        return s?.conditions?.find((c) => c.type === 'Ready' && c.status === 'False') ? s : undefined;
+      },
+      20_000,
+      'source rejected',
+    );
+    const ready = status.conditions?.find((c) => c.type === 'Ready');
+    expect(ready?.reason).toBe('ValidationFailed');
+    expect(ready?.message).toContain('beta/function.yaml#0 spec.memoryMb: must be <= 4096');
+    expect(status.lastSyncedCommit).toBe(good?.lastSyncedCommit);
+    expect((await bodyOf(system, '/fn/default/beta')).status).toBe(200);
+    expect((await system.store.get('Function', 'default', 'beta'))?.spec).not.toHaveProperty(
+      'memoryMb',
+      999999,
+    );
+    // Fixing the manifest in a later commit recovers.
+    await repo.commit({ 'beta/function.yaml': functionManifest('beta') });
+    await eventually(
+      async () =>
+        (await system.sourceStatus())?.conditions?.find((c) => c.type === 'Ready')?.status === 'True',
+      20_000,
+      'source recovered',
+    );
+  });
+
+  it('keeps the previous revision when a dependency install fails, with the log tail in status', async () => {
+    await repo.commit({
+      'beta/package.json': '{ "name": "beta", "dependencies": { "left-pad": ', // broken JSON: npm fails at once
+      'beta/handler.js': nodeHandler(`return { fn: 'beta', v: 3 };`),
+    });
+    const status = await eventually(
+      async () => {
+        const s = await system.functionStatus('beta');
+        return s?.lastBuild?.result === 'Failed' ? s : undefined;
+      },
+      30_000,
+      'failed build',
+    );
+    expect(status.phase).toBe('Failed');
+    expect(status.lastBuild?.message).toMatch(/npm install failed/);
+    expect(status.lastBuild?.logTail).toMatch(/JSON|EJSONPARSE/i);
+    expect(status.conditions?.find((c) => c.type === 'Ready')?.message).toContain('still serving');
+    expect(JSON.parse((await bodyOf(system, '/fn/default/beta')).text)).toEqual({ fn: 'beta', v: 2 });
+  });
+
+  it('stops a function removed from the repository and answers 404 for it', async () => {
+    await repo.commit({ 'beta/package.json': null });
+    await eventually(
+      async () => (await bodyOf(system, '/fn/default/beta')).text.includes('"v":3'),
+      30_000,
+      'beta fixed',
+    );
+    await repo.commit({ beta: null });
+    await eventually(
+      async () => (await bodyOf(system, '/fn/default/beta')).status === 404,
+      20_000,
+      'beta gone',
+    );
+    expect(await system.store.get('Function', 'default', 'beta')).toBeUndefined();
+    expect(system.platform.currentRevision('default', 'beta')).toBeUndefined();
+    const body = JSON.parse((await bodyOf(system, '/fn/default/beta')).text);
+    expect(body).toEqual({ error: 'unknown function default/beta' });
+    expect((await bodyOf(system, '/fn/default/alpha')).status).toBe(200);
+  });
+
+  it('lists functions and sources through the status API', async () => {
+    const functions = (await (await system.call('/v1/namespaces/default/functions')).json()) as {
+      items: { metadata: { name: string }; status: { phase: string } }[];
+    };
+    expect(functions.items.map((f) => f.metadata.name)).toEqual(['alpha']);
+    expect(functions.items[0]?.status.phase).toBe('Ready');
+    const sources = (await (await system.call('/v1/namespaces/default/sources')).json()) as {
+      items: { status: { lastSyncedCommit: string } }[];
+    };
+    expect(sources.items[0]?.status.lastSyncedCommit).toMatch(/^[0-9a-f]{40}$/);
+    expect((await system.call('/v1/namespaces/default/functions/nope')).status).toBe(404);
+  });
+});

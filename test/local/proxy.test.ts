@@ -1,0 +1,158 @@
+/**
+ * The /fn/ proxy against real runtime processes: errors, timeouts, headers, crashes and a redeploy
+ * under load.
+ */
+import { request as httpRequest } from 'node:http';
+import { Agent, request } from 'undici';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { functionManifest, nodeHandler, TestRepo } from '../helpers/git.js';
+import { bodyOf, eventually, startTestSystem, type TestSystem } from '../helpers/local-system.js';
+
+const ECHO = nodeHandler(`
+  if (event.path === '/throw') throw new Error('handler exploded');
+  if (event.path === '/slow') { await new Promise((r) => setTimeout(r, 4000)); return 'late'; }
+  if (event.path === '/crash') { setTimeout(() => process.exit(7), 5); return 'bye'; }
+  if (event.path === '/hop') return { statusCode: 200, headers: { 'proxy-authenticate': 'Basic realm="x"', 'x-kept': 'yes' }, body: 'ok' };
+  return { version: process.env.VERSION ?? 'v1', method: event.method, path: event.path, query: event.query, headers: event.headers, body: event.body };
+`);
+
+describe('/fn/ proxy', () => {
+  let repo: TestRepo;
+  let system: TestSystem;
+
+  beforeAll(async () => {
+    repo = await TestRepo.create({
+      'echo/function.yaml': functionManifest('echo', { timeoutSec: 1 }),
+      'echo/handler.js': ECHO,
+    });
+    system = await startTestSystem({ url: repo.dir });
+    await eventually(
+      async () => (await system.functionStatus('echo'))?.phase === 'Ready',
+      30_000,
+      'echo ready',
+    );
+  });
+
+  afterAll(async () => {
+    await system?.close();
+    await repo?.remove();
+  });
+
+  it('passes method, sub-path, query and a JSON body to the handler', async () => {
+    const response = await system.call('/fn/default/echo/items/42?tag=a&tag=b&x=1', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ hello: 'world' }),
+    });
+    expect(response.status).toBe(200);
+    const body = (await response.json()) as Record<string, unknown>;
+    expect(body).toMatchObject({
+      method: 'POST',
+      path: '/items/42',
+      query: { tag: ['a', 'b'], x: '1' },
+      body: { hello: 'world' },
+    });
+  });
+
+  it('answers 404 JSON for an unknown function', async () => {
+    const response = await system.call('/fn/default/nope');
+    expect(response.status).toBe(404);
+    expect(await response.json()).toEqual({ error: 'unknown function default/nope' });
+  });
+
+  it('turns a thrown error into 500 JSON, and the function keeps serving', async () => {
+    const response = await system.call('/fn/default/echo/throw');
+    expect(response.status).toBe(500);
+    expect(await response.json()).toEqual({ error: 'handler exploded' });
+    expect((await bodyOf(system, '/fn/default/echo')).status).toBe(200);
+  });
+
+  it('answers 504 past timeoutSec', async () => {
+    const started = Date.now();
+    const response = await system.call('/fn/default/echo/slow');
+    expect(response.status).toBe(504);
+    expect(((await response.json()) as { error: string }).error).toMatch(/timed out after 1s/);
+    expect(Date.now() - started).toBeLessThan(3900);
+  });
+
+  it('strips hop-by-hop headers in both directions', async () => {
+    // node:http sends the Connection header as given (undici's client rewrites it).
+    const text = await new Promise<string>((resolve, reject) => {
+      const outgoing = httpRequest(`${system.url}/fn/default/echo/headers`, {
+        headers: {
+          connection: 'keep-alive, x-hop-secret',
+          'x-hop-secret': 'do-not-forward',
+          'x-end-to-end': 'forward-me',
+          'proxy-authorization': 'Basic abc',
+        },
+      });
+      outgoing.on('response', (incoming) => {
+        let data = '';
+        incoming.on('data', (chunk: Buffer) => {
+          data += chunk.toString();
+        });
+        incoming.on('end', () => resolve(data));
+      });
+      outgoing.on('error', reject);
+      outgoing.end();
+    });
+    const body = JSON.parse(text) as { headers: Record<string, string> };
+    expect(body.headers['x-end-to-end']).toBe('forward-me');
+    expect(body.headers).not.toHaveProperty('x-hop-secret');
+    expect(body.headers).not.toHaveProperty('proxy-authorization');
+    expect(body.headers['x-forwarded-prefix']).toBe('/fn/default/echo');
+    const hop = await system.call('/fn/default/echo/hop');
+    expect(hop.headers.get('x-kept')).toBe('yes');
+    expect(hop.headers.get('proxy-authenticate')).toBeNull();
+  });
+
+  it('restarts a crashed process with backoff and serves again', async () => {
+    const crashed = await system.call('/fn/default/echo/crash');
+    expect([200, 502]).toContain(crashed.status);
+    await crashed.text();
+    await eventually(
+      async () => system.platform.restartCount('default', 'echo') >= 1,
+      10_000,
+      'restart noticed',
+    );
+    await eventually(
+      async () => (await bodyOf(system, '/fn/default/echo')).status === 200,
+      10_000,
+      'serving again',
+    );
+  });
+
+  it('rolls out a new revision under load without failing a request', async () => {
+    const agent = new Agent({ connections: 16 });
+    const seen = new Set<string>();
+    const failures: string[] = [];
+    let total = 0;
+    let running = true;
+    const worker = async () => {
+      while (running) {
+        try {
+          const response = await request(`${system.url}/fn/default/echo`, { dispatcher: agent });
+          const text = await response.body.text();
+          total++;
+          if (response.statusCode !== 200) failures.push(`${response.statusCode} ${text}`);
+          else seen.add((JSON.parse(text) as { version: string }).version);
+        } catch (error) {
+          failures.push(String(error));
+        }
+      }
+    };
+    const workers = Array.from({ length: 8 }, worker);
+    await new Promise((r) => setTimeout(r, 200));
+    await repo.commit({
+      'echo/function.yaml': functionManifest('echo', { timeoutSec: 1, env: { VERSION: 'v2' } }),
+    });
+    await eventually(async () => seen.has('v2'), 20_000, 'v2 served');
+    await new Promise((r) => setTimeout(r, 300));
+    running = false;
+    await Promise.all(workers);
+    await agent.close();
+    expect(failures).toEqual([]);
+    expect(seen).toEqual(new Set(['v1', 'v2']));
+    expect(total).toBeGreaterThan(50);
+  });
+});
