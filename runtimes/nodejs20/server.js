@@ -161,8 +161,11 @@ function mapResult(result) {
     if (result.headers && typeof result.headers === 'object') {
       for (const [k, v] of Object.entries(result.headers)) {
         if (v === undefined || v === null) continue;
+        const lower = k.toLowerCase();
+        // Framing is the runtime's job: the body length is computed below.
+        if (lower === 'content-length' || lower === 'transfer-encoding') continue;
         headers[k] = Array.isArray(v) ? v.map(String) : String(v);
-        if (k.toLowerCase() === 'content-type') hasType = true;
+        if (lower === 'content-type') hasType = true;
       }
     }
     const body = result.body;

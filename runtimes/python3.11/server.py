@@ -145,6 +145,9 @@ def dumps(value):
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=_json_default)
 
 
+_FRAMING_HEADERS = ("content-length", "transfer-encoding")
+
+
 def map_result(result):
     """Returns (status, headers list, payload bytes, one-shot body)."""
     if isinstance(result, dict):
@@ -158,7 +161,10 @@ def map_result(result):
                     if value is None:
                         continue
                     name = str(name)
-                    if name.lower() == "content-type":
+                    lower = name.lower()
+                    if lower in _FRAMING_HEADERS:  # the runtime computes the body length
+                        continue
+                    if lower == "content-type":
                         has_type = True
                     if isinstance(value, (list, tuple)):
                         headers.extend((name, str(v)) for v in value)

@@ -362,6 +362,9 @@ func writeResult(w http.ResponseWriter, res result) {
 	h := w.Header()
 	for k, vs := range res.headers {
 		ck := http.CanonicalHeaderKey(k)
+		if ck == "Content-Length" || ck == "Transfer-Encoding" { // framing is the runtime's job
+			continue
+		}
 		for _, v := range vs {
 			h[ck] = append(h[ck], v)
 		}
