@@ -45,6 +45,8 @@ export interface BaseStatus {
 
 export interface GitSourceStatus extends BaseStatus {
   lastSyncedCommit?: string;
+  /** For `kubectl get` columns, which cannot cut strings. */
+  shortCommit?: string;
   lastAttemptedCommit?: string;
   lastSyncTime?: string;
   objects?: number;
@@ -67,6 +69,7 @@ export interface BuildRecord {
 export interface FunctionStatus extends BaseStatus {
   phase?: FunctionPhase;
   commit?: string;
+  shortCommit?: string;
   buildKey?: string;
   image?: string;
   url?: string;

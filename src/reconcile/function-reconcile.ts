@@ -93,6 +93,7 @@ export async function reconcileFunction(
     return;
   }
   status.commit = commit;
+  status.shortCommit = commit.slice(0, 12);
   status.buildKey = buildKey;
 
   let build = await deps.builder.lookup(fn, buildKey);

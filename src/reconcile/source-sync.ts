@@ -112,6 +112,7 @@ export async function syncSource(
     const plan = await planSource(source, snapshot, loaded);
     const applied = await applyPlan(deps.store, source, plan);
     status.lastSyncedCommit = head;
+    status.shortCommit = head.slice(0, 12);
     status.lastSyncTime = new Date().toISOString();
     status.objects = plan.objects.length;
     status.conditions = (status.conditions ?? []).filter((c) => c.type !== 'Stalled');
