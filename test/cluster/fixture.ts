@@ -185,12 +185,23 @@ function startProcess(root: string, name: string, bin: string, args: string[], c
   return { name, pid: child.pid, logPath, exited, hasExited: () => done };
 }
 
-function logTail(p: Proc, lines = 40): string {
+/** The last lines of a server's log, plus its earlier error lines (klog "E..." or "error"). */
+function logTail(p: Proc, lines = 15): string {
+  let all: string[];
   try {
-    return readFileSync(p.logPath, 'utf8').split('\n').slice(-lines).join('\n');
+    all = readFileSync(p.logPath, 'utf8').split('\n');
   } catch {
     return '(no log)';
   }
+  const head = all
+    .slice(0, -lines)
+    .filter((l) => /^[EF]\d{4} |error|fatal|panic/i.test(l))
+    .slice(-20);
+  return [...head, ...(head.length ? ['...'] : []), ...all.slice(-lines)].join('\n');
+}
+
+function note(msg: string): void {
+  process.stderr.write(`[test/cluster] ${msg}\n`);
 }
 
 function sleep(ms: number): Promise<void> {
@@ -363,6 +374,7 @@ export interface StartOptions {
 
 export async function startTestCluster(opts: StartOptions = {}): Promise<TestCluster> {
   const readyTimeoutMs = opts.readyTimeoutMs ?? 120_000;
+  const t0 = Date.now();
   const bins = await ensureBinaries();
   const versions = readVersions();
   const root = mkdtempSync(join(tmpdir(), 'sless-cluster-'));
@@ -382,18 +394,29 @@ export async function startTestCluster(opts: StartOptions = {}): Promise<TestClu
   hookExit();
 
   let stopped: Promise<void> | undefined;
+  const signalAll = (sig: NodeJS.Signals): void => {
+    for (const p of procs) {
+      if (p.hasExited()) continue;
+      try {
+        process.kill(-p.pid, sig);
+      } catch {
+        // already gone
+      }
+    }
+  };
   const stop = (): Promise<void> => {
     stopped ??= (async () => {
-      for (const p of procs) {
-        try {
-          process.kill(-p.pid, 'SIGTERM');
-        } catch {
-          // already gone
-        }
-      }
-      await Promise.race([Promise.all(procs.map((p) => p.exited)), sleep(10_000)]);
+      const t = Date.now();
+      const allExited = Promise.all(procs.map((p) => p.exited));
+      // The data is thrown away, so graceful shutdown buys nothing; kube-apiserver sometimes takes
+      // ~10 s to drain. A short grace period, then SIGKILL.
+      signalAll('SIGTERM');
+      await Promise.race([allExited, sleep(1500)]);
+      signalAll('SIGKILL');
+      await Promise.race([allExited, sleep(5000)]);
       live.delete(killAllSync);
       killAllSync();
+      note(`test cluster stopped in ${Date.now() - t} ms`);
     })();
     return stopped;
   };
@@ -515,6 +538,9 @@ export async function startTestCluster(opts: StartOptions = {}): Promise<TestClu
         `--service-account-signing-key-file=${join(pki, 'sa.key')}`,
         '--service-cluster-ip-range=10.0.0.0/24',
         '--allow-privileged=true',
+        // A loopback advertise address is refused by the endpoint reconciler; nothing needs the
+        // "kubernetes" Service endpoints here (envtest does the same).
+        '--endpoint-reconciler-type=none',
         // No controller-manager runs, so nothing would create the default ServiceAccount pods expect.
         '--disable-admission-plugins=ServiceAccount',
         '--v=0',
@@ -556,6 +582,9 @@ export async function startTestCluster(opts: StartOptions = {}): Promise<TestClu
       etcd: { url: etcdUrl },
       versions,
     };
+    note(
+      `test cluster ready in ${Date.now() - t0} ms: ${apiServerUrl}, S3 ${s3.endpoint}, registry ${registry.url}`,
+    );
     return { ...info, kubeConfig: kubeConfigFromInfo(info), stop };
   } catch (e) {
     await stop();

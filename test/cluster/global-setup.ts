@@ -59,6 +59,7 @@ export default async function setup(project: Pick<TestProject, 'provide'>): Prom
   project.provide(BROKER_KEY, `http://127.0.0.1:${addr.port}/cluster`);
 
   return async () => {
+    server.closeAllConnections();
     await new Promise<void>((resolve) => server.close(() => resolve()));
     const s = state as State;
     if (s.kind === 'starting') {

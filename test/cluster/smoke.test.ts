@@ -259,6 +259,7 @@ describe('kube-apiserver and etcd', () => {
         onDeleted = resolve;
       });
       let watchError: unknown;
+      let aborting = false;
       const ctl = await new Watch(kc).watch(
         `/apis/${GROUP}/${VERSION}/namespaces/${ns}/${PLURAL}`,
         { resourceVersion: list.metadata.resourceVersion, allowWatchBookmarks: false },
@@ -268,7 +269,7 @@ describe('kube-apiserver and etcd', () => {
           if (phase === 'DELETED') onDeleted();
         },
         (err: unknown) => {
-          watchError = err;
+          if (!aborting) watchError = err ?? new Error('watch ended early');
         },
       );
       try {
@@ -289,6 +290,7 @@ describe('kube-apiserver and etcd', () => {
           ),
         ]);
       } finally {
+        aborting = true;
         ctl.abort();
       }
       expect(watchError ?? null).toBeNull();
