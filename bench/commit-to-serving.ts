@@ -1,0 +1,78 @@
+// Commit to serving: from `git commit` in a watched local repository to the first proxied response
+// that carries the new body, for a Node function without dependencies. Median of RUNS (default 12).
+// Baseline in the same run: spawning the same runtime process and waiting for /healthz alone, the
+// part of a rollout no platform can skip. Run: npx tsx bench/commit-to-serving.ts
+import { join } from 'node:path';
+import { pino } from 'pino';
+import { request } from 'undici';
+import { loadLocalConfig } from '../src/config/config.js';
+import { startLocalSystem } from '../src/main.js';
+import { freePort } from '../src/platform/local/ports.js';
+import { RuntimeProcess } from '../src/platform/local/runtime-process.js';
+import { functionManifest, nodeHandler, TestRepo, tempDir } from '../test/helpers/git.js';
+import { median, ms, percentile } from './stats.js';
+
+const RUNS = Number(process.env.RUNS ?? 12);
+
+async function bodyOf(url: string): Promise<string> {
+  const response = await request(url);
+  return response.body.text();
+}
+
+async function main(): Promise<void> {
+  const repo = await TestRepo.create({
+    'hello/function.yaml': functionManifest('hello'),
+    'hello/handler.js': nodeHandler(`return 'v0';`),
+  });
+  const stateDir = await tempDir('bench-state');
+  const config = loadLocalConfig({ port: '0', 'state-dir': stateDir, interval: '1h' }, {});
+  const system = await startLocalSystem(config, {
+    logger: pino({ level: 'silent' }),
+    source: {
+      apiVersion: 'sless.dev/v1alpha1',
+      kind: 'GitSource',
+      metadata: { name: 'bench', namespace: 'default' },
+      spec: { url: repo.dir, branch: 'main', path: '.', interval: '1h', suspend: false },
+    },
+  });
+  const url = `${system.url}/fn/default/hello`;
+  while ((await bodyOf(url)) !== '"v0"') await new Promise((r) => setTimeout(r, 20));
+
+  const commitToServing: number[] = [];
+  for (let i = 1; i <= RUNS; i++) {
+    const started = performance.now();
+    await repo.commit({ 'hello/handler.js': nodeHandler(`return 'v${i}';`) });
+    while ((await bodyOf(url)) !== `"v${i}"`) await new Promise((r) => setTimeout(r, 2));
+    commitToServing.push(performance.now() - started);
+  }
+
+  const fn = await system.store.get('Function', 'default', 'hello');
+  const buildDir = (fn?.status as { image?: string } | undefined)?.image ?? '';
+  const processStart: number[] = [];
+  for (let i = 0; i < RUNS; i++) {
+    const runtime = new RuntimeProcess(
+      {
+        command: process.execPath,
+        args: [join(config.runtimesDir, 'nodejs20', 'server.js')],
+        cwd: join(buildDir, 'code'),
+        env: { PATH: process.env.PATH ?? '', SLESS_ENTRYPOINT: 'handler.handle', SLESS_CODE_DIR: join(buildDir, 'code') },
+      },
+      await freePort(),
+      pino({ level: 'silent' }),
+    );
+    const started = performance.now();
+    await runtime.start(10_000);
+    processStart.push(performance.now() - started);
+    await runtime.stop();
+  }
+  await system.stop();
+  await repo.remove();
+
+  const m = median(commitToServing);
+  const base = median(processStart);
+  console.log(`commit → serving, ${RUNS} runs: median ${ms(m)}, p90 ${ms(percentile(commitToServing, 90))}, max ${ms(Math.max(...commitToServing))}`);
+  console.log(`baseline (runtime spawn → /healthz): median ${ms(base)}`);
+  console.log(`ratio commit→serving / process start: ${(m / base).toFixed(2)}x; target: median under 1000 ms -> ${m < 1000 ? 'met' : 'missed'}`);
+}
+
+await main();
