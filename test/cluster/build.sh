@@ -90,7 +90,7 @@ go_build() {
   start=$SECONDS
   mkdir -p "$(dirname "$out")"
   tmp="$out.tmp.$$"
-  log "building $pkg -> $out (go build -p $JOBS; a cold build of kube-apiserver takes several minutes on 2 cores)"
+  log "building $pkg -> $out (go build -p $JOBS)"
   (cd "$moddir" && GOFLAGS="-mod=mod -buildvcs=false" CGO_ENABLED=0 \
     go build -p "$JOBS" -trimpath -ldflags "-s -w $ldflags" -o "$tmp" "$pkg")
   mv -f "$tmp" "$out"
@@ -152,6 +152,7 @@ main() {
       flags+=" -X $p.gitVersion=$KUBERNETES_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor"
       flags+=" -X $p.gitTreeState=clean -X $p.buildDate=$date -X $p.gitCommit=module-$KUBERNETES_VERSION"
     done
+    log "kube-apiserver is the long one: about 5 minutes on 2 cores with an empty Go build cache"
     go_build "$HERE/gomod/kube" k8s.io/kubernetes/cmd/kube-apiserver "$KUBE_APISERVER" "$flags"
   fi
   if [ ! -x "$ETCD" ]; then

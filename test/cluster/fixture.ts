@@ -136,7 +136,7 @@ trap stop TERM INT HUP
 while kill -0 "$child" 2>/dev/null; do
   if ! kill -0 "$owner" 2>/dev/null; then
     kill -TERM "$child" 2>/dev/null
-    for _ in 1 2 3 4 5 6 7 8 9 10; do kill -0 "$child" 2>/dev/null || break; sleep 0.5; done
+    for _ in 1 2 3 4; do kill -0 "$child" 2>/dev/null || break; sleep 0.5; done
     kill -KILL "$child" 2>/dev/null
     wait "$child"
     rm -rf "$root"

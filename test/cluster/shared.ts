@@ -27,6 +27,16 @@ export interface SharedTestCluster extends Omit<TestCluster, 'stop'> {
   release(): Promise<void>;
 }
 
+/** Fails loudly (never skips) when SLESS_KUBE_TESTS=0 disabled the test cluster. */
+export function assertKubeTestsEnabled(): void {
+  if (inject(BROKER_KEY) === '' || process.env.SLESS_KUBE_TESTS === '0') {
+    throw new Error(
+      'This test needs the Kubernetes test cluster, but SLESS_KUBE_TESTS=0 disabled it. ' +
+        'Unset SLESS_KUBE_TESTS (or exclude test/cluster and the other kube test files).',
+    );
+  }
+}
+
 export async function getTestCluster(timeoutMs = 45 * 60_000): Promise<SharedTestCluster> {
   const broker = inject(BROKER_KEY);
   if (broker === undefined) {
@@ -34,12 +44,7 @@ export async function getTestCluster(timeoutMs = 45 * 60_000): Promise<SharedTes
     const { stop, ...rest } = own;
     return { ...rest, release: stop };
   }
-  if (broker === '') {
-    throw new Error(
-      'This test needs the Kubernetes test cluster, but SLESS_KUBE_TESTS=0 disabled it. ' +
-        'Unset SLESS_KUBE_TESTS (or exclude the kube test files).',
-    );
-  }
+  assertKubeTestsEnabled();
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const res = await fetch(broker);
