@@ -5,9 +5,13 @@
 import type { FastifyInstance } from 'fastify';
 import { type Logger, pino } from 'pino';
 import { buildApp } from './api/app.js';
+import { createAuthenticator } from './api/auth/factory.js';
+import { BuildHistory } from './api/build-history.js';
+import { SlessMetrics } from './api/metrics.js';
 import { LocalBuilder } from './build/local-builder.js';
+import { webhookSecretFor } from './config/auth.js';
 import type { LocalConfig } from './config/config.js';
-import type { GitSource } from './core/resources.js';
+import type { GitSource, SlessFunction } from './core/resources.js';
 import { LocalPlatform } from './platform/local/local-platform.js';
 import { MemoryStore } from './platform/local/memory-store.js';
 import { LocalSourceReaderFactory } from './platform/local/source-readers.js';
@@ -49,9 +53,38 @@ export async function startLocalSystem(
 ): Promise<LocalSystem> {
   const logger = options.logger ?? createLogger(config);
   const store = new MemoryStore();
-  const builder = new LocalBuilder({ stateDir: config.stateDir, runtimesDir: config.runtimesDir, logger });
+  const authenticator = createAuthenticator(config.auth);
+  if (config.authDisabled)
+    logger.warn(
+      `AUTHENTICATION IS OFF: anyone who can reach ${config.host}:${config.port} may use /v1 as an admin (local loopback mode only)`,
+    );
+  else logger.info({ auth: authenticator.description }, '/v1 requires a bearer token');
+  const history = new BuildHistory();
   const platform = new LocalPlatform({ runtimesDir: config.runtimesDir, store, logger });
+  const metrics = new SlessMetrics({
+    readyFunctions: async () => {
+      const counts = new Map<string, number>();
+      for (const fn of (await store.list('Function')) as SlessFunction[])
+        if (fn.status?.phase === 'Ready')
+          counts.set(fn.metadata.namespace, (counts.get(fn.metadata.namespace) ?? 0) + 1);
+      return counts;
+    },
+    isKnownFunction: (ns, name) => platform.currentRevision(ns, name) !== undefined,
+  });
+  const builder = new LocalBuilder({
+    stateDir: config.stateDir,
+    runtimesDir: config.runtimesDir,
+    logger,
+    onBuildFinished: (record, fn) => {
+      metrics.buildFinished(record);
+      history.record(record, fn);
+    },
+  });
   const controller = new Controller({
+    observer: {
+      syncFinished: (source, result, ms) => metrics.syncFinished(source, result, ms),
+      buildStarted: (fn) => metrics.buildStarted(fn),
+    },
     store,
     builder,
     platform,
@@ -63,7 +96,13 @@ export async function startLocalSystem(
   const app = await buildApp({
     logger,
     routes: platform,
+    authenticator,
+    metrics,
     context: {
+      namespaceExists: (ns) => store.namespaceExists(ns),
+      ensureNamespace: (ns) => store.ensureNamespace(ns),
+      webhookSecret: async (_ns, source) => webhookSecretFor(config.webhookSecrets, source),
+      buildHistory: (ns, name) => history.list(ns, name),
       store,
       platformName: 'local',
       syncNow: (ns, name, o) => controller.syncNow(ns, name, o),

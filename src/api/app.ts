@@ -1,35 +1,79 @@
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
+import { NotFoundError } from '../core/errors.js';
 import type { RouteResolver } from '../core/interfaces.js';
 import { proxyPlugin } from '../proxy/proxy.js';
+import type { Authenticator } from './auth/authenticator.js';
+import { requireAuth } from './auth/plugin.js';
 import type { ApiContext } from './context.js';
 import { installErrorHandling } from './errors.js';
-import { statusRoutes } from './routes/status.js';
+import { SlessMetrics } from './metrics.js';
+import { RouteCollector } from './openapi.js';
+import { functionRoutes } from './routes/functions.js';
+import { healthRoutes } from './routes/health.js';
+import { namespaceRoutes } from './routes/namespaces.js';
+import { resourceReadRoutes } from './routes/resources.js';
+import { sourceRoutes } from './routes/sources.js';
+import { triggerJobRoutes } from './routes/triggers-jobs.js';
+import { validateRoutes } from './routes/validate.js';
+import { createValidatorCompiler } from './validation.js';
+import { webhookPlugin } from './webhooks/plugin.js';
 
 export interface AppOptions {
   context: ApiContext;
   routes: RouteResolver;
   logger: Logger;
+  /** Who may use `/v1`. main.ts picks JWT or, on loopback only, none. */
+  authenticator: Authenticator;
+  /** This app's metrics; a fresh registry when omitted. */
+  metrics?: SlessMetrics;
+  /** Request body cap for API and webhook bodies (413 above it). */
+  bodyLimit?: number;
+  version?: string;
 }
 
 export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
+  const bodyLimit = options.bodyLimit ?? 1024 * 1024;
   const app = Fastify({
     loggerInstance: options.logger as FastifyBaseLogger,
     disableRequestLogging: true,
-    bodyLimit: 1024 * 1024,
+    bodyLimit,
     keepAliveTimeout: 65_000,
     // `/fn/...` paths carry the function's own path and may be long.
     routerOptions: { maxParamLength: 2048 },
   });
   installErrorHandling(app);
+  app.setValidatorCompiler(createValidatorCompiler());
+  const collector = new RouteCollector();
+  collector.attach(app);
+  const metrics = options.metrics ?? new SlessMetrics();
+  const { context } = options;
 
-  app.get('/healthz', async () => ({ status: 'ok' }));
-  app.get('/readyz', async (_request, reply) => {
-    if (!options.context.isReady()) return reply.code(503).send({ error: 'not ready' });
-    return { status: 'ready' };
+  await app.register(healthRoutes, { context, metrics, collector, version: options.version ?? '0.1.0' });
+
+  // `/v1` except webhooks: bearer auth and tenant checks for everything registered inside.
+  await app.register(async (v1) => {
+    requireAuth(v1, options.authenticator);
+    await v1.register(namespaceRoutes, { context });
+    // Namespace-scoped objects: an unknown namespace is a 404 (checked after auth and validation,
+    // so a stranger learns nothing and a malformed name is a 400).
+    await v1.register(async (scoped) => {
+      scoped.addHook('preHandler', async (request) => {
+        const { ns } = request.params as { ns: string };
+        if (!(await context.namespaceExists(ns))) throw new NotFoundError(`namespace ${ns} not found`);
+      });
+      await scoped.register(resourceReadRoutes, { context });
+      await scoped.register(sourceRoutes, { context });
+      await scoped.register(functionRoutes, { context });
+      await scoped.register(triggerJobRoutes, { context });
+      await scoped.register(validateRoutes);
+    });
   });
 
-  await app.register(statusRoutes, { context: options.context });
-  await app.register(proxyPlugin, { routes: options.routes });
+  await app.register(webhookPlugin, { context, bodyLimit });
+  await app.register(proxyPlugin, {
+    routes: options.routes,
+    onResponse: (ns, name, status, ms) => metrics.proxyResponse(ns, name, status, ms),
+  });
   return app;
 }

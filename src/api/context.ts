@@ -1,11 +1,19 @@
-import type { ObjectStore } from '../core/interfaces.js';
+import type { NamespaceRegistry, ObjectStore } from '../core/interfaces.js';
+import type { BuildRecord } from '../core/resources.js';
 import type { SyncResult } from '../reconcile/source-sync.js';
 
 /** What the API needs from the rest of the system; main.ts provides it. */
-export interface ApiContext {
+export interface ApiContext extends NamespaceRegistry {
   store: ObjectStore;
   platformName: 'local' | 'kube';
   syncNow(namespace: string, name: string, options?: { force?: boolean }): Promise<SyncResult | undefined>;
   retryBuild(namespace: string, name: string): void;
   isReady(): boolean;
+  /**
+   * The shared secret a source's webhooks are signed with. Local mode reads the environment; the kube
+   * platform reads a Secret. Undefined means webhooks for that source are refused.
+   */
+  webhookSecret(namespace: string, source: string): Promise<string | undefined>;
+  /** Recent builds of one function, newest first (bounded); status only keeps the last one. */
+  buildHistory?(namespace: string, name: string): readonly BuildRecord[];
 }

@@ -1,5 +1,46 @@
 import type { FastifyError, FastifyInstance } from 'fastify';
-import { SlessError } from '../core/errors.js';
+import { type ManifestIssue, SlessError } from '../core/errors.js';
+
+/** 401: no credentials, or credentials that do not verify. Carries the RFC 6750 challenge. */
+export class UnauthorizedError extends SlessError {
+  readonly challenge: string;
+  constructor(message: string, options: { invalidToken?: boolean } = {}) {
+    super(message, { reason: 'Unauthorized', httpStatus: 401 });
+    // The description repeats our own message only, never anything taken from the token.
+    this.challenge = options.invalidToken
+      ? `Bearer realm="sless", error="invalid_token", error_description="${message.replace(/["\\]/g, '')}"`
+      : 'Bearer realm="sless"';
+  }
+}
+
+/** 403: the caller is known but may not act here (another tenant's namespace, no webhook secret). */
+export class ForbiddenError extends SlessError {
+  constructor(message: string) {
+    super(message, { reason: 'Forbidden', httpStatus: 403 });
+  }
+}
+
+/** 503: a dependency we need to answer (e.g. the JWKS endpoint) is unreachable. */
+export class UnavailableError extends SlessError {
+  constructor(message: string) {
+    super(message, { reason: 'Unavailable', httpStatus: 503 });
+  }
+}
+
+/**
+ * A request body that is not a valid resource. The message is `field: reason; …`, exactly the
+ * words the manifest validator uses, minus the `file#index` that only makes sense for files.
+ */
+export class BodyValidationError extends SlessError {
+  readonly issues: readonly ManifestIssue[];
+  constructor(issues: readonly ManifestIssue[]) {
+    super(issues.map((i) => (i.field ? `${i.field}: ${i.reason}` : `body: ${i.reason}`)).join('; '), {
+      reason: 'ValidationFailed',
+      httpStatus: 400,
+    });
+    this.issues = issues;
+  }
+}
 
 /**
  * One error shape, `{ "error": "…" }`. Client mistakes map to 4xx with their message; only a genuine
@@ -8,6 +49,7 @@ import { SlessError } from '../core/errors.js';
 export function installErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((error: FastifyError | SlessError | Error, request, reply) => {
     if (error instanceof SlessError) {
+      if (error instanceof UnauthorizedError) reply.header('www-authenticate', error.challenge);
       return reply.code(error.httpStatus).send({ error: error.message });
     }
     const fastifyError = error as FastifyError;
@@ -26,17 +68,23 @@ export function installErrorHandling(app: FastifyInstance): void {
   });
 }
 
+const NAME_FIELDS = new Set(['ns', 'name', 'source']);
+
 function describeValidation(error: FastifyError): string {
   const first = error.validation?.[0];
   if (!first) return error.message;
   const context = error.validationContext ?? 'body';
   const base = first.instancePath.split('/').filter(Boolean).join('.');
   const params = first.params as Record<string, unknown>;
+  const field = `${context}${base ? `.${base}` : ''}`;
   if (first.keyword === 'required')
     return `${context}.${base ? `${base}.` : ''}${String(params.missingProperty)}: is required`;
   if (first.keyword === 'additionalProperties')
     return `${context}.${base ? `${base}.` : ''}${String(params.additionalProperty)}: unknown field`;
   if (first.keyword === 'enum')
-    return `${context}${base ? `.${base}` : ''}: must be one of: ${(params.allowedValues as unknown[]).join(', ')}`;
-  return `${context}${base ? `.${base}` : ''}: ${first.message ?? 'is invalid'}`;
+    return `${field}: must be one of: ${(params.allowedValues as unknown[]).join(', ')}`;
+  // Names in paths follow the manifest rule, and say so in the same words.
+  if ((first.keyword === 'pattern' || first.keyword === 'maxLength') && NAME_FIELDS.has(base))
+    return `${field}: must be a DNS-1123 label (lowercase letters, digits and "-", at most 63)`;
+  return `${field}: ${first.message ?? 'is invalid'}`;
 }

@@ -1,5 +1,12 @@
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import {
+  AuthConfigError,
+  type AuthSettings,
+  loadAuthSettings,
+  loadWebhookSecrets,
+  type WebhookSecretSettings,
+} from './auth.js';
 
 export interface LocalConfig {
   readonly platform: 'local';
@@ -17,7 +24,11 @@ export interface LocalConfig {
   readonly externalUrl: string;
   readonly logLevel: string;
   readonly prettyLogs: boolean;
+  /** True when no SLESS_AUTH_* key is configured; only allowed on loopback. */
   readonly authDisabled: boolean;
+  /** JWT verification settings for `/v1`; undefined when auth is off. */
+  readonly auth: AuthSettings | undefined;
+  readonly webhookSecrets: WebhookSecretSettings;
 }
 
 export class ConfigError extends Error {}
@@ -42,11 +53,19 @@ export function loadLocalConfig(
   const repo =
     repoFlag === undefined ? undefined : /^https?:\/\//.test(repoFlag) ? repoFlag : resolve(repoFlag);
   const stateDir = resolve(String(flags['state-dir'] ?? env.SLESS_STATE_DIR ?? '.sless'));
-  const authDisabled = true;
-  // Local mode serves without auth; that is only acceptable where nobody else can reach it.
+  let auth: AuthSettings | undefined;
+  try {
+    auth = loadAuthSettings(env);
+  } catch (error) {
+    if (error instanceof AuthConfigError) throw new ConfigError(error.message);
+    throw error;
+  }
+  const authDisabled = auth === undefined;
+  // Without auth the API is open to whoever can connect; that is only acceptable on loopback.
   if (authDisabled && !LOOPBACK.has(host)) {
     throw new ConfigError(
-      `--host ${host}: local mode runs without authentication and only binds to loopback (127.0.0.1, ::1)`,
+      `--host ${host}: without authentication local mode only binds to loopback (127.0.0.1, ::1); ` +
+        'set SLESS_AUTH_JWKS_URL or SLESS_AUTH_PUBLIC_KEY with SLESS_AUTH_ISSUER and SLESS_AUTH_AUDIENCE',
     );
   }
   const externalUrl = String(
@@ -70,5 +89,7 @@ export function loadLocalConfig(
     logLevel: String(env.SLESS_LOG_LEVEL ?? env.LOG_LEVEL ?? 'info'),
     prettyLogs: flags.json === true ? false : process.stdout.isTTY === true,
     authDisabled,
+    auth,
+    webhookSecrets: loadWebhookSecrets(env),
   } as const);
 }

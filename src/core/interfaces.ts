@@ -112,3 +112,14 @@ export interface SourceCredentials {
 export interface SourceReaderFactory {
   create(source: import('./resources.js').GitSource): Promise<SourceReader>;
 }
+
+/**
+ * Namespaces as the API sees them. Local mode keeps a set in memory; the kube platform creates the
+ * Namespace with its image pull secret and NetworkPolicy. `ensureNamespace` is idempotent and safe
+ * under concurrency: exactly one concurrent caller sees `true` (created).
+ */
+export interface NamespaceRegistry {
+  namespaceExists(namespace: string): Promise<boolean>;
+  /** Resolves true when this call created the namespace, false when it already existed. */
+  ensureNamespace(namespace: string): Promise<boolean>;
+}

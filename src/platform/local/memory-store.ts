@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
-import type { ListOptions, ObjectStore, StoreEvent } from '../../core/interfaces.js';
+import type { ListOptions, NamespaceRegistry, ObjectStore, StoreEvent } from '../../core/interfaces.js';
 import type { AnyResource } from '../../core/resources.js';
 import type { KindName } from '../../core/schemas.js';
 
@@ -17,8 +17,10 @@ function clone<T>(value: T): T {
  * apply replaces what the manager owns, generation moves only when spec moves, and status is written
  * separately. Callers always get copies, so nobody mutates stored state by accident.
  */
-export class MemoryStore implements ObjectStore {
+export class MemoryStore implements ObjectStore, NamespaceRegistry {
   private readonly objects = new Map<string, AnyResource>();
+  /** Namespaces created through ensureNamespace; `default` always exists, as in Kubernetes. */
+  private readonly namespaces = new Set<string>(['default']);
   private readonly listeners = new Set<(event: StoreEvent) => void>();
   private resourceVersion = 0;
 
@@ -104,6 +106,23 @@ export class MemoryStore implements ObjectStore {
     this.objects.delete(key);
     this.emit({ type: 'DELETED', object: existing, statusOnly: false });
     return true;
+  }
+
+  /** A namespace exists when it was ensured, is `default`, or holds any object. */
+  async namespaceExists(namespace: string): Promise<boolean> {
+    return this.namespaces.has(namespace) || this.holdsObjects(namespace);
+  }
+
+  async ensureNamespace(namespace: string): Promise<boolean> {
+    // Check and record with no await in between, so of concurrent calls exactly one creates it.
+    const existed = this.namespaces.has(namespace) || this.holdsObjects(namespace);
+    this.namespaces.add(namespace);
+    return !existed;
+  }
+
+  private holdsObjects(namespace: string): boolean {
+    for (const object of this.objects.values()) if (object.metadata.namespace === namespace) return true;
+    return false;
   }
 
   subscribe(listener: (event: StoreEvent) => void): () => void {

@@ -1,0 +1,38 @@
+import type { FastifyRequest } from 'fastify';
+
+/** Who is calling, as far as authorization cares. */
+export interface Principal {
+  /** The token's `sub`, or `local` when auth is off. */
+  readonly subject: string;
+  /** The one namespace a tenant may act in: `sless-` + hex(sha256(sub))[0:16]. */
+  readonly namespace: string;
+  /** Admins act in every namespace. */
+  readonly admin: boolean;
+}
+
+/**
+ * Auth as a strategy (Backstage's shape): the API asks for a Principal and does not care how it was
+ * established. Rejects with UnauthorizedError (401) or UnavailableError (503, keys unreachable).
+ */
+export interface Authenticator {
+  /** For the startup log: what protects `/v1`. */
+  readonly description: string;
+  authenticate(request: FastifyRequest): Promise<Principal>;
+}
+
+/**
+ * Local mode on loopback without auth: everyone is an admin. Config refuses this anywhere but
+ * loopback, and startup says so loudly.
+ */
+export class NoAuthAuthenticator implements Authenticator {
+  readonly description = 'none (local loopback mode: every caller is an admin)';
+  private static readonly principal: Principal = Object.freeze({
+    subject: 'local',
+    namespace: 'default',
+    admin: true,
+  });
+
+  async authenticate(): Promise<Principal> {
+    return NoAuthAuthenticator.principal;
+  }
+}

@@ -1,0 +1,141 @@
+/**
+ * Bearer JWTs verified with jose: signature (JWKS URL or one public key), issuer, audience, an
+ * algorithm allow-list and a clock tolerance. Tokens are never logged or echoed back.
+ */
+import { createPublicKey, type KeyObject } from 'node:crypto';
+import type { FastifyRequest } from 'fastify';
+import {
+  createRemoteJWKSet,
+  type JWTPayload,
+  type JWTVerifyGetKey,
+  errors as joseErrors,
+  jwtVerify,
+} from 'jose';
+import type { AuthSettings } from '../../config/auth.js';
+import { tenantNamespace } from '../../core/naming.js';
+import { UnauthorizedError, UnavailableError } from '../errors.js';
+import type { Authenticator, Principal } from './authenticator.js';
+
+/** Real tokens are a few KB; anything far larger is not worth parsing. */
+const MAX_TOKEN_LENGTH = 16 * 1024;
+
+export interface JwtAuthenticatorOptions {
+  readonly key: KeyObject | JWTVerifyGetKey;
+  readonly issuer: string;
+  readonly audience: string;
+  readonly algorithms: readonly string[];
+  readonly clockToleranceSec: number;
+  readonly adminClaim: string;
+  readonly description: string;
+}
+
+export class JwtAuthenticator implements Authenticator {
+  private readonly options: JwtAuthenticatorOptions;
+  readonly description: string;
+
+  constructor(options: JwtAuthenticatorOptions) {
+    this.options = options;
+    this.description = options.description;
+  }
+
+  async authenticate(request: FastifyRequest): Promise<Principal> {
+    const token = bearerToken(request.headers.authorization);
+    const payload = await this.verify(token);
+    const subject = payload.sub;
+    if (typeof subject !== 'string' || subject === '')
+      throw new UnauthorizedError('token has no subject', { invalidToken: true });
+    return {
+      subject,
+      namespace: tenantNamespace(subject),
+      admin: payload[this.options.adminClaim] === true,
+    };
+  }
+
+  private async verify(token: string): Promise<JWTPayload> {
+    try {
+      const verifyOptions = {
+        issuer: this.options.issuer,
+        audience: this.options.audience,
+        algorithms: [...this.options.algorithms],
+        clockTolerance: this.options.clockToleranceSec,
+        requiredClaims: ['sub', 'exp'],
+      };
+      // Two calls rather than a union, so each matches one of jose's overloads.
+      const result =
+        typeof this.options.key === 'function'
+          ? await jwtVerify(token, this.options.key, verifyOptions)
+          : await jwtVerify(token, this.options.key, verifyOptions);
+      return result.payload;
+    } catch (error) {
+      throw translate(error);
+    }
+  }
+}
+
+function bearerToken(header: string | undefined): string {
+  if (header === undefined || header === '') throw new UnauthorizedError('missing bearer token');
+  const match = /^Bearer[ ]+([^ ]+)[ ]*$/i.exec(header);
+  if (!match?.[1]) throw new UnauthorizedError('authorization header must be "Bearer <token>"');
+  if (match[1].length > MAX_TOKEN_LENGTH)
+    throw new UnauthorizedError('token too large', { invalidToken: true });
+  return match[1];
+}
+
+/** jose's errors become 401s with short, token-free messages; unreachable keys become 503. */
+function translate(error: unknown): Error {
+  const invalid = (message: string) => new UnauthorizedError(message, { invalidToken: true });
+  if (error instanceof joseErrors.JWTExpired) return invalid('token expired');
+  if (error instanceof joseErrors.JWTClaimValidationFailed)
+    return invalid(
+      `token claim "${error.claim}" ${error.reason === 'missing' ? 'is missing' : 'check failed'}`,
+    );
+  if (error instanceof joseErrors.JOSEAlgNotAllowed) return invalid('token algorithm not allowed');
+  if (error instanceof joseErrors.JWSSignatureVerificationFailed)
+    return invalid('token signature is invalid');
+  if (error instanceof joseErrors.JWKSNoMatchingKey) return invalid('no key matches the token');
+  if (error instanceof joseErrors.JWKSMultipleMatchingKeys) return invalid('several keys match the token');
+  if (error instanceof joseErrors.JWKSTimeout) return new UnavailableError('signing keys are unreachable');
+  if (error instanceof joseErrors.JWKSInvalid) return new UnavailableError('signing keys are invalid');
+  if (error instanceof joseErrors.JOSENotSupported) return invalid('token algorithm not supported');
+  if (
+    error instanceof joseErrors.JWTInvalid ||
+    error instanceof joseErrors.JWSInvalid ||
+    error instanceof joseErrors.JOSEAlgNotAllowed
+  )
+    return invalid('malformed token');
+  // A JOSEError we did not list is still about the token (e.g. a key of the wrong type).
+  if (error instanceof joseErrors.JOSEError && error.code !== 'ERR_JOSE_GENERIC')
+    return invalid('invalid token');
+  // Anything else (fetch failed, non-200 JWKS response) is our side, not the caller's.
+  return new UnavailableError('signing keys are unreachable');
+}
+
+/** Parses a PEM (SPKI) or JWK (JSON) public key. Throws at startup, not at the first request. */
+export function parsePublicKey(text: string): KeyObject {
+  if (text.includes('PRIVATE KEY'))
+    throw new Error('SLESS_AUTH_PUBLIC_KEY must be a public key, not a private one');
+  const trimmed = text.trim();
+  const key = trimmed.startsWith('{')
+    ? createPublicKey({ key: JSON.parse(trimmed) as import('node:crypto').JsonWebKey, format: 'jwk' })
+    : createPublicKey(trimmed);
+  if (key.type !== 'public') throw new Error('SLESS_AUTH_PUBLIC_KEY must be a public key');
+  return key;
+}
+
+export function createJwtAuthenticator(settings: AuthSettings): JwtAuthenticator {
+  const key =
+    settings.key.kind === 'jwks'
+      ? createRemoteJWKSet(new URL(settings.key.url), { timeoutDuration: 5000, cooldownDuration: 30_000 })
+      : parsePublicKey(settings.key.key);
+  return new JwtAuthenticator({
+    key,
+    issuer: settings.issuer,
+    audience: settings.audience,
+    algorithms: settings.algorithms,
+    clockToleranceSec: settings.clockToleranceSec,
+    adminClaim: settings.adminClaim,
+    description: `JWT (${settings.key.kind === 'jwks' ? `JWKS ${settings.key.url}` : 'public key'}, issuer ${
+      settings.issuer
+    }, audience ${settings.audience}, algorithms ${settings.algorithms.join(',')})`,
+  });
+}

@@ -1,0 +1,17 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { ForbiddenError } from '../errors.js';
+import type { Authenticator } from './authenticator.js';
+
+/**
+ * Adds authentication and tenant authorization to every route of the context it is called in. It
+ * runs in onRequest, so an unauthenticated request is refused before its body is even read.
+ * Routes with a `:ns` parameter are limited to the caller's own namespace unless it is an admin.
+ */
+export function requireAuth(app: FastifyInstance, authenticator: Authenticator): void {
+  app.addHook('onRequest', async (request: FastifyRequest) => {
+    const principal = await authenticator.authenticate(request);
+    const ns = (request.params as { ns?: unknown } | undefined)?.ns;
+    if (typeof ns === 'string' && !principal.admin && principal.namespace !== ns)
+      throw new ForbiddenError(`namespace ${ns} is not yours (yours is ${principal.namespace})`);
+  });
+}

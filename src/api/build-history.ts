@@ -1,0 +1,35 @@
+import type { BuildRecord, SlessFunction } from '../core/resources.js';
+
+/**
+ * The last few builds per function, fed by the builder's onBuildFinished hook. Status keeps only the
+ * last build; this gives the API a short history with log tails. Bounded in both directions: builds
+ * per function and functions overall (least recently built forgotten first).
+ */
+export class BuildHistory {
+  private readonly perFunction: number;
+  private readonly maxFunctions: number;
+  private readonly records = new Map<string, BuildRecord[]>();
+
+  constructor(options: { perFunction?: number; maxFunctions?: number } = {}) {
+    this.perFunction = options.perFunction ?? 10;
+    this.maxFunctions = options.maxFunctions ?? 1000;
+  }
+
+  record(record: BuildRecord, fn: SlessFunction): void {
+    const key = `${fn.metadata.namespace}/${fn.metadata.name}`;
+    const list = this.records.get(key) ?? [];
+    this.records.delete(key);
+    list.unshift(structuredClone(record));
+    list.length = Math.min(list.length, this.perFunction);
+    this.records.set(key, list);
+    while (this.records.size > this.maxFunctions) {
+      const oldest = this.records.keys().next().value;
+      if (oldest === undefined) break;
+      this.records.delete(oldest);
+    }
+  }
+
+  list(namespace: string, name: string): readonly BuildRecord[] {
+    return this.records.get(`${namespace}/${name}`) ?? [];
+  }
+}
