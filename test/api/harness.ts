@@ -28,6 +28,7 @@ export interface HarnessOptions {
   authenticator?: Authenticator;
   secrets?: Record<string, string>;
   bodyLimit?: number;
+  logger?: import('pino').Logger;
 }
 
 const noRoutes: RouteResolver = { resolve: async () => ({ state: 'unknown' }) };
@@ -56,7 +57,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
   const app = await buildApp({
     context,
     routes: noRoutes,
-    logger: pino({ level: process.env.SLESS_TEST_LOG ?? 'silent' }),
+    logger: options.logger ?? pino({ level: process.env.SLESS_TEST_LOG ?? 'silent' }),
     authenticator: options.authenticator ?? new NoAuthAuthenticator(),
     metrics,
     ...(options.bodyLimit === undefined ? {} : { bodyLimit: options.bodyLimit }),
