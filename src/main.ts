@@ -12,6 +12,8 @@ import { LocalBuilder } from './build/local-builder.js';
 import { webhookSecretFor } from './config/auth.js';
 import type { LocalConfig } from './config/config.js';
 import type { GitSource, SlessFunction } from './core/resources.js';
+import { LocalCronScheduler } from './platform/local/cron-scheduler.js';
+import { LocalJobRunner } from './platform/local/job-runner.js';
 import { LocalPlatform } from './platform/local/local-platform.js';
 import { MemoryStore } from './platform/local/memory-store.js';
 import { LocalSourceReaderFactory } from './platform/local/source-readers.js';
@@ -23,6 +25,7 @@ export interface LocalSystem {
   controller: Controller;
   platform: LocalPlatform;
   builder: LocalBuilder;
+  scheduler: LocalCronScheduler;
   url: string;
   stop(): Promise<void>;
 }
@@ -80,7 +83,11 @@ export async function startLocalSystem(
       history.record(record, fn);
     },
   });
+  const scheduler = new LocalCronScheduler({ store, routes: platform, logger });
+  const jobs = new LocalJobRunner({ commandFor: (fn, build) => platform.runtimeCommand(fn, build), logger });
   const controller = new Controller({
+    scheduler,
+    jobs,
     observer: {
       syncFinished: (source, result, ms) => metrics.syncFinished(source, result, ms),
       buildStarted: (fn) => metrics.buildStarted(fn),
@@ -121,11 +128,13 @@ export async function startLocalSystem(
     controller,
     platform,
     builder,
+    scheduler,
     url: address,
     stop: () => {
       stopping ??= (async () => {
         ready = false;
         await controller.stop();
+        scheduler.stopAll();
         await app.close();
         await platform.stopAll();
       })();

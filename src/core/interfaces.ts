@@ -123,3 +123,40 @@ export interface NamespaceRegistry {
   /** Resolves true when this call created the namespace, false when it already existed. */
   ensureNamespace(namespace: string): Promise<boolean>;
 }
+
+export interface JobOutcome {
+  phase: 'Succeeded' | 'Failed';
+  startTime: string;
+  completionTime: string;
+  exitCode?: number;
+  /** The handler's result (statusCode and body), when the run got that far. */
+  result?: unknown;
+  outputTail?: string;
+  message?: string;
+}
+
+/** Runs a function once with an event (FunctionJobs): a one-shot process locally, a Job in a cluster. */
+export interface JobRunner {
+  /**
+   * Idempotent per (job, runId): a second call for the same run attaches to it rather than starting
+   * another. Resolves when the run has ended.
+   */
+  run(
+    job: import('./resources.js').FunctionJob,
+    fn: SlessFunction,
+    build: BuildRecord,
+  ): Promise<JobOutcome>;
+}
+
+/** Schedules cron Triggers: croner in process locally, CronJobs in a cluster. */
+export interface TriggerScheduler {
+  /**
+   * Makes the schedule match the trigger: created, changed, or paused when disabled or when the
+   * function is missing. Returns status fields to merge (nextRun, …).
+   */
+  apply(
+    trigger: import('./resources.js').Trigger,
+    fn: SlessFunction | undefined,
+  ): Promise<import('./resources.js').TriggerStatus>;
+  remove(namespace: string, name: string): Promise<void>;
+}

@@ -8,15 +8,18 @@ import { parseDuration } from '../core/duration.js';
 import { asError } from '../core/errors.js';
 import type {
   Builder,
+  JobRunner,
   ObjectStore,
   SourceReader,
   SourceReaderFactory,
   SourceSnapshot,
   StoreEvent,
+  TriggerScheduler,
   WorkloadPlatform,
 } from '../core/interfaces.js';
 import {
   type BuildRecord,
+  type FunctionJob,
   type GitSource,
   LABEL_SOURCE,
   type SlessFunction,
@@ -26,13 +29,17 @@ import { REPO_KINDS } from '../core/schemas.js';
 import { WorkQueue } from '../core/work-queue.js';
 import { loadManifests } from '../manifest/load.js';
 import { reconcileFunction } from './function-reconcile.js';
+import { reconcileJob } from './job-reconcile.js';
 import { type SyncResult, syncSource } from './source-sync.js';
+import { reconcileTrigger } from './trigger-reconcile.js';
 
 export interface ControllerOptions {
   store: ObjectStore;
   builder: Builder;
   platform: WorkloadPlatform;
   readers: SourceReaderFactory;
+  scheduler: TriggerScheduler;
+  jobs: JobRunner;
   logger: Logger;
   externalUrl: string;
   /** Hooks for metrics; the controller itself knows nothing about Prometheus. */
@@ -59,6 +66,8 @@ export class Controller {
   private readonly manifestFiles = new Map<string, ReadonlySet<string>>();
   private readonly failedBuilds = new Map<string, BuildRecord>();
   private readonly functionQueue: WorkQueue;
+  private readonly triggerQueue: WorkQueue;
+  private readonly jobQueue: WorkQueue;
   private unsubscribe: (() => void) | undefined;
   private stopped = false;
 
@@ -85,6 +94,30 @@ export class Controller {
       onError: (key, error) =>
         options.logger.error({ function: key, err: asError(error).message }, 'reconcile failed'),
     });
+    this.triggerQueue = new WorkQueue({
+      handler: (key) => {
+        const [namespace, name] = key.split('/') as [string, string];
+        return reconcileTrigger(
+          { store: options.store, scheduler: options.scheduler, externalUrl: options.externalUrl },
+          namespace,
+          name,
+        );
+      },
+      onError: (key, error) =>
+        options.logger.error({ trigger: key, err: asError(error).message }, 'trigger reconcile failed'),
+    });
+    this.jobQueue = new WorkQueue({
+      handler: (key) => {
+        const [namespace, name] = key.split('/') as [string, string];
+        return reconcileJob(
+          { store: options.store, builder: options.builder, jobs: options.jobs, logger: options.logger },
+          namespace,
+          name,
+        );
+      },
+      onError: (key, error) =>
+        options.logger.error({ job: key, err: asError(error).message }, 'job reconcile failed'),
+    });
   }
 
   async start(): Promise<void> {
@@ -93,19 +126,26 @@ export class Controller {
       await this.upsertSource(source);
     for (const fn of await this.options.store.list('Function'))
       this.functionQueue.add(`${fn.metadata.namespace}/${fn.metadata.name}`);
+    for (const t of await this.options.store.list('Trigger'))
+      this.triggerQueue.add(`${t.metadata.namespace}/${t.metadata.name}`);
+    for (const j of await this.options.store.list('FunctionJob'))
+      this.jobQueue.add(`${j.metadata.namespace}/${j.metadata.name}`);
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
     this.unsubscribe?.();
     this.functionQueue.stop();
+    this.triggerQueue.stop();
+    this.jobQueue.stop();
     for (const handle of this.sources.values()) this.closeHandle(handle);
     this.sources.clear();
   }
 
-  /** Resolves when no function reconcile is queued or running. */
-  idle(): Promise<void> {
-    return this.functionQueue.idle();
+  /** Resolves when no reconcile is queued or running. */
+  async idle(): Promise<void> {
+    await this.functionQueue.idle();
+    await this.triggerQueue.idle();
   }
 
   /** Forgets a failed build so the next reconcile tries again (the API's "rebuild"). */
@@ -164,14 +204,38 @@ export class Controller {
         else if (!event.statusOnly) void this.upsertSource(object);
         break;
       case 'Function':
-        if (!event.statusOnly) this.functionQueue.add(key);
+        if (!event.statusOnly) {
+          this.functionQueue.add(key);
+          void this.enqueueDependents(object.metadata.namespace, object.metadata.name);
+        } else if (object.status?.phase === 'Ready') {
+          // Jobs waiting for this function's first build can run now.
+          void this.enqueueDependents(object.metadata.namespace, object.metadata.name, true);
+        }
         break;
       case 'Trigger':
-        if (!event.statusOnly)
+        if (!event.statusOnly) {
+          this.triggerQueue.add(key);
           this.functionQueue.add(`${object.metadata.namespace}/${(object as Trigger).spec.function}`);
+        }
+        break;
+      case 'FunctionJob':
+        if (!event.statusOnly) this.jobQueue.add(key);
         break;
       default:
         break;
+    }
+  }
+
+  private async enqueueDependents(namespace: string, fnName: string, pendingJobsOnly = false): Promise<void> {
+    if (!pendingJobsOnly) {
+      for (const t of (await this.options.store.list('Trigger', { namespace })) as Trigger[]) {
+        if (t.spec.function === fnName) this.triggerQueue.add(`${namespace}/${t.metadata.name}`);
+      }
+    }
+    for (const j of (await this.options.store.list('FunctionJob', { namespace })) as FunctionJob[]) {
+      if (j.spec.function !== fnName) continue;
+      if (pendingJobsOnly && j.status?.phase !== 'Pending') continue;
+      this.jobQueue.add(`${namespace}/${j.metadata.name}`);
     }
   }
 

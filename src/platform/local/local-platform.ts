@@ -160,7 +160,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver {
     let lastError: unknown;
     // A port picked by freePort() can be taken before the runtime binds it; one retry covers that.
     for (let attempt = 0; attempt < 2; attempt++) {
-      const process = new RuntimeProcess(this.command(fn, build), await freePort(), logger);
+      const process = new RuntimeProcess(this.runtimeCommand(fn, build), await freePort(), logger);
       try {
         await process.start(this.options.startTimeoutMs ?? 30_000);
         return { id, fn, build, process, inflight: 0 };
@@ -228,7 +228,8 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver {
     await revision.process.stop();
   }
 
-  private command(fn: SlessFunction, build: BuildRecord): RuntimeCommand {
+  /** How a build of this function runs here; FunctionJobs use it too, in one-shot mode. */
+  runtimeCommand(fn: SlessFunction, build: BuildRecord): RuntimeCommand {
     const buildDir = build.image ?? '';
     const codeDir = join(buildDir, 'code');
     const env: Record<string, string> = {

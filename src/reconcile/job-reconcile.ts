@@ -1,0 +1,118 @@
+/**
+ * FunctionJob semantics from the seeds: runId 0 creates the object without running it (Skipped);
+ * each new runId runs the function once, at its current build. The run is keyed by (job, runId), so
+ * reconciling the same run twice never starts it twice.
+ */
+import type { Logger } from 'pino';
+import { setCondition } from '../core/conditions.js';
+import { asError } from '../core/errors.js';
+import type { Builder, JobRunner, ObjectStore } from '../core/interfaces.js';
+import {
+  ANNOTATION_BUILD_KEY,
+  type FunctionJob,
+  type FunctionJobStatus,
+  type JobPhase,
+  type SlessFunction,
+} from '../core/resources.js';
+
+export interface JobReconcileDeps {
+  store: ObjectStore;
+  builder: Builder;
+  jobs: JobRunner;
+  logger: Logger;
+}
+
+export async function reconcileJob(deps: JobReconcileDeps, namespace: string, name: string): Promise<void> {
+  const job = (await deps.store.get('FunctionJob', namespace, name)) as FunctionJob | undefined;
+  if (!job) return;
+  const runId = job.spec.runId ?? 0;
+  const generation = job.metadata.generation ?? 1;
+  const current = job.status ?? {};
+  const write = (
+    phase: JobPhase,
+    fields: FunctionJobStatus,
+    ready: boolean,
+    reason: string,
+    message: string,
+  ) =>
+    deps.store.patchStatus(job, {
+      ...fields,
+      phase,
+      observedGeneration: generation,
+      message,
+      conditions: setCondition(current.conditions, {
+        type: 'Ready',
+        status: ready ? 'True' : 'False',
+        reason,
+        message,
+        observedGeneration: generation,
+      }),
+    });
+
+  if (runId === 0) {
+    await write('Skipped', { observedRunId: 0 }, true, 'Skipped', 'runId is 0: not run');
+    return;
+  }
+  const finished = current.phase === 'Succeeded' || current.phase === 'Failed';
+  if (current.observedRunId === runId && finished) return;
+
+  const fn = (await deps.store.get('Function', namespace, job.spec.function)) as SlessFunction | undefined;
+  if (!fn) {
+    await write(
+      'Failed',
+      { observedRunId: runId },
+      false,
+      'FunctionNotFound',
+      `function "${job.spec.function}" not found in namespace ${namespace}`,
+    );
+    return;
+  }
+  const buildKey = fn.metadata.annotations?.[ANNOTATION_BUILD_KEY];
+  const build = buildKey ? await deps.builder.lookup(fn, buildKey) : undefined;
+  if (!build) {
+    await write(
+      'Pending',
+      { observedRunId: current.observedRunId },
+      false,
+      'WaitingForBuild',
+      `waiting for a build of function "${fn.metadata.name}"`,
+    );
+    return;
+  }
+  const startTime = new Date().toISOString();
+  await write(
+    'Running',
+    {
+      observedRunId: runId,
+      startTime,
+      completionTime: undefined,
+      exitCode: undefined,
+      outputTail: undefined,
+      result: undefined,
+    },
+    false,
+    'Running',
+    `run ${runId} started`,
+  );
+  try {
+    const outcome = await deps.jobs.run(job, fn, build);
+    const ok = outcome.phase === 'Succeeded';
+    await write(
+      outcome.phase,
+      { ...outcome, observedRunId: runId },
+      ok,
+      ok ? 'Succeeded' : 'Failed',
+      outcome.message ?? `run ${runId} ${ok ? 'succeeded' : 'failed'}`,
+    );
+  } catch (thrown) {
+    const error = asError(thrown);
+    deps.logger.warn({ job: `${namespace}/${name}`, err: error.message }, 'job run failed');
+    await write(
+      'Failed',
+      { observedRunId: runId, startTime, completionTime: new Date().toISOString() },
+      false,
+      'RunFailed',
+      error.message,
+    );
+  }
+}

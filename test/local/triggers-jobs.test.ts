@@ -1,0 +1,153 @@
+/**
+ * Cron triggers and FunctionJobs on the local platform, with real runtime processes: croner fires
+ * the function through its route; a job runs the runtime in one-shot mode.
+ */
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { FunctionJob, Trigger } from '../../src/core/resources.js';
+import { functionManifest, nodeHandler, TestRepo, tempDir } from '../helpers/git.js';
+import { bodyOf, eventually, startTestSystem, type TestSystem } from '../helpers/local-system.js';
+
+function triggerManifest(spec: Record<string, unknown>): string {
+  return `---\napiVersion: sless.dev/v1alpha1\nkind: Trigger\nmetadata:\n  name: tick\nspec: ${JSON.stringify({ type: 'cron', function: 'worker', ...spec })}\n`;
+}
+
+function jobManifest(runId: number, fn = 'worker'): string {
+  return `---\napiVersion: sless.dev/v1alpha1\nkind: FunctionJob\nmetadata:\n  name: once\nspec: ${JSON.stringify({ function: fn, event: { task: 'report' }, runId })}\n`;
+}
+
+describe('cron triggers and function jobs (local)', () => {
+  let repo: TestRepo;
+  let system: TestSystem;
+  let runLog: string;
+
+  const manifests = (trigger: Record<string, unknown>, runId: number) =>
+    functionManifest('worker', { env: { RUN_LOG: runLog } }) + triggerManifest(trigger) + jobManifest(runId);
+  const job = async () =>
+    (await system.store.get('FunctionJob', 'default', 'once')) as FunctionJob | undefined;
+  const trigger = async () => (await system.store.get('Trigger', 'default', 'tick')) as Trigger | undefined;
+  const runs = async () => (await readFile(runLog, 'utf8').catch(() => '')).split('\n').filter(Boolean);
+
+  beforeAll(async () => {
+    runLog = join(await tempDir('runlog'), 'runs.txt');
+    repo = await TestRepo.create({
+      'worker/function.yaml': manifests({ schedule: '0 0 1 1 *' }, 1),
+      'worker/handler.js': nodeHandler(`
+        require('node:fs').appendFileSync(process.env.RUN_LOG, JSON.stringify({ via: event.headers['x-sless-trigger'] ? 'cron' : process.env.SLESS_EVENT ? 'job' : 'http', body: event.body }) + '\\n');
+        if (event.body && event.body.fail) throw new Error('asked to fail');
+        return { handled: event.body };
+      `),
+    });
+    system = await startTestSystem({ url: repo.dir });
+    await eventually(
+      async () => (await system.functionStatus('worker'))?.phase === 'Ready',
+      30_000,
+      'worker ready',
+    );
+  });
+
+  afterAll(async () => {
+    await system?.close();
+    await repo?.remove();
+  });
+
+  it('runs a FunctionJob once per runId, in one-shot mode, with its result in status', async () => {
+    const done = await eventually(
+      async () => {
+        const j = await job();
+        return j?.status?.phase === 'Succeeded' ? j : undefined;
+      },
+      20_000,
+      'job succeeded',
+    );
+    expect(done.status?.observedRunId).toBe(1);
+    expect(done.status?.exitCode).toBe(0);
+    expect(done.status?.result).toEqual({ statusCode: 200, body: { handled: { task: 'report' } } });
+    expect(done.status?.startTime).toBeDefined();
+    expect(done.status?.completionTime).toBeDefined();
+    expect((await runs()).filter((r) => r.includes('"job"'))).toHaveLength(1);
+
+    // Re-syncing the same runId runs nothing; a new runId runs exactly once more.
+    await system.controller.syncNow('default', 'test', { force: true });
+    await repo.commit({ 'worker/function.yaml': manifests({ schedule: '0 0 1 1 *' }, 2) });
+    await eventually(
+      async () => (await job())?.status?.observedRunId === 2 && (await job())?.status?.phase === 'Succeeded',
+      20_000,
+      'run 2',
+    );
+    expect((await runs()).filter((r) => r.includes('"job"'))).toHaveLength(2);
+  });
+
+  it('marks runId 0 Skipped and a job for a missing function Failed, without crashing', async () => {
+    await repo.commit({ 'worker/function.yaml': manifests({ schedule: '0 0 1 1 *' }, 0) });
+    await eventually(async () => (await job())?.status?.phase === 'Skipped', 20_000, 'skipped');
+    await system.store.apply({
+      apiVersion: 'sless.dev/v1alpha1',
+      kind: 'FunctionJob',
+      metadata: { name: 'orphan', namespace: 'default' },
+      spec: { function: 'ghost', runId: 1 },
+    });
+    const orphan = await eventually(
+      async () => {
+        const j = (await system.store.get('FunctionJob', 'default', 'orphan')) as FunctionJob | undefined;
+        return j?.status?.phase === 'Failed' ? j : undefined;
+      },
+      10_000,
+      'orphan failed',
+    );
+    expect(orphan.status?.message).toBe('function "ghost" not found in namespace default');
+    await system.store.delete('FunctionJob', 'default', 'orphan');
+  });
+
+  it('fires a cron trigger through the function route and records last and next run', async () => {
+    await repo.commit({
+      'worker/function.yaml': manifests({ schedule: '* * * * * *', event: { from: 'cron' } }, 0),
+    });
+    const fired = await eventually(
+      async () => {
+        const t = await trigger();
+        return t?.status?.lastRun ? t : undefined;
+      },
+      10_000,
+      'cron fired',
+    );
+    expect(fired.status?.lastResult).toMatch(/^200 /);
+    expect(Date.parse(fired.status?.nextRun ?? '')).toBeGreaterThan(Date.parse(fired.status?.lastRun ?? ''));
+    expect((await runs()).some((r) => r.includes('"cron"') && r.includes('"from":"cron"'))).toBe(true);
+  });
+
+  it('disables the function and its schedule with enabled: false, and brings both back', async () => {
+    await repo.commit({
+      'worker/function.yaml': manifests(
+        { schedule: '* * * * * *', event: { from: 'cron' }, enabled: false },
+        0,
+      ),
+    });
+    await eventually(
+      async () => (await system.functionStatus('worker'))?.phase === 'Disabled',
+      20_000,
+      'disabled',
+    );
+    const response = await bodyOf(system, '/fn/default/worker');
+    expect(response.status).toBe(503);
+    expect(JSON.parse(response.text)).toEqual({ error: 'function default/worker is disabled' });
+    const before = (await runs()).length;
+    await new Promise((r) => setTimeout(r, 1500));
+    expect((await runs()).length).toBe(before);
+    expect((await trigger())?.status?.phase).toBe('Disabled');
+
+    await repo.commit({
+      'worker/function.yaml': manifests(
+        { schedule: '* * * * * *', event: { from: 'cron' }, enabled: true },
+        0,
+      ),
+    });
+    await eventually(
+      async () => (await bodyOf(system, '/fn/default/worker')).status === 200,
+      20_000,
+      'enabled again',
+    );
+    await eventually(async () => (await runs()).length > before, 10_000, 'cron running again');
+  });
+});
