@@ -20,6 +20,7 @@ interface Revision {
   build: BuildRecord;
   process: RuntimeProcess;
   inflight: number;
+  lastActivity: number;
   drained?: () => void;
 }
 
@@ -32,6 +33,10 @@ interface Slot {
   restarts: number;
   lastStart: number;
   removed: boolean;
+  /** Scaled to zero: what to start on the next request. */
+  parked?: { fn: SlessFunction; build: BuildRecord; id: string };
+  waking?: Promise<void>;
+  idleTimer?: NodeJS.Timeout;
 }
 
 const HOST_ENV = /^(PATH|HOME|LANG|LC_\w+|TMPDIR|TZ|SYSTEMROOT)$/;
@@ -75,12 +80,14 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver {
       slot = { revisionId: '', enabled: options.enabled, restarts: 0, lastStart: 0, removed: false };
       this.slots.set(key, slot);
     }
+    slot.parked = undefined;
     if (!options.enabled) {
       const previous = slot.current;
       slot.current = undefined;
       slot.enabled = false;
       slot.revisionId = options.revision;
       clearTimeout(slot.restarting);
+      clearTimeout(slot.idleTimer);
       if (previous) await this.retire(previous);
       return;
     }
@@ -98,6 +105,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver {
     slot.restarts = 0;
     slot.lastStart = Date.now();
     this.watchCrash(key, slot, revision);
+    this.scheduleIdleCheck(slot, revision);
     if (previous) await this.retire(previous);
   }
 
@@ -107,6 +115,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver {
     if (!slot) return;
     slot.removed = true;
     clearTimeout(slot.restarting);
+    clearTimeout(slot.idleTimer);
     this.slots.delete(key);
     if (slot.current) await slot.current.process.stop();
   }
@@ -121,6 +130,21 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver {
     }
     if (!slot.enabled)
       return { state: 'unavailable', status: 503, message: `function ${namespace}/${name} is disabled` };
+    if (!slot.current && slot.parked) {
+      // Scaled to zero: the request waits while the process starts, then is served.
+      slot.waking ??= this.wake(`${namespace}/${name}`, slot).finally(() => {
+        slot.waking = undefined;
+      });
+      try {
+        await slot.waking;
+      } catch (error) {
+        return {
+          state: 'unavailable',
+          status: 502,
+          message: `function ${namespace}/${name} failed to start: ${(error as Error).message}`,
+        };
+      }
+    }
     const revision = slot.current;
     if (!revision?.process.alive) {
       return {
@@ -130,15 +154,62 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver {
       };
     }
     revision.inflight++;
+    revision.lastActivity = Date.now();
     return {
       state: 'ready',
       origin: revision.process.origin,
       timeoutSec: revision.fn.spec.timeoutSec ?? 30,
       release: () => {
         revision.inflight--;
+        revision.lastActivity = Date.now();
         if (revision.inflight === 0) revision.drained?.();
       },
     };
+  }
+
+  /** True while a scale-to-zero function has no process. */
+  isParked(namespace: string, name: string): boolean {
+    const slot = this.slots.get(`${namespace}/${name}`);
+    return slot?.parked !== undefined && slot.current === undefined;
+  }
+
+  private async wake(key: string, slot: Slot): Promise<void> {
+    const parked = slot.parked;
+    if (!parked) return;
+    const revision = await this.startRevision(parked.fn, parked.build, parked.id);
+    if (slot.removed || slot.parked !== parked) {
+      await revision.process.stop();
+      return;
+    }
+    slot.parked = undefined;
+    slot.current = revision;
+    slot.lastStart = Date.now();
+    this.watchCrash(key, slot, revision);
+    this.scheduleIdleCheck(slot, revision);
+  }
+
+  /** Stops a scale-to-zero revision once it has been idle for `idleSeconds`. */
+  private scheduleIdleCheck(slot: Slot, revision: Revision): void {
+    const idleSeconds = revision.fn.spec.scaleToZero?.idleSeconds;
+    clearTimeout(slot.idleTimer);
+    if (idleSeconds === undefined) return;
+    const idleMs = idleSeconds * 1000;
+    const check = () => {
+      if (slot.removed || slot.current !== revision) return;
+      const idleFor = Date.now() - revision.lastActivity;
+      if (revision.inflight > 0 || idleFor < idleMs) {
+        slot.idleTimer = setTimeout(check, Math.max(idleMs - idleFor, 50));
+        return;
+      }
+      slot.parked = { fn: revision.fn, build: revision.build, id: revision.id };
+      slot.current = undefined;
+      this.options.logger.info(
+        { function: `${revision.fn.metadata.namespace}/${revision.fn.metadata.name}`, idleSeconds },
+        'scaled to zero',
+      );
+      void revision.process.stop();
+    };
+    slot.idleTimer = setTimeout(check, idleMs);
   }
 
   async stopAll(): Promise<void> {
@@ -146,6 +217,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver {
     for (const slot of this.slots.values()) {
       slot.removed = true;
       clearTimeout(slot.restarting);
+      clearTimeout(slot.idleTimer);
       if (slot.current) stops.push(slot.current.process.stop());
     }
     this.slots.clear();
@@ -163,7 +235,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver {
       const process = new RuntimeProcess(this.runtimeCommand(fn, build), await freePort(), logger);
       try {
         await process.start(this.options.startTimeoutMs ?? 30_000);
-        return { id, fn, build, process, inflight: 0 };
+        return { id, fn, build, process, inflight: 0, lastActivity: Date.now() };
       } catch (error) {
         lastError = error;
         if (
@@ -207,6 +279,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver {
       slot.current = revision;
       slot.lastStart = Date.now();
       this.watchCrash(key, slot, revision);
+      this.scheduleIdleCheck(slot, revision);
     } catch (error) {
       this.options.logger.warn({ function: key, err: (error as Error).message }, 'restart failed');
       if (!slot.removed && slot.current === crashed) this.scheduleRestart(key, slot, crashed);
