@@ -1,15 +1,17 @@
 import type { FastifyError, FastifyInstance } from 'fastify';
 import { type ManifestIssue, SlessError } from '../core/errors.js';
 
-/** 401: no credentials, or credentials that do not verify. Carries the RFC 6750 challenge. */
+/** 401: no credentials, or credentials that do not verify. Carries the RFC 7235 challenge. */
 export class UnauthorizedError extends SlessError {
   readonly challenge: string;
-  constructor(message: string, options: { invalidToken?: boolean } = {}) {
+  constructor(message: string, options: { invalidToken?: boolean; scheme?: 'bearer' | 'webhook' } = {}) {
     super(message, { reason: 'Unauthorized', httpStatus: 401 });
     // The description repeats our own message only, never anything taken from the token.
-    this.challenge = options.invalidToken
-      ? `Bearer realm="sless", error="invalid_token", error_description="${message.replace(/["\\]/g, '')}"`
-      : 'Bearer realm="sless"';
+    if (options.scheme === 'webhook') this.challenge = 'HMAC realm="sless-webhooks"';
+    else
+      this.challenge = options.invalidToken
+        ? `Bearer realm="sless", error="invalid_token", error_description="${message.replace(/["\\]/g, '')}"`
+        : 'Bearer realm="sless"';
   }
 }
 

@@ -144,6 +144,7 @@ describe('POST /v1/webhooks/{ns}/{source} over real HTTP', () => {
         ...headers,
       });
       expect(response.status, message).toBe(401);
+      expect(response.headers.get('www-authenticate')).toBe('HMAC realm="sless-webhooks"');
       expect(await response.json()).toEqual({ error: expect.stringContaining(message) });
     }
     await settle();

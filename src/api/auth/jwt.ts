@@ -97,11 +97,7 @@ function translate(error: unknown): Error {
   if (error instanceof joseErrors.JWKSTimeout) return new UnavailableError('signing keys are unreachable');
   if (error instanceof joseErrors.JWKSInvalid) return new UnavailableError('signing keys are invalid');
   if (error instanceof joseErrors.JOSENotSupported) return invalid('token algorithm not supported');
-  if (
-    error instanceof joseErrors.JWTInvalid ||
-    error instanceof joseErrors.JWSInvalid ||
-    error instanceof joseErrors.JOSEAlgNotAllowed
-  )
+  if (error instanceof joseErrors.JWTInvalid || error instanceof joseErrors.JWSInvalid)
     return invalid('malformed token');
   // A JOSEError we did not list is still about the token (e.g. a key of the wrong type).
   if (error instanceof joseErrors.JOSEError && error.code !== 'ERR_JOSE_GENERIC')

@@ -77,7 +77,7 @@ export async function webhookPlugin(app: FastifyInstance, options: WebhookOption
       if (secret === undefined || secret === '')
         throw new ForbiddenError(`webhooks are not configured for source ${ns}/${name} (no secret)`);
       const verified = verifyWebhook(request.headers, body, secret);
-      if (!verified.ok) throw new UnauthorizedError(verified.reason);
+      if (!verified.ok) throw new UnauthorizedError(verified.reason, { scheme: 'webhook' });
 
       const source = (await context.store.get('GitSource', ns, name)) as GitSource | undefined;
       if (!source) throw new NotFoundError(`GitSource ${ns}/${name} not found`);
