@@ -29,6 +29,7 @@ export interface HarnessOptions {
   secrets?: Record<string, string>;
   bodyLimit?: number;
   logger?: import('pino').Logger;
+  buildHistory?: ApiContext['buildHistory'];
 }
 
 const noRoutes: RouteResolver = { resolve: async () => ({ state: 'unknown' }) };
@@ -53,6 +54,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     namespaceExists: (ns) => store.namespaceExists(ns),
     ensureNamespace: (ns) => store.ensureNamespace(ns),
     webhookSecret: async (ns, source) => options.secrets?.[`${ns}/${source}`],
+    ...(options.buildHistory ? { buildHistory: options.buildHistory } : {}),
   };
   const app = await buildApp({
     context,

@@ -1,4 +1,5 @@
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
+import { BuildHistory } from '../../src/api/build-history.js';
 import type { OpenApiDocument } from '../../src/api/openapi.js';
 import { LABEL_SOURCE, type SlessFunction } from '../../src/core/resources.js';
 import { fn, gitSource, type Harness, startHarness } from './harness.js';
@@ -108,6 +109,35 @@ describe('functions, triggers and jobs', () => {
     const bad = await h.app.inject({ url: '/v1/namespaces/default/functions/hello/builds?tail=-1' });
     expect(bad.statusCode).toBe(400);
     expect(bad.json().error).toContain('querystring.tail');
+  });
+
+  test('builds: the history from the builder and the status merge, newest first, without duplicates', async () => {
+    const history = new BuildHistory();
+    const withHistory = await startHarness({ buildHistory: (ns, name) => history.list(ns, name) });
+    try {
+      await withHistory.store.apply(fn('default', 'hello'));
+      const stored = (await withHistory.store.get('Function', 'default', 'hello')) as SlessFunction;
+      const older = {
+        buildKey: 'k1',
+        commit: 'a',
+        result: 'Succeeded' as const,
+        startedAt: '2026-01-01T00:00:00.000Z',
+      };
+      const newer = {
+        buildKey: 'k2',
+        commit: 'b',
+        result: 'Failed' as const,
+        startedAt: '2026-01-02T00:00:00.000Z',
+        logTail: 'x',
+      };
+      history.record(older, stored);
+      history.record(newer, stored);
+      await withHistory.store.patchStatus(stored, { lastBuild: newer });
+      const response = await withHistory.app.inject({ url: '/v1/namespaces/default/functions/hello/builds' });
+      expect(response.json().items.map((b: { buildKey: string }) => b.buildKey)).toEqual(['k2', 'k1']);
+    } finally {
+      await withHistory.close();
+    }
   });
 
   test('API triggers: create, update, delete; a source-managed one is 409', async () => {
