@@ -179,7 +179,7 @@ describe('JWT on /v1 (JWKS)', () => {
     const cases: Array<[string, string | undefined, string]> = [
       ['missing', undefined, 'missing bearer token'],
       ['expired', await sign(rsa, 'RS256', 'rsa-1', { sub: 'alice' }, { exp: now - 60 }), 'token expired'],
-      ['alg none', unsigned, 'token'],
+      ['alg none', unsigned, 'token algorithm not allowed'],
       ['signed by another key', await sign(stranger, 'RS256', 'rsa-1', { sub: 'alice' }), 'signature'],
       ['unknown kid', await sign(stranger, 'RS256', 'nope', { sub: 'alice' }), 'no key matches'],
       ['wrong audience', await sign(rsa, 'RS256', 'rsa-1', { sub: 'alice' }, { aud: 'other' }), '"aud"'],
@@ -190,7 +190,7 @@ describe('JWT on /v1 (JWKS)', () => {
         `${header}.${Buffer.from('{"sub":"bob"}').toString('base64url')}.${valid.split('.')[2]}`,
         'signature',
       ],
-      ['garbage', 'not.a.jwt', 'token'],
+      ['garbage', 'not.a.jwt', 'malformed token'],
       ['header only', header, 'token'],
       ['payload swapped in', `${header}.${payload}`, 'token'],
     ];
