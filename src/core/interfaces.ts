@@ -99,8 +99,11 @@ export interface WorkloadPlatform {
   ): Promise<void>;
   /** Stops the function and removes its route. */
   remove(namespace: string, name: string): Promise<void>;
-  /** The revision serving now, if any. */
-  currentRevision(namespace: string, name: string): string | undefined;
+  /**
+   * The revision serving now, if any. May be async: the kube platform reads it from the Deployment,
+   * the durable record, rather than from a cache that could go stale.
+   */
+  currentRevision(namespace: string, name: string): string | undefined | Promise<string | undefined>;
 }
 
 export interface SourceCredentials {
@@ -141,11 +144,7 @@ export interface JobRunner {
    * Idempotent per (job, runId): a second call for the same run attaches to it rather than starting
    * another. Resolves when the run has ended.
    */
-  run(
-    job: import('./resources.js').FunctionJob,
-    fn: SlessFunction,
-    build: BuildRecord,
-  ): Promise<JobOutcome>;
+  run(job: import('./resources.js').FunctionJob, fn: SlessFunction, build: BuildRecord): Promise<JobOutcome>;
 }
 
 /** Schedules cron Triggers: croner in process locally, CronJobs in a cluster. */

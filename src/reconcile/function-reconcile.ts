@@ -103,9 +103,9 @@ export async function reconcileFunction(
       status.lastBuild = failed;
       setPhase(
         'Failed',
-        deps.platform.currentRevision(namespace, name) ? 'True' : 'False',
+        (await deps.platform.currentRevision(namespace, name)) ? 'True' : 'False',
         'BuildFailed',
-        servingNote(deps, fn, `build ${buildKey.slice(0, 12)} failed: ${failed.message}`),
+        await servingNote(deps, fn, `build ${buildKey.slice(0, 12)} failed: ${failed.message}`),
       );
       await write();
       return;
@@ -147,9 +147,9 @@ export async function reconcileFunction(
       log.warn({ err: error.message }, 'build failed; the previous revision keeps serving');
       setPhase(
         'Failed',
-        deps.platform.currentRevision(namespace, name) ? 'True' : 'False',
+        (await deps.platform.currentRevision(namespace, name)) ? 'True' : 'False',
         'BuildFailed',
-        servingNote(deps, fn, `build failed: ${error.message}`),
+        await servingNote(deps, fn, `build failed: ${error.message}`),
       );
       await write();
       return;
@@ -161,7 +161,7 @@ export async function reconcileFunction(
 
   const enabled = await isFunctionEnabled(deps.store, fn);
   const revision = revisionOf(buildKey, configHash, enabled);
-  if (deps.platform.currentRevision(namespace, name) !== revision) {
+  if ((await deps.platform.currentRevision(namespace, name)) !== revision) {
     setPhase('Deploying', status.servingRevision ? 'True' : 'False', 'Deploying', `rolling out ${revision}`);
     await write();
     try {
@@ -172,9 +172,9 @@ export async function reconcileFunction(
       log.warn({ err: error.message }, 'rollout failed; the previous revision keeps serving');
       setPhase(
         'Failed',
-        deps.platform.currentRevision(namespace, name) ? 'True' : 'False',
+        (await deps.platform.currentRevision(namespace, name)) ? 'True' : 'False',
         'RolloutFailed',
-        servingNote(deps, fn, error.message),
+        await servingNote(deps, fn, error.message),
       );
       await write();
       return;
@@ -189,7 +189,7 @@ export async function reconcileFunction(
   await write();
 }
 
-function servingNote(deps: FunctionReconcileDeps, fn: SlessFunction, message: string): string {
-  const serving = deps.platform.currentRevision(fn.metadata.namespace, fn.metadata.name);
+async function servingNote(deps: FunctionReconcileDeps, fn: SlessFunction, message: string): Promise<string> {
+  const serving = await deps.platform.currentRevision(fn.metadata.namespace, fn.metadata.name);
   return serving ? `${message}; still serving ${serving}` : message;
 }

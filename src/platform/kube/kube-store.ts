@@ -1,0 +1,306 @@
+/**
+ * ObjectStore over the sless CRDs. Desired state is written with server-side apply under one field
+ * manager (never a read-modify-write Update: seeds lesson 3), status through the status subresource,
+ * and changes arrive through a watch per kind that re-lists when the watch expires (410 Gone).
+ *
+ * `statusOnly` is computed against the last object seen for the same key: generation, labels,
+ * annotations, finalizers and deletion unchanged means only status moved. That is what keeps the
+ * controller's own status writes from re-triggering reconciles (seeds: 94 kaniko Jobs).
+ */
+import { isDeepStrictEqual } from 'node:util';
+import { Watch } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import { asError } from '../../core/errors.js';
+import type { ListOptions, ObjectStore, StoreEvent, WatchEventType } from '../../core/interfaces.js';
+import type { AnyResource } from '../../core/resources.js';
+import { KIND_NAMES, type KindName } from '../../core/schemas.js';
+import { isStatus, JSON_PATCH, type KubeHttp, MERGE_PATCH } from './http.js';
+import { apply, deleteObject, getObject, type KubeMeta, type KubeObject, listObjects } from './objects.js';
+import { collectionPath, objectPath, slessType } from './resource-types.js';
+import { statusMergePatch } from './status-patch.js';
+
+/** Cleans what owner references cannot reach before a Function goes away. */
+export const FUNCTION_FINALIZER = 'sless.dev/cleanup';
+
+export interface KubeStoreOptions {
+  http: KubeHttp;
+  logger: Logger;
+  /** Namespaces to watch; undefined watches all of them. */
+  namespaces?: readonly string[];
+  /** Runs once per deleting Function holding the finalizer; the finalizer is removed when it resolves. */
+  onFunctionDeleting?: (fn: AnyResource) => Promise<void>;
+  /** Delay before a failed watch is retried. */
+  retryMs?: number;
+}
+
+interface Stream {
+  kind: KindName;
+  namespace: string | undefined;
+  abort?: AbortController;
+}
+
+function keyOf(kind: string, namespace: string | undefined, name: string): string {
+  return `${kind}/${namespace ?? ''}/${name}`;
+}
+
+/** What the store hands out: the API object minus managedFields, which nobody here reads. */
+function toResource(object: KubeObject): AnyResource {
+  const { managedFields: _managed, ...metadata } = object.metadata;
+  return { ...object, metadata } as unknown as AnyResource;
+}
+
+function isDeleting(object: KubeObject | AnyResource): boolean {
+  return (object.metadata as KubeMeta).deletionTimestamp !== undefined;
+}
+
+export class KubeStore implements ObjectStore {
+  private readonly options: KubeStoreOptions;
+  private readonly http: KubeHttp;
+  private readonly listeners = new Set<(event: StoreEvent) => void>();
+  private readonly seen = new Map<string, KubeObject>();
+  private readonly finalizing = new Set<string>();
+  private readonly streams: Stream[] = [];
+  private started = false;
+  private stopped = false;
+
+  constructor(options: KubeStoreOptions) {
+    this.options = options;
+    this.http = options.http;
+  }
+
+  async get(kind: KindName, namespace: string, name: string): Promise<AnyResource | undefined> {
+    const found = await getObject<KubeObject>(this.http, slessType(kind), namespace, name);
+    // A deleting object is gone as far as reconcilers are concerned; only its finalizer still runs.
+    return found && !isDeleting(found) ? toResource(found) : undefined;
+  }
+
+  async list(kind: KindName, options: ListOptions = {}): Promise<AnyResource[]> {
+    const scopes =
+      options.namespace !== undefined ? [options.namespace] : (this.options.namespaces ?? [undefined]);
+    const out: AnyResource[] = [];
+    for (const namespace of scopes) {
+      const list = await listObjects<KubeObject>(this.http, slessType(kind), {
+        ...(namespace !== undefined ? { namespace } : {}),
+        ...(options.labels ? { labels: options.labels } : {}),
+      });
+      for (const item of list.items) if (!isDeleting(item)) out.push(toResource(item));
+    }
+    return out.sort((a, b) =>
+      keyOf(a.kind, a.metadata.namespace, a.metadata.name).localeCompare(
+        keyOf(b.kind, b.metadata.namespace, b.metadata.name),
+      ),
+    );
+  }
+
+  async apply(object: AnyResource): Promise<AnyResource> {
+    const { name, namespace, labels, annotations } = object.metadata;
+    const metadata: KubeMeta = { name, namespace };
+    if (labels && Object.keys(labels).length > 0) metadata.labels = labels;
+    if (annotations && Object.keys(annotations).length > 0) metadata.annotations = annotations;
+    // The finalizer is part of the applied intent, so the same manager owns it and a re-apply keeps it.
+    if (object.kind === 'Function') metadata.finalizers = [FUNCTION_FINALIZER];
+    const applied = await apply<KubeObject>(this.http, slessType(object.kind), {
+      apiVersion: object.apiVersion,
+      kind: object.kind,
+      metadata,
+      spec: object.spec,
+    });
+    return toResource(applied);
+  }
+
+  async patchStatus(object: AnyResource, status: object): Promise<void> {
+    const { namespace, name } = object.metadata;
+    try {
+      await this.http.request('PATCH', objectPath(slessType(object.kind), namespace, name, 'status'), {
+        body: { status: statusMergePatch(object.status as Record<string, unknown> | undefined, status) },
+        contentType: MERGE_PATCH,
+      });
+    } catch (error) {
+      // The object went away while we worked on it: there is no status left to write.
+      if (isStatus(error, 404)) return;
+      throw error;
+    }
+  }
+
+  delete(kind: KindName, namespace: string, name: string): Promise<boolean> {
+    return deleteObject(this.http, slessType(kind), namespace, name);
+  }
+
+  subscribe(listener: (event: StoreEvent) => void): () => void {
+    this.listeners.add(listener);
+    if (!this.started) this.startWatches();
+    return () => this.listeners.delete(listener);
+  }
+
+  stop(): void {
+    this.stopped = true;
+    for (const stream of this.streams) stream.abort?.abort();
+  }
+
+  private startWatches(): void {
+    this.started = true;
+    const scopes = this.options.namespaces ?? [undefined];
+    for (const kind of KIND_NAMES) {
+      for (const namespace of scopes) {
+        const stream: Stream = { kind, namespace };
+        this.streams.push(stream);
+        void this.run(stream);
+      }
+    }
+  }
+
+  private async run(stream: Stream): Promise<void> {
+    const log = this.options.logger.child({ watch: stream.kind, namespace: stream.namespace ?? '*' });
+    let resourceVersion: string | undefined;
+    while (!this.stopped) {
+      try {
+        if (resourceVersion === undefined) resourceVersion = await this.relist(stream);
+        resourceVersion = await this.watchOnce(stream, resourceVersion);
+      } catch (thrown) {
+        if (this.stopped) return;
+        const error = asError(thrown);
+        // 410 Gone: our resourceVersion is too old; a fresh list is the only way back in.
+        if (isGone(thrown)) {
+          log.debug('watch expired; re-listing');
+          resourceVersion = undefined;
+          continue;
+        }
+        log.warn({ err: error.message }, 'watch failed; retrying');
+        resourceVersion = undefined;
+        await new Promise((r) => setTimeout(r, this.options.retryMs ?? 1000));
+      }
+    }
+  }
+
+  private async relist(stream: Stream): Promise<string | undefined> {
+    const list = await listObjects<KubeObject>(this.http, slessType(stream.kind), {
+      ...(stream.namespace !== undefined ? { namespace: stream.namespace } : {}),
+    });
+    const present = new Set<string>();
+    for (const item of list.items) {
+      const object = { ...item, apiVersion: item.apiVersion ?? `sless.dev/v1alpha1`, kind: stream.kind };
+      present.add(keyOf(stream.kind, object.metadata.namespace, object.metadata.name));
+      this.handle(
+        this.seen.has(keyOf(stream.kind, object.metadata.namespace, object.metadata.name))
+          ? 'MODIFIED'
+          : 'ADDED',
+        object,
+      );
+    }
+    // Whatever disappeared while we were not watching is reported as deleted.
+    for (const [key, object] of [...this.seen]) {
+      if (object.kind !== stream.kind || present.has(key)) continue;
+      if (stream.namespace !== undefined && object.metadata.namespace !== stream.namespace) continue;
+      this.handle('DELETED', object);
+    }
+    return list.metadata.resourceVersion;
+  }
+
+  /** Watches until the server ends the stream; resolves the last resourceVersion seen. */
+  private watchOnce(stream: Stream, resourceVersion: string | undefined): Promise<string | undefined> {
+    let last = resourceVersion;
+    return new Promise<string | undefined>((resolve, reject) => {
+      let gone = false;
+      new Watch(this.http.kubeConfig)
+        .watch(
+          collectionPath(slessType(stream.kind), stream.namespace),
+          { resourceVersion, allowWatchBookmarks: true },
+          (phase: string, object: KubeObject) => {
+            if (phase === 'ERROR') {
+              const code = (object as unknown as { code?: number }).code;
+              if (code === 410) gone = true;
+              return;
+            }
+            if (object?.metadata?.resourceVersion) last = object.metadata.resourceVersion;
+            if (phase === 'BOOKMARK') return;
+            if (phase === 'ADDED' || phase === 'MODIFIED' || phase === 'DELETED') this.handle(phase, object);
+          },
+          (error: unknown) => {
+            if (gone) reject(Object.assign(new Error('watch expired (410 Gone)'), { code: 410 }));
+            else if (error && !this.stopped && !isAbort(error)) reject(asError(error));
+            else resolve(last);
+          },
+        )
+        .then(
+          (abort) => {
+            stream.abort = abort;
+            if (this.stopped) abort.abort();
+          },
+          (error: unknown) => reject(asError(error)),
+        );
+    });
+  }
+
+  private handle(type: WatchEventType, object: KubeObject): void {
+    const key = keyOf(object.kind, object.metadata.namespace, object.metadata.name);
+    const previous = this.seen.get(key);
+    if (type === 'DELETED') {
+      this.seen.delete(key);
+      // Already reported when its deletion started.
+      if (previous && isDeleting(previous)) return;
+      this.emit({ type, object: toResource(object), statusOnly: false });
+      return;
+    }
+    if (previous?.metadata.resourceVersion === object.metadata.resourceVersion) return;
+    this.seen.set(key, object);
+    if (isDeleting(object)) {
+      if (object.kind === 'Function' && object.metadata.finalizers?.includes(FUNCTION_FINALIZER))
+        void this.finalize(object);
+      if (!previous || !isDeleting(previous))
+        this.emit({ type: 'DELETED', object: toResource(object), statusOnly: false });
+      return;
+    }
+    const statusOnly =
+      previous !== undefined &&
+      previous.metadata.generation === object.metadata.generation &&
+      isDeepStrictEqual(previous.metadata.labels ?? {}, object.metadata.labels ?? {}) &&
+      isDeepStrictEqual(previous.metadata.annotations ?? {}, object.metadata.annotations ?? {}) &&
+      isDeepStrictEqual(previous.metadata.finalizers ?? [], object.metadata.finalizers ?? []);
+    this.emit({ type: previous ? 'MODIFIED' : 'ADDED', object: toResource(object), statusOnly });
+  }
+
+  /** Runs the cleanup hook, then removes only our finalizer with a guarded JSON patch (no Update). */
+  private async finalize(object: KubeObject): Promise<void> {
+    const key = keyOf(object.kind, object.metadata.namespace, object.metadata.name);
+    if (this.finalizing.has(key)) return;
+    this.finalizing.add(key);
+    const { namespace, name } = object.metadata;
+    try {
+      await this.options.onFunctionDeleting?.(toResource(object));
+      for (let attempt = 0; attempt < 5; attempt++) {
+        const current = await getObject<KubeObject>(this.http, slessType('Function'), namespace, name);
+        const index = current?.metadata.finalizers?.indexOf(FUNCTION_FINALIZER) ?? -1;
+        if (!current || index < 0) return;
+        try {
+          await this.http.request('PATCH', objectPath(slessType('Function'), namespace, name), {
+            body: [
+              { op: 'test', path: `/metadata/finalizers/${index}`, value: FUNCTION_FINALIZER },
+              { op: 'remove', path: `/metadata/finalizers/${index}` },
+            ],
+            contentType: JSON_PATCH,
+          });
+          return;
+        } catch (error) {
+          // The list moved under us (another finalizer went): read again and retry.
+          if (!isStatus(error, 422) && !isStatus(error, 409)) throw error;
+        }
+      }
+    } catch (thrown) {
+      this.options.logger.error({ function: key, err: asError(thrown).message }, 'finalizer failed');
+    } finally {
+      this.finalizing.delete(key);
+    }
+  }
+
+  private emit(event: StoreEvent): void {
+    for (const listener of this.listeners) listener({ ...event, object: structuredClone(event.object) });
+  }
+}
+
+function isGone(error: unknown): boolean {
+  return isStatus(error, 410) || (error as { code?: number } | undefined)?.code === 410;
+}
+
+function isAbort(error: unknown): boolean {
+  return (error as { name?: string } | undefined)?.name === 'AbortError';
+}

@@ -1,0 +1,14 @@
+/** Labels and annotations the kube platform puts on what it creates. */
+export const LABEL_FUNCTION = 'sless.dev/function';
+export const LABEL_FUNCTION_NAMESPACE = 'sless.dev/function-namespace';
+export const LABEL_BUILD_KEY = 'sless.dev/build-key';
+export const LABEL_TRIGGER = 'sless.dev/trigger';
+export const LABEL_JOB = 'sless.dev/functionjob';
+export const LABEL_COMPONENT = 'app.kubernetes.io/component';
+export const LABEL_MANAGED_BY = 'app.kubernetes.io/managed-by';
+export const ANNOTATION_REVISION = 'sless.dev/revision';
+export const ANNOTATION_DIGEST = 'sless.dev/digest';
+export const ANNOTATION_IMAGE = 'sless.dev/image';
+export const ANNOTATION_COMMIT_FULL = 'sless.dev/commit';
+export const MANAGED_BY = 'sless';
+export const FUNCTION_PORT = 8080;

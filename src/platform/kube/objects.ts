@@ -1,0 +1,111 @@
+/** Small typed helpers over KubeHttp: server-side apply with the one field manager, get, delete. */
+import { FIELD_MANAGER } from '../../core/resources.js';
+import { APPLY_PATCH, isStatus, type KubeHttp } from './http.js';
+import { collectionPath, labelSelector, objectPath, type ResourceType } from './resource-types.js';
+
+export interface KubeMeta {
+  name: string;
+  namespace?: string;
+  labels?: Record<string, string>;
+  annotations?: Record<string, string>;
+  generation?: number;
+  uid?: string;
+  resourceVersion?: string;
+  creationTimestamp?: string;
+  deletionTimestamp?: string;
+  finalizers?: string[];
+  ownerReferences?: OwnerReference[];
+  managedFields?: unknown[];
+}
+
+export interface OwnerReference {
+  apiVersion: string;
+  kind: string;
+  name: string;
+  uid: string;
+  controller?: boolean;
+  blockOwnerDeletion?: boolean;
+}
+
+export interface KubeObject {
+  apiVersion: string;
+  kind: string;
+  metadata: KubeMeta;
+  [field: string]: unknown;
+}
+
+export interface KubeList<T> {
+  metadata: { resourceVersion?: string; continue?: string };
+  items: T[];
+}
+
+/** Server-side apply as `sless-controller`; `force` takes over fields another manager set. */
+export function apply<T extends KubeObject>(
+  http: KubeHttp,
+  type: ResourceType,
+  object: KubeObject,
+  options: { force?: boolean; dryRun?: boolean; headers?: Record<string, string> } = {},
+): Promise<T> {
+  return http.request<T>('PATCH', objectPath(type, object.metadata.namespace, object.metadata.name), {
+    query: {
+      fieldManager: FIELD_MANAGER,
+      force: options.force ?? true,
+      ...(options.dryRun ? { dryRun: 'All' } : {}),
+    },
+    body: object,
+    contentType: APPLY_PATCH,
+    ...(options.headers ? { headers: options.headers } : {}),
+  });
+}
+
+export async function getObject<T extends KubeObject>(
+  http: KubeHttp,
+  type: ResourceType,
+  namespace: string | undefined,
+  name: string,
+): Promise<T | undefined> {
+  try {
+    return await http.request<T>('GET', objectPath(type, namespace, name));
+  } catch (error) {
+    if (isStatus(error, 404)) return undefined;
+    throw error;
+  }
+}
+
+/** Lists every page; `namespace` undefined lists all namespaces. */
+export async function listObjects<T extends KubeObject>(
+  http: KubeHttp,
+  type: ResourceType,
+  options: { namespace?: string; labels?: Record<string, string> } = {},
+): Promise<KubeList<T>> {
+  const items: T[] = [];
+  let token: string | undefined;
+  let resourceVersion: string | undefined;
+  do {
+    const page = await http.request<KubeList<T>>('GET', collectionPath(type, options.namespace), {
+      query: { labelSelector: labelSelector(options.labels), limit: 500, continue: token },
+    });
+    items.push(...(page.items ?? []));
+    token = page.metadata?.continue || undefined;
+    resourceVersion = page.metadata?.resourceVersion;
+  } while (token);
+  return { metadata: { resourceVersion }, items };
+}
+
+/** Deletes in the background (dependents by GC); resolves false when it was already gone. */
+export async function deleteObject(
+  http: KubeHttp,
+  type: ResourceType,
+  namespace: string | undefined,
+  name: string,
+): Promise<boolean> {
+  try {
+    await http.request('DELETE', objectPath(type, namespace, name), {
+      body: { apiVersion: 'v1', kind: 'DeleteOptions', propagationPolicy: 'Background' },
+    });
+    return true;
+  } catch (error) {
+    if (isStatus(error, 404)) return false;
+    throw error;
+  }
+}

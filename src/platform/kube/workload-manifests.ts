@@ -1,0 +1,159 @@
+/**
+ * The Deployment and Service of one Function, as pure data: deterministic (sorted env, stable names)
+ * so that re-applying an unchanged function is a no-op and never rolls pods (seeds lesson 11).
+ */
+
+import type { BuildRecord, SlessFunction } from '../../core/resources.js';
+import { API_VERSION } from '../../core/schemas.js';
+import {
+  ANNOTATION_REVISION,
+  FUNCTION_PORT,
+  LABEL_COMPONENT,
+  LABEL_FUNCTION,
+  LABEL_MANAGED_BY,
+  MANAGED_BY,
+} from './labels.js';
+import type { KubeObject, OwnerReference } from './objects.js';
+
+export interface WorkloadOptions {
+  revision: string;
+  enabled: boolean;
+  /** Secrets the function's namespace pulls images with (seeds lesson 6). */
+  imagePullSecrets: readonly string[];
+}
+
+export function ownerReferenceTo(fn: SlessFunction): OwnerReference {
+  if (!fn.metadata.uid)
+    throw new Error(`function ${fn.metadata.name} has no uid; read it from the API first`);
+  return {
+    apiVersion: API_VERSION,
+    kind: 'Function',
+    name: fn.metadata.name,
+    uid: fn.metadata.uid,
+    controller: true,
+  };
+}
+
+export function functionLabels(fn: SlessFunction): Record<string, string> {
+  return {
+    'app.kubernetes.io/name': fn.metadata.name,
+    [LABEL_COMPONENT]: 'function',
+    [LABEL_FUNCTION]: fn.metadata.name,
+    [LABEL_MANAGED_BY]: MANAGED_BY,
+  };
+}
+
+export function sortedEnv(env: Record<string, string> | undefined): { name: string; value: string }[] {
+  return Object.entries(env ?? {})
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    .map(([name, value]) => ({ name, value }));
+}
+
+/** The variables every runtime reads, after the user's own (which may not override them). */
+export function runtimeEnv(fn: SlessFunction): { name: string; value: string }[] {
+  const reserved = new Set([
+    'PORT',
+    'SLESS_ENTRYPOINT',
+    'SLESS_FUNCTION_NAME',
+    'SLESS_NAMESPACE',
+    'SLESS_TIMEOUT_SEC',
+  ]);
+  return [
+    ...sortedEnv(fn.spec.env).filter((e) => !reserved.has(e.name)),
+    { name: 'PORT', value: String(FUNCTION_PORT) },
+    { name: 'SLESS_ENTRYPOINT', value: fn.spec.entrypoint },
+    { name: 'SLESS_FUNCTION_NAME', value: fn.metadata.name },
+    { name: 'SLESS_NAMESPACE', value: fn.metadata.namespace },
+    { name: 'SLESS_TIMEOUT_SEC', value: String(fn.spec.timeoutSec ?? 30) },
+  ];
+}
+
+export function resourcesFor(fn: SlessFunction): {
+  requests: Record<string, string>;
+  limits: Record<string, string>;
+} {
+  const memory = `${fn.spec.memoryMb ?? 128}Mi`;
+  return { requests: { cpu: '50m', memory }, limits: { memory } };
+}
+
+export function deploymentFor(fn: SlessFunction, build: BuildRecord, options: WorkloadOptions): KubeObject {
+  if (!build.image) throw new Error(`build ${build.buildKey} of ${fn.metadata.name} has no image`);
+  const labels = functionLabels(fn);
+  const timeoutSec = fn.spec.timeoutSec ?? 30;
+  return {
+    apiVersion: 'apps/v1',
+    kind: 'Deployment',
+    metadata: {
+      name: fn.metadata.name,
+      namespace: fn.metadata.namespace,
+      labels,
+      annotations: { [ANNOTATION_REVISION]: options.revision },
+      ownerReferences: [ownerReferenceTo(fn)],
+    },
+    spec: {
+      // enabled:false scales to 0 in place: nothing is recreated (seeds: Trigger.enabled).
+      replicas: options.enabled ? (fn.spec.replicas ?? 1) : 0,
+      revisionHistoryLimit: 3,
+      selector: { matchLabels: { [LABEL_FUNCTION]: fn.metadata.name } },
+      // The old pods serve until the new ones are ready: a crashing version never takes the function down.
+      strategy: { type: 'RollingUpdate', rollingUpdate: { maxUnavailable: 0, maxSurge: 1 } },
+      template: {
+        metadata: {
+          labels,
+          // A new revision changes the template, so the Deployment rolls by itself (no restartedAt trick).
+          annotations: { [ANNOTATION_REVISION]: options.revision },
+        },
+        spec: {
+          automountServiceAccountToken: false,
+          enableServiceLinks: false,
+          terminationGracePeriodSeconds: timeoutSec + 5,
+          ...(options.imagePullSecrets.length > 0
+            ? { imagePullSecrets: options.imagePullSecrets.map((name) => ({ name })) }
+            : {}),
+          containers: [
+            {
+              name: 'function',
+              // Tag = commit SHA, pinned by digest: never :latest, never a stale cached image (lesson 1).
+              image: build.image,
+              imagePullPolicy: 'IfNotPresent',
+              ports: [{ name: 'http', containerPort: FUNCTION_PORT, protocol: 'TCP' }],
+              env: runtimeEnv(fn),
+              resources: resourcesFor(fn),
+              readinessProbe: {
+                httpGet: { path: '/healthz', port: FUNCTION_PORT },
+                periodSeconds: 5,
+                failureThreshold: 2,
+              },
+              livenessProbe: {
+                httpGet: { path: '/healthz', port: FUNCTION_PORT },
+                initialDelaySeconds: 10,
+                periodSeconds: 20,
+                timeoutSeconds: 5,
+                failureThreshold: 3,
+              },
+              securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } },
+            },
+          ],
+        },
+      },
+    },
+  };
+}
+
+export function serviceFor(fn: SlessFunction): KubeObject {
+  return {
+    apiVersion: 'v1',
+    kind: 'Service',
+    metadata: {
+      name: fn.metadata.name,
+      namespace: fn.metadata.namespace,
+      labels: functionLabels(fn),
+      ownerReferences: [ownerReferenceTo(fn)],
+    },
+    spec: {
+      type: 'ClusterIP',
+      selector: { [LABEL_FUNCTION]: fn.metadata.name },
+      ports: [{ name: 'http', port: FUNCTION_PORT, targetPort: FUNCTION_PORT, protocol: 'TCP' }],
+    },
+  };
+}
