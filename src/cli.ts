@@ -62,14 +62,18 @@ async function dev(argv: string[]): Promise<void> {
   await system.controller.syncNow(config.namespace, config.sourceName);
   await system.controller.idle();
   const functions = (await system.store.list('Function', { namespace: config.namespace })) as SlessFunction[];
+  const api = `${config.externalUrl}/v1/namespaces/${config.namespace}`;
   const lines = [
     '',
     `sless is serving on ${config.externalUrl}`,
     `  watching ${repo} (branch ${branch}); commit there and the change is live in about a second`,
     ...functions.map(
-      (f) => `  ${f.metadata.name.padEnd(20)} ${f.status?.phase ?? 'Pending'}  curl ${f.status?.url ?? ''}`,
+      (f) =>
+        `  ${f.metadata.name.padEnd(16)} ${(f.status?.phase ?? 'Pending').padEnd(8)} curl ${f.status?.url ?? ''}`,
     ),
-    `  status: curl ${config.externalUrl}/v1/namespaces/${config.namespace}/functions`,
+    `  status:   curl ${api}/functions`,
+    `  triggers: curl ${api}/triggers   (cron: lastRun, nextRun, lastResult)`,
+    `  jobs:     curl ${api}/jobs       (FunctionJob results)`,
     '',
   ];
   process.stdout.write(`${lines.join('\n')}\n`);

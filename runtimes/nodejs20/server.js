@@ -336,9 +336,18 @@ function startServer(handler) {
     process.stderr.write(`sless-runtime: cannot listen on port ${port}: ${err.message}\n`);
     process.exit(1);
   });
-  server.listen(port, () => {
-    process.stderr.write(`sless-runtime: ${entrypoint} listening on :${port}\n`);
+  // SLESS_HOST: the local platform binds to loopback so only its proxy reaches the function.
+  const host = env.SLESS_HOST || undefined;
+  server.listen(port, host, () => {
+    process.stderr.write(`sless-runtime: ${entrypoint} listening on ${host ?? ''}:${port}\n`);
   });
+  // SLESS_LIFELINE=stdin: the parent holds our stdin open; EOF means it died (even by SIGKILL), so exit
+  // rather than linger as an orphan.
+  if (env.SLESS_LIFELINE === 'stdin') {
+    process.stdin.on('end', () => process.exit(0));
+    process.stdin.on('error', () => process.exit(0));
+    process.stdin.resume();
+  }
   const stop = () => {
     server.close();
     server.closeIdleConnections();

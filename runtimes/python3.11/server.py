@@ -453,8 +453,10 @@ class Server(ThreadingHTTPServer):
 def serve(fn):
     port = int(os.environ.get("PORT") or "8080")
     RequestHandler.fn = staticmethod(fn)
+    # SLESS_HOST: the local platform binds to loopback so only its proxy reaches the function.
+    host = os.environ.get("SLESS_HOST") or "0.0.0.0"
     try:
-        httpd = Server(("0.0.0.0", port), RequestHandler)
+        httpd = Server((host, port), RequestHandler)
     except OSError as exc:
         sys.stderr.write(f"sless-runtime: cannot listen on port {port}: {exc}\n")
         sys.exit(1)
@@ -464,6 +466,16 @@ def serve(fn):
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    if os.environ.get("SLESS_LIFELINE") == "stdin":
+        # The parent holds our stdin open; EOF means it died (even by SIGKILL): exit, never linger.
+        def watch_parent():
+            try:
+                while sys.stdin.buffer.read(4096):
+                    pass
+            finally:
+                os._exit(0)
+
+        threading.Thread(target=watch_parent, daemon=True).start()
     sys.stderr.write(f"sless-runtime: {ENTRYPOINT} listening on :{port}\n")
     sys.stderr.flush()
     httpd.serve_forever(poll_interval=0.5)

@@ -379,8 +379,9 @@ func (rt *runtime) serve() int {
 	if port == "" {
 		port = "8080"
 	}
+	// SLESS_HOST: the local platform binds to loopback so only its proxy reaches the function.
 	srv := &http.Server{
-		Addr:              ":" + port,
+		Addr:              os.Getenv("SLESS_HOST") + ":" + port,
 		Handler:           rt,
 		ReadHeaderTimeout: 60 * time.Second,
 		IdleTimeout:       65 * time.Second,
@@ -393,6 +394,13 @@ func (rt *runtime) serve() int {
 		defer cancel()
 		_ = srv.Shutdown(ctx)
 	}()
+	if os.Getenv("SLESS_LIFELINE") == "stdin" {
+		// The parent holds our stdin open; EOF means it died (even by SIGKILL): exit, never linger.
+		go func() {
+			_, _ = io.Copy(io.Discard, os.Stdin)
+			os.Exit(0)
+		}()
+	}
 	fmt.Fprintf(os.Stderr, "sless-runtime: %s listening on :%s\n", Entrypoint, port)
 	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		fmt.Fprintf(os.Stderr, "sless-runtime: cannot listen on port %s: %v\n", port, err)

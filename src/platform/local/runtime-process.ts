@@ -50,9 +50,12 @@ export class RuntimeProcess extends EventEmitter<{
   async start(timeoutMs: number): Promise<void> {
     const child = spawn(this.spec.command, this.spec.args, {
       cwd: this.spec.cwd,
-      env: { ...this.spec.env, PORT: String(this.port) },
-      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...this.spec.env, PORT: String(this.port), SLESS_HOST: '127.0.0.1', SLESS_LIFELINE: 'stdin' },
+      // stdin stays open and unused: when this process dies, even by SIGKILL, the runtime sees EOF and
+      // exits instead of lingering as an orphan.
+      stdio: ['pipe', 'pipe', 'pipe'],
     });
+    child.stdin?.on('error', () => undefined);
     this.child = child;
     const capture = (stream: 'stdout' | 'stderr') => (chunk: Buffer) => {
       const text = chunk.toString('utf8');
@@ -87,7 +90,7 @@ export class RuntimeProcess extends EventEmitter<{
   }
 
   private async pollHealth(deadline: number): Promise<void> {
-    let delay = 5;
+    let delay = 2;
     while (!this.exited) {
       if (Date.now() > deadline)
         throw new Error(
@@ -101,7 +104,7 @@ export class RuntimeProcess extends EventEmitter<{
         // Not listening yet.
       }
       await new Promise((r) => setTimeout(r, delay));
-      delay = Math.min(delay * 2, 50);
+      delay = Math.min(delay * 2, 20);
     }
   }
 

@@ -1,0 +1,79 @@
+/**
+ * Function processes never outlive sless: killed with SIGKILL (no chance to clean up), the parent's
+ * runtimes see their stdin close and exit. Each runtime is checked as a real process.
+ */
+import { execFile, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { describe, expect, it } from 'vitest';
+import { PACKAGE_ROOT } from '../../src/config/config.js';
+import { TestRepo } from '../helpers/git.js';
+import { eventually } from '../helpers/local-system.js';
+
+const exec = promisify(execFile);
+
+async function childPids(parent: number): Promise<number[]> {
+  const { stdout } = await exec('pgrep', ['-P', String(parent)]).catch(() => ({ stdout: '' }));
+  return stdout.split('\n').filter(Boolean).map(Number);
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+describe('runtime lifeline', () => {
+  it.each([
+    ['nodejs20', 'handler.js', 'exports.handle = () => process.pid;\n'],
+    ['python3.11', 'handler.py', 'import os\n\ndef handle(event, context):\n    return os.getpid()\n'],
+  ])('a %s runtime exits when sless is SIGKILLed', async (runtime, file, code) => {
+    const repo = await TestRepo.create({
+      'f/function.yaml': `apiVersion: sless.dev/v1alpha1\nkind: Function\nmetadata: { name: f }\nspec: { runtime: ${runtime}, entrypoint: handler.handle }\n`,
+      [`f/${file}`]: code,
+    });
+    const stateDir = join(repo.dir, '..', `${runtime}-state`);
+    const sless = spawn(
+      process.execPath,
+      [
+        '--import',
+        'tsx',
+        join(PACKAGE_ROOT, 'src/cli.ts'),
+        'dev',
+        '--repo',
+        repo.dir,
+        '--port',
+        '0',
+        '--state-dir',
+        stateDir,
+        '--json',
+      ],
+      {
+        cwd: PACKAGE_ROOT,
+        stdio: 'ignore',
+      },
+    );
+    const pid = await eventually(
+      async () => {
+        const children = await childPids(sless.pid ?? 0);
+        for (const child of children) {
+          const cmdline = await readFile(`/proc/${child}/cmdline`, 'utf8').catch(() => '');
+          if (cmdline.includes(`runtimes/${runtime}/server`)) return child;
+        }
+        return undefined;
+      },
+      60_000,
+      'runtime started',
+    );
+    expect(alive(pid)).toBe(true);
+    sless.kill('SIGKILL');
+    await once(sless, 'exit');
+    await eventually(async () => !alive(pid), 5_000, 'runtime exited');
+    await repo.remove();
+  });
+});
