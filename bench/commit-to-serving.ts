@@ -55,7 +55,11 @@ async function main(): Promise<void> {
         command: process.execPath,
         args: [join(config.runtimesDir, 'nodejs20', 'server.js')],
         cwd: join(buildDir, 'code'),
-        env: { PATH: process.env.PATH ?? '', SLESS_ENTRYPOINT: 'handler.handle', SLESS_CODE_DIR: join(buildDir, 'code') },
+        env: {
+          PATH: process.env.PATH ?? '',
+          SLESS_ENTRYPOINT: 'handler.handle',
+          SLESS_CODE_DIR: join(buildDir, 'code'),
+        },
       },
       await freePort(),
       pino({ level: 'silent' }),
@@ -70,9 +74,13 @@ async function main(): Promise<void> {
 
   const m = median(commitToServing);
   const base = median(processStart);
-  console.log(`commit → serving, ${RUNS} runs: median ${ms(m)}, p90 ${ms(percentile(commitToServing, 90))}, max ${ms(Math.max(...commitToServing))}`);
+  console.log(
+    `commit → serving, ${RUNS} runs: median ${ms(m)}, p90 ${ms(percentile(commitToServing, 90))}, max ${ms(Math.max(...commitToServing))}`,
+  );
   console.log(`baseline (runtime spawn → /healthz): median ${ms(base)}`);
-  console.log(`ratio commit→serving / process start: ${(m / base).toFixed(2)}x; target: median under 1000 ms -> ${m < 1000 ? 'met' : 'missed'}`);
+  console.log(
+    `ratio commit→serving / process start: ${(m / base).toFixed(2)}x; target: median under 1000 ms -> ${m < 1000 ? 'met' : 'missed'}`,
+  );
 }
 
 await main();

@@ -6,8 +6,8 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import autocannon from 'autocannon';
-import { Agent } from 'undici';
 import { pino } from 'pino';
+import { Agent } from 'undici';
 import { loadLocalConfig } from '../src/config/config.js';
 import { startLocalSystem } from '../src/main.js';
 import { functionManifest, nodeHandler, TestRepo, tempDir } from '../test/helpers/git.js';
@@ -38,7 +38,10 @@ async function main(): Promise<void> {
     'hello/function.yaml': functionManifest('hello'),
     'hello/handler.js': nodeHandler(`return { ok: true };`),
   });
-  const config = loadLocalConfig({ port: '0', 'state-dir': await tempDir('bench-proxy'), interval: '1h' }, {});
+  const config = loadLocalConfig(
+    { port: '0', 'state-dir': await tempDir('bench-proxy'), interval: '1h' },
+    {},
+  );
   const system = await startLocalSystem(config, {
     logger: pino({ level: 'silent' }),
     source: {
@@ -81,7 +84,9 @@ async function main(): Promise<void> {
   console.log(row('proxied', p));
   console.log(row('bare', b));
   console.log(`ratio proxied/direct: ${(p.rps / d.rps).toFixed(2)} (target >= 0.8)`);
-  console.log(`ratio bare/direct: ${(b.rps / d.rps).toFixed(2)}; proxied/bare: ${(p.rps / b.rps).toFixed(2)}`);
+  console.log(
+    `ratio bare/direct: ${(b.rps / d.rps).toFixed(2)}; proxied/bare: ${(p.rps / b.rps).toFixed(2)}`,
+  );
 }
 
 await main();

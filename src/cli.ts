@@ -44,7 +44,6 @@ async function dev(argv: string[]): Promise<void> {
     if (made.created) logger.info({ repo }, 'created a git repository from examples-repo/');
   }
   const branch = config.branch ?? (repo.startsWith('/') ? await currentBranch(repo) : 'main');
-  logger.warn('local mode: the API runs WITHOUT authentication, bound to loopback only');
   const source: GitSource = {
     apiVersion: 'sless.dev/v1alpha1',
     kind: 'GitSource',

@@ -6,7 +6,6 @@
 import { Ajv } from 'ajv';
 import type { FastifySchemaCompiler } from 'fastify';
 import type { ManifestIssue } from '../core/errors.js';
-import { normalizeRepoPath } from '../core/paths.js';
 import { API_VERSION, KIND_NAMES, type KindName } from '../core/schemas.js';
 import { validateResource } from '../manifest/validate.js';
 import { BodyValidationError } from './errors.js';
@@ -40,21 +39,8 @@ const WHERE = { file: 'body', index: 0 };
 export function validateBody(kind: KindName, body: unknown): JsonObject {
   const doc = toResource(kind, body);
   const issues = validateResource(kind, doc, WHERE);
-  if (issues.length === 0) issues.push(...apiOnlyIssues(kind, doc as JsonObject));
   if (issues.length > 0) throw new BodyValidationError(issues);
   return doc as JsonObject;
-}
-
-/**
- * Rules the sync path enforces when it reads the repository, checked here up front so a bad
- * GitSource is refused when it is registered instead of failing later.
- */
-function apiOnlyIssues(kind: KindName, doc: JsonObject): ManifestIssue[] {
-  if (kind !== 'GitSource') return [];
-  const spec = doc.spec as JsonObject;
-  if (typeof spec.path === 'string' && normalizeRepoPath(spec.path) === undefined)
-    return [{ ...WHERE, field: 'spec.path', reason: 'must stay inside the repository' }];
-  return [];
 }
 
 function bodyKind(doc: unknown): KindName {

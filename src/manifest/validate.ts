@@ -5,6 +5,7 @@
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import { Cron } from 'croner';
 import type { ManifestIssue } from '../core/errors.js';
+import { normalizeRepoPath } from '../core/paths.js';
 import { KINDS, type KindName } from '../core/schemas.js';
 
 type JsonObject = Record<string, unknown>;
@@ -132,6 +133,8 @@ function semanticIssues(kind: KindName, doc: JsonObject, where: ValidateOptions)
   if (kind === 'GitSource') {
     const problem = urlProblem(String(spec.url));
     if (problem) add('spec.url', problem);
+    if (typeof spec.path === 'string' && normalizeRepoPath(spec.path) === undefined)
+      add('spec.path', 'must stay inside the repository');
   }
   return issues;
 }

@@ -146,6 +146,24 @@ describe('local GitOps loop', () => {
     expect((await bodyOf(system, '/fn/default/alpha')).status).toBe(200);
   });
 
+  it('shows a runtime start-up error (missing module) in function status', async () => {
+    await repo.commit({
+      'broken/function.yaml': functionManifest('broken', { entrypoint: 'missing.handle' }),
+      'broken/handler.js': nodeHandler('return 1;'),
+    });
+    const status = await eventually(async () => {
+      const s = await system.functionStatus('broken');
+      return s?.phase === 'Failed' ? s : undefined;
+    }, 20_000, 'broken failed');
+    const ready = status.conditions?.find((c) => c.type === 'Ready');
+    expect(ready?.reason).toBe('RolloutFailed');
+    expect(status.lastError).toContain('cannot load entrypoint "missing.handle": module "missing" not found');
+    const response = await bodyOf(system, '/fn/default/broken');
+    expect(response.status).toBe(503);
+    await repo.commit({ broken: null });
+    await eventually(async () => (await bodyOf(system, '/fn/default/broken')).status === 404, 20_000, 'broken removed');
+  });
+
   it('lists functions and sources through the status API', async () => {
     const functions = (await (await system.call('/v1/namespaces/default/functions')).json()) as {
       items: { metadata: { name: string }; status: { phase: string } }[];
