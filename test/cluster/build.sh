@@ -110,6 +110,11 @@ ensure_registry() {
     || { $sudo apt-get update -qq >&2 && $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends docker-registry >&2; } \
     || die "could not install docker-registry with apt-get"
   find_registry >/dev/null || die "docker-registry still not found after apt-get install"
+  # On a systemd host the package enables and starts its service on :5000; we just installed it, and
+  # tests never use it, so switch it off again.
+  if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
+    $sudo systemctl disable --now docker-registry.service >&2 || log "could not disable docker-registry.service (harmless)"
+  fi
 }
 
 main() {

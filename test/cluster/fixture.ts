@@ -373,10 +373,29 @@ export interface StartOptions {
 }
 
 export async function startTestCluster(opts: StartOptions = {}): Promise<TestCluster> {
-  const readyTimeoutMs = opts.readyTimeoutMs ?? 120_000;
-  const t0 = Date.now();
   const bins = await ensureBinaries();
   const versions = readVersions();
+  // Free ports are picked, released, then bound by the servers: another process can take one in
+  // between. That shows as "address already in use"; try again with fresh ports.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startOnce(bins, versions, opts);
+    } catch (e) {
+      if (attempt >= 3 || !(e instanceof PortInUseError)) throw e;
+      note(`a port was taken while starting (attempt ${attempt}); retrying with new ports`);
+    }
+  }
+}
+
+class PortInUseError extends Error {}
+
+async function startOnce(
+  bins: Binaries,
+  versions: TestClusterVersions,
+  opts: StartOptions,
+): Promise<TestCluster> {
+  const readyTimeoutMs = opts.readyTimeoutMs ?? 120_000;
+  const t0 = Date.now();
   const root = mkdtempSync(join(tmpdir(), 'sless-cluster-'));
   const procs: Proc[] = [];
 
@@ -587,7 +606,9 @@ export async function startTestCluster(opts: StartOptions = {}): Promise<TestClu
     );
     return { ...info, kubeConfig: kubeConfigFromInfo(info), stop };
   } catch (e) {
+    const portClash = procs.some((p) => /address already in use/i.test(logTail(p, 200)));
     await stop();
+    if (portClash && e instanceof Error) throw new PortInUseError(e.message);
     throw e;
   }
 }
