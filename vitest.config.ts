@@ -4,6 +4,8 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     include: ['src/**/*.test.ts', 'test/**/*.test.ts'],
+    // One shared kube-apiserver/etcd/S3/registry per run, started lazily by the first kube test.
+    globalSetup: ['test/cluster/global-setup.ts'],
     testTimeout: 60_000,
     hookTimeout: 300_000,
     maxWorkers: 2,
