@@ -5,6 +5,7 @@
 import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { parseArgs, promisify } from 'node:util';
+import { runController } from './cli/controller.js';
 import { ensureExamplesRepository } from './cli/examples-repo.js';
 import { ConfigError, loadLocalConfig } from './config/config.js';
 import type { GitSource, SlessFunction } from './core/resources.js';
@@ -84,6 +85,9 @@ async function main(): Promise<void> {
     case 'dev':
     case undefined:
       await dev(rest);
+      return;
+    case 'controller':
+      await runController(rest);
       return;
     default:
       process.stderr.write(`unknown command "${command}"\n${USAGE}\n`);

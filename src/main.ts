@@ -2,16 +2,29 @@
  * The composition root: config → adapters → controller + server. Nothing else picks concrete
  * implementations.
  */
+import { S3Client } from '@aws-sdk/client-s3';
+import { KubeConfig } from '@kubernetes/client-node';
 import type { FastifyInstance } from 'fastify';
 import { type Logger, pino } from 'pino';
 import { buildApp } from './api/app.js';
 import { createAuthenticator } from './api/auth/factory.js';
 import { BuildHistory } from './api/build-history.js';
 import { SlessMetrics } from './api/metrics.js';
+import { KanikoBuilder } from './build/kaniko-builder.js';
 import { LocalBuilder } from './build/local-builder.js';
 import { webhookSecretFor } from './config/auth.js';
 import type { LocalConfig } from './config/config.js';
 import type { GitSource, SlessFunction } from './core/resources.js';
+import { FunctionCleanup } from './platform/kube/cleanup.js';
+import type { KubeControllerConfig } from './platform/kube/config.js';
+import { KubeCronScheduler } from './platform/kube/cron-scheduler.js';
+import { KubeHttp } from './platform/kube/http.js';
+import { KubeJobRunner } from './platform/kube/job-runner.js';
+import { KubeStore } from './platform/kube/kube-store.js';
+import { KubeNamespaces } from './platform/kube/namespaces.js';
+import { KubeRouteResolver } from './platform/kube/routes.js';
+import { KubeSourceReaderFactory } from './platform/kube/source-readers.js';
+import { KubeWorkloads } from './platform/kube/workloads.js';
 import { LocalCronScheduler } from './platform/local/cron-scheduler.js';
 import { LocalJobRunner } from './platform/local/job-runner.js';
 import { LocalPlatform } from './platform/local/local-platform.js';
@@ -141,4 +154,159 @@ export async function startLocalSystem(
       return stopping;
     },
   };
+}
+
+export interface KubeSystem {
+  app: FastifyInstance;
+  store: KubeStore;
+  controller: Controller;
+  workloads: KubeWorkloads;
+  builder: KanikoBuilder;
+  routes: KubeRouteResolver;
+  url: string;
+  stop(): Promise<void>;
+}
+
+/**
+ * The production shape: the same Controller and API, with the kube adapters. `kubeConfig` defaults
+ * to KUBECONFIG or the in-cluster service account; `originOf` overrides Service addressing (tests).
+ */
+export async function startKubeSystem(
+  config: KubeControllerConfig,
+  options: {
+    logger?: Logger;
+    kubeConfig?: KubeConfig;
+    originOf?: (namespace: string, name: string) => string;
+    pollMs?: number;
+  } = {},
+): Promise<KubeSystem> {
+  const logger = options.logger ?? createLogger(config);
+  const kc = options.kubeConfig ?? defaultKubeConfig();
+  const http = new KubeHttp(kc);
+  const s3 = new S3Client({
+    endpoint: config.s3.endpoint,
+    region: config.s3.region,
+    forcePathStyle: true,
+    credentials: { accessKeyId: config.s3.accessKeyId, secretAccessKey: config.s3.secretAccessKey },
+  });
+  const authenticator = createAuthenticator(config.auth);
+  if (config.authDisabled) logger.warn('AUTHENTICATION IS OFF: /v1 is served on loopback without auth');
+  const history = new BuildHistory();
+  const workloads = new KubeWorkloads({ http, imagePullSecrets: config.imagePullSecrets });
+  const cleanup = new FunctionCleanup({
+    http,
+    s3,
+    bucket: config.s3.bucket,
+    controllerNamespace: config.controllerNamespace,
+    workloads,
+  });
+  const store = new KubeStore({
+    http,
+    logger,
+    ...(config.watchNamespaces ? { namespaces: config.watchNamespaces } : {}),
+    onFunctionDeleting: (fn) => cleanup.run(fn),
+  });
+  const routes = new KubeRouteResolver({
+    http,
+    store,
+    ...(options.originOf ? { originOf: options.originOf } : {}),
+  });
+  const namespaces = new KubeNamespaces({ http });
+  const metrics = new SlessMetrics({
+    readyFunctions: async () => {
+      const counts = new Map<string, number>();
+      for (const fn of (await store.list('Function')) as SlessFunction[])
+        if (fn.status?.phase === 'Ready')
+          counts.set(fn.metadata.namespace, (counts.get(fn.metadata.namespace) ?? 0) + 1);
+      return counts;
+    },
+  });
+  const builder = new KanikoBuilder({
+    http,
+    s3,
+    runtimesDir: config.runtimesDir,
+    logger,
+    controllerNamespace: config.controllerNamespace,
+    registry: config.registry,
+    insecureRegistry: config.insecureRegistry,
+    bucket: config.s3.bucket,
+    s3Endpoint: config.s3.endpoint,
+    s3Region: config.s3.region,
+    s3CredentialsSecret: config.s3.credentialsSecret,
+    pushSecret: config.pushSecret,
+    ...(config.kanikoImage ? { kanikoImage: config.kanikoImage } : {}),
+    ...(config.buildServiceAccount ? { serviceAccountName: config.buildServiceAccount } : {}),
+    ...(options.pollMs ? { pollMs: options.pollMs } : {}),
+    onBuildFinished: (record, fn) => {
+      metrics.buildFinished(record);
+      history.record(record, fn);
+    },
+  });
+  const controller = new Controller({
+    store,
+    builder,
+    platform: workloads,
+    readers: new KubeSourceReaderFactory({ http, stateDir: config.stateDir }),
+    scheduler: new KubeCronScheduler({ http }),
+    jobs: new KubeJobRunner({
+      http,
+      logger,
+      imagePullSecrets: config.imagePullSecrets,
+      ...(options.pollMs ? { pollMs: options.pollMs } : {}),
+    }),
+    logger,
+    externalUrl: config.externalUrl,
+    observer: {
+      syncFinished: (source, result, ms) => metrics.syncFinished(source, result, ms),
+      buildStarted: (fn) => metrics.buildStarted(fn),
+    },
+  });
+  let ready = false;
+  const app = await buildApp({
+    logger,
+    routes,
+    authenticator,
+    metrics,
+    context: {
+      namespaceExists: (ns) => namespaces.namespaceExists(ns),
+      ensureNamespace: (ns) => namespaces.ensureNamespace(ns),
+      webhookSecret: async (_ns, source) => webhookSecretFor(config.webhookSecrets, source),
+      buildHistory: (ns, name) => history.list(ns, name),
+      store,
+      platformName: 'kube',
+      syncNow: (ns, name, o) => controller.syncNow(ns, name, o),
+      retryBuild: (ns, name) => controller.retryBuild(ns, name),
+      isReady: () => ready,
+    },
+  });
+  await controller.start();
+  const address = await app.listen({ host: config.host, port: config.port });
+  ready = true;
+  let stopping: Promise<void> | undefined;
+  return {
+    app,
+    store,
+    controller,
+    workloads,
+    builder,
+    routes,
+    url: address,
+    stop: () => {
+      stopping ??= (async () => {
+        ready = false;
+        await controller.stop();
+        store.stop();
+        await app.close();
+        s3.destroy();
+        http.close();
+      })();
+      return stopping;
+    },
+  };
+}
+
+function defaultKubeConfig(): KubeConfig {
+  const kc = new KubeConfig();
+  kc.loadFromDefault();
+  return kc;
 }

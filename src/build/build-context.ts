@@ -1,0 +1,80 @@
+/**
+ * The kaniko build context of one function at one commit: a deterministic tar.gz (sorted entries,
+ * fixed mtime, no owner or host metadata, normalised modes) holding the runtime's pinned Dockerfile,
+ * its server files and `code/`, the function's files straight from git objects minus manifests.
+ * The same inputs give the same bytes, so a context can be compared, cached and re-uploaded safely.
+ */
+import { chmod, cp, lstat, mkdtemp, readdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { create as createTar } from 'tar';
+import type { SourceSnapshot } from '../core/interfaces.js';
+import type { RuntimeName } from '../core/schemas.js';
+import { materializeFunction } from './materialize.js';
+
+/** What each runtime's Dockerfile expects beside `code/` (see runtimes/*\/Dockerfile). */
+export const RUNTIME_CONTEXT_FILES: Readonly<Record<RuntimeName, readonly string[]>> = {
+  nodejs20: ['Dockerfile', 'server.js'],
+  'python3.11': ['Dockerfile', 'server.py'],
+  'go1.21': ['Dockerfile', 'build.sh', 'sdk'],
+};
+
+const FIXED_MTIME = new Date('2000-01-01T00:00:00Z');
+
+export interface BuildContext {
+  /** gzip-compressed tar. */
+  archive: Buffer;
+  /** Entry paths in archive order (directories end with '/'). */
+  entries: string[];
+}
+
+export async function createBuildContext(options: {
+  runtime: RuntimeName;
+  runtimesDir: string;
+  snapshot: SourceSnapshot;
+  codeDir: string;
+  excludedFiles: ReadonlySet<string>;
+}): Promise<BuildContext> {
+  const staging = await mkdtemp(join(tmpdir(), 'sless-context-'));
+  try {
+    for (const file of RUNTIME_CONTEXT_FILES[options.runtime])
+      await cp(join(options.runtimesDir, options.runtime, file), join(staging, file), { recursive: true });
+    await materializeFunction({
+      snapshot: options.snapshot,
+      codeDir: options.codeDir,
+      excludedFiles: options.excludedFiles,
+      target: join(staging, 'code'),
+    });
+    const entries = await walk(staging, '');
+    const stream = createTar(
+      { gzip: { level: 9 }, cwd: staging, portable: true, mtime: FIXED_MTIME, noDirRecurse: true },
+      entries,
+    );
+    const chunks: Buffer[] = [];
+    for await (const chunk of stream as AsyncIterable<Buffer>) chunks.push(Buffer.from(chunk));
+    return { archive: Buffer.concat(chunks), entries };
+  } finally {
+    await rm(staging, { recursive: true, force: true });
+  }
+}
+
+/** Sorted paths under `dir`, directories before their contents; modes normalised to 755/644. */
+async function walk(root: string, relative: string): Promise<string[]> {
+  const out: string[] = [];
+  const names = (await readdir(join(root, relative))).sort();
+  for (const name of names) {
+    const path = relative ? `${relative}/${name}` : name;
+    const full = join(root, path);
+    const stat = await lstat(full);
+    if (stat.isSymbolicLink()) {
+      out.push(path);
+    } else if (stat.isDirectory()) {
+      await chmod(full, 0o755);
+      out.push(`${path}/`, ...(await walk(root, path)));
+    } else {
+      await chmod(full, stat.mode & 0o111 ? 0o755 : 0o644);
+      out.push(path);
+    }
+  }
+  return out;
+}

@@ -1,0 +1,312 @@
+/**
+ * Builder on Kubernetes: build context → S3 → one kaniko Job per (function, commit) → registry.
+ *
+ * Build once (seeds: 94 kaniko Jobs): the Job name derives from function and commit, concurrent calls
+ * in this process share one promise, and a Job that already exists (another replica, or this
+ * controller before a restart) is attached to, never duplicated. Whether a build exists is read from
+ * the Jobs themselves (label build-key, condition Complete, digest annotation), durable state that no
+ * status writer can reset.
+ */
+import { PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
+import type { Logger } from 'pino';
+import { asError, BuildError } from '../core/errors.js';
+import { sha256Hex } from '../core/hash.js';
+import type { Builder, BuildRequest } from '../core/interfaces.js';
+import { boundedName, buildName } from '../core/naming.js';
+import type { BuildRecord, SlessFunction } from '../core/resources.js';
+import { isStatus, type KubeHttp, MERGE_PATCH } from '../platform/kube/http.js';
+import {
+  ANNOTATION_COMMIT_FULL,
+  ANNOTATION_DIGEST,
+  ANNOTATION_IMAGE,
+  LABEL_BUILD_KEY,
+  LABEL_FUNCTION,
+  LABEL_FUNCTION_NAMESPACE,
+} from '../platform/kube/labels.js';
+import { getObject, type KubeObject, listObjects } from '../platform/kube/objects.js';
+import { JOB, objectPath, POD } from '../platform/kube/resource-types.js';
+import { createBuildContext } from './build-context.js';
+import { contextKey, KANIKO_CONTAINER, type KanikoSettings, kanikoJob, LABEL_BUILD } from './kaniko-job.js';
+
+export interface KanikoBuilderOptions extends KanikoSettings {
+  http: KubeHttp;
+  s3: S3Client;
+  runtimesDir: string;
+  logger: Logger;
+  /** How often a running Job is polled. */
+  pollMs?: number;
+  /** How long a succeeded Job may lack its pod's digest before the build counts as failed. */
+  digestGraceMs?: number;
+  onBuildFinished?: (record: BuildRecord, fn: SlessFunction) => void;
+}
+
+interface JobStatus {
+  startTime?: string;
+  completionTime?: string;
+  succeeded?: number;
+  failed?: number;
+  conditions?: {
+    type: string;
+    status: string;
+    reason?: string;
+    message?: string;
+    lastTransitionTime?: string;
+  }[];
+}
+
+interface PodObject extends KubeObject {
+  status?: {
+    containerStatuses?: {
+      name: string;
+      state?: { terminated?: { exitCode?: number; message?: string; reason?: string } };
+    }[];
+  };
+}
+
+const DIGEST = /^sha256:[0-9a-f]{64}$/;
+
+function jobStatus(job: KubeObject): JobStatus {
+  return (job.status as JobStatus | undefined) ?? {};
+}
+
+function condition(job: KubeObject, type: string): boolean {
+  return jobStatus(job).conditions?.some((c) => c.type === type && c.status === 'True') ?? false;
+}
+
+function succeeded(job: KubeObject): boolean {
+  return condition(job, 'Complete') || (jobStatus(job).succeeded ?? 0) > 0;
+}
+
+function failed(job: KubeObject): boolean {
+  return condition(job, 'Failed') || (jobStatus(job).failed ?? 0) > 0;
+}
+
+export class KanikoBuilder implements Builder {
+  private readonly options: KanikoBuilderOptions;
+  private readonly inFlight = new Map<string, Promise<BuildRecord>>();
+
+  constructor(options: KanikoBuilderOptions) {
+    this.options = options;
+  }
+
+  async lookup(fn: SlessFunction, buildKey: string): Promise<BuildRecord | undefined> {
+    const jobs = await listObjects<KubeObject>(this.options.http, JOB, {
+      namespace: this.options.controllerNamespace,
+      labels: {
+        [LABEL_FUNCTION]: fn.metadata.name,
+        [LABEL_FUNCTION_NAMESPACE]: fn.metadata.namespace,
+        [LABEL_BUILD_KEY]: buildKey,
+      },
+    });
+    const done = jobs.items
+      .filter(succeeded)
+      .sort((a, b) => (jobStatus(b).completionTime ?? '').localeCompare(jobStatus(a).completionTime ?? ''));
+    for (const job of done) {
+      const digest = job.metadata.annotations?.[ANNOTATION_DIGEST] ?? (await this.recordDigest(job));
+      if (digest) return this.recordOf(job, buildKey, digest);
+    }
+    return undefined;
+  }
+
+  build(request: BuildRequest): Promise<BuildRecord> {
+    const key = `${request.fn.metadata.namespace}/${request.fn.metadata.name}@${request.buildKey}/${request.commit}`;
+    const running = this.inFlight.get(key);
+    if (running) return running;
+    const promise = this.buildOnce(request).finally(() => this.inFlight.delete(key));
+    this.inFlight.set(key, promise);
+    return promise;
+  }
+
+  /** Forgets a failed build so it can run again (the API's rebuild): deletes its Job. */
+  async discardFailed(fn: SlessFunction, buildKey: string, commit: string): Promise<void> {
+    const name = await this.jobNameFor(fn, buildKey, commit);
+    const job = await getObject<KubeObject>(this.options.http, JOB, this.options.controllerNamespace, name);
+    if (job && failed(job))
+      await this.options.http.request('DELETE', objectPath(JOB, this.options.controllerNamespace, name), {
+        body: { apiVersion: 'v1', kind: 'DeleteOptions', propagationPolicy: 'Background' },
+      });
+  }
+
+  /**
+   * `build-{fn}-{sha12}`; when that name is taken by another namespace's function or another build
+   * key (a runtime bump at the same commit), a name with a short hash of both is used instead.
+   */
+  private async jobNameFor(fn: SlessFunction, buildKey: string, commit: string): Promise<string> {
+    const name = buildName(fn.metadata.name, commit);
+    const existing = await getObject<KubeObject>(
+      this.options.http,
+      JOB,
+      this.options.controllerNamespace,
+      name,
+    );
+    if (!existing || this.isOurs(existing, fn, buildKey)) return name;
+    const salt = sha256Hex(`${fn.metadata.namespace}/${fn.metadata.name}/${buildKey}`).slice(0, 8);
+    return boundedName(['build', fn.metadata.name, commit.slice(0, 12)], salt);
+  }
+
+  private isOurs(job: KubeObject, fn: SlessFunction, buildKey: string): boolean {
+    const labels = job.metadata.labels ?? {};
+    return (
+      labels[LABEL_FUNCTION] === fn.metadata.name &&
+      labels[LABEL_FUNCTION_NAMESPACE] === fn.metadata.namespace &&
+      labels[LABEL_BUILD_KEY] === buildKey
+    );
+  }
+
+  private async buildOnce(request: BuildRequest): Promise<BuildRecord> {
+    const { fn, buildKey, commit } = request;
+    const ns = this.options.controllerNamespace;
+    const log = this.options.logger.child({
+      function: `${fn.metadata.namespace}/${fn.metadata.name}`,
+      buildKey,
+    });
+    const startedAt = new Date().toISOString();
+    const name = await this.jobNameFor(fn, buildKey, commit);
+    try {
+      let job = await getObject<KubeObject>(this.options.http, JOB, ns, name);
+      if (job) {
+        log.info({ job: name }, 'attaching to the existing build Job');
+      } else {
+        const context = await createBuildContext({
+          runtime: fn.spec.runtime,
+          runtimesDir: this.options.runtimesDir,
+          snapshot: request.snapshot,
+          codeDir: request.codeDir,
+          excludedFiles: request.excludedFiles,
+        });
+        await this.options.s3.send(
+          new PutObjectCommand({
+            Bucket: this.options.bucket,
+            Key: contextKey(fn, commit),
+            Body: context.archive,
+            ContentType: 'application/gzip',
+          }),
+        );
+        try {
+          job = await this.options.http.request<KubeObject>('POST', `/apis/batch/v1/namespaces/${ns}/jobs`, {
+            body: kanikoJob(this.options, { name, fn, commit, buildKey }),
+            query: { fieldManager: 'sless-controller' },
+          });
+          log.info({ job: name, files: context.entries.length }, 'build Job created');
+        } catch (error) {
+          // Another reconcile or replica created it first: that build is ours too.
+          if (!isStatus(error, 409)) throw error;
+          log.info({ job: name }, 'build Job already exists; attaching');
+          job = await getObject<KubeObject>(this.options.http, JOB, ns, name);
+        }
+      }
+      const record = await this.waitFor(name, fn, buildKey, startedAt);
+      this.options.onBuildFinished?.(record, fn);
+      return record;
+    } catch (thrown) {
+      const error = asError(thrown);
+      const record: BuildRecord = {
+        buildKey,
+        commit,
+        result: 'Failed',
+        startedAt,
+        finishedAt: new Date().toISOString(),
+        durationMs: Date.now() - Date.parse(startedAt),
+        message: error.message,
+        logTail: error instanceof BuildError ? error.logTail : '',
+      };
+      log.warn({ err: error.message }, 'build failed');
+      this.options.onBuildFinished?.(record, fn);
+      throw Object.assign(new BuildError(error.message, record.logTail ?? '', error), { record });
+    }
+  }
+
+  private async waitFor(
+    name: string,
+    fn: SlessFunction,
+    buildKey: string,
+    startedAt: string,
+  ): Promise<BuildRecord> {
+    const ns = this.options.controllerNamespace;
+    const poll = this.options.pollMs ?? 2000;
+    let succeededSince: number | undefined;
+    for (;;) {
+      const job = await getObject<KubeObject>(this.options.http, JOB, ns, name);
+      if (!job) throw new BuildError(`build Job ${ns}/${name} disappeared`, '');
+      if (succeeded(job)) {
+        const digest = job.metadata.annotations?.[ANNOTATION_DIGEST] ?? (await this.recordDigest(job));
+        if (digest) return this.recordOf(job, buildKey, digest, startedAt);
+        // The Job can report success a moment before its pod's status carries the message.
+        succeededSince ??= Date.now();
+        if (Date.now() - succeededSince > (this.options.digestGraceMs ?? 30_000))
+          throw new BuildError(`build Job ${name} succeeded but reported no image digest`, '');
+      } else if (failed(job)) {
+        const reason = jobStatus(job).conditions?.find((c) => c.type === 'Failed' && c.status === 'True');
+        const logTail = await this.logTail(name);
+        throw new BuildError(
+          `build Job ${name} failed: ${reason?.message ?? reason?.reason ?? 'kaniko exited with an error'}`,
+          logTail,
+        );
+      }
+      await new Promise((r) => setTimeout(r, poll));
+    }
+  }
+
+  /** Reads the digest kaniko wrote to /dev/termination-log and keeps it on the Job, which outlives pods. */
+  private async recordDigest(job: KubeObject): Promise<string | undefined> {
+    const pods = await this.buildPods(job.metadata.name);
+    for (const pod of pods) {
+      const status = pod.status?.containerStatuses?.find((c) => c.name === KANIKO_CONTAINER);
+      const message = status?.state?.terminated?.message?.trim();
+      if (message && DIGEST.test(message)) {
+        await this.options.http.request(
+          'PATCH',
+          objectPath(JOB, this.options.controllerNamespace, job.metadata.name),
+          {
+            body: { metadata: { annotations: { [ANNOTATION_DIGEST]: message } } },
+            contentType: MERGE_PATCH,
+          },
+        );
+        return message;
+      }
+    }
+    return undefined;
+  }
+
+  private async buildPods(jobName: string): Promise<PodObject[]> {
+    const list = await listObjects<PodObject>(this.options.http, POD, {
+      namespace: this.options.controllerNamespace,
+      labels: { [LABEL_BUILD]: jobName },
+    });
+    return list.items;
+  }
+
+  private async logTail(jobName: string): Promise<string> {
+    try {
+      for (const pod of await this.buildPods(jobName)) {
+        const text = await this.options.http.raw(
+          'GET',
+          objectPath(POD, this.options.controllerNamespace, pod.metadata.name, 'log'),
+          { query: { container: KANIKO_CONTAINER, tailLines: 60 }, accept: 'text/plain' },
+        );
+        if (text) return text.slice(-8000);
+      }
+    } catch {
+      // No kubelet reachable or the pod is gone: the Job's condition message has to do.
+    }
+    return '';
+  }
+
+  private recordOf(job: KubeObject, buildKey: string, digest: string, startedAt?: string): BuildRecord {
+    const status = jobStatus(job);
+    const started =
+      status.startTime ?? startedAt ?? job.metadata.creationTimestamp ?? new Date().toISOString();
+    const finished = status.completionTime ?? new Date().toISOString();
+    const tag = job.metadata.annotations?.[ANNOTATION_IMAGE] ?? '';
+    return {
+      buildKey,
+      commit: job.metadata.annotations?.[ANNOTATION_COMMIT_FULL] ?? '',
+      result: 'Succeeded',
+      startedAt: started,
+      finishedAt: finished,
+      durationMs: Math.max(0, Date.parse(finished) - Date.parse(started)),
+      // Tag for people, digest for the kubelet: the exact bytes that were built (lesson 1).
+      image: `${tag}@${digest}`,
+    };
+  }
+}

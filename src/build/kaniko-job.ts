@@ -1,0 +1,143 @@
+/**
+ * The kaniko Job of one build, as pure data. It runs in the controller's namespace, where the S3 and
+ * registry-push credentials live; tenants never see push credentials (DESIGN: namespaces).
+ */
+import type { SlessFunction } from '../core/resources.js';
+import {
+  ANNOTATION_COMMIT_FULL,
+  ANNOTATION_IMAGE,
+  LABEL_BUILD_KEY,
+  LABEL_COMPONENT,
+  LABEL_FUNCTION,
+  LABEL_FUNCTION_NAMESPACE,
+  LABEL_MANAGED_BY,
+  MANAGED_BY,
+} from '../platform/kube/labels.js';
+import type { KubeObject } from '../platform/kube/objects.js';
+
+/**
+ * A maintained kaniko fork (osscontainertools, published as martizih/kaniko), pinned by digest: the
+ * v1.28.3-alpine digest as referenced publicly (e.g. in Dockerfiles pinning `FROM martizih/kaniko:
+ * v1.28.3-alpine@sha256:38e3…`). Verify with `crane digest martizih/kaniko:v1.28.3-alpine` when bumping.
+ */
+export const KANIKO_IMAGE =
+  'martizih/kaniko:v1.28.3-alpine@sha256:38e3516bcd3ba2646ffdfc06c724c55b3f8b5e6228ebca59b7550b8080c46c17';
+
+/** Pods of a build carry this label (besides Kubernetes' own job-name) so they are found by it. */
+export const LABEL_BUILD = 'sless.dev/build';
+export const KANIKO_CONTAINER = 'kaniko';
+
+export interface KanikoSettings {
+  controllerNamespace: string;
+  registry: string;
+  bucket: string;
+  /** Full URL (scheme included): kaniko broke on a bare host in the seeds (lesson 5). */
+  s3Endpoint: string;
+  s3Region: string;
+  /** Secret with AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, in the controller's namespace. */
+  s3CredentialsSecret: string;
+  /** kubernetes.io/dockerconfigjson Secret used to push, in the controller's namespace. */
+  pushSecret: string;
+  kanikoImage?: string;
+  /** Push over plain HTTP (a registry without TLS, e.g. in a test cluster). */
+  insecureRegistry?: boolean;
+  deadlineSeconds?: number;
+  serviceAccountName?: string;
+}
+
+export function contextKey(fn: SlessFunction, commit: string): string {
+  return `contexts/${fn.metadata.namespace}/${fn.metadata.name}/${commit}.tar.gz`;
+}
+
+/** `{registry}/{ns}-{fn}:{full commit sha}`: the tag is the commit that was built, never :latest. */
+export function imageTag(registry: string, fn: SlessFunction, commit: string): string {
+  return `${registry}/${fn.metadata.namespace}-${fn.metadata.name}:${commit}`;
+}
+
+export function kanikoArgs(settings: KanikoSettings, fn: SlessFunction, commit: string): string[] {
+  const args = [
+    `--context=s3://${settings.bucket}/${contextKey(fn, commit)}`,
+    '--dockerfile=Dockerfile',
+    `--destination=${imageTag(settings.registry, fn, commit)}`,
+    // kaniko writes the pushed digest here; the kubelet turns it into the container's terminated message.
+    '--digest-file=/dev/termination-log',
+    '--cache=true',
+    `--cache-repo=${settings.registry}/cache`,
+    '--reproducible',
+    '--snapshot-mode=redo',
+  ];
+  if (fn.spec.runtime === 'go1.21') args.push(`--build-arg=SLESS_ENTRYPOINT=${fn.spec.entrypoint}`);
+  if (settings.insecureRegistry) args.push(`--insecure-registry=${settings.registry}`);
+  return args;
+}
+
+export function kanikoJob(
+  settings: KanikoSettings,
+  options: { name: string; fn: SlessFunction; commit: string; buildKey: string },
+): KubeObject {
+  const { fn, commit, buildKey, name } = options;
+  const labels = {
+    [LABEL_COMPONENT]: 'build',
+    [LABEL_MANAGED_BY]: MANAGED_BY,
+    [LABEL_FUNCTION]: fn.metadata.name,
+    [LABEL_FUNCTION_NAMESPACE]: fn.metadata.namespace,
+    [LABEL_BUILD_KEY]: buildKey,
+  };
+  const secretEnv = (envName: string) => ({
+    name: envName,
+    valueFrom: { secretKeyRef: { name: settings.s3CredentialsSecret, key: envName } },
+  });
+  return {
+    apiVersion: 'batch/v1',
+    kind: 'Job',
+    metadata: {
+      name,
+      namespace: settings.controllerNamespace,
+      labels,
+      annotations: {
+        [ANNOTATION_COMMIT_FULL]: commit,
+        [ANNOTATION_IMAGE]: imageTag(settings.registry, fn, commit),
+      },
+    },
+    spec: {
+      // A failed build stays failed: it is retried only for a new build key or on request.
+      backoffLimit: 0,
+      activeDeadlineSeconds: settings.deadlineSeconds ?? 1800,
+      template: {
+        metadata: { labels: { ...labels, [LABEL_BUILD]: name } },
+        spec: {
+          restartPolicy: 'Never',
+          automountServiceAccountToken: false,
+          ...(settings.serviceAccountName ? { serviceAccountName: settings.serviceAccountName } : {}),
+          containers: [
+            {
+              name: KANIKO_CONTAINER,
+              image: settings.kanikoImage ?? KANIKO_IMAGE,
+              args: kanikoArgs(settings, fn, commit),
+              env: [
+                { name: 'AWS_REGION', value: settings.s3Region },
+                secretEnv('AWS_ACCESS_KEY_ID'),
+                secretEnv('AWS_SECRET_ACCESS_KEY'),
+                { name: 'S3_ENDPOINT', value: settings.s3Endpoint },
+                { name: 'S3_FORCE_PATH_STYLE', value: 'true' },
+              ],
+              terminationMessagePath: '/dev/termination-log',
+              terminationMessagePolicy: 'File',
+              resources: { requests: { cpu: '500m', memory: '512Mi' }, limits: { memory: '2Gi' } },
+              volumeMounts: [{ name: 'docker-config', mountPath: '/kaniko/.docker', readOnly: true }],
+            },
+          ],
+          volumes: [
+            {
+              name: 'docker-config',
+              secret: {
+                secretName: settings.pushSecret,
+                items: [{ key: '.dockerconfigjson', path: 'config.json' }],
+              },
+            },
+          ],
+        },
+      },
+    },
+  };
+}

@@ -1,0 +1,160 @@
+/**
+ * `sless controller` configuration: env and flags → one frozen, validated object. Everything that
+ * broke the seeds at run time is checked at startup instead: the S3 endpoint must be a full URL
+ * (lesson 5), the registry must be a bare host[/path] (the tag is added here, never :latest).
+ */
+import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import {
+  AuthConfigError,
+  type AuthSettings,
+  loadAuthSettings,
+  loadWebhookSecrets,
+  type WebhookSecretSettings,
+} from '../../config/auth.js';
+import { ConfigError, PACKAGE_ROOT } from '../../config/config.js';
+import { isDnsLabel } from '../../core/naming.js';
+
+export interface KubeControllerConfig {
+  readonly platform: 'kube';
+  readonly host: string;
+  readonly port: number;
+  readonly externalUrl: string;
+  readonly controllerNamespace: string;
+  /** Undefined: all namespaces. */
+  readonly watchNamespaces: readonly string[] | undefined;
+  readonly registry: string;
+  readonly insecureRegistry: boolean;
+  readonly s3: {
+    readonly endpoint: string;
+    readonly bucket: string;
+    readonly region: string;
+    readonly accessKeyId: string;
+    readonly secretAccessKey: string;
+    /** Secret (controller namespace) kaniko reads its S3 credentials from. */
+    readonly credentialsSecret: string;
+  };
+  readonly pushSecret: string;
+  readonly imagePullSecrets: readonly string[];
+  readonly kanikoImage: string | undefined;
+  readonly buildServiceAccount: string | undefined;
+  readonly stateDir: string;
+  readonly runtimesDir: string;
+  readonly logLevel: string;
+  readonly prettyLogs: boolean;
+  readonly authDisabled: boolean;
+  readonly auth: AuthSettings | undefined;
+  readonly webhookSecrets: WebhookSecretSettings;
+}
+
+const SA_NAMESPACE_FILE = '/var/run/secrets/kubernetes.io/serviceaccount/namespace';
+
+function list(value: string | undefined): string[] {
+  return (value ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+}
+
+/** A full http(s) URL with a host: `minio:9000` or `s3.example.com` alone is refused. */
+export function validateEndpoint(value: string | undefined, what: string): string {
+  if (!value) throw new ConfigError(`${what} is required (a full URL such as https://s3.example.com)`);
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new ConfigError(`${what}: "${value}" is not a full URL; include the scheme, e.g. https://${value}`);
+  }
+  if ((url.protocol !== 'http:' && url.protocol !== 'https:') || !url.hostname)
+    throw new ConfigError(`${what}: "${value}" must be an http:// or https:// URL with a host`);
+  return value.replace(/\/+$/, '');
+}
+
+export function validateRegistry(value: string | undefined): string {
+  if (!value) throw new ConfigError('SLESS_REGISTRY is required (e.g. registry.example.com:5000/sless)');
+  if (/^[a-z]+:\/\//i.test(value)) throw new ConfigError(`SLESS_REGISTRY: "${value}" must not have a scheme`);
+  if (!/^[a-z0-9.-]+(:[0-9]+)?(\/[a-z0-9._/-]+)?$/.test(value) || /:[^0-9]/.test(value.split('/')[0] ?? ''))
+    throw new ConfigError(`SLESS_REGISTRY: "${value}" is not host[:port][/path] (lower case, no tag)`);
+  return value.replace(/\/+$/, '');
+}
+
+export function loadKubeControllerConfig(
+  flags: Record<string, string | boolean | undefined>,
+  env: NodeJS.ProcessEnv = process.env,
+): KubeControllerConfig {
+  const host = String(flags.host ?? env.SLESS_HOST ?? '0.0.0.0');
+  const port = Number(flags.port ?? env.SLESS_PORT ?? 8080);
+  if (!Number.isInteger(port) || port < 0 || port > 65535)
+    throw new ConfigError(`--port: "${port}" is not a port`);
+  let controllerNamespace = String(
+    flags.namespace ?? env.SLESS_CONTROLLER_NAMESPACE ?? env.POD_NAMESPACE ?? '',
+  );
+  if (!controllerNamespace) {
+    try {
+      controllerNamespace = readFileSync(SA_NAMESPACE_FILE, 'utf8').trim();
+    } catch {
+      throw new ConfigError('SLESS_CONTROLLER_NAMESPACE is required outside a pod');
+    }
+  }
+  if (!isDnsLabel(controllerNamespace))
+    throw new ConfigError(`SLESS_CONTROLLER_NAMESPACE: "${controllerNamespace}" is not a namespace name`);
+  const watched = list(
+    typeof flags['watch-namespaces'] === 'string' ? flags['watch-namespaces'] : env.SLESS_WATCH_NAMESPACES,
+  );
+  for (const ns of watched)
+    if (!isDnsLabel(ns)) throw new ConfigError(`SLESS_WATCH_NAMESPACES: "${ns}" is not a namespace name`);
+  const accessKeyId = env.AWS_ACCESS_KEY_ID ?? '';
+  const secretAccessKey = env.AWS_SECRET_ACCESS_KEY ?? '';
+  if (!accessKeyId || !secretAccessKey)
+    throw new ConfigError(
+      'AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are required (build contexts go to S3)',
+    );
+  const bucket = env.SLESS_S3_BUCKET ?? '';
+  if (!/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/.test(bucket))
+    throw new ConfigError(`SLESS_S3_BUCKET: "${bucket}" is not a bucket name`);
+  let auth: AuthSettings | undefined;
+  try {
+    auth = loadAuthSettings(env);
+  } catch (error) {
+    if (error instanceof AuthConfigError) throw new ConfigError(error.message);
+    throw error;
+  }
+  const loopback = ['127.0.0.1', '::1', 'localhost'].includes(host);
+  if (!auth && !loopback)
+    throw new ConfigError(
+      'the controller serves /v1 beyond loopback: set SLESS_AUTH_JWKS_URL or SLESS_AUTH_PUBLIC_KEY with SLESS_AUTH_ISSUER and SLESS_AUTH_AUDIENCE',
+    );
+  const externalUrl = validateEndpoint(
+    env.SLESS_EXTERNAL_URL ?? `http://localhost:${port}`,
+    'SLESS_EXTERNAL_URL',
+  );
+  return Object.freeze({
+    platform: 'kube',
+    host,
+    port,
+    externalUrl,
+    controllerNamespace,
+    watchNamespaces: watched.length > 0 ? Object.freeze(watched) : undefined,
+    registry: validateRegistry(typeof flags.registry === 'string' ? flags.registry : env.SLESS_REGISTRY),
+    insecureRegistry: env.SLESS_REGISTRY_INSECURE === 'true',
+    s3: Object.freeze({
+      endpoint: validateEndpoint(env.SLESS_S3_ENDPOINT, 'SLESS_S3_ENDPOINT'),
+      bucket,
+      region: env.SLESS_S3_REGION ?? env.AWS_REGION ?? 'us-east-1',
+      accessKeyId,
+      secretAccessKey,
+      credentialsSecret: env.SLESS_S3_CREDENTIALS_SECRET ?? 'sless-s3',
+    }),
+    pushSecret: env.SLESS_PUSH_SECRET ?? 'sless-registry-push',
+    imagePullSecrets: Object.freeze(list(env.SLESS_IMAGE_PULL_SECRETS ?? 'sless-registry-pull')),
+    kanikoImage: env.SLESS_KANIKO_IMAGE || undefined,
+    buildServiceAccount: env.SLESS_BUILD_SERVICE_ACCOUNT || undefined,
+    stateDir: resolve(env.SLESS_STATE_DIR ?? '/tmp/sless'),
+    runtimesDir: resolve(PACKAGE_ROOT, 'runtimes'),
+    logLevel: String(env.SLESS_LOG_LEVEL ?? env.LOG_LEVEL ?? 'info'),
+    prettyLogs: false,
+    authDisabled: auth === undefined,
+    auth,
+    webhookSecrets: loadWebhookSecrets(env),
+  } as const);
+}
