@@ -61,7 +61,7 @@ async function main(): Promise<void> {
   const proxied = `${system.url}/fn/default/hello`;
   const bareAgent = new Agent({ keepAliveTimeout: 30_000, connections: 256 });
   const origin = route.origin;
-  const bare = createServer(async (req, res) => {
+  const bare = createServer(async (_request, res) => {
     const upstream = await bareAgent.request({ origin, path: '/', method: 'GET' });
     res.writeHead(upstream.statusCode, { 'content-type': String(upstream.headers['content-type']) });
     upstream.body.pipe(res);

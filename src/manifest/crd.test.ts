@@ -12,10 +12,13 @@ function dialectProblems(node: unknown, path = ''): string[] {
   const schema = node as Record<string, unknown>;
   const problems: string[] = [];
   if (!('type' in schema)) problems.push(`${path}: no type`);
-  for (const banned of ['$ref', 'const', 'oneOf', 'anyOf', 'allOf', 'if', 'then']) if (banned in schema) problems.push(`${path}: ${banned}`);
+  for (const banned of ['$ref', 'const', 'oneOf', 'anyOf', 'allOf', 'if', 'then'])
+    if (banned in schema) problems.push(`${path}: ${banned}`);
   if (schema.additionalProperties === false) problems.push(`${path}: additionalProperties false`);
-  for (const [key, child] of Object.entries((schema.properties ?? {}) as Record<string, unknown>)) problems.push(...dialectProblems(child, `${path}.${key}`));
-  if (typeof schema.additionalProperties === 'object') problems.push(...dialectProblems(schema.additionalProperties, `${path}[*]`));
+  for (const [key, child] of Object.entries((schema.properties ?? {}) as Record<string, unknown>))
+    problems.push(...dialectProblems(child, `${path}.${key}`));
+  if (typeof schema.additionalProperties === 'object')
+    problems.push(...dialectProblems(schema.additionalProperties, `${path}[*]`));
   return problems;
 }
 

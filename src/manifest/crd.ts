@@ -14,7 +14,11 @@ interface PrinterColumn {
 }
 
 const AGE: PrinterColumn = { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' };
-const READY: PrinterColumn = { name: 'Ready', type: 'string', jsonPath: '.status.conditions[?(@.type=="Ready")].status' };
+const READY: PrinterColumn = {
+  name: 'Ready',
+  type: 'string',
+  jsonPath: '.status.conditions[?(@.type=="Ready")].status',
+};
 
 const PRINTER_COLUMNS: Record<KindName, PrinterColumn[]> = {
   GitSource: [
@@ -23,7 +27,12 @@ const PRINTER_COLUMNS: Record<KindName, PrinterColumn[]> = {
     { name: 'Commit', type: 'string', jsonPath: '.status.shortCommit' },
     READY,
     AGE,
-    { name: 'Status', type: 'string', jsonPath: '.status.conditions[?(@.type=="Ready")].message', priority: 1 },
+    {
+      name: 'Status',
+      type: 'string',
+      jsonPath: '.status.conditions[?(@.type=="Ready")].message',
+      priority: 1,
+    },
   ],
   Function: [
     { name: 'Runtime', type: 'string', jsonPath: '.spec.runtime' },
@@ -75,7 +84,14 @@ export function generateCrd(kind: KindName): Record<string, unknown> {
     metadata: { name: `${info.plural}.${API_GROUP}` },
     spec: {
       group: API_GROUP,
-      names: { kind, listKind: `${kind}List`, plural: info.plural, singular: info.singular, shortNames: [...info.shortNames], categories: ['sless'] },
+      names: {
+        kind,
+        listKind: `${kind}List`,
+        plural: info.plural,
+        singular: info.singular,
+        shortNames: [...info.shortNames],
+        categories: ['sless'],
+      },
       scope: 'Namespaced',
       versions: [
         {

@@ -151,17 +151,25 @@ describe('local GitOps loop', () => {
       'broken/function.yaml': functionManifest('broken', { entrypoint: 'missing.handle' }),
       'broken/handler.js': nodeHandler('return 1;'),
     });
-    const status = await eventually(async () => {
-      const s = await system.functionStatus('broken');
-      return s?.phase === 'Failed' ? s : undefined;
-    }, 20_000, 'broken failed');
+    const status = await eventually(
+      async () => {
+        const s = await system.functionStatus('broken');
+        return s?.phase === 'Failed' ? s : undefined;
+      },
+      20_000,
+      'broken failed',
+    );
     const ready = status.conditions?.find((c) => c.type === 'Ready');
     expect(ready?.reason).toBe('RolloutFailed');
     expect(status.lastError).toContain('cannot load entrypoint "missing.handle": module "missing" not found');
     const response = await bodyOf(system, '/fn/default/broken');
     expect(response.status).toBe(503);
     await repo.commit({ broken: null });
-    await eventually(async () => (await bodyOf(system, '/fn/default/broken')).status === 404, 20_000, 'broken removed');
+    await eventually(
+      async () => (await bodyOf(system, '/fn/default/broken')).status === 404,
+      20_000,
+      'broken removed',
+    );
   });
 
   it('lists functions and sources through the status API', async () => {
