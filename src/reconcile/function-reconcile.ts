@@ -166,6 +166,7 @@ export async function reconcileFunction(
     await write();
     try {
       await deps.platform.deploy(fn, build, { revision, enabled });
+      status.restarts = 0;
     } catch (thrown) {
       const error = asError(thrown);
       status.lastError = error.message;

@@ -73,6 +73,10 @@ export async function syncSource(
     const error = asError(thrown);
     const reason = error instanceof SlessError ? error.reason : 'SourceFailed';
     condition('Ready', false, reason, error.message);
+    deps.logger.warn(
+      { source: source.metadata.name, reason, err: error.message },
+      'cannot resolve the branch head',
+    );
     return finish({ outcome: 'failed', message: error.message });
   }
 

@@ -110,11 +110,16 @@ describe('/fn/ proxy', () => {
     const crashed = await system.call('/fn/default/echo/crash');
     expect([200, 502]).toContain(crashed.status);
     await crashed.text();
-    await eventually(
-      async () => system.platform.restartCount('default', 'echo') >= 1,
+    const status = await eventually(
+      async () => {
+        const current = await system.functionStatus('echo');
+        return (current?.restarts ?? 0) >= 1 ? current : undefined;
+      },
       10_000,
-      'restart noticed',
+      'restart in status',
     );
+    expect(status.lastError).toMatch(/^process exited \(code 7\)/);
+    expect(system.platform.restartCount('default', 'echo')).toBeGreaterThanOrEqual(1);
     await eventually(
       async () => (await bodyOf(system, '/fn/default/echo')).status === 200,
       10_000,

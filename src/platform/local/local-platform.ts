@@ -31,6 +31,8 @@ interface Slot {
   /** Set while a crashed revision waits to be restarted. */
   restarting?: NodeJS.Timeout;
   restarts: number;
+  /** Crashes since the last rollout, for status; `restarts` drives the backoff. */
+  totalRestarts: number;
   lastStart: number;
   removed: boolean;
   /** Scaled to zero: what to start on the next request. */
@@ -66,7 +68,21 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver {
   }
 
   restartCount(namespace: string, name: string): number {
-    return this.slots.get(`${namespace}/${name}`)?.restarts ?? 0;
+    return this.slots.get(`${namespace}/${name}`)?.totalRestarts ?? 0;
+  }
+
+  /** A crash shows in the Function's status (restarts, lastError) as Kubernetes shows pod restarts. */
+  private async recordCrash(revision: Revision, restarts: number, message: string): Promise<void> {
+    const fn = await this.options.store.get(
+      'Function',
+      revision.fn.metadata.namespace,
+      revision.fn.metadata.name,
+    );
+    if (fn)
+      await this.options.store.patchStatus(fn, {
+        restarts,
+        lastError: `${message}: ${revision.process.logTail().trim().split('\n').slice(-3).join(' | ')}`,
+      });
   }
 
   async deploy(
@@ -77,7 +93,14 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver {
     const key = `${fn.metadata.namespace}/${fn.metadata.name}`;
     let slot = this.slots.get(key);
     if (!slot) {
-      slot = { revisionId: '', enabled: options.enabled, restarts: 0, lastStart: 0, removed: false };
+      slot = {
+        revisionId: '',
+        enabled: options.enabled,
+        restarts: 0,
+        totalRestarts: 0,
+        lastStart: 0,
+        removed: false,
+      };
       this.slots.set(key, slot);
     }
     slot.parked = undefined;
@@ -103,6 +126,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver {
     slot.enabled = true;
     slot.revisionId = options.revision;
     slot.restarts = 0;
+    slot.totalRestarts = 0;
     slot.lastStart = Date.now();
     this.watchCrash(key, slot, revision);
     this.scheduleIdleCheck(slot, revision);
@@ -252,6 +276,8 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver {
     revision.process.once('exit', (code, signal) => {
       if (slot.removed || slot.current !== revision) return;
       this.options.logger.warn({ function: key, code, signal }, 'function process exited');
+      slot.totalRestarts++;
+      void this.recordCrash(revision, slot.totalRestarts, `process exited (${signal ?? `code ${code}`})`);
       this.scheduleRestart(key, slot, revision);
     });
   }
