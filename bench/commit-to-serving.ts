@@ -5,11 +5,11 @@
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { request } from 'undici';
-import { loadLocalConfig } from '../src/config/config.js';
-import { startLocalSystem } from '../src/main.js';
+import { PACKAGE_ROOT } from '../src/config/config.js';
 import { freePort } from '../src/platform/local/ports.js';
 import { RuntimeProcess } from '../src/platform/local/runtime-process.js';
-import { functionManifest, nodeHandler, TestRepo, tempDir } from '../test/helpers/git.js';
+import { functionManifest, nodeHandler, TestRepo } from '../test/helpers/git.js';
+import { startTestSystem } from '../test/helpers/local-system.js';
 import { median, ms, percentile } from './stats.js';
 
 const RUNS = Number(process.env.RUNS ?? 12);
@@ -24,17 +24,7 @@ async function main(): Promise<void> {
     'hello/function.yaml': functionManifest('hello'),
     'hello/handler.js': nodeHandler(`return 'v0';`),
   });
-  const stateDir = await tempDir('bench-state');
-  const config = loadLocalConfig({ port: '0', 'state-dir': stateDir, interval: '1h' }, {});
-  const system = await startLocalSystem(config, {
-    logger: pino({ level: 'silent' }),
-    source: {
-      apiVersion: 'sless.dev/v1alpha1',
-      kind: 'GitSource',
-      metadata: { name: 'bench', namespace: 'default' },
-      spec: { url: repo.dir, branch: 'main', path: '.', interval: '1h', suspend: false },
-    },
-  });
+  const system = await startTestSystem({ url: repo.dir });
   const url = `${system.url}/fn/default/hello`;
   while ((await bodyOf(url)) !== '"v0"') await new Promise((r) => setTimeout(r, 20));
 
@@ -53,7 +43,7 @@ async function main(): Promise<void> {
     const runtime = new RuntimeProcess(
       {
         command: process.execPath,
-        args: [join(config.runtimesDir, 'nodejs20', 'server.js')],
+        args: [join(PACKAGE_ROOT, 'runtimes', 'nodejs20', 'server.js')],
         cwd: join(buildDir, 'code'),
         env: {
           PATH: process.env.PATH ?? '',
@@ -69,7 +59,7 @@ async function main(): Promise<void> {
     processStart.push(performance.now() - started);
     await runtime.stop();
   }
-  await system.stop();
+  await system.close();
   await repo.remove();
 
   const m = median(commitToServing);

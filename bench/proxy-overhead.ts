@@ -6,11 +6,9 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import autocannon from 'autocannon';
-import { pino } from 'pino';
 import { Agent } from 'undici';
-import { loadLocalConfig } from '../src/config/config.js';
-import { startLocalSystem } from '../src/main.js';
-import { functionManifest, nodeHandler, TestRepo, tempDir } from '../test/helpers/git.js';
+import { functionManifest, nodeHandler, TestRepo } from '../test/helpers/git.js';
+import { startTestSystem } from '../test/helpers/local-system.js';
 
 const DURATION = Number(process.env.DURATION ?? 8);
 
@@ -38,19 +36,7 @@ async function main(): Promise<void> {
     'hello/function.yaml': functionManifest('hello'),
     'hello/handler.js': nodeHandler(`return { ok: true };`),
   });
-  const config = loadLocalConfig(
-    { port: '0', 'state-dir': await tempDir('bench-proxy'), interval: '1h' },
-    {},
-  );
-  const system = await startLocalSystem(config, {
-    logger: pino({ level: 'silent' }),
-    source: {
-      apiVersion: 'sless.dev/v1alpha1',
-      kind: 'GitSource',
-      metadata: { name: 'bench', namespace: 'default' },
-      spec: { url: repo.dir, branch: 'main', path: '.', interval: '1h', suspend: false },
-    },
-  });
+  const system = await startTestSystem({ url: repo.dir });
   let route = await system.platform.resolve('default', 'hello');
   while (route.state !== 'ready') {
     await new Promise((r) => setTimeout(r, 50));
@@ -76,7 +62,7 @@ async function main(): Promise<void> {
   const b = await load(bareUrl, DURATION);
   bare.close();
   await bareAgent.close();
-  await system.stop();
+  await system.close();
   await repo.remove();
   const row = (name: string, r: Result) =>
     `${name.padEnd(8)} ${r.rps.toFixed(0).padStart(7)} req/s  p50 ${String(r.p50).padStart(3)} ms  p99 ${String(r.p99).padStart(3)} ms  errors ${r.errors}  non-2xx ${r.non2xx}`;

@@ -2,11 +2,9 @@
 // /fn/; the time from sending the request to the first response byte, median of RUNS (default 10),
 // per runtime. Baseline in the same run: the same request to the warm function.
 // Run: npx tsx bench/scale-to-zero.ts
-import { pino } from 'pino';
 import { request } from 'undici';
-import { loadLocalConfig } from '../src/config/config.js';
-import { startLocalSystem } from '../src/main.js';
-import { functionManifest, TestRepo, tempDir } from '../test/helpers/git.js';
+import { functionManifest, TestRepo } from '../test/helpers/git.js';
+import { startTestSystem } from '../test/helpers/local-system.js';
 import { median, ms } from './stats.js';
 
 const RUNS = Number(process.env.RUNS ?? 10);
@@ -51,16 +49,7 @@ async function main(): Promise<void> {
     files[`${name}/${f.file}`] = f.code;
   }
   const repo = await TestRepo.create(files);
-  const config = loadLocalConfig({ port: '0', 'state-dir': await tempDir('bench-stz'), interval: '1h' }, {});
-  const system = await startLocalSystem(config, {
-    logger: pino({ level: 'silent' }),
-    source: {
-      apiVersion: 'sless.dev/v1alpha1',
-      kind: 'GitSource',
-      metadata: { name: 'bench', namespace: 'default' },
-      spec: { url: repo.dir, branch: 'main', path: '.', interval: '1h', suspend: false },
-    },
-  });
+  const system = await startTestSystem({ url: repo.dir });
   const names = Object.keys(FUNCTIONS);
   for (;;) {
     const fns = await system.store.list('Function');
@@ -80,7 +69,7 @@ async function main(): Promise<void> {
     const w = median(warm);
     console.log(`${name.padEnd(13)} ${ms(c).padStart(20)}   ${ms(w).padStart(11)}   ${(c / w).toFixed(0)}x`);
   }
-  await system.stop();
+  await system.close();
   await repo.remove();
 }
 
