@@ -1,0 +1,362 @@
+/**
+ * The kube platform end to end against a real kube-apiserver + etcd, S3 (versitygw) and a git server
+ * (git http-backend): commits become Function objects, kaniko Jobs, S3 contexts, Deployments and
+ * Services, through the same Controller as the local platform.
+ *
+ * There is no kubelet, Job controller or kaniko here: where one of them would act, the test plays its
+ * part (markBuildSucceeded / markBuildFailed / markDeploymentAvailable in harness.ts) and says so.
+ */
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { GetObjectCommand, ListObjectsV2Command } from '@aws-sdk/client-s3';
+import { list as tarList } from 'tar';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildName } from '../../src/core/naming.js';
+import type { FunctionStatus, GitSource, GitSourceStatus, SlessFunction } from '../../src/core/resources.js';
+import { type KubeSystem, startKubeSystem } from '../../src/main.js';
+import { getObject, type KubeObject, listObjects } from '../../src/platform/kube/objects.js';
+import { DEPLOYMENT, JOB, SERVICE } from '../../src/platform/kube/resource-types.js';
+import { functionManifest, git, nodeHandler, TestRepo, tempDir } from '../helpers/git.js';
+import { startGitHttpServer } from '../helpers/git-http-server.js';
+import {
+  eventually,
+  fakeDigest,
+  type KubeEnv,
+  kubeEnv,
+  logger,
+  markBuildFailed,
+  markBuildSucceeded,
+  markDeploymentAvailable,
+} from './harness.js';
+
+interface Container {
+  image: string;
+  args?: string[];
+  env?: { name: string; value?: string }[];
+  resources?: unknown;
+}
+const containerOf = (o: KubeObject | undefined): Container =>
+  (o?.spec as { template: { spec: { containers: Container[] } } }).template.spec.containers[0] as Container;
+
+describe('kube platform: GitOps loop', () => {
+  let env: KubeEnv;
+  let work: TestRepo;
+  let gitServer: Awaited<ReturnType<typeof startGitHttpServer>>;
+  let system: KubeSystem;
+  let upstream: Server;
+  let first: string;
+
+  const push = () => git(work.dir, 'push', '--quiet', 'origin', 'main');
+  const fn = async (name: string) =>
+    (await system.store.get('Function', env.ns, name)) as SlessFunction | undefined;
+  const status = async (name: string) => (await fn(name))?.status as FunctionStatus | undefined;
+  const sourceStatus = async () =>
+    (await system.store.get('GitSource', env.ns, 'repo'))?.status as GitSourceStatus | undefined;
+  const buildJobs = async (fnName: string) =>
+    (
+      await listObjects<KubeObject>(env.http, JOB, {
+        namespace: env.controllerNs,
+        labels: { 'sless.dev/function': fnName, 'sless.dev/function-namespace': env.ns },
+      })
+    ).items;
+  const deployment = (name: string) => getObject<KubeObject>(env.http, DEPLOYMENT, env.ns, name);
+  const waitForJob = (name: string) =>
+    eventually(`build Job ${name}`, () => getObject<KubeObject>(env.http, JOB, env.controllerNs, name));
+  const commitAndSync = async (files: Record<string, string | null>) => {
+    const sha = await work.commit(files);
+    await push();
+    await system.controller.syncNow(env.ns, 'repo');
+    return sha;
+  };
+
+  beforeAll(async () => {
+    env = await kubeEnv('gitops');
+    const root = await tempDir('kube-git');
+    await git(root, 'init', '--quiet', '--bare', '--initial-branch=main', 'fns.git');
+    gitServer = await startGitHttpServer(root);
+    work = await TestRepo.create({
+      'alpha/function.yaml': functionManifest('alpha', { env: { ZED: 'z', ALPHA: 'a' }, memoryMb: 256 }),
+      'alpha/handler.js': nodeHandler(`return 'alpha';`),
+      'beta/function.yaml': functionManifest('beta'),
+      'beta/handler.js': nodeHandler(`return 'beta';`),
+    });
+    await git(work.dir, 'remote', 'add', 'origin', join(root, 'fns.git'));
+    await push();
+    first = await git(work.dir, 'rev-parse', 'HEAD');
+    // Stands in for the function's Service: the route resolver is pointed here instead of *.svc.
+    upstream = createServer((req, res) => res.end(JSON.stringify({ served: req.url })));
+    await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
+    const port = (upstream.address() as AddressInfo).port;
+    system = await startKubeSystem(env.config, {
+      logger,
+      kubeConfig: env.cluster.kubeConfig,
+      originOf: () => `http://127.0.0.1:${port}`,
+      pollMs: 100,
+    });
+    const source: GitSource = {
+      apiVersion: 'sless.dev/v1alpha1',
+      kind: 'GitSource',
+      metadata: { name: 'repo', namespace: env.ns },
+      spec: { url: `${gitServer.url}/fns.git`, branch: 'main', path: '.', interval: '1h', suspend: false },
+    };
+    await system.store.apply(source);
+  });
+
+  afterAll(async () => {
+    await system?.stop();
+    await new Promise((r) => upstream?.close(r));
+    await gitServer?.close();
+    await work?.remove();
+    await env?.close();
+  });
+
+  it('a pushed commit yields Function objects with the right spec, labels and commit annotation', async () => {
+    const alpha = await eventually('alpha applied', () => fn('alpha'));
+    expect(alpha.spec).toMatchObject({
+      runtime: 'nodejs20',
+      entrypoint: 'handler.handle',
+      memoryMb: 256,
+      env: { ZED: 'z', ALPHA: 'a' },
+    });
+    expect(alpha.metadata.labels).toEqual({ 'sless.dev/source': 'repo' });
+    expect(alpha.metadata.annotations?.['sless.dev/commit']).toBe(first);
+    expect(alpha.metadata.annotations?.['sless.dev/manifest']).toBe('alpha/function.yaml#0');
+    expect(alpha.metadata.annotations?.['sless.dev/build-key']).toMatch(/^[0-9a-f]{32}$/);
+    expect((alpha.metadata as { finalizers?: string[] }).finalizers).toEqual(['sless.dev/cleanup']);
+    expect(await fn('beta')).toBeDefined();
+  });
+
+  it('creates one kaniko Job per function in the controller namespace, with the right args, labels and tag', async () => {
+    const job = await waitForJob(buildName('alpha', first));
+    expect(job.metadata.name).toBe(`build-alpha-${first.slice(0, 12)}`);
+    const buildKey = (await fn('alpha'))?.metadata.annotations?.['sless.dev/build-key'];
+    expect(job.metadata.labels).toMatchObject({
+      'sless.dev/function': 'alpha',
+      'sless.dev/function-namespace': env.ns,
+      'sless.dev/build-key': buildKey,
+    });
+    const c = containerOf(job);
+    expect(c.image).toMatch(/^martizih\/kaniko:v[0-9.]+-alpine@sha256:[0-9a-f]{64}$/);
+    const registry = env.config.registry;
+    expect(c.args).toEqual(
+      expect.arrayContaining([
+        `--context=s3://${env.bucket}/contexts/${env.ns}/alpha/${first}.tar.gz`,
+        `--destination=${registry}/${env.ns}-alpha:${first}`,
+        '--digest-file=/dev/termination-log',
+        '--cache=true',
+        `--cache-repo=${registry}/cache`,
+      ]),
+    );
+    expect(c.args?.some((a) => a.includes(':latest'))).toBe(false);
+    const envVars = Object.fromEntries((c.env ?? []).map((e) => [e.name, e.value ?? 'from-secret']));
+    expect(envVars).toMatchObject({
+      S3_ENDPOINT: env.cluster.s3.endpoint,
+      S3_FORCE_PATH_STYLE: 'true',
+      AWS_REGION: env.cluster.s3.region,
+      AWS_ACCESS_KEY_ID: 'from-secret',
+      AWS_SECRET_ACCESS_KEY: 'from-secret',
+    });
+    expect(envVars.S3_ENDPOINT).toMatch(/^https?:\/\//);
+    await waitForJob(buildName('beta', first));
+    expect(await buildJobs('alpha')).toHaveLength(1);
+  });
+
+  it('uploads a deterministic build context: Dockerfile, server and code/ without manifests', async () => {
+    const object = await env.s3.send(
+      new GetObjectCommand({ Bucket: env.bucket, Key: `contexts/${env.ns}/alpha/${first}.tar.gz` }),
+    );
+    const archive = Buffer.from((await object.Body?.transformToByteArray()) ?? new Uint8Array());
+    const entries: { path: string; mtime?: Date; uid?: number; mode?: number }[] = [];
+    await new Promise<void>((resolve, reject) => {
+      const parser = tarList({
+        onReadEntry: (e) => entries.push({ path: e.path, mtime: e.mtime, uid: e.uid, mode: e.mode }),
+      });
+      parser.on('end', () => resolve());
+      parser.on('error', reject);
+      parser.end(archive);
+    });
+    expect(entries.map((e) => e.path)).toEqual(['Dockerfile', 'code/', 'code/handler.js', 'server.js']);
+    const mtimes = new Set(entries.filter((e) => !e.path.endsWith('/')).map((e) => e.mtime?.toISOString()));
+    expect(mtimes).toEqual(new Set(['2000-01-01T00:00:00.000Z']));
+    expect(new Set(entries.map((e) => e.uid ?? 0))).toEqual(new Set([0]));
+    console.log(
+      'build context of alpha:',
+      entries.map((e) => `${(e.mode ?? 0).toString(8)} ${e.path}`).join(', '),
+    );
+  });
+
+  it('a Job marked done with a digest rolls a Deployment pinned to {registry}/{ns}-{fn}:{sha}@sha256:…', async () => {
+    // Plays kaniko + the Job controller: Job Complete and the pod's termination message = digest.
+    await markBuildSucceeded(env.http, env.controllerNs, buildName('alpha', first), fakeDigest('alpha-1'));
+    await markBuildSucceeded(env.http, env.controllerNs, buildName('beta', first), fakeDigest('beta-1'));
+    const dep = await eventually('alpha Deployment', () => deployment('alpha'));
+    const c = containerOf(dep);
+    expect(c.image).toBe(`${env.config.registry}/${env.ns}-alpha:${first}@${fakeDigest('alpha-1')}`);
+    expect(c.env?.map((e) => e.name)).toEqual([
+      'ALPHA',
+      'ZED',
+      'PORT',
+      'SLESS_ENTRYPOINT',
+      'SLESS_FUNCTION_NAME',
+      'SLESS_NAMESPACE',
+      'SLESS_TIMEOUT_SEC',
+    ]);
+    expect(c.resources).toMatchObject({ requests: { memory: '256Mi' }, limits: { memory: '256Mi' } });
+    const spec = dep.spec as {
+      replicas: number;
+      template: { metadata: { annotations: Record<string, string> }; spec: Record<string, unknown> };
+    };
+    expect(spec.replicas).toBe(1);
+    expect(spec.template.metadata.annotations['sless.dev/revision']).toMatch(/^[0-9a-f]{12}-[0-9a-f]{8}$/);
+    expect(spec.template.spec.imagePullSecrets).toEqual([{ name: 'sless-registry-pull' }]);
+    expect(dep.metadata.ownerReferences?.[0]).toMatchObject({
+      kind: 'Function',
+      name: 'alpha',
+      uid: (await fn('alpha'))?.metadata.uid,
+    });
+    const svc = await getObject<KubeObject>(env.http, SERVICE, env.ns, 'alpha');
+    expect((svc?.spec as { ports: { port: number }[] }).ports[0]?.port).toBe(8080);
+    await eventually('alpha Ready', async () => (await status('alpha'))?.phase === 'Ready');
+    expect((await status('alpha'))?.image).toBe(c.image);
+  });
+
+  it('routes /fn/{ns}/{name} only once the Deployment has available replicas; 404 for unknown', async () => {
+    const call = (path: string) => fetch(`${system.url}${path}`);
+    expect((await call(`/fn/${env.ns}/alpha/x`)).status).toBe(503);
+    expect((await call(`/fn/${env.ns}/nope/x`)).status).toBe(404);
+    // Plays the Deployment controller + kubelet: the pods became ready.
+    await markDeploymentAvailable(env.http, env.ns, 'alpha');
+    const ok = await eventually('alpha routed', async () => {
+      const r = await call(`/fn/${env.ns}/alpha/x`);
+      return r.status === 200 ? r : undefined;
+    });
+    expect(await ok.json()).toEqual({ served: '/x' });
+  });
+
+  it('prints the kubectl get functions Table view', async () => {
+    const table = await env.http.request<{
+      columnDefinitions: { name: string }[];
+      rows: { cells: unknown[] }[];
+    }>('GET', `/apis/sless.dev/v1alpha1/namespaces/${env.ns}/functions`, {
+      accept: 'application/json;as=Table;v=v1;g=meta.k8s.io',
+    });
+    const names = table.columnDefinitions.map((c) => c.name);
+    expect(names).toEqual(expect.arrayContaining(['Name', 'Runtime', 'Phase', 'Commit', 'URL', 'Age']));
+    const shown = ['Name', 'Runtime', 'Phase', 'Commit', 'URL', 'Age'].map((n) => names.indexOf(n));
+    const lines = [
+      shown.map((i) => names[i]?.toUpperCase() ?? ''),
+      ...table.rows.map((r) => shown.map((i) => String(r.cells[i] ?? ''))),
+    ];
+    const widths = lines[0]?.map((_, col) => Math.max(...lines.map((l) => (l[col] ?? '').length))) ?? [];
+    const text = lines
+      .map((l) =>
+        l
+          .map((cell, col) => cell.padEnd((widths[col] ?? 0) + 3))
+          .join('')
+          .trimEnd(),
+      )
+      .join('\n');
+    console.log(`kubectl get functions -n ${env.ns}\n${text}`);
+    expect(table.rows.length).toBe(2);
+    const alphaRow = table.rows.find((r) => r.cells[0] === 'alpha');
+    expect(alphaRow?.cells[names.indexOf('Runtime')]).toBe('nodejs20');
+    expect(alphaRow?.cells[names.indexOf('URL')]).toBe(`http://sless.test/fn/${env.ns}/alpha`);
+  });
+
+  it('a commit touching one of two functions creates exactly one new Job; the other keeps its image', async () => {
+    const alphaImage = containerOf(await deployment('alpha')).image;
+    const sha = await commitAndSync({ 'beta/handler.js': nodeHandler(`return 'beta 2';`) });
+    await waitForJob(buildName('beta', sha));
+    // controller.idle() would wait for the build itself (the reconcile watches its Job), so settle briefly.
+    await new Promise((r) => setTimeout(r, 500));
+    expect(await buildJobs('beta')).toHaveLength(2);
+    expect(await buildJobs('alpha')).toHaveLength(1);
+    await markBuildSucceeded(env.http, env.controllerNs, buildName('beta', sha), fakeDigest('beta-2'));
+    await eventually('beta rolled', async () => containerOf(await deployment('beta')).image.includes(sha));
+    expect(containerOf(await deployment('alpha')).image).toBe(alphaImage);
+    expect((await fn('alpha'))?.metadata.annotations?.['sless.dev/commit']).toBe(sha);
+  });
+
+  it('a manifest-only change updates the Deployment without a Job', async () => {
+    const before = await deployment('alpha');
+    await commitAndSync({
+      'alpha/function.yaml': functionManifest('alpha', { env: { ZED: 'z', ALPHA: 'b' }, memoryMb: 256 }),
+    });
+    await eventually('alpha env updated', async () =>
+      containerOf(await deployment('alpha')).env?.some((e) => e.name === 'ALPHA' && e.value === 'b'),
+    );
+    const after = await deployment('alpha');
+    expect(containerOf(after).image).toBe(containerOf(before).image);
+    expect(
+      (after?.spec as { template: { metadata: { annotations: Record<string, string> } } }).template.metadata
+        .annotations['sless.dev/revision'],
+    ).not.toBe(
+      (before?.spec as { template: { metadata: { annotations: Record<string, string> } } }).template.metadata
+        .annotations['sless.dev/revision'],
+    );
+    expect(await buildJobs('alpha')).toHaveLength(1);
+  });
+
+  it('a bad manifest sets GitSource Ready=False with file and field and leaves running objects untouched', async () => {
+    const alphaBefore = await fn('alpha');
+    const depBefore = await deployment('alpha');
+    await commitAndSync({ 'alpha/function.yaml': functionManifest('alpha', { memoryMb: 0 }) });
+    const ready = (await sourceStatus())?.conditions?.find((c) => c.type === 'Ready');
+    expect(ready?.status).toBe('False');
+    expect(ready?.reason).toBe('ValidationFailed');
+    expect(ready?.message).toContain('alpha/function.yaml');
+    expect(ready?.message).toContain('memoryMb');
+    expect((await fn('alpha'))?.metadata.resourceVersion).toBe(alphaBefore?.metadata.resourceVersion);
+    expect((await deployment('alpha'))?.metadata.resourceVersion).toBe(depBefore?.metadata.resourceVersion);
+    // Back to a good manifest for the next steps.
+    await commitAndSync({
+      'alpha/function.yaml': functionManifest('alpha', { env: { ZED: 'z', ALPHA: 'b' }, memoryMb: 256 }),
+    });
+    await eventually('source ready again', async () =>
+      (await sourceStatus())?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'),
+    );
+  });
+
+  it('a failed build keeps the old image serving and reports the failure', async () => {
+    const image = containerOf(await deployment('alpha')).image;
+    const sha = await commitAndSync({ 'alpha/handler.js': nodeHandler(`return 'alpha broken';`) });
+    await waitForJob(buildName('alpha', sha));
+    // Plays the Job controller: kaniko failed.
+    await markBuildFailed(env.http, env.controllerNs, buildName('alpha', sha), 'kaniko: RUN npm ci failed');
+    const failed = await eventually('alpha failed', async () => {
+      const s = await status('alpha');
+      return s?.phase === 'Failed' ? s : undefined;
+    });
+    expect(failed.lastBuild?.result).toBe('Failed');
+    expect(failed.lastBuild?.message).toContain('kaniko: RUN npm ci failed');
+    expect(failed.conditions?.find((c) => c.type === 'Ready')?.status).toBe('True');
+    expect(containerOf(await deployment('alpha')).image).toBe(image);
+    // Still routed to the old revision.
+    expect((await fetch(`${system.url}/fn/${env.ns}/alpha/`)).status).toBe(200);
+    // No retry loop: the failed Job is the only one for that commit.
+    await system.controller.idle();
+    expect((await buildJobs('alpha')).length).toBe(2);
+  });
+
+  it('removing a function prunes the Function, its Deployment, Service, build Jobs and S3 contexts', async () => {
+    await commitAndSync({ 'beta/function.yaml': null, 'beta/handler.js': null });
+    await eventually('beta gone', async () => (await fn('beta')) === undefined);
+    await eventually(
+      'beta Function object gone (finalizer ran)',
+      async () =>
+        await env.http
+          .request('GET', `/apis/sless.dev/v1alpha1/namespaces/${env.ns}/functions/beta`)
+          .then(() => false)
+          .catch(() => true),
+    );
+    await eventually('beta Deployment gone', async () => (await deployment('beta')) === undefined);
+    expect(await getObject(env.http, SERVICE, env.ns, 'beta')).toBeUndefined();
+    expect(await buildJobs('beta')).toEqual([]);
+    const contexts = await env.s3.send(
+      new ListObjectsV2Command({ Bucket: env.bucket, Prefix: `contexts/${env.ns}/beta/` }),
+    );
+    expect(contexts.Contents ?? []).toEqual([]);
+    expect(await deployment('alpha')).toBeDefined();
+  });
+});

@@ -1,0 +1,278 @@
+/**
+ * Shared pieces of the kube suites: the real API server, S3 and registry from test/cluster, the CRDs
+ * from crds/, and the parts a kubelet or kaniko would play (there is neither here). Each helper that
+ * plays such a part says so in its name: markBuildSucceeded, markBuildFailed, markDeploymentAvailable.
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import { readdir, readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
+import { pino } from 'pino';
+import { parse } from 'yaml';
+import { PACKAGE_ROOT } from '../../src/config/config.js';
+import { type KubeControllerConfig, loadKubeControllerConfig } from '../../src/platform/kube/config.js';
+import { KubeHttp, MERGE_PATCH } from '../../src/platform/kube/http.js';
+import { apply, getObject, type KubeObject } from '../../src/platform/kube/objects.js';
+import { NAMESPACE } from '../../src/platform/kube/resource-types.js';
+import { getTestCluster, type SharedTestCluster } from '../cluster/shared.ts';
+
+export const logger = pino({ level: process.env.SLESS_TEST_LOG ?? 'silent' });
+
+export function suffix(): string {
+  return randomBytes(3).toString('hex');
+}
+
+export async function eventually<T>(
+  what: string,
+  check: () => Promise<T | undefined | false>,
+  timeoutMs = 20_000,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const value = await check();
+      if (value !== undefined && value !== false) return value;
+    } catch (error) {
+      last = error;
+    }
+    if (Date.now() > deadline)
+      throw new Error(
+        `${what}: not true after ${timeoutMs} ms${last ? ` (${(last as Error).message})` : ''}`,
+      );
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+export async function installCrds(http: KubeHttp): Promise<void> {
+  const dir = join(PACKAGE_ROOT, 'crds');
+  for (const file of (await readdir(dir)).sort()) {
+    const crd = parse(await readFile(join(dir, file), 'utf8')) as KubeObject;
+    await http.request(
+      'PATCH',
+      `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crd.metadata.name}`,
+      {
+        query: { fieldManager: 'sless-test-install', force: true },
+        body: crd,
+        contentType: 'application/apply-patch+yaml',
+      },
+    );
+  }
+  for (const plural of ['functions', 'gitsources', 'triggers', 'functionjobs'])
+    await eventually(`CRD ${plural} served`, async () => {
+      await http.request('GET', `/apis/sless.dev/v1alpha1/${plural}`, { query: { limit: 1 } });
+      return true;
+    });
+}
+
+export async function createNamespace(http: KubeHttp, name: string): Promise<void> {
+  await apply(http, NAMESPACE, { apiVersion: 'v1', kind: 'Namespace', metadata: { name } });
+}
+
+export interface KubeEnv {
+  cluster: SharedTestCluster;
+  http: KubeHttp;
+  s3: S3Client;
+  /** Tenant namespace (functions run here). */
+  ns: string;
+  /** Controller namespace (builds run here). */
+  controllerNs: string;
+  bucket: string;
+  config: KubeControllerConfig;
+  close(): Promise<void>;
+}
+
+export async function kubeEnv(prefix: string): Promise<KubeEnv> {
+  const cluster = await getTestCluster();
+  const http = new KubeHttp(cluster.kubeConfig);
+  await installCrds(http);
+  const id = suffix();
+  const ns = `${prefix}-${id}`;
+  const controllerNs = `${prefix}-sys-${id}`;
+  await createNamespace(http, ns);
+  await createNamespace(http, controllerNs);
+  const bucket = `${prefix}-${id}`;
+  const s3 = new S3Client({
+    endpoint: cluster.s3.endpoint,
+    region: cluster.s3.region,
+    forcePathStyle: true,
+    credentials: { accessKeyId: cluster.s3.accessKeyId, secretAccessKey: cluster.s3.secretAccessKey },
+  });
+  await s3.send(new CreateBucketCommand({ Bucket: bucket }));
+  const config = loadKubeControllerConfig(
+    { host: '127.0.0.1', port: '0', namespace: controllerNs, 'watch-namespaces': ns },
+    {
+      SLESS_REGISTRY: cluster.registry.url.replace(/^https?:\/\//, ''),
+      SLESS_REGISTRY_INSECURE: 'true',
+      SLESS_S3_ENDPOINT: cluster.s3.endpoint,
+      SLESS_S3_BUCKET: bucket,
+      SLESS_S3_REGION: cluster.s3.region,
+      AWS_ACCESS_KEY_ID: cluster.s3.accessKeyId,
+      AWS_SECRET_ACCESS_KEY: cluster.s3.secretAccessKey,
+      SLESS_EXTERNAL_URL: 'http://sless.test',
+      SLESS_STATE_DIR: join('/tmp', `sless-kube-${id}`),
+    },
+  );
+  return {
+    cluster,
+    http,
+    s3,
+    ns,
+    controllerNs,
+    bucket,
+    config,
+    close: async () => {
+      s3.destroy();
+      http.close();
+      await cluster.release();
+    },
+  };
+}
+
+const now = () => new Date().toISOString().replace(/\.\d+Z$/, 'Z');
+
+/**
+ * Plays kaniko and the Job controller: marks the build Job Complete through the status subresource,
+ * and creates the build Pod whose terminated container carries the digest in `message`, which is what
+ * `--digest-file=/dev/termination-log` produces on a real kubelet.
+ */
+export async function markBuildSucceeded(
+  http: KubeHttp,
+  namespace: string,
+  job: string,
+  digest: string,
+): Promise<void> {
+  const t = now();
+  await http.request('POST', `/api/v1/namespaces/${namespace}/pods`, {
+    body: {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: {
+        name: `${job}-pod`,
+        labels: { 'sless.dev/build': job, 'batch.kubernetes.io/job-name': job },
+      },
+      spec: { restartPolicy: 'Never', containers: [{ name: 'kaniko', image: 'kaniko:test' }] },
+    },
+  });
+  await http.request('PATCH', `/api/v1/namespaces/${namespace}/pods/${job}-pod/status`, {
+    contentType: MERGE_PATCH,
+    body: {
+      status: {
+        phase: 'Succeeded',
+        containerStatuses: [
+          {
+            name: 'kaniko',
+            image: 'kaniko:test',
+            imageID: '',
+            ready: false,
+            restartCount: 0,
+            state: {
+              terminated: { exitCode: 0, reason: 'Completed', message: digest, startedAt: t, finishedAt: t },
+            },
+          },
+        ],
+      },
+    },
+  });
+  await http.request('PATCH', `/apis/batch/v1/namespaces/${namespace}/jobs/${job}/status`, {
+    contentType: MERGE_PATCH,
+    body: {
+      status: {
+        startTime: t,
+        completionTime: t,
+        succeeded: 1,
+        conditions: [
+          { type: 'SuccessCriteriaMet', status: 'True', lastTransitionTime: t, lastProbeTime: t },
+          { type: 'Complete', status: 'True', lastTransitionTime: t, lastProbeTime: t },
+        ],
+      },
+    },
+  });
+}
+
+/** Plays the Job controller for a failed kaniko run (no pod log: there is no kubelet to serve one). */
+export async function markBuildFailed(
+  http: KubeHttp,
+  namespace: string,
+  job: string,
+  message: string,
+): Promise<void> {
+  const t = now();
+  await http.request('PATCH', `/apis/batch/v1/namespaces/${namespace}/jobs/${job}/status`, {
+    contentType: MERGE_PATCH,
+    body: {
+      status: {
+        startTime: t,
+        failed: 1,
+        conditions: [
+          {
+            type: 'FailureTarget',
+            status: 'True',
+            reason: 'BackoffLimitExceeded',
+            message,
+            lastTransitionTime: t,
+            lastProbeTime: t,
+          },
+          {
+            type: 'Failed',
+            status: 'True',
+            reason: 'BackoffLimitExceeded',
+            message,
+            lastTransitionTime: t,
+            lastProbeTime: t,
+          },
+        ],
+      },
+    },
+  });
+}
+
+/** Plays the Job controller for a FunctionJob run. */
+export async function markJobComplete(http: KubeHttp, namespace: string, job: string): Promise<void> {
+  const t = now();
+  await http.request('PATCH', `/apis/batch/v1/namespaces/${namespace}/jobs/${job}/status`, {
+    contentType: MERGE_PATCH,
+    body: {
+      status: {
+        startTime: t,
+        completionTime: t,
+        succeeded: 1,
+        conditions: [
+          { type: 'SuccessCriteriaMet', status: 'True', lastTransitionTime: t, lastProbeTime: t },
+          { type: 'Complete', status: 'True', lastTransitionTime: t, lastProbeTime: t },
+        ],
+      },
+    },
+  });
+}
+
+/** Plays the Deployment controller and kubelet: the Deployment reports its replicas available. */
+export async function markDeploymentAvailable(
+  http: KubeHttp,
+  namespace: string,
+  name: string,
+): Promise<void> {
+  const deployment = await getObject<KubeObject>(
+    http,
+    { apiVersion: 'apps/v1', kind: 'Deployment', plural: 'deployments', namespaced: true },
+    namespace,
+    name,
+  );
+  const replicas = (deployment?.spec as { replicas?: number } | undefined)?.replicas ?? 1;
+  await http.request('PATCH', `/apis/apps/v1/namespaces/${namespace}/deployments/${name}/status`, {
+    contentType: MERGE_PATCH,
+    body: {
+      status: {
+        observedGeneration: deployment?.metadata.generation ?? 1,
+        replicas,
+        updatedReplicas: replicas,
+        readyReplicas: replicas,
+        availableReplicas: replicas,
+      },
+    },
+  });
+}
+
+export function fakeDigest(seed: string): string {
+  return `sha256:${createHash('sha256').update(seed).digest('hex')}`;
+}
