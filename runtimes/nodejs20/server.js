@@ -349,6 +349,8 @@ function startServer(handler) {
     process.stdin.resume();
   }
   const stop = () => {
+    // The lifeline keeps stdin open; let go of it so the process exits once requests have drained.
+    process.stdin.destroy();
     server.close();
     server.closeIdleConnections();
     setTimeout(() => process.exit(0), 5_000).unref();

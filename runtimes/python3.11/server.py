@@ -480,6 +480,10 @@ def serve(fn):
     sys.stderr.flush()
     httpd.serve_forever(poll_interval=0.5)
     httpd.server_close()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # os._exit: the lifeline thread is blocked reading stdin, and interpreter shutdown would abort on it.
+    os._exit(0)
 
 
 # --- one-shot mode ------------------------------------------------------------------------------

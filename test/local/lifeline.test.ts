@@ -4,12 +4,15 @@
  */
 import { execFile, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { readFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { PACKAGE_ROOT } from '../../src/config/config.js';
-import { TestRepo } from '../helpers/git.js';
+import { freePort } from '../../src/platform/local/ports.js';
+import { RuntimeProcess } from '../../src/platform/local/runtime-process.js';
+import { TestRepo, tempDir } from '../helpers/git.js';
 import { eventually } from '../helpers/local-system.js';
 
 const exec = promisify(execFile);
@@ -76,4 +79,41 @@ describe('runtime lifeline', () => {
     await eventually(async () => !alive(pid), 5_000, 'runtime exited');
     await repo.remove();
   });
+});
+
+describe('graceful stop', () => {
+  it.each([
+    ['nodejs20', 'handler.js', 'exports.handle = () => 1;\n'],
+    ['python3.11', 'handler.py', 'def handle(event, context):\n    return 1\n'],
+  ])(
+    'a %s runtime with a lifeline exits on SIGTERM by itself, without needing SIGKILL',
+    async (runtime, file, code) => {
+      const dir = await tempDir('graceful');
+      await writeFile(join(dir, file), code);
+      const server = join(
+        PACKAGE_ROOT,
+        'runtimes',
+        runtime,
+        runtime === 'nodejs20' ? 'server.js' : 'server.py',
+      );
+      const proc = new RuntimeProcess(
+        {
+          command: runtime === 'nodejs20' ? process.execPath : 'python3',
+          args: [server],
+          cwd: dir,
+          env: { PATH: process.env.PATH ?? '', SLESS_ENTRYPOINT: 'handler.handle', SLESS_CODE_DIR: dir },
+        },
+        await freePort(),
+        pino({ level: 'silent' }),
+      );
+      await proc.start(10_000);
+      const exited = new Promise<[number | null, string | null]>((resolve) =>
+        proc.once('exit', (c, s) => resolve([c, s])),
+      );
+      await proc.stop(5_000);
+      const [exitCode, signal] = await exited;
+      expect(signal).not.toBe('SIGKILL');
+      expect(exitCode === 0 || signal === 'SIGTERM').toBe(true);
+    },
+  );
 });

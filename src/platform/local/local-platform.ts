@@ -58,6 +58,7 @@ export function hostEnv(): Record<string, string> {
 export class LocalPlatform implements WorkloadPlatform, RouteResolver {
   private readonly options: LocalPlatformOptions;
   private readonly slots = new Map<string, Slot>();
+  private readonly retiring = new Set<Promise<void>>();
 
   constructor(options: LocalPlatformOptions) {
     this.options = options;
@@ -130,7 +131,13 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver {
     slot.lastStart = Date.now();
     this.watchCrash(key, slot, revision);
     this.scheduleIdleCheck(slot, revision);
-    if (previous) await this.retire(previous);
+    // The new revision serves from here on; draining the old one must not hold up the next rollout.
+    if (previous) this.retireInBackground(previous);
+  }
+
+  private retireInBackground(revision: Revision): void {
+    const done = this.retire(revision).finally(() => this.retiring.delete(done));
+    this.retiring.add(done);
   }
 
   async remove(namespace: string, name: string): Promise<void> {
@@ -245,7 +252,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver {
       if (slot.current) stops.push(slot.current.process.stop());
     }
     this.slots.clear();
-    await Promise.all(stops);
+    await Promise.all([...stops, ...this.retiring]);
   }
 
   private async startRevision(fn: SlessFunction, build: BuildRecord, id: string): Promise<Revision> {
