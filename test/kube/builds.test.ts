@@ -1,0 +1,168 @@
+/**
+ * Build once, on the real API server: concurrent reconciles of one commit (across two builder
+ * instances, as two controller replicas would be) give exactly one kaniko Job, and a controller that
+ * restarts mid-build attaches to the Job it finds instead of creating another (seeds: 94 Jobs).
+ *
+ * No kaniko or Job controller runs here: markBuildSucceeded plays them (Job Complete via /status, a
+ * build Pod whose terminated container message is the digest).
+ */
+import { join } from 'node:path';
+import { S3Client } from '@aws-sdk/client-s3';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { KanikoBuilder } from '../../src/build/kaniko-builder.js';
+import { buildName } from '../../src/core/naming.js';
+import type { GitSource, SlessFunction } from '../../src/core/resources.js';
+import { type KubeSystem, startKubeSystem } from '../../src/main.js';
+import { loadManifests } from '../../src/manifest/load.js';
+import { KubeStore } from '../../src/platform/kube/kube-store.js';
+import { getObject, type KubeObject, listObjects } from '../../src/platform/kube/objects.js';
+import { DEPLOYMENT, JOB } from '../../src/platform/kube/resource-types.js';
+import { KubeWorkloads } from '../../src/platform/kube/workloads.js';
+import { reconcileFunction } from '../../src/reconcile/function-reconcile.js';
+import { planSource } from '../../src/reconcile/plan.js';
+import { LocalRepositoryReader } from '../../src/source/readers.js';
+import { functionManifest, git, nodeHandler, TestRepo, tempDir } from '../helpers/git.js';
+import { startGitHttpServer } from '../helpers/git-http-server.js';
+import { eventually, fakeDigest, type KubeEnv, kubeEnv, logger, markBuildSucceeded } from './harness.js';
+
+let env: KubeEnv;
+beforeAll(async () => {
+  env = await kubeEnv('builds');
+});
+afterAll(async () => {
+  await env?.close();
+});
+
+const jobsOf = async (fn: string) =>
+  (
+    await listObjects<KubeObject>(env.http, JOB, {
+      namespace: env.controllerNs,
+      labels: { 'sless.dev/function': fn, 'sless.dev/function-namespace': env.ns },
+    })
+  ).items;
+
+function builder(): KanikoBuilder {
+  const s3 = new S3Client({
+    endpoint: env.config.s3.endpoint,
+    region: env.config.s3.region,
+    forcePathStyle: true,
+    credentials: { accessKeyId: env.config.s3.accessKeyId, secretAccessKey: env.config.s3.secretAccessKey },
+  });
+  return new KanikoBuilder({
+    http: env.http,
+    s3,
+    runtimesDir: env.config.runtimesDir,
+    logger,
+    controllerNamespace: env.controllerNs,
+    registry: env.config.registry,
+    bucket: env.config.s3.bucket,
+    s3Endpoint: env.config.s3.endpoint,
+    s3Region: env.config.s3.region,
+    s3CredentialsSecret: 'sless-s3',
+    pushSecret: 'sless-registry-push',
+    pollMs: 100,
+  });
+}
+
+describe('build once', () => {
+  it('50 concurrent reconciles of one commit, over two builder instances, create exactly one Job', async () => {
+    const repo = await TestRepo.create({
+      'burst/function.yaml': functionManifest('burst'),
+      'burst/handler.js': nodeHandler(`return 1;`),
+    });
+    const reader = new LocalRepositoryReader({ path: repo.dir, branch: 'main' });
+    const commit = await reader.resolveHead();
+    const snapshot = await reader.snapshot(commit);
+    const source: GitSource = {
+      apiVersion: 'sless.dev/v1alpha1',
+      kind: 'GitSource',
+      metadata: { name: 'burst-src', namespace: env.ns },
+      spec: { url: repo.dir, branch: 'main', path: '.', interval: '1h', suspend: false },
+    };
+    const loaded = await loadManifests(snapshot, { root: '.', namespace: env.ns });
+    const plan = await planSource(source, snapshot, loaded);
+    const store = new KubeStore({ http: env.http, logger });
+    for (const object of plan.objects) await store.apply(object);
+    const replicas = [builder(), builder()];
+    const platform = new KubeWorkloads({ http: env.http });
+    const reconciles = Array.from({ length: 50 }, (_, i) =>
+      reconcileFunction(
+        {
+          store,
+          builder: replicas[i % 2] as KanikoBuilder,
+          platform,
+          logger,
+          externalUrl: 'http://sless.test',
+          failedBuilds: new Map(),
+          snapshotFor: async () => ({ snapshot, manifestFiles: plan.manifestFiles }),
+        },
+        env.ns,
+        'burst',
+      ),
+    );
+    const name = buildName('burst', commit);
+    await eventually('burst Job', () => getObject<KubeObject>(env.http, JOB, env.controllerNs, name));
+    await new Promise((r) => setTimeout(r, 500));
+    expect((await jobsOf('burst')).map((j) => j.metadata.name)).toEqual([name]);
+    await markBuildSucceeded(env.http, env.controllerNs, name, fakeDigest('burst'));
+    await Promise.all(reconciles);
+    expect(await jobsOf('burst')).toHaveLength(1);
+    const dep = await getObject<KubeObject>(env.http, DEPLOYMENT, env.ns, 'burst');
+    expect(JSON.stringify(dep?.spec)).toContain(`:${commit}@${fakeDigest('burst')}`);
+    const fn = (await store.get('Function', env.ns, 'burst')) as SlessFunction;
+    expect(fn.status?.phase).toBe('Ready');
+    // A later lookup finds the build from the Job alone (durable state, not a phase).
+    const found = await builder().lookup(fn, fn.metadata.annotations?.['sless.dev/build-key'] ?? '');
+    expect(found?.image).toBe(`${env.config.registry}/${env.ns}-burst:${commit}@${fakeDigest('burst')}`);
+    await repo.remove();
+  });
+
+  it('a controller restarted mid-build attaches to the running Job instead of creating another', async () => {
+    const root = await tempDir('kube-git-restart');
+    await git(root, 'init', '--quiet', '--bare', '--initial-branch=main', 'r.git');
+    const server = await startGitHttpServer(root);
+    const work = await TestRepo.create({
+      'mid/function.yaml': functionManifest('mid'),
+      'mid/handler.js': nodeHandler(`return 'mid';`),
+    });
+    await git(work.dir, 'remote', 'add', 'origin', join(root, 'r.git'));
+    await git(work.dir, 'push', '--quiet', 'origin', 'main');
+    const commit = await git(work.dir, 'rev-parse', 'HEAD');
+    let system: KubeSystem | undefined = await startKubeSystem(env.config, {
+      logger,
+      kubeConfig: env.cluster.kubeConfig,
+      pollMs: 100,
+    });
+    try {
+      await system.store.apply({
+        apiVersion: 'sless.dev/v1alpha1',
+        kind: 'GitSource',
+        metadata: { name: 'restart', namespace: env.ns },
+        spec: { url: `${server.url}/r.git`, branch: 'main', path: '.', interval: '1h', suspend: false },
+      });
+      const name = buildName('mid', commit);
+      await eventually('mid Job', () => getObject<KubeObject>(env.http, JOB, env.controllerNs, name));
+      // The controller goes away mid-build (the Job keeps running in the cluster)...
+      await system.stop();
+      // ...and a new one starts, syncs the same commit, and must attach.
+      system = await startKubeSystem(env.config, { logger, kubeConfig: env.cluster.kubeConfig, pollMs: 100 });
+      await eventually('restarted controller is building mid', async () => {
+        const fn = await system?.store.get('Function', env.ns, 'mid');
+        return fn?.status?.phase === 'Building';
+      });
+      await new Promise((r) => setTimeout(r, 500));
+      expect((await jobsOf('mid')).map((j) => j.metadata.name)).toEqual([name]);
+      await markBuildSucceeded(env.http, env.controllerNs, name, fakeDigest('mid'));
+      await eventually('mid deployed by the new controller', async () =>
+        JSON.stringify(
+          (await getObject<KubeObject>(env.http, DEPLOYMENT, env.ns, 'mid'))?.spec ?? '',
+        ).includes(fakeDigest('mid')),
+      );
+      expect(await jobsOf('mid')).toHaveLength(1);
+    } finally {
+      await system?.stop();
+      await server.close();
+      await work.remove();
+    }
+  });
+});
