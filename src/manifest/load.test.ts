@@ -1,0 +1,154 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { stringify } from 'yaml';
+import { formatIssue } from '../core/errors.js';
+import type { SourceSnapshot, TreeFile } from '../core/interfaces.js';
+import { isWithin } from '../core/paths.js';
+import { loadManifests } from './load.js';
+
+/** A snapshot over an in-memory tree: the loader only needs listFiles and readFile. */
+function snapshotOf(files: Record<string, string>): SourceSnapshot {
+  const entries: TreeFile[] = Object.keys(files)
+    .sort()
+    .map((path) => ({ path, mode: '100644', oid: path }));
+  return {
+    commit: 'c'.repeat(40),
+    listFiles: async (dir) => entries.filter((e) => isWithin(dir, e.path)),
+    readFile: async (path) => new TextEncoder().encode(files[path] ?? ''),
+  };
+}
+
+const fnDoc = (name: string, spec: Record<string, unknown> = {}) =>
+  stringify({
+    apiVersion: 'sless.dev/v1alpha1',
+    kind: 'Function',
+    metadata: { name },
+    spec: { runtime: 'nodejs20', entrypoint: 'h.handle', ...spec },
+  });
+
+async function issuesOf(files: Record<string, string>): Promise<string[]> {
+  const result = await loadManifests(snapshotOf(files), { root: '.', namespace: 'default' });
+  return result.issues.map(formatIssue);
+}
+
+describe('loadManifests', () => {
+  it('finds sless documents in any YAML file, ignores other YAML, and records manifest files', async () => {
+    const result = await loadManifests(
+      snapshotOf({
+        'a/function.yaml': fnDoc('a'),
+        'b/fn.yml': `${fnDoc('b')}---\n${stringify({ apiVersion: 'sless.dev/v1alpha1', kind: 'Trigger', metadata: { name: 't' }, spec: { type: 'http', function: 'b' } })}`,
+        'ci/workflow.yaml': 'on: push\njobs: {}\n',
+        'k8s/deploy.yaml': 'apiVersion: apps/v1\nkind: Deployment\n',
+        'node_modules/x/sless.yaml': fnDoc('ignored'),
+      }),
+      { root: '.', namespace: 'default' },
+    );
+    expect(result.issues).toEqual([]);
+    expect(result.documents.map((d) => `${d.kind}/${d.doc.metadata.name}@${d.file}#${d.index}`)).toEqual([
+      'Function/a@a/function.yaml#0',
+      'Function/b@b/fn.yml#0',
+      'Trigger/t@b/fn.yml#1',
+    ]);
+    expect([...result.manifestFiles].sort()).toEqual(['a/function.yaml', 'b/fn.yml']);
+    expect(result.documents[0]?.codeDir).toBe('a');
+  });
+
+  it.each([
+    [
+      { 'fns/a/function.yaml': fnDoc('a', { source: { path: '../../..' } }) },
+      'fns/a/function.yaml#0 spec.source.path: must stay inside the repository',
+    ],
+    [
+      { 'a.yaml': fnDoc('a', { source: { path: '/etc' } }) },
+      'a.yaml#0 spec.source.path: must stay inside the repository',
+    ],
+    [
+      { 'a.yaml': fnDoc('a'), 'b.yaml': fnDoc('a') },
+      'b.yaml#0 metadata.name: duplicate Function "a" (first defined in a.yaml#0)',
+    ],
+    [
+      {
+        'a.yaml': stringify({
+          apiVersion: 'sless.dev/v1alpha1',
+          kind: 'FunctionJob',
+          metadata: { name: 'j' },
+          spec: { function: 'ghost' },
+        }),
+      },
+      'a.yaml#0 spec.function: function "ghost" is not defined in this repository',
+    ],
+    [
+      { 'a.yaml': 'apiVersion: sless.dev/v1alpha1\nkind: Function\nmetadata: { name: a\n' },
+      'a.yaml#0: invalid YAML at line',
+    ],
+    [
+      { 'a.yaml': 'apiVersion: sless.dev/v2\nkind: Function\n' },
+      'a.yaml#0 apiVersion: must be sless.dev/v1alpha1',
+    ],
+    [
+      { 'a.yaml': 'apiVersion: sless.dev/v1alpha1\nkind: Gadget\n' },
+      'a.yaml#0 kind: must be one of: Function, Trigger, FunctionJob',
+    ],
+    [
+      { 'a.yaml': fnDoc('a').replace('name: a', 'name: a\n  namespace: other') },
+      'a.yaml#0 metadata.namespace: must be omitted or "default" (the source\'s namespace)',
+    ],
+  ])('reports %j clearly', async (files, expected) => {
+    const issues = await issuesOf(files);
+    expect(
+      issues.some((issue) => issue.startsWith(expected)),
+      issues.join('\n'),
+    ).toBe(true);
+  });
+
+  it('never throws, and every issue names a file, a document and a reason, whatever the YAML', async () => {
+    const value = fc.oneof(
+      fc.string(),
+      fc.integer(),
+      fc.boolean(),
+      fc.constant(null),
+      fc.double(),
+      fc.array(fc.string(), { maxLength: 3 }),
+    );
+    const doc = fc.record(
+      {
+        apiVersion: fc.constantFrom('sless.dev/v1alpha1', 'sless.dev/v1', 'v1'),
+        kind: fc.constantFrom('Function', 'Trigger', 'FunctionJob', 'GitSource', 'Other'),
+        metadata: fc.oneof(fc.record({ name: fc.string() }), value),
+        spec: fc.oneof(
+          fc.dictionary(
+            fc.constantFrom(
+              'runtime',
+              'entrypoint',
+              'memoryMb',
+              'function',
+              'type',
+              'schedule',
+              'source',
+              'env',
+              'runId',
+            ),
+            value,
+          ),
+          value,
+        ),
+      },
+      { requiredKeys: ['apiVersion'] },
+    );
+    await fc.assert(
+      fc.asyncProperty(fc.array(doc, { minLength: 1, maxLength: 4 }), fc.string(), async (docs, junk) => {
+        const text = docs.map((d) => stringify(d)).join('---\n') + (junk.includes('sless.dev') ? junk : '');
+        const result = await loadManifests(snapshotOf({ 'f.yaml': text }), {
+          root: '.',
+          namespace: 'default',
+        });
+        for (const issue of result.issues) {
+          expect(issue.file).toBe('f.yaml');
+          expect(issue.index).toBeGreaterThanOrEqual(0);
+          expect(issue.reason.length).toBeGreaterThan(0);
+        }
+      }),
+      { numRuns: 300 },
+    );
+  });
+});
