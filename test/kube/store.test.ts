@@ -1,0 +1,147 @@
+/**
+ * The CRDs and the KubeStore on a real API server: schema validation by the server, objects that read
+ * back exactly as applied (seeds lesson 14: empty string vs null), status via the status subresource,
+ * and statusOnly events that stop status writes from re-triggering reconciles (seeds: 94 Jobs).
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { StoreEvent } from '../../src/core/interfaces.js';
+import type { FunctionJob, SlessFunction, Trigger } from '../../src/core/resources.js';
+import { KubeApiError } from '../../src/platform/kube/http.js';
+import { KubeStore } from '../../src/platform/kube/kube-store.js';
+import { eventually, type KubeEnv, kubeEnv, logger } from './harness.js';
+
+let env: KubeEnv;
+let store: KubeStore;
+beforeAll(async () => {
+  env = await kubeEnv('store');
+  store = new KubeStore({ http: env.http, logger, namespaces: [env.ns] });
+});
+afterAll(async () => {
+  store?.stop();
+  await env?.close();
+});
+
+const fnObject = (name: string, spec: Partial<SlessFunction['spec']> = {}): SlessFunction => ({
+  apiVersion: 'sless.dev/v1alpha1',
+  kind: 'Function',
+  metadata: {
+    name,
+    namespace: env.ns,
+    labels: { 'sless.dev/source': 'repo', team: 'a' },
+    annotations: { 'sless.dev/commit': 'c'.repeat(40), 'sless.dev/code-dir': 'fns/x' },
+  },
+  spec: {
+    runtime: 'python3.11',
+    entrypoint: 'main.handle',
+    memoryMb: 128,
+    timeoutSec: 30,
+    replicas: 1,
+    env: { B: '2', A: '1', EMPTY: '' },
+    source: { path: '.' },
+    ...spec,
+  },
+});
+
+describe('CRDs on the API server', () => {
+  it('the server rejects memoryMb: 0 and an unknown runtime', async () => {
+    const zero = await store.apply(fnObject('bad', { memoryMb: 0 })).catch((e: unknown) => e);
+    expect(zero).toBeInstanceOf(KubeApiError);
+    expect((zero as KubeApiError).code).toBe(422);
+    expect((zero as KubeApiError).message).toContain('memoryMb');
+    const runtime = await store
+      .apply(fnObject('bad2', { runtime: 'cobol' as unknown as 'nodejs20' }))
+      .catch((e: unknown) => e);
+    expect((runtime as KubeApiError).code).toBe(422);
+  });
+
+  it('every kind reads back exactly as it was applied (no "" turned into null, no field lost)', async () => {
+    const fn = fnObject('readback');
+    const trigger: Trigger = {
+      apiVersion: 'sless.dev/v1alpha1',
+      kind: 'Trigger',
+      metadata: { name: 'every-minute', namespace: env.ns, labels: { 'sless.dev/source': 'repo' } },
+      spec: {
+        type: 'cron',
+        function: 'readback',
+        schedule: '* * * * *',
+        enabled: true,
+        event: { nested: { list: [1, 'two', null], empty: '' } },
+      },
+    };
+    const job: FunctionJob = {
+      apiVersion: 'sless.dev/v1alpha1',
+      kind: 'FunctionJob',
+      metadata: { name: 'once', namespace: env.ns },
+      spec: { function: 'readback', runId: 0, event: { a: '' } },
+    };
+    for (const object of [fn, trigger, job]) {
+      await store.apply(object);
+      const back = await store.get(object.kind, env.ns, object.metadata.name);
+      expect(back?.spec).toEqual(object.spec);
+      expect(back?.metadata.labels ?? {}).toEqual(object.metadata.labels ?? {});
+      expect(back?.metadata.annotations ?? {}).toEqual(object.metadata.annotations ?? {});
+      // Re-applying the same object is a no-op for the server: nothing moves, nothing rolls.
+      const again = await store.apply(object);
+      expect(again.metadata.resourceVersion).toBe(back?.metadata.resourceVersion);
+    }
+  });
+
+  it('status goes through /status, replaces nested fields, and never bumps generation', async () => {
+    const fn = (await store.get('Function', env.ns, 'readback')) as SlessFunction;
+    await store.patchStatus(fn, {
+      phase: 'Failed',
+      lastBuild: {
+        buildKey: 'k',
+        commit: 'c',
+        result: 'Failed',
+        startedAt: 't',
+        message: 'boom',
+        logTail: 'x',
+      },
+    });
+    const failed = (await store.get('Function', env.ns, 'readback')) as SlessFunction;
+    await store.patchStatus(failed, {
+      phase: 'Ready',
+      lastBuild: { buildKey: 'k', commit: 'c', result: 'Succeeded', startedAt: 't' },
+      lastError: undefined,
+    });
+    const ready = (await store.get('Function', env.ns, 'readback')) as SlessFunction;
+    expect(ready.status?.lastBuild).toEqual({
+      buildKey: 'k',
+      commit: 'c',
+      result: 'Succeeded',
+      startedAt: 't',
+    });
+    expect(ready.metadata.generation).toBe(fn.metadata.generation);
+  });
+
+  it('watch events: status writes are statusOnly, spec and metadata changes are not, deletes are seen', async () => {
+    const events: StoreEvent[] = [];
+    const unsubscribe = store.subscribe((e) => {
+      if (e.object.metadata.name === 'watched') events.push(e);
+    });
+    try {
+      await store.apply(fnObject('watched'));
+      await eventually('ADDED', async () => events.some((e) => e.type === 'ADDED'));
+      const fn = (await store.get('Function', env.ns, 'watched')) as SlessFunction;
+      await store.patchStatus(fn, { phase: 'Building' });
+      await eventually('status event', async () => events.length >= 2);
+      expect(events[1]).toMatchObject({ type: 'MODIFIED', statusOnly: true });
+      await store.apply(fnObject('watched', { memoryMb: 512 }));
+      await eventually('spec event', async () => events.length >= 3);
+      expect(events[2]).toMatchObject({ type: 'MODIFIED', statusOnly: false });
+      const relabelled = fnObject('watched', { memoryMb: 512 });
+      relabelled.metadata.labels = { ...relabelled.metadata.labels, team: 'b' };
+      await store.apply(relabelled);
+      await eventually('label event', async () => events.length >= 4);
+      expect(events[3]).toMatchObject({ type: 'MODIFIED', statusOnly: false });
+      // Deleting a Function starts its finalizer; reconcilers see it as gone at once.
+      await store.delete('Function', env.ns, 'watched');
+      await eventually('DELETED', async () => events.some((e) => e.type === 'DELETED'));
+      expect(await store.get('Function', env.ns, 'watched')).toBeUndefined();
+      expect(events.filter((e) => e.type === 'DELETED')).toHaveLength(1);
+    } finally {
+      unsubscribe();
+    }
+  });
+});
