@@ -21,8 +21,10 @@ export async function startTestSystem(options: {
   branch?: string;
   interval?: string;
   path?: string;
+  /** Reuse a state directory (builds survive restarts); it is then left in place on close. */
+  stateDir?: string;
 }): Promise<TestSystem> {
-  const stateDir = await tempDir('state');
+  const stateDir = options.stateDir ?? (await tempDir('state'));
   const config = loadLocalConfig(
     { port: '0', 'state-dir': stateDir, interval: options.interval ?? '1h' },
     {},
@@ -61,7 +63,7 @@ export async function startTestSystem(options: {
     },
     close: async () => {
       await system.stop();
-      await rm(stateDir, { recursive: true, force: true });
+      if (!options.stateDir) await rm(stateDir, { recursive: true, force: true });
     },
   };
 }
