@@ -1,0 +1,185 @@
+/**
+ * Cron Triggers → CronJobs, enabled:false → 0 replicas in place, and FunctionJob runId semantics
+ * (0 = Skipped, each new runId = one `run-{job}-{runId}` Job), on the real API server.
+ *
+ * No kubelet, Job controller or kaniko: markBuildSucceeded and markJobComplete play their parts.
+ */
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildName } from '../../src/core/naming.js';
+import type { FunctionJob, SlessFunction } from '../../src/core/resources.js';
+import { type KubeSystem, startKubeSystem } from '../../src/main.js';
+import { getObject, type KubeObject, listObjects } from '../../src/platform/kube/objects.js';
+import { CRONJOB, DEPLOYMENT, JOB } from '../../src/platform/kube/resource-types.js';
+import { functionManifest, git, nodeHandler, TestRepo, tempDir } from '../helpers/git.js';
+import { startGitHttpServer } from '../helpers/git-http-server.js';
+import {
+  eventually,
+  fakeDigest,
+  type KubeEnv,
+  kubeEnv,
+  logger,
+  markBuildSucceeded,
+  markJobComplete,
+} from './harness.js';
+
+const trigger = (enabled: boolean) =>
+  `apiVersion: sless.dev/v1alpha1\nkind: Trigger\nmetadata:\n  name: tick-cron\nspec: {type: cron, function: tick, schedule: "*/5 * * * *", enabled: ${enabled}, event: {hello: cron}}\n`;
+const job = (runId: number) =>
+  `apiVersion: sless.dev/v1alpha1\nkind: FunctionJob\nmetadata:\n  name: once\nspec: {function: tick, runId: ${runId}, event: {n: ${runId}}}\n`;
+
+describe('kube triggers and jobs', () => {
+  let env: KubeEnv;
+  let work: TestRepo;
+  let server: Awaited<ReturnType<typeof startGitHttpServer>>;
+  let system: KubeSystem;
+  let first: string;
+
+  const commitAndSync = async (files: Record<string, string | null>) => {
+    const sha = await work.commit(files);
+    await git(work.dir, 'push', '--quiet', 'origin', 'main');
+    await system.controller.syncNow(env.ns, 'repo');
+    return sha;
+  };
+  const fjob = async () => (await system.store.get('FunctionJob', env.ns, 'once')) as FunctionJob | undefined;
+  const runJobs = async () =>
+    (
+      await listObjects<KubeObject>(env.http, JOB, {
+        namespace: env.ns,
+        labels: { 'sless.dev/functionjob': 'once' },
+      })
+    ).items;
+
+  beforeAll(async () => {
+    env = await kubeEnv('trig');
+    const root = await tempDir('kube-git-trig');
+    await git(root, 'init', '--quiet', '--bare', '--initial-branch=main', 't.git');
+    server = await startGitHttpServer(root);
+    work = await TestRepo.create({
+      'tick/function.yaml': functionManifest('tick', { replicas: 2 }),
+      'tick/handler.js': nodeHandler(`return event;`),
+      'tick/trigger.yaml': trigger(true),
+      'tick/job.yaml': job(0),
+    });
+    await git(work.dir, 'remote', 'add', 'origin', join(root, 't.git'));
+    await git(work.dir, 'push', '--quiet', 'origin', 'main');
+    first = await git(work.dir, 'rev-parse', 'HEAD');
+    system = await startKubeSystem(env.config, { logger, kubeConfig: env.cluster.kubeConfig, pollMs: 100 });
+    await system.store.apply({
+      apiVersion: 'sless.dev/v1alpha1',
+      kind: 'GitSource',
+      metadata: { name: 'repo', namespace: env.ns },
+      spec: { url: `${server.url}/t.git`, branch: 'main', path: '.', interval: '1h', suspend: false },
+    });
+    const name = buildName('tick', first);
+    await eventually('tick Job', () => getObject<KubeObject>(env.http, JOB, env.controllerNs, name));
+    // Plays kaniko + the Job controller.
+    await markBuildSucceeded(env.http, env.controllerNs, name, fakeDigest('tick'));
+    await eventually(
+      'tick Ready',
+      async () => (await system.store.get('Function', env.ns, 'tick'))?.status?.phase === 'Ready',
+    );
+  });
+
+  afterAll(async () => {
+    await system?.stop();
+    await server?.close();
+    await work?.remove();
+    await env?.close();
+  });
+
+  it('a cron Trigger becomes a CronJob that POSTs the event to the function Service with a pinned curl', async () => {
+    const cron = await eventually('CronJob', () =>
+      getObject<KubeObject>(env.http, CRONJOB, env.ns, 'trigger-tick-cron'),
+    );
+    const spec = cron.spec as {
+      schedule: string;
+      suspend: boolean;
+      jobTemplate: { spec: { template: { spec: { containers: { image: string; args: string[] }[] } } } };
+    };
+    expect(spec.schedule).toBe('*/5 * * * *');
+    expect(spec.suspend).toBe(false);
+    const c = spec.jobTemplate.spec.template.spec.containers[0];
+    expect(c?.image).toMatch(/^curlimages\/curl:\d+\.\d+\.\d+$/);
+    expect(c?.args).toContain(`http://tick.${env.ns}.svc:8080/`);
+    expect(c?.args).toContain(JSON.stringify({ hello: 'cron' }));
+    expect(cron.metadata.ownerReferences?.[0]).toMatchObject({ kind: 'Trigger', name: 'tick-cron' });
+    const status = (await system.store.get('Trigger', env.ns, 'tick-cron'))?.status as {
+      nextRun?: string;
+      phase?: string;
+    };
+    expect(status.phase).toBe('Ready');
+    expect(Date.parse(status.nextRun ?? '')).toBeGreaterThan(Date.now());
+  });
+
+  it('FunctionJob runId 0 is Skipped and runs nothing', async () => {
+    const skipped = await eventually('Skipped', async () =>
+      (await fjob())?.status?.phase === 'Skipped' ? fjob() : undefined,
+    );
+    expect(skipped?.status?.observedRunId).toBe(0);
+    expect(await runJobs()).toEqual([]);
+  });
+
+  it('raising runId runs the function once as run-{job}-{runId}; the same runId never runs twice', async () => {
+    await commitAndSync({ 'tick/job.yaml': job(1) });
+    const run = await eventually('run-once-1', () =>
+      getObject<KubeObject>(env.http, JOB, env.ns, 'run-once-1'),
+    );
+    const c = (
+      run.spec as {
+        template: { spec: { containers: { image: string; env: { name: string; value: string }[] }[] } };
+      }
+    ).template.spec.containers[0];
+    expect(c?.image).toBe(`${env.config.registry}/${env.ns}-tick:${first}@${fakeDigest('tick')}`);
+    expect(c?.env.find((e) => e.name === 'SLESS_EVENT')?.value).toBe('{"n":1}');
+    expect((await fjob())?.status?.phase).toBe('Running');
+    // Plays the Job controller: the one-shot run finished.
+    await markJobComplete(env.http, env.ns, 'run-once-1');
+    await eventually('Succeeded', async () => (await fjob())?.status?.phase === 'Succeeded');
+    expect((await fjob())?.status?.observedRunId).toBe(1);
+    // A commit that keeps runId 1 does not run it again.
+    await commitAndSync({ 'tick/job.yaml': `${job(1)}# unchanged run\n` });
+    await new Promise((r) => setTimeout(r, 500));
+    expect((await runJobs()).map((j) => j.metadata.name)).toEqual(['run-once-1']);
+    await commitAndSync({ 'tick/job.yaml': job(2) });
+    await eventually('run-once-2', () => getObject<KubeObject>(env.http, JOB, env.ns, 'run-once-2'));
+    await markJobComplete(env.http, env.ns, 'run-once-2');
+    await eventually(
+      'run 2 Succeeded',
+      async () =>
+        (await fjob())?.status?.observedRunId === 2 && (await fjob())?.status?.phase === 'Succeeded',
+    );
+    expect((await runJobs()).map((j) => j.metadata.name).sort()).toEqual(['run-once-1', 'run-once-2']);
+  });
+
+  it('enabled:false scales the Deployment to 0 in place and suspends the CronJob', async () => {
+    const before = await getObject<KubeObject>(env.http, DEPLOYMENT, env.ns, 'tick');
+    expect((before?.spec as { replicas: number }).replicas).toBe(2);
+    await commitAndSync({ 'tick/trigger.yaml': trigger(false) });
+    await eventually(
+      'replicas 0',
+      async () =>
+        ((await getObject<KubeObject>(env.http, DEPLOYMENT, env.ns, 'tick'))?.spec as { replicas: number })
+          .replicas === 0,
+    );
+    const after = await getObject<KubeObject>(env.http, DEPLOYMENT, env.ns, 'tick');
+    expect(after?.metadata.uid).toBe(before?.metadata.uid);
+    await eventually(
+      'CronJob suspended',
+      async () =>
+        (
+          (await getObject<KubeObject>(env.http, CRONJOB, env.ns, 'trigger-tick-cron'))?.spec as {
+            suspend: boolean;
+          }
+        ).suspend,
+    );
+    const fn = (await system.store.get('Function', env.ns, 'tick')) as SlessFunction;
+    await eventually(
+      'Disabled',
+      async () => (await system.store.get('Function', env.ns, 'tick'))?.status?.phase === 'Disabled',
+    );
+    expect(fn).toBeDefined();
+    // The route answers 503 while disabled.
+    expect((await fetch(`${system.url}/fn/${env.ns}/tick/`)).status).toBe(503);
+  });
+});
