@@ -18,6 +18,7 @@ import type {
   WorkloadPlatform,
 } from '../core/interfaces.js';
 import {
+  ANNOTATION_COMMIT,
   type BuildRecord,
   type FunctionJob,
   type GitSource,
@@ -315,7 +316,7 @@ export class Controller {
     fn: SlessFunction,
   ): Promise<{ snapshot: SourceSnapshot; manifestFiles: ReadonlySet<string> }> {
     const sourceName = fn.metadata.labels?.[LABEL_SOURCE];
-    const commit = fn.metadata.annotations?.['sless.dev/commit'];
+    const commit = fn.metadata.annotations?.[ANNOTATION_COMMIT];
     const key = `${fn.metadata.namespace}/${sourceName}`;
     const handle = sourceName ? this.sources.get(key) : undefined;
     if (!handle || !commit)
