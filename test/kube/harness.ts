@@ -46,7 +46,7 @@ export async function eventually<T>(
 
 export async function installCrds(http: KubeHttp): Promise<void> {
   const dir = join(PACKAGE_ROOT, 'crds');
-  for (const file of (await readdir(dir)).sort()) {
+  for (const file of (await readdir(dir)).filter((f) => f.startsWith('sless.dev_')).sort()) {
     const crd = parse(await readFile(join(dir, file), 'utf8')) as KubeObject;
     await http.request(
       'PATCH',

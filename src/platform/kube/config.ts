@@ -66,7 +66,7 @@ export function validateEndpoint(value: string | undefined, what: string): strin
     throw new ConfigError(`${what}: "${value}" is not a full URL; include the scheme, e.g. https://${value}`);
   }
   if ((url.protocol !== 'http:' && url.protocol !== 'https:') || !url.hostname)
-    throw new ConfigError(`${what}: "${value}" must be an http:// or https:// URL with a host`);
+    throw new ConfigError(`${what}: "${value}" is not a full URL; use http:// or https:// with a host`);
   return value.replace(/\/+$/, '');
 }
 
