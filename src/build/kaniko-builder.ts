@@ -195,7 +195,7 @@ export class KanikoBuilder implements Builder {
           job = await getObject<KubeObject>(this.options.http, JOB, ns, name);
         }
       }
-      const record = await this.waitFor(name, fn, buildKey, startedAt);
+      const record = await this.waitFor(name, buildKey, startedAt);
       this.options.onBuildFinished?.(record, fn);
       return record;
     } catch (thrown) {
@@ -216,12 +216,7 @@ export class KanikoBuilder implements Builder {
     }
   }
 
-  private async waitFor(
-    name: string,
-    fn: SlessFunction,
-    buildKey: string,
-    startedAt: string,
-  ): Promise<BuildRecord> {
+  private async waitFor(name: string, buildKey: string, startedAt: string): Promise<BuildRecord> {
     const ns = this.options.controllerNamespace;
     const poll = this.options.pollMs ?? 2000;
     let succeededSince: number | undefined;

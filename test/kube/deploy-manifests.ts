@@ -6,6 +6,7 @@ import { readFile, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import type { KubeObject } from '../../src/platform/kube/objects.js';
+import type { ResourceType } from '../../src/platform/kube/resource-types.js';
 
 interface Kustomization {
   namespace?: string;
@@ -42,3 +43,26 @@ async function readYaml(path: string): Promise<KubeObject[]> {
 }
 
 export const DEPLOY_DIR = join(dirname(new URL(import.meta.url).pathname), '..', '..', 'deploy');
+
+const PLURALS: Record<string, string> = {
+  Namespace: 'namespaces',
+  ServiceAccount: 'serviceaccounts',
+  ClusterRole: 'clusterroles',
+  ClusterRoleBinding: 'clusterrolebindings',
+  ConfigMap: 'configmaps',
+  Secret: 'secrets',
+  Deployment: 'deployments',
+  Service: 'services',
+  CustomResourceDefinition: 'customresourcedefinitions',
+};
+
+export function typeOf(object: KubeObject): ResourceType {
+  const plural = PLURALS[object.kind];
+  if (!plural) throw new Error(`deploy/ has an unexpected kind ${object.kind}`);
+  return {
+    apiVersion: object.apiVersion,
+    kind: object.kind,
+    plural,
+    namespaced: object.metadata.namespace !== undefined,
+  };
+}

@@ -9,8 +9,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PACKAGE_ROOT } from '../../src/config/config.js';
 import { apply, type KubeObject } from '../../src/platform/kube/objects.js';
-import type { ResourceType } from '../../src/platform/kube/resource-types.js';
-import { DEPLOY_DIR, loadKustomization } from './deploy-manifests.js';
+import { DEPLOY_DIR, loadKustomization, typeOf } from './deploy-manifests.js';
 import { eventually, type KubeEnv, kubeEnv } from './harness.js';
 
 let env: KubeEnv;
@@ -22,29 +21,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await env?.close();
 });
-
-const PLURALS: Record<string, string> = {
-  Namespace: 'namespaces',
-  ServiceAccount: 'serviceaccounts',
-  ClusterRole: 'clusterroles',
-  ClusterRoleBinding: 'clusterrolebindings',
-  ConfigMap: 'configmaps',
-  Secret: 'secrets',
-  Deployment: 'deployments',
-  Service: 'services',
-  CustomResourceDefinition: 'customresourcedefinitions',
-};
-
-export function typeOf(object: KubeObject): ResourceType {
-  const plural = PLURALS[object.kind];
-  if (!plural) throw new Error(`deploy/ has an unexpected kind ${object.kind}`);
-  return {
-    apiVersion: object.apiVersion,
-    kind: object.kind,
-    plural,
-    namespaced: object.metadata.namespace !== undefined,
-  };
-}
 
 function images(value: unknown): string[] {
   if (Array.isArray(value)) return value.flatMap(images);

@@ -28,6 +28,7 @@ import {
   markBuildFailed,
   markBuildSucceeded,
   markDeploymentAvailable,
+  specOf,
 } from './harness.js';
 
 interface Container {
@@ -37,7 +38,7 @@ interface Container {
   resources?: unknown;
 }
 const containerOf = (o: KubeObject | undefined): Container =>
-  (o?.spec as { template: { spec: { containers: Container[] } } }).template.spec.containers[0] as Container;
+  specOf<{ template: { spec: { containers: Container[] } } }>(o).template.spec.containers[0] as Container;
 
 describe('kube platform: GitOps loop', () => {
   let env: KubeEnv;
@@ -216,7 +217,7 @@ describe('kube platform: GitOps loop', () => {
       uid: (await fn('alpha'))?.metadata.uid,
     });
     const svc = await getObject<KubeObject>(env.http, SERVICE, env.ns, 'alpha');
-    expect((svc?.spec as { ports: { port: number }[] }).ports[0]?.port).toBe(8080);
+    expect(specOf<{ ports: { port: number }[] }>(svc).ports[0]?.port).toBe(8080);
     await eventually('alpha Ready', async () => (await status('alpha'))?.phase === 'Ready');
     expect((await status('alpha'))?.image).toBe(c.image);
   });
@@ -289,10 +290,10 @@ describe('kube platform: GitOps loop', () => {
     const after = await deployment('alpha');
     expect(containerOf(after).image).toBe(containerOf(before).image);
     expect(
-      (after?.spec as { template: { metadata: { annotations: Record<string, string> } } }).template.metadata
+      specOf<{ template: { metadata: { annotations: Record<string, string> } } }>(after).template.metadata
         .annotations['sless.dev/revision'],
     ).not.toBe(
-      (before?.spec as { template: { metadata: { annotations: Record<string, string> } } }).template.metadata
+      specOf<{ template: { metadata: { annotations: Record<string, string> } } }>(before).template.metadata
         .annotations['sless.dev/revision'],
     );
     expect(await buildJobs('alpha')).toHaveLength(1);

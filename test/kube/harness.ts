@@ -276,3 +276,9 @@ export async function markDeploymentAvailable(
 export function fakeDigest(seed: string): string {
   return `sha256:${createHash('sha256').update(seed).digest('hex')}`;
 }
+
+/** The spec of an object that must exist, typed by the caller. */
+export function specOf<T>(object: KubeObject | undefined): T {
+  if (!object) throw new Error('object not found');
+  return object.spec as T;
+}

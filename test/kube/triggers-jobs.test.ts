@@ -21,6 +21,7 @@ import {
   logger,
   markBuildSucceeded,
   markJobComplete,
+  specOf,
 } from './harness.js';
 
 const trigger = (enabled: boolean) =>
@@ -154,12 +155,12 @@ describe('kube triggers and jobs', () => {
 
   it('enabled:false scales the Deployment to 0 in place and suspends the CronJob', async () => {
     const before = await getObject<KubeObject>(env.http, DEPLOYMENT, env.ns, 'tick');
-    expect((before?.spec as { replicas: number }).replicas).toBe(2);
+    expect(specOf<{ replicas: number }>(before).replicas).toBe(2);
     await commitAndSync({ 'tick/trigger.yaml': trigger(false) });
     await eventually(
       'replicas 0',
       async () =>
-        ((await getObject<KubeObject>(env.http, DEPLOYMENT, env.ns, 'tick'))?.spec as { replicas: number })
+        specOf<{ replicas: number }>(await getObject<KubeObject>(env.http, DEPLOYMENT, env.ns, 'tick'))
           .replicas === 0,
     );
     const after = await getObject<KubeObject>(env.http, DEPLOYMENT, env.ns, 'tick');
@@ -167,10 +168,8 @@ describe('kube triggers and jobs', () => {
     await eventually(
       'CronJob suspended',
       async () =>
-        (
-          (await getObject<KubeObject>(env.http, CRONJOB, env.ns, 'trigger-tick-cron'))?.spec as {
-            suspend: boolean;
-          }
+        specOf<{ suspend: boolean }>(
+          await getObject<KubeObject>(env.http, CRONJOB, env.ns, 'trigger-tick-cron'),
         ).suspend,
     );
     const fn = (await system.store.get('Function', env.ns, 'tick')) as SlessFunction;

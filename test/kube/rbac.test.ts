@@ -1,0 +1,226 @@
+/**
+ * deploy/rbac.yaml is complete and least-privilege (seeds lesson 8): the RBAC objects are applied for
+ * real, then the whole controller runs impersonating its ServiceAccount (Impersonate-User, via the
+ * kubeconfig) while watching ALL namespaces. Every operation it needs must be allowed (any 403 in its
+ * logs fails the test), and writes it has no business doing are denied.
+ *
+ * No kubelet, Job controller or kaniko: the test, as admin, plays them (markBuildSucceeded,
+ * markJobComplete).
+ */
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import { KubeConfig } from '@kubernetes/client-node';
+import { pino } from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildName } from '../../src/core/naming.js';
+import type { FunctionJob } from '../../src/core/resources.js';
+import { type KubeSystem, startKubeSystem } from '../../src/main.js';
+import { KubeApiError, KubeHttp } from '../../src/platform/kube/http.js';
+import { KubeNamespaces } from '../../src/platform/kube/namespaces.js';
+import { apply, getObject } from '../../src/platform/kube/objects.js';
+import { CRONJOB, DEPLOYMENT, JOB, SERVICE } from '../../src/platform/kube/resource-types.js';
+import { functionManifest, git, nodeHandler, TestRepo, tempDir } from '../helpers/git.js';
+import { startGitHttpServer } from '../helpers/git-http-server.js';
+import { DEPLOY_DIR, loadKustomization, typeOf } from './deploy-manifests.js';
+import {
+  eventually,
+  fakeDigest,
+  type KubeEnv,
+  kubeEnv,
+  markBuildSucceeded,
+  markJobComplete,
+  suffix,
+} from './harness.js';
+
+const SA = 'system:serviceaccount:sless-system:sless-controller';
+
+let env: KubeEnv;
+let asController: KubeHttp;
+let saConfig: KubeConfig;
+
+beforeAll(async () => {
+  env = await kubeEnv('rbac');
+  const objects = await loadKustomization(DEPLOY_DIR);
+  for (const kind of ['Namespace', 'ServiceAccount', 'ClusterRole', 'ClusterRoleBinding'])
+    for (const o of objects.filter((x) => x.kind === kind)) await apply(env.http, typeOf(o), o);
+  const cluster = env.cluster.kubeConfig.getCurrentCluster();
+  if (!cluster) throw new Error('no cluster');
+  saConfig = new KubeConfig();
+  saConfig.loadFromOptions({
+    clusters: [cluster],
+    users: [{ name: 'sa', token: env.cluster.adminToken, impersonateUser: SA }],
+    contexts: [{ name: 'sa', cluster: cluster.name, user: 'sa' }],
+    currentContext: 'sa',
+  });
+  asController = new KubeHttp(saConfig);
+  // The RBAC authorizer picks the binding up within moments.
+  await eventually('binding effective', async () => {
+    await asController.request('GET', '/apis/sless.dev/v1alpha1/functions');
+    return true;
+  });
+});
+afterAll(async () => {
+  asController?.close();
+  await env?.close();
+});
+
+async function denied(p: Promise<unknown>): Promise<number> {
+  try {
+    await p;
+  } catch (error) {
+    if (error instanceof KubeApiError) return error.code;
+    throw error;
+  }
+  return 200;
+}
+
+describe('RBAC of deploy/', () => {
+  it('the controller, impersonating its ServiceAccount and watching all namespaces, can do everything it needs', async () => {
+    const logs: string[] = [];
+    const logger = pino(
+      { level: 'warn' },
+      new Writable({
+        write(chunk: Buffer, _enc, done) {
+          logs.push(chunk.toString());
+          done();
+        },
+      }),
+    );
+    const root = await tempDir('kube-git-rbac');
+    await git(root, 'init', '--quiet', '--bare', '--initial-branch=main', 'r.git');
+    const token = `t-${suffix()}`;
+    const server = await startGitHttpServer(root, { token });
+    const work = await TestRepo.create({
+      'rb/function.yaml': functionManifest('rb'),
+      'rb/handler.js': nodeHandler(`return 1;`),
+      'rb/more.yaml':
+        'apiVersion: sless.dev/v1alpha1\nkind: Trigger\nmetadata: {name: rb-cron}\nspec: {type: cron, function: rb, schedule: "0 * * * *"}\n' +
+        '---\napiVersion: sless.dev/v1alpha1\nkind: FunctionJob\nmetadata: {name: once}\nspec: {function: rb, runId: 1}\n',
+    });
+    await git(work.dir, 'remote', 'add', 'origin', join(root, 'r.git'));
+    await git(work.dir, 'push', '--quiet', 'origin', 'main');
+    const commit = await git(work.dir, 'rev-parse', 'HEAD');
+    // The GitSource's credentials, as a user would put them next to it.
+    await env.http.request('POST', `/api/v1/namespaces/${env.ns}/secrets`, {
+      body: { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'git-token' }, stringData: { token } },
+    });
+    const config = { ...env.config, watchNamespaces: undefined };
+    let system: KubeSystem | undefined;
+    try {
+      system = await startKubeSystem(config, { logger, kubeConfig: saConfig, pollMs: 100 });
+      await system.store.apply({
+        apiVersion: 'sless.dev/v1alpha1',
+        kind: 'GitSource',
+        metadata: { name: 'repo', namespace: env.ns },
+        spec: {
+          url: `${server.url}/r.git`,
+          branch: 'main',
+          path: '.',
+          interval: '1h',
+          suspend: false,
+          secretRef: { name: 'git-token' },
+        },
+      });
+      const buildJob = buildName('rb', commit);
+      await eventually('build Job', () => getObject(env.http, JOB, env.controllerNs, buildJob));
+      await markBuildSucceeded(env.http, env.controllerNs, buildJob, fakeDigest('rb'));
+      await eventually('Deployment', () => getObject(env.http, DEPLOYMENT, env.ns, 'rb'));
+      await eventually('Service', () => getObject(env.http, SERVICE, env.ns, 'rb'));
+      await eventually(
+        'Ready',
+        async () => (await system?.store.get('Function', env.ns, 'rb'))?.status?.phase === 'Ready',
+      );
+      await eventually('CronJob', () => getObject(env.http, CRONJOB, env.ns, 'trigger-rb-cron'));
+      await eventually('run Job', () => getObject(env.http, JOB, env.ns, 'run-once-1'));
+      await markJobComplete(env.http, env.ns, 'run-once-1');
+      await eventually('FunctionJob done', async () => {
+        const job = (await system?.store.get('FunctionJob', env.ns, 'once')) as FunctionJob | undefined;
+        return job?.status?.phase === 'Succeeded';
+      });
+      // Tenant namespaces through the API's ensure endpoint.
+      const tenant = `rbac-tenant-${suffix()}`;
+      expect(await new KubeNamespaces({ http: asController }).ensureNamespace(tenant)).toBe(true);
+      expect(await new KubeNamespaces({ http: asController }).ensureNamespace(tenant)).toBe(false);
+      // Removing the function: prune, finalizer cleanup of build Jobs, workload deletion.
+      await work.commit({ 'rb/function.yaml': null, 'rb/handler.js': null, 'rb/more.yaml': null });
+      await git(work.dir, 'push', '--quiet', 'origin', 'main');
+      await system.controller.syncNow(env.ns, 'repo');
+      await eventually('Function gone for good', async () =>
+        env.http
+          .request('GET', `/apis/sless.dev/v1alpha1/namespaces/${env.ns}/functions/rb`)
+          .then(() => false)
+          .catch(() => true),
+      );
+      await eventually(
+        'build Job cleaned',
+        async () => (await getObject(env.http, JOB, env.controllerNs, buildJob)) === undefined,
+      );
+      await eventually(
+        'Deployment removed',
+        async () => (await getObject(env.http, DEPLOYMENT, env.ns, 'rb')) === undefined,
+      );
+      const forbidden = logs.filter((l) => /forbidden|\b403\b/i.test(l));
+      expect(forbidden, forbidden.join('\n')).toEqual([]);
+    } finally {
+      await system?.stop();
+      await server.close();
+      await work.remove();
+    }
+  });
+
+  it('denies what the controller must never do', async () => {
+    const secret = () => ({
+      body: { apiVersion: 'v1', kind: 'Secret', metadata: { name: `x-${suffix()}` }, stringData: { a: 'b' } },
+    });
+    expect(await denied(asController.request('DELETE', `/api/v1/namespaces/${env.ns}`))).toBe(403);
+    expect(await denied(asController.request('POST', '/api/v1/namespaces/default/secrets', secret()))).toBe(
+      403,
+    );
+    expect(await denied(asController.request('POST', `/api/v1/namespaces/${env.ns}/secrets`, secret()))).toBe(
+      403,
+    );
+    expect(
+      await denied(asController.request('POST', `/api/v1/namespaces/${env.controllerNs}/secrets`, secret())),
+    ).toBe(403);
+    expect(await denied(asController.request('GET', `/api/v1/namespaces/${env.ns}/secrets`))).toBe(403);
+    expect(await denied(asController.request('GET', '/api/v1/secrets'))).toBe(403);
+    expect(
+      await denied(
+        asController.request('POST', `/api/v1/namespaces/${env.ns}/pods`, {
+          body: {
+            apiVersion: 'v1',
+            kind: 'Pod',
+            metadata: { name: 'p' },
+            spec: { containers: [{ name: 'c', image: 'x:1' }] },
+          },
+        }),
+      ),
+    ).toBe(403);
+    expect(
+      await denied(
+        asController.request('POST', '/apis/rbac.authorization.k8s.io/v1/clusterrolebindings', {
+          body: {
+            apiVersion: 'rbac.authorization.k8s.io/v1',
+            kind: 'ClusterRoleBinding',
+            metadata: { name: 'escalate' },
+            roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'cluster-admin' },
+            subjects: [{ kind: 'ServiceAccount', name: 'sless-controller', namespace: 'sless-system' }],
+          },
+        }),
+      ),
+    ).toBe(403);
+    expect(
+      await denied(
+        asController.request(
+          'DELETE',
+          '/apis/apiextensions.k8s.io/v1/customresourcedefinitions/functions.sless.dev',
+        ),
+      ),
+    ).toBe(403);
+    expect(
+      await denied(
+        asController.request('DELETE', `/api/v1/namespaces/${env.ns}/configmaps/kube-root-ca.crt`),
+      ),
+    ).toBe(403);
+  });
+});
