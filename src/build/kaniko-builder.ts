@@ -13,7 +13,12 @@ import { asError, BuildError } from '../core/errors.js';
 import { sha256Hex } from '../core/hash.js';
 import type { Builder, BuildRequest } from '../core/interfaces.js';
 import { boundedName, buildName } from '../core/naming.js';
-import type { BuildRecord, SlessFunction } from '../core/resources.js';
+import {
+  ANNOTATION_BUILD_KEY,
+  ANNOTATION_COMMIT,
+  type BuildRecord,
+  type SlessFunction,
+} from '../core/resources.js';
 import { isStatus, type KubeHttp, MERGE_PATCH } from '../platform/kube/http.js';
 import {
   ANNOTATION_COMMIT_FULL,
@@ -118,7 +123,10 @@ export class KanikoBuilder implements Builder {
   }
 
   /** Forgets a failed build so it can run again (the API's rebuild): deletes its Job. */
-  async discardFailed(fn: SlessFunction, buildKey: string, commit: string): Promise<void> {
+  async discardFailed(fn: SlessFunction): Promise<void> {
+    const buildKey = fn.metadata.annotations?.[ANNOTATION_BUILD_KEY];
+    const commit = fn.metadata.annotations?.[ANNOTATION_COMMIT];
+    if (!buildKey || !commit) return;
     const name = await this.jobNameFor(fn, buildKey, commit);
     const job = await getObject<KubeObject>(this.options.http, JOB, this.options.controllerNamespace, name);
     if (job && failed(job))
@@ -246,6 +254,9 @@ export class KanikoBuilder implements Builder {
   private async recordDigest(job: KubeObject): Promise<string | undefined> {
     const pods = await this.buildPods(job.metadata.name);
     for (const pod of pods) {
+      // A pod left from an earlier Job of the same name (a discarded failure) is not this build's.
+      const owner = pod.metadata.labels?.['batch.kubernetes.io/controller-uid'];
+      if (owner && job.metadata.uid && owner !== job.metadata.uid) continue;
       const status = pod.status?.containerStatuses?.find((c) => c.name === KANIKO_CONTAINER);
       const message = status?.state?.terminated?.message?.trim();
       if (message && DIGEST.test(message)) {

@@ -48,6 +48,11 @@ export interface Builder {
   lookup(fn: SlessFunction, buildKey: string): Promise<BuildRecord | undefined>;
   /** Builds once: concurrent calls for the same key share one build. Rejects with BuildError. */
   build(request: BuildRequest): Promise<BuildRecord>;
+  /**
+   * Forgets a failed build of this function's current build key, so the next build() runs it again
+   * (the API's rebuild). Builders whose failures are durable (a failed kaniko Job) need it.
+   */
+  discardFailed?(fn: SlessFunction): Promise<void>;
 }
 
 export type WatchEventType = 'ADDED' | 'MODIFIED' | 'DELETED';

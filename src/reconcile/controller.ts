@@ -151,8 +151,22 @@ export class Controller {
 
   /** Forgets a failed build so the next reconcile tries again (the API's "rebuild"). */
   retryBuild(namespace: string, name: string): void {
-    this.failedBuilds.delete(`${namespace}/${name}`);
-    this.functionQueue.add(`${namespace}/${name}`);
+    const key = `${namespace}/${name}`;
+    this.failedBuilds.delete(key);
+    const { builder, store, logger } = this.options;
+    if (!builder.discardFailed) {
+      this.functionQueue.add(key);
+      return;
+    }
+    // A durable failure (the kube builder's failed Job) must go first, or the retry would attach to it.
+    void (async () => {
+      const fn = (await store.get('Function', namespace, name)) as SlessFunction | undefined;
+      if (fn) await builder.discardFailed?.(fn);
+    })()
+      .catch((error: unknown) =>
+        logger.warn({ function: key, err: asError(error).message }, 'cannot discard the failed build'),
+      )
+      .finally(() => this.functionQueue.add(key));
   }
 
   /** Syncs one source now (webhooks, the sync endpoint); syncs of one source never overlap. */

@@ -47,6 +47,7 @@ describe('kube platform: GitOps loop', () => {
   let system: KubeSystem;
   let upstream: Server;
   let first: string;
+  let lastAlphaCommit = '';
 
   const push = () => git(work.dir, 'push', '--quiet', 'origin', 'main');
   const fn = async (name: string) =>
@@ -322,6 +323,7 @@ describe('kube platform: GitOps loop', () => {
   it('a failed build keeps the old image serving and reports the failure', async () => {
     const image = containerOf(await deployment('alpha')).image;
     const sha = await commitAndSync({ 'alpha/handler.js': nodeHandler(`return 'alpha broken';`) });
+    lastAlphaCommit = sha;
     await waitForJob(buildName('alpha', sha));
     // Plays the Job controller: kaniko failed.
     await markBuildFailed(env.http, env.controllerNs, buildName('alpha', sha), 'kaniko: RUN npm ci failed');
@@ -338,6 +340,34 @@ describe('kube platform: GitOps loop', () => {
     // No retry loop: the failed Job is the only one for that commit.
     await system.controller.idle();
     expect((await buildJobs('alpha')).length).toBe(2);
+  });
+
+  it('a rebuild on request replaces the failed Job (and only then) and rolls the fixed build', async () => {
+    const failed = await getObject<KubeObject>(
+      env.http,
+      JOB,
+      env.controllerNs,
+      buildName('alpha', lastAlphaCommit),
+    );
+    expect(failed).toBeDefined();
+    system.controller.retryBuild(env.ns, 'alpha');
+    const fresh = await eventually('a new Job of the same name', async () => {
+      const job = await getObject<KubeObject>(
+        env.http,
+        JOB,
+        env.controllerNs,
+        buildName('alpha', lastAlphaCommit),
+      );
+      return job && job.metadata.uid !== failed?.metadata.uid ? job : undefined;
+    });
+    expect(fresh.metadata.name).toBe(buildName('alpha', lastAlphaCommit));
+    // Plays kaniko: this time the build works.
+    await markBuildSucceeded(env.http, env.controllerNs, fresh.metadata.name, fakeDigest('alpha-3'));
+    await eventually('alpha rolled to the rebuilt image', async () =>
+      containerOf(await deployment('alpha')).image.endsWith(`${lastAlphaCommit}@${fakeDigest('alpha-3')}`),
+    );
+    await eventually('alpha Ready', async () => (await status('alpha'))?.phase === 'Ready');
+    expect(await buildJobs('alpha')).toHaveLength(2);
   });
 
   it('removing a function prunes the Function, its Deployment, Service, build Jobs and S3 contexts', async () => {
