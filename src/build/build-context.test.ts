@@ -1,0 +1,69 @@
+import { describe, expect, it } from 'vitest';
+import { PACKAGE_ROOT } from '../config/config.js';
+import type { SourceSnapshot, TreeFile } from '../core/interfaces.js';
+import { createBuildContext } from './build-context.js';
+
+function snapshot(files: Record<string, { content: string; mode?: string }>): SourceSnapshot {
+  const tree: TreeFile[] = Object.entries(files)
+    .map(([path, f]) => ({ path, mode: f.mode ?? '100644', oid: path }))
+    .sort((a, b) => a.path.localeCompare(b.path));
+  return {
+    commit: 'c'.repeat(40),
+    listFiles: async (dir) => tree.filter((f) => dir === '' || dir === '.' || f.path.startsWith(`${dir}/`)),
+    readFile: async (path) => new TextEncoder().encode(files[path]?.content ?? ''),
+  };
+}
+
+const files = {
+  'fn/function.yaml': { content: 'apiVersion: sless.dev/v1alpha1\n' },
+  'fn/handler.js': { content: 'exports.handle = () => 1;\n' },
+  'fn/lib/b.js': { content: 'module.exports = 2;\n' },
+  'fn/run.sh': { content: '#!/bin/sh\n', mode: '100755' },
+};
+
+describe('build context', () => {
+  it('is byte-for-byte deterministic, sorted, and leaves manifests out', async () => {
+    const make = () =>
+      createBuildContext({
+        runtime: 'nodejs20',
+        runtimesDir: `${PACKAGE_ROOT}runtimes`,
+        snapshot: snapshot(files),
+        codeDir: 'fn',
+        excludedFiles: new Set(['fn/function.yaml']),
+      });
+    const a = await make();
+    await new Promise((r) => setTimeout(r, 1100)); // a different wall clock must not change a byte
+    const b = await make();
+    expect(a.entries).toEqual([
+      'Dockerfile',
+      'code/',
+      'code/handler.js',
+      'code/lib/',
+      'code/lib/b.js',
+      'code/run.sh',
+      'server.js',
+    ]);
+    expect(Buffer.compare(a.archive, b.archive)).toBe(0);
+  });
+
+  it('ships what each runtime Dockerfile copies (go: build.sh and the sdk)', async () => {
+    const go = await createBuildContext({
+      runtime: 'go1.21',
+      runtimesDir: `${PACKAGE_ROOT}runtimes`,
+      snapshot: snapshot({ 'h/handler.go': { content: 'package handler\n' } }),
+      codeDir: 'h',
+      excludedFiles: new Set(),
+    });
+    expect(go.entries).toEqual(
+      expect.arrayContaining(['Dockerfile', 'build.sh', 'sdk/', 'sdk/go.mod', 'code/handler.go']),
+    );
+    const py = await createBuildContext({
+      runtime: 'python3.11',
+      runtimesDir: `${PACKAGE_ROOT}runtimes`,
+      snapshot: snapshot({ 'p/main.py': { content: 'def handle(e, c): pass\n' } }),
+      codeDir: 'p',
+      excludedFiles: new Set(),
+    });
+    expect(py.entries).toEqual(['Dockerfile', 'code/', 'code/main.py', 'server.py']);
+  });
+});

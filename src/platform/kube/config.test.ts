@@ -1,0 +1,51 @@
+import { describe, expect, it } from 'vitest';
+import { ConfigError } from '../../config/config.js';
+import { loadKubeControllerConfig } from './config.js';
+
+const base = {
+  SLESS_CONTROLLER_NAMESPACE: 'sless-system',
+  SLESS_REGISTRY: 'registry.example.com:5000/sless',
+  SLESS_S3_ENDPOINT: 'https://s3.example.com',
+  SLESS_S3_BUCKET: 'builds',
+  AWS_ACCESS_KEY_ID: 'id',
+  AWS_SECRET_ACCESS_KEY: 'secret',
+};
+
+const load = (
+  env: Record<string, string | undefined>,
+  flags: Record<string, string> = { host: '127.0.0.1' },
+) => loadKubeControllerConfig(flags, { ...base, ...env });
+
+describe('kube controller config', () => {
+  it('accepts a complete configuration and freezes it', () => {
+    const config = load({ SLESS_WATCH_NAMESPACES: 'a, b' });
+    expect(config.s3.endpoint).toBe('https://s3.example.com');
+    expect(config.watchNamespaces).toEqual(['a', 'b']);
+    expect(config.imagePullSecrets).toEqual(['sless-registry-pull']);
+    expect(Object.isFrozen(config)).toBe(true);
+  });
+
+  it.each([
+    ['s3.example.com', 'SLESS_S3_ENDPOINT'],
+    ['s3.example.com:9000', 'SLESS_S3_ENDPOINT'],
+    ['ftp://s3.example.com', 'SLESS_S3_ENDPOINT'],
+  ])('refuses the S3 endpoint %s (a full URL is required: seeds lesson 5)', (endpoint, name) => {
+    expect(() => load({ SLESS_S3_ENDPOINT: endpoint })).toThrow(ConfigError);
+    expect(() => load({ SLESS_S3_ENDPOINT: endpoint })).toThrow(name);
+  });
+
+  it.each(['https://registry.example.com', 'registry.example.com/sless:latest', 'Registry.Example.com'])(
+    'refuses the registry %s',
+    (registry) => {
+      expect(() => load({ SLESS_REGISTRY: registry })).toThrow(ConfigError);
+    },
+  );
+
+  it('needs a controller namespace, a bucket, S3 credentials, and auth beyond loopback', () => {
+    expect(() => load({ SLESS_CONTROLLER_NAMESPACE: 'Not_A_Namespace' })).toThrow(ConfigError);
+    expect(() => load({ SLESS_S3_BUCKET: '' })).toThrow('SLESS_S3_BUCKET');
+    expect(() => load({ AWS_SECRET_ACCESS_KEY: undefined })).toThrow('AWS_SECRET_ACCESS_KEY');
+    expect(() => load({ SLESS_WATCH_NAMESPACES: 'ok,Bad' })).toThrow('SLESS_WATCH_NAMESPACES');
+    expect(() => load({}, { host: '0.0.0.0' })).toThrow(/SLESS_AUTH/);
+  });
+});

@@ -1,0 +1,66 @@
+import { describe, expect, it } from 'vitest';
+import type { BuildRecord, SlessFunction } from '../../core/resources.js';
+import { deploymentFor, serviceFor } from './workload-manifests.js';
+
+const fn = (env: Record<string, string>): SlessFunction => ({
+  apiVersion: 'sless.dev/v1alpha1',
+  kind: 'Function',
+  metadata: { name: 'hello', namespace: 'team', uid: 'u-1' },
+  spec: {
+    runtime: 'nodejs20',
+    entrypoint: 'handler.handle',
+    memoryMb: 64,
+    timeoutSec: 10,
+    replicas: 3,
+    env,
+    source: { path: '.' },
+  },
+});
+const build: BuildRecord = {
+  buildKey: 'k',
+  commit: 'a'.repeat(40),
+  result: 'Succeeded',
+  startedAt: 't',
+  image: `reg/team-hello:${'a'.repeat(40)}@sha256:${'b'.repeat(64)}`,
+};
+
+describe('workload manifests', () => {
+  it('are deterministic whatever the env map order (seeds lesson 11)', () => {
+    const a = deploymentFor(fn({ B: '2', A: '1' }), build, {
+      revision: 'r1',
+      enabled: true,
+      imagePullSecrets: ['pull'],
+    });
+    const b = deploymentFor(fn({ A: '1', B: '2' }), build, {
+      revision: 'r1',
+      enabled: true,
+      imagePullSecrets: ['pull'],
+    });
+    expect(JSON.stringify(a)).toBe(JSON.stringify(b));
+  });
+
+  it('pin the digest, keep user env from overriding the runtime contract, and honour replicas/enabled', () => {
+    const d = deploymentFor(fn({ SLESS_ENTRYPOINT: 'evil.x', Z: 'z' }), build, {
+      revision: 'r2',
+      enabled: false,
+      imagePullSecrets: [],
+    });
+    const spec = d.spec as {
+      replicas: number;
+      template: {
+        metadata: { annotations: Record<string, string> };
+        spec: { containers: { image: string; env: { name: string; value: string }[] }[] };
+      };
+    };
+    expect(spec.replicas).toBe(0);
+    expect(spec.template.metadata.annotations['sless.dev/revision']).toBe('r2');
+    const c = spec.template.spec.containers[0];
+    expect(c?.image).toBe(build.image);
+    expect(c?.env.filter((e) => e.name === 'SLESS_ENTRYPOINT')).toEqual([
+      { name: 'SLESS_ENTRYPOINT', value: 'handler.handle' },
+    ]);
+    expect(serviceFor(fn({})).metadata.ownerReferences).toEqual([
+      { apiVersion: 'sless.dev/v1alpha1', kind: 'Function', name: 'hello', uid: 'u-1', controller: true },
+    ]);
+  });
+});
