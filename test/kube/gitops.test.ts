@@ -236,6 +236,14 @@ describe('kube platform: GitOps loop', () => {
     expect(await ok.json()).toEqual({ served: '/x' });
   });
 
+  it('settles: no status-write loop and no new Jobs once Ready (seeds: 94 kaniko Jobs)', async () => {
+    const before = await fn('alpha');
+    const jobs = (await buildJobs('alpha')).length + (await buildJobs('beta')).length;
+    await new Promise((r) => setTimeout(r, 1500));
+    expect((await fn('alpha'))?.metadata.resourceVersion).toBe(before?.metadata.resourceVersion);
+    expect((await buildJobs('alpha')).length + (await buildJobs('beta')).length).toBe(jobs);
+  });
+
   it('prints the kubectl get functions Table view', async () => {
     const table = await env.http.request<{
       columnDefinitions: { name: string }[];
