@@ -23,7 +23,15 @@ import { planSource } from '../../src/reconcile/plan.js';
 import { LocalRepositoryReader } from '../../src/source/readers.js';
 import { functionManifest, git, nodeHandler, TestRepo, tempDir } from '../helpers/git.js';
 import { startGitHttpServer } from '../helpers/git-http-server.js';
-import { eventually, fakeDigest, type KubeEnv, kubeEnv, logger, markBuildSucceeded } from './harness.js';
+import {
+  createNamespace,
+  eventually,
+  fakeDigest,
+  type KubeEnv,
+  kubeEnv,
+  logger,
+  markBuildSucceeded,
+} from './harness.js';
 
 let env: KubeEnv;
 beforeAll(async () => {
@@ -164,5 +172,66 @@ describe('build once', () => {
       await server.close();
       await work.remove();
     }
+  });
+
+  it("the same function name at the same commit in two namespaces gets two Jobs, never the other tenant's build", async () => {
+    const repo = await TestRepo.create({
+      'same/function.yaml': functionManifest('same'),
+      'same/handler.js': nodeHandler(`return 'same';`),
+    });
+    const reader = new LocalRepositoryReader({ path: repo.dir, branch: 'main' });
+    const commit = await reader.resolveHead();
+    const snapshot = await reader.snapshot(commit);
+    const other = `${env.ns}-b`;
+    await createNamespace(env.http, other);
+    const b = builder();
+    const request = (namespace: string) => {
+      const fn: SlessFunction = {
+        apiVersion: 'sless.dev/v1alpha1',
+        kind: 'Function',
+        metadata: { name: 'same', namespace },
+        spec: {
+          runtime: 'nodejs20',
+          entrypoint: 'handler.handle',
+          memoryMb: 128,
+          timeoutSec: 30,
+          replicas: 1,
+          source: { path: '.' },
+        },
+      };
+      return {
+        fn,
+        buildKey: 'f'.repeat(32),
+        commit,
+        codeDir: 'same',
+        excludedFiles: new Set<string>(),
+        snapshot,
+      };
+    };
+    const first = b.build(request(env.ns));
+    await eventually('first Job', () =>
+      getObject<KubeObject>(env.http, JOB, env.controllerNs, buildName('same', commit)),
+    );
+    const second = b.build(request(other));
+    const salted = await eventually('second Job', async () => {
+      const all = (
+        await listObjects<KubeObject>(env.http, JOB, {
+          namespace: env.controllerNs,
+          labels: { 'sless.dev/function': 'same' },
+        })
+      ).items;
+      return all.length === 2 ? all.find((j) => j.metadata.name !== buildName('same', commit)) : undefined;
+    });
+    expect(salted.metadata.labels?.['sless.dev/function-namespace']).toBe(other);
+    expect(salted.metadata.name).toMatch(new RegExp(`^build-same-${commit.slice(0, 12)}-[0-9a-f]{8}$`));
+    await markBuildSucceeded(env.http, env.controllerNs, buildName('same', commit), fakeDigest('same-a'));
+    await markBuildSucceeded(env.http, env.controllerNs, salted.metadata.name, fakeDigest('same-b'));
+    expect((await first).image).toBe(
+      `${env.config.registry}/${env.ns}-same:${commit}@${fakeDigest('same-a')}`,
+    );
+    expect((await second).image).toBe(
+      `${env.config.registry}/${other}-same:${commit}@${fakeDigest('same-b')}`,
+    );
+    await repo.remove();
   });
 });

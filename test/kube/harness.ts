@@ -282,3 +282,6 @@ export function specOf<T>(object: KubeObject | undefined): T {
   if (!object) throw new Error('object not found');
   return object.spec as T;
 }
+
+/** Plays the Job controller for a failed FunctionJob run (same status shape as a failed build). */
+export const markJobFailed = markBuildFailed;

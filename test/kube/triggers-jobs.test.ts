@@ -21,6 +21,7 @@ import {
   logger,
   markBuildSucceeded,
   markJobComplete,
+  markJobFailed,
   specOf,
 } from './harness.js';
 
@@ -151,6 +152,18 @@ describe('kube triggers and jobs', () => {
         (await fjob())?.status?.observedRunId === 2 && (await fjob())?.status?.phase === 'Succeeded',
     );
     expect((await runJobs()).map((j) => j.metadata.name).sort()).toEqual(['run-once-1', 'run-once-2']);
+  });
+
+  it('a run Job that fails makes the FunctionJob Failed with the Job condition message', async () => {
+    await commitAndSync({ 'tick/job.yaml': job(3) });
+    await eventually('run-once-3', () => getObject<KubeObject>(env.http, JOB, env.ns, 'run-once-3'));
+    // Plays the Job controller: the one-shot run failed.
+    await markJobFailed(env.http, env.ns, 'run-once-3', 'Job has reached the specified backoff limit');
+    const failed = await eventually('run 3 Failed', async () => {
+      const j = await fjob();
+      return j?.status?.observedRunId === 3 && j.status.phase === 'Failed' ? j : undefined;
+    });
+    expect(failed.status?.message).toContain('backoff limit');
   });
 
   it('enabled:false scales the Deployment to 0 in place and suspends the CronJob', async () => {
