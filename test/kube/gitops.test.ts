@@ -126,7 +126,8 @@ describe('kube platform: GitOps loop', () => {
     expect(alpha.metadata.annotations?.['sless.dev/manifest']).toBe('alpha/function.yaml#0');
     expect(alpha.metadata.annotations?.['sless.dev/build-key']).toMatch(/^[0-9a-f]{32}$/);
     expect((alpha.metadata as { finalizers?: string[] }).finalizers).toEqual(['sless.dev/cleanup']);
-    expect(await fn('beta')).toBeDefined();
+    // applyPlan applies one object after the other: beta may land a moment after alpha.
+    await eventually('beta applied', () => fn('beta'));
   });
 
   it('creates one kaniko Job per function in the controller namespace, with the right args, labels and tag', async () => {
