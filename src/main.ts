@@ -242,18 +242,19 @@ export async function startKubeSystem(
       history.record(record, fn);
     },
   });
+  const jobs = new KubeJobRunner({
+    http,
+    logger,
+    imagePullSecrets: config.imagePullSecrets,
+    ...(options.pollMs ? { pollMs: options.pollMs } : {}),
+  });
   const controller = new Controller({
     store,
     builder,
     platform: workloads,
     readers: new KubeSourceReaderFactory({ http, stateDir: config.stateDir }),
     scheduler: new KubeCronScheduler({ http }),
-    jobs: new KubeJobRunner({
-      http,
-      logger,
-      imagePullSecrets: config.imagePullSecrets,
-      ...(options.pollMs ? { pollMs: options.pollMs } : {}),
-    }),
+    jobs,
     logger,
     externalUrl: config.externalUrl,
     observer: {
@@ -295,6 +296,8 @@ export async function startKubeSystem(
       stopping ??= (async () => {
         ready = false;
         await controller.stop();
+        builder.stop();
+        jobs.stop();
         store.stop();
         await app.close();
         s3.destroy();

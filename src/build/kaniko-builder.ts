@@ -89,6 +89,7 @@ function failed(job: KubeObject): boolean {
 export class KanikoBuilder implements Builder {
   private readonly options: KanikoBuilderOptions;
   private readonly inFlight = new Map<string, Promise<BuildRecord>>();
+  private stopped = false;
 
   constructor(options: KanikoBuilderOptions) {
     this.options = options;
@@ -111,6 +112,15 @@ export class KanikoBuilder implements Builder {
       if (digest) return this.recordOf(job, buildKey, digest);
     }
     return undefined;
+  }
+
+  /**
+   * Stops watching Jobs. Builds in progress stay pending for good rather than failing: the Jobs go on
+   * in the cluster, and the next controller attaches to them, so a stopping controller must not write
+   * "failed" into status on their behalf.
+   */
+  stop(): void {
+    this.stopped = true;
   }
 
   build(request: BuildRequest): Promise<BuildRecord> {
@@ -247,6 +257,7 @@ export class KanikoBuilder implements Builder {
         );
       }
       await new Promise((r) => setTimeout(r, poll));
+      if (this.stopped) return new Promise<BuildRecord>(() => {});
     }
   }
 

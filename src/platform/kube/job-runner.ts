@@ -116,6 +116,7 @@ export class KubeJobRunner implements JobRunner {
   private readonly pollMs: number;
   private readonly imagePullSecrets: readonly string[];
   private readonly running = new Map<string, Promise<JobOutcome>>();
+  private stopped = false;
 
   constructor(options: {
     http: KubeHttp;
@@ -127,6 +128,11 @@ export class KubeJobRunner implements JobRunner {
     this.logger = options.logger;
     this.pollMs = options.pollMs ?? 2000;
     this.imagePullSecrets = options.imagePullSecrets ?? [];
+  }
+
+  /** Stops polling; runs in progress stay pending (the next controller attaches to their Jobs). */
+  stop(): void {
+    this.stopped = true;
   }
 
   run(job: FunctionJob, fn: SlessFunction, build: BuildRecord): Promise<JobOutcome> {
@@ -176,6 +182,7 @@ export class KubeJobRunner implements JobRunner {
         };
       }
       await new Promise((r) => setTimeout(r, this.pollMs));
+      if (this.stopped) return new Promise<JobOutcome>(() => {});
     }
   }
 
