@@ -4,9 +4,11 @@
  * (`node bin/sless.js controller`, config from env) and refuses a bad S3 endpoint at startup.
  */
 import { spawn } from 'node:child_process';
+import { access, readFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RUNTIME_CONTEXT_FILES } from '../../src/build/build-context.js';
 import { PACKAGE_ROOT } from '../../src/config/config.js';
 import { apply, type KubeObject } from '../../src/platform/kube/objects.js';
 import { DEPLOY_DIR, loadKustomization, typeOf } from './deploy-manifests.js';
@@ -87,6 +89,24 @@ describe('deploy/', () => {
       results.push(`${object.kind}/${object.metadata.name}`);
     }
     expect(results).toHaveLength(objects.length);
+  });
+
+  it('the controller image ships every file the controller reads at run time (seeds lesson 9)', async () => {
+    const dockerfile = await readFile(join(DEPLOY_DIR, 'Dockerfile'), 'utf8');
+    expect(dockerfile).toMatch(/^FROM node:\d+\.\d+\.\d+-[a-z]+-slim$/m);
+    expect(dockerfile).not.toMatch(/:latest/);
+    const copied = [...dockerfile.matchAll(/^COPY (?!--from)(.+) \S+$/gm)].flatMap((m) =>
+      (m[1] ?? '').split(/\s+/),
+    );
+    // bin/ + src/ run the CLI (through tsx), runtimes/ goes into every build context, crds/ is read by tools.
+    expect(copied).toEqual(
+      expect.arrayContaining(['package.json', 'package-lock.json', 'bin', 'src', 'runtimes', 'crds']),
+    );
+    expect(dockerfile).toContain('npm ci --omit=dev');
+    expect(dockerfile).toMatch(/ENTRYPOINT \["node", "bin\/sless.js"\]/);
+    // What the kaniko contexts need from runtimes/ is really there.
+    for (const [runtime, files] of Object.entries(RUNTIME_CONTEXT_FILES))
+      for (const file of files) await access(join(PACKAGE_ROOT, 'runtimes', runtime, file));
   });
 
   it('the controller starts the way it ships (bin/sless.js controller, env config) and serves /readyz', async () => {
