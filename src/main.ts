@@ -24,6 +24,7 @@ import { KubeStore } from './platform/kube/kube-store.js';
 import { KubeNamespaces } from './platform/kube/namespaces.js';
 import { KubeRouteResolver } from './platform/kube/routes.js';
 import { KubeSourceReaderFactory } from './platform/kube/source-readers.js';
+import { kubeWebhookSecrets } from './platform/kube/webhook-secrets.js';
 import { KubeWorkloads } from './platform/kube/workloads.js';
 import { LocalCronScheduler } from './platform/local/cron-scheduler.js';
 import { LocalJobRunner } from './platform/local/job-runner.js';
@@ -271,7 +272,7 @@ export async function startKubeSystem(
     context: {
       namespaceExists: (ns) => namespaces.namespaceExists(ns),
       ensureNamespace: (ns) => namespaces.ensureNamespace(ns),
-      webhookSecret: async (_ns, source) => webhookSecretFor(config.webhookSecrets, source),
+      webhookSecret: kubeWebhookSecrets({ http, store, fallback: config.webhookSecrets }),
       buildHistory: (ns, name) => history.list(ns, name),
       store,
       platformName: 'kube',

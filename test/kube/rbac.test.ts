@@ -7,6 +7,7 @@
  * No kubelet, Job controller or kaniko: the test, as admin, plays them (markBuildSucceeded,
  * markJobComplete).
  */
+import { createHmac } from 'node:crypto';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { KubeConfig } from '@kubernetes/client-node';
@@ -102,7 +103,12 @@ describe('RBAC of deploy/', () => {
     const commit = await git(work.dir, 'rev-parse', 'HEAD');
     // The GitSource's credentials, as a user would put them next to it.
     await env.http.request('POST', `/api/v1/namespaces/${env.ns}/secrets`, {
-      body: { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'git-token' }, stringData: { token } },
+      body: {
+        apiVersion: 'v1',
+        kind: 'Secret',
+        metadata: { name: 'git-token' },
+        stringData: { token, webhookSecret: 'hook-secret' },
+      },
     });
     const config = { ...env.config, watchNamespaces: undefined };
     let system: KubeSystem | undefined;
@@ -144,7 +150,19 @@ describe('RBAC of deploy/', () => {
       // Removing the function: prune, finalizer cleanup of build Jobs, workload deletion.
       await work.commit({ 'rb/function.yaml': null, 'rb/handler.js': null, 'rb/more.yaml': null });
       await git(work.dir, 'push', '--quiet', 'origin', 'main');
-      await system.controller.syncNow(env.ns, 'repo');
+      // A signed GitHub push webhook triggers the sync; its secret comes from the GitSource's Secret.
+      const payload = JSON.stringify({ ref: 'refs/heads/main' });
+      const hook = await fetch(`${system.url}/v1/webhooks/${env.ns}/repo`, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          'x-github-event': 'push',
+          'x-hub-signature-256': `sha256=${createHmac('sha256', 'hook-secret').update(payload).digest('hex')}`,
+        },
+        body: payload,
+      });
+      expect(hook.status).toBe(202);
+      expect(await hook.json()).toMatchObject({ status: 'accepted' });
       await eventually('Function gone for good', async () =>
         env.http
           .request('GET', `/apis/sless.dev/v1alpha1/namespaces/${env.ns}/functions/rb`)
