@@ -256,6 +256,7 @@ export async function startKubeSystem(
     readers: new KubeSourceReaderFactory({ http, stateDir: config.stateDir }),
     scheduler: new KubeCronScheduler({ http }),
     jobs,
+    functionConcurrency: 32,
     logger,
     externalUrl: config.externalUrl,
     observer: {

@@ -45,6 +45,11 @@ export interface ControllerOptions {
   externalUrl: string;
   /** Hooks for metrics; the controller itself knows nothing about Prometheus. */
   observer?: ControllerObserver;
+  /**
+   * Functions reconciled at once (default 4). A kube reconcile waits minutes on its kaniko Job while
+   * doing nothing, so the kube platform raises it: one long build must not hold up other functions.
+   */
+  functionConcurrency?: number;
 }
 
 export interface ControllerObserver {
@@ -75,6 +80,7 @@ export class Controller {
   constructor(options: ControllerOptions) {
     this.options = options;
     this.functionQueue = new WorkQueue({
+      ...(options.functionConcurrency ? { concurrency: options.functionConcurrency } : {}),
       handler: (key) => {
         const [namespace, name] = key.split('/') as [string, string];
         return reconcileFunction(
