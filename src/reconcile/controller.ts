@@ -215,22 +215,38 @@ export class Controller {
     return next;
   }
 
+  /**
+   * Fire-and-forget work must not become an unhandled rejection: against a real API server any call
+   * can fail for a moment (a reset connection), and Node ends the process on an unhandled rejection.
+   */
+  private background(what: string, task: Promise<unknown>): void {
+    task.catch((error: unknown) => {
+      if (!this.stopped) this.options.logger.warn({ err: asError(error).message }, `${what} failed`);
+    });
+  }
+
   private onEvent(event: StoreEvent): void {
     if (this.stopped) return;
     const object = event.object;
     const key = `${object.metadata.namespace}/${object.metadata.name}`;
     switch (object.kind) {
       case 'GitSource':
-        if (event.type === 'DELETED') void this.removeSource(object);
-        else if (!event.statusOnly) void this.upsertSource(object);
+        if (event.type === 'DELETED') this.background('remove source', this.removeSource(object));
+        else if (!event.statusOnly) this.background('open source', this.upsertSource(object));
         break;
       case 'Function':
         if (!event.statusOnly) {
           this.functionQueue.add(key);
-          void this.enqueueDependents(object.metadata.namespace, object.metadata.name);
+          this.background(
+            'enqueue dependents',
+            this.enqueueDependents(object.metadata.namespace, object.metadata.name),
+          );
         } else if (object.status?.phase === 'Ready') {
           // Jobs waiting for this function's first build can run now.
-          void this.enqueueDependents(object.metadata.namespace, object.metadata.name, true);
+          this.background(
+            'enqueue pending jobs',
+            this.enqueueDependents(object.metadata.namespace, object.metadata.name, true),
+          );
         }
         break;
       case 'Trigger':
@@ -275,7 +291,7 @@ export class Controller {
           clearTimeout(watched.debounce);
           // Several ref files change per commit; one sync covers them all.
           watched.debounce = setTimeout(
-            () => void this.syncNow(source.metadata.namespace, source.metadata.name),
+            () => this.background('sync', this.syncNow(source.metadata.namespace, source.metadata.name)),
             15,
           );
         });
@@ -301,11 +317,12 @@ export class Controller {
     clearInterval(handle.timer);
     const interval = parseDuration(source.spec.interval ?? '1m');
     handle.timer = setInterval(
-      () => void this.syncNow(source.metadata.namespace, source.metadata.name),
+      () => this.background('sync', this.syncNow(source.metadata.namespace, source.metadata.name)),
       interval,
     );
     handle.timer.unref();
-    if (syncImmediately) void this.syncNow(source.metadata.namespace, source.metadata.name);
+    if (syncImmediately)
+      this.background('sync', this.syncNow(source.metadata.namespace, source.metadata.name));
   }
 
   private async removeSource(source: GitSource): Promise<void> {

@@ -134,7 +134,8 @@ describe('kube triggers and jobs', () => {
     ).template.spec.containers[0];
     expect(c?.image).toBe(`${env.config.registry}/${env.ns}-tick:${first}@${fakeDigest('tick')}`);
     expect(c?.env.find((e) => e.name === 'SLESS_EVENT')?.value).toBe('{"n":1}');
-    expect((await fjob())?.status?.phase).toBe('Running');
+    const running = await fjob();
+    expect(running?.status?.phase, JSON.stringify(running?.status)).toBe('Running');
     // Plays the Job controller: the one-shot run finished.
     await markJobComplete(env.http, env.ns, 'run-once-1');
     await eventually('Succeeded', async () => (await fjob())?.status?.phase === 'Succeeded');

@@ -4,8 +4,8 @@
  * CronJob in place.
  */
 import { Cron } from 'croner';
+import { sha256Hex } from '../../core/hash.js';
 import type { TriggerScheduler } from '../../core/interfaces.js';
-import { boundedName } from '../../core/naming.js';
 import type { SlessFunction, Trigger, TriggerStatus } from '../../core/resources.js';
 import { API_VERSION } from '../../core/schemas.js';
 import type { KubeHttp } from './http.js';
@@ -17,8 +17,14 @@ import { serviceOrigin } from './routes.js';
 /** Pinned by version (never :latest); bump deliberately. */
 export const CURL_IMAGE = 'curlimages/curl:8.10.1';
 
+/** CronJob names are capped at 52 characters (the controller appends an 11-character suffix). */
+export const CRONJOB_NAME_MAX = 52;
+
 export function cronJobName(trigger: string): string {
-  return boundedName(['trigger'], trigger);
+  const full = `trigger-${trigger}`;
+  if (full.length <= CRONJOB_NAME_MAX) return full;
+  const digest = sha256Hex(full).slice(0, 8);
+  return `${full.slice(0, CRONJOB_NAME_MAX - digest.length - 1).replace(/-+$/, '')}-${digest}`;
 }
 
 export function cronJobFor(trigger: Trigger, fn: SlessFunction | undefined): KubeObject {

@@ -58,8 +58,22 @@ export class KubeHttp {
     return (text === '' ? undefined : JSON.parse(text)) as T;
   }
 
-  /** Sends one request; resolves the body text of a 2xx answer, rejects with KubeApiError otherwise. */
+  /**
+   * Sends one request; resolves the body text of a 2xx answer, rejects with KubeApiError otherwise.
+   * A keep-alive connection the server already closed fails with ECONNRESET before any answer; such a
+   * request is sent once more unless it is a POST (creating twice is not idempotent).
+   */
   async raw(method: string, path: string, options: KubeRequest = {}): Promise<string> {
+    try {
+      return await this.send(method, path, options);
+    } catch (error) {
+      const code = (error as { code?: string }).code;
+      if (method === 'POST' || !(code === 'ECONNRESET' || code === 'EPIPE')) throw error;
+      return this.send(method, path, options);
+    }
+  }
+
+  private async send(method: string, path: string, options: KubeRequest): Promise<string> {
     const url = new URL(path, this.server);
     const base = this.server.pathname.replace(/\/+$/, '');
     if (base) url.pathname = `${base}${path.split('?')[0]}`;
@@ -72,6 +86,9 @@ export class KubeHttp {
       ...((opts.headers as Record<string, string> | undefined) ?? {}),
       ...(options.headers ?? {}),
     };
+    // kubeconfigs with username/password: client-node puts them in `auth`, not in a header.
+    if (typeof opts.auth === 'string' && !headers.authorization && !headers.Authorization)
+      headers.authorization = `Basic ${Buffer.from(opts.auth).toString('base64')}`;
     let payload: string | undefined;
     if (options.body !== undefined) {
       payload = typeof options.body === 'string' ? options.body : JSON.stringify(options.body);

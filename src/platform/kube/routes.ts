@@ -6,6 +6,7 @@ import type { KubeHttp } from './http.js';
 import { FUNCTION_PORT } from './labels.js';
 import { getObject, type KubeObject } from './objects.js';
 import { DEPLOYMENT } from './resource-types.js';
+import { serviceName } from './workload-manifests.js';
 
 export interface KubeRouteOptions {
   http: KubeHttp;
@@ -17,7 +18,7 @@ export interface KubeRouteOptions {
 }
 
 export function serviceOrigin(namespace: string, name: string): string {
-  return `http://${name}.${namespace}.svc:${FUNCTION_PORT}`;
+  return `http://${serviceName(name)}.${namespace}.svc:${FUNCTION_PORT}`;
 }
 
 export class KubeRouteResolver implements RouteResolver {

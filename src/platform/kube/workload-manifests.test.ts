@@ -64,3 +64,23 @@ describe('workload manifests', () => {
     ]);
   });
 });
+
+describe('names', () => {
+  it('gives functions whose name starts with a digit a DNS-1035 Service name', async () => {
+    const { serviceName } = await import('./workload-manifests.js');
+    const { serviceOrigin } = await import('./routes.js');
+    expect(serviceName('hello')).toBe('hello');
+    expect(serviceName('1st')).toBe('fn-1st');
+    expect(serviceOrigin('team', '1st')).toBe('http://fn-1st.team.svc:8080');
+  });
+
+  it('keeps CronJob names within 52 characters, distinct for distinct triggers', async () => {
+    const { cronJobName } = await import('./cron-scheduler.js');
+    expect(cronJobName('tick')).toBe('trigger-tick');
+    const a = cronJobName('a'.repeat(60));
+    const b = cronJobName(`${'a'.repeat(59)}b`);
+    expect(a.length).toBeLessThanOrEqual(52);
+    expect(a).not.toBe(b);
+    expect(a).toMatch(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/);
+  });
+});

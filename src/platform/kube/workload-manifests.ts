@@ -3,6 +3,7 @@
  * so that re-applying an unchanged function is a no-op and never rolls pods (seeds lesson 11).
  */
 
+import { boundedName } from '../../core/naming.js';
 import type { BuildRecord, SlessFunction } from '../../core/resources.js';
 import { API_VERSION } from '../../core/schemas.js';
 import {
@@ -20,6 +21,14 @@ export interface WorkloadOptions {
   enabled: boolean;
   /** Secrets the function's namespace pulls images with (seeds lesson 6). */
   imagePullSecrets: readonly string[];
+}
+
+/**
+ * Service names must start with a letter (DNS-1035) while function names may start with a digit, so
+ * those get an `fn-` prefix. Everything that addresses a function's Service goes through this.
+ */
+export function serviceName(functionName: string): string {
+  return /^[a-z]/.test(functionName) ? functionName : boundedName(['fn'], functionName);
 }
 
 export function ownerReferenceTo(fn: SlessFunction): OwnerReference {
@@ -145,7 +154,7 @@ export function serviceFor(fn: SlessFunction): KubeObject {
     apiVersion: 'v1',
     kind: 'Service',
     metadata: {
-      name: fn.metadata.name,
+      name: serviceName(fn.metadata.name),
       namespace: fn.metadata.namespace,
       labels: functionLabels(fn),
       ownerReferences: [ownerReferenceTo(fn)],

@@ -5,7 +5,7 @@ import type { KubeHttp } from './http.js';
 import { ANNOTATION_REVISION } from './labels.js';
 import { apply, deleteObject, getObject, type KubeObject } from './objects.js';
 import { DEPLOYMENT, SERVICE } from './resource-types.js';
-import { deploymentFor, serviceFor } from './workload-manifests.js';
+import { deploymentFor, serviceFor, serviceName } from './workload-manifests.js';
 
 export class KubeWorkloads implements WorkloadPlatform {
   private readonly http: KubeHttp;
@@ -36,7 +36,7 @@ export class KubeWorkloads implements WorkloadPlatform {
   /** Deletes both explicitly; owner references would too, but only where a garbage collector runs. */
   async remove(namespace: string, name: string): Promise<void> {
     await deleteObject(this.http, DEPLOYMENT, namespace, name);
-    await deleteObject(this.http, SERVICE, namespace, name);
+    await deleteObject(this.http, SERVICE, namespace, serviceName(name));
   }
 
   /** Read from the Deployment itself, the durable record of what was rolled out. */
