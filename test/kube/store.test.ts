@@ -8,7 +8,7 @@ import type { StoreEvent } from '../../src/core/interfaces.js';
 import type { FunctionJob, SlessFunction, Trigger } from '../../src/core/resources.js';
 import { KubeApiError } from '../../src/platform/kube/http.js';
 import { KubeStore } from '../../src/platform/kube/kube-store.js';
-import { eventually, type KubeEnv, kubeEnv, logger } from './harness.js';
+import { createNamespace, eventually, type KubeEnv, kubeEnv, logger } from './harness.js';
 
 let env: KubeEnv;
 let store: KubeStore;
@@ -142,6 +142,41 @@ describe('CRDs on the API server', () => {
       expect(events.filter((e) => e.type === 'DELETED')).toHaveLength(1);
     } finally {
       unsubscribe();
+    }
+  });
+
+  it('retries a failed finalizer cleanup until it succeeds, then lets the Function go', async () => {
+    let calls = 0;
+    // Its own namespace: the other store here watches env.ns and would run its (empty) cleanup first.
+    const ns = `${env.ns}-fin`;
+    await createNamespace(env.http, ns);
+    const cleaning = new KubeStore({
+      http: env.http,
+      logger,
+      namespaces: [ns],
+      finalizerRetryMs: 100,
+      onFunctionDeleting: async () => {
+        calls++;
+        if (calls === 1) throw new Error('S3 is down for a moment');
+      },
+    });
+    const unsubscribe = cleaning.subscribe(() => {});
+    try {
+      await cleaning.apply({
+        ...fnObject('finalized'),
+        metadata: { ...fnObject('finalized').metadata, namespace: ns },
+      });
+      await cleaning.delete('Function', ns, 'finalized');
+      await eventually('Function removed after the retry', async () =>
+        env.http
+          .request('GET', `/apis/sless.dev/v1alpha1/namespaces/${ns}/functions/finalized`)
+          .then(() => false)
+          .catch(() => true),
+      );
+      expect(calls).toBe(2);
+    } finally {
+      unsubscribe();
+      cleaning.stop();
     }
   });
 });

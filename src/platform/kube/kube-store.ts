@@ -31,6 +31,8 @@ export interface KubeStoreOptions {
   onFunctionDeleting?: (fn: AnyResource) => Promise<void>;
   /** Delay before a failed watch is retried. */
   retryMs?: number;
+  /** Delay before a failed finalizer cleanup is retried. */
+  finalizerRetryMs?: number;
 }
 
 interface Stream {
@@ -286,7 +288,15 @@ export class KubeStore implements ObjectStore {
         }
       }
     } catch (thrown) {
-      this.options.logger.error({ function: key, err: asError(thrown).message }, 'finalizer failed');
+      this.options.logger.error(
+        { function: key, err: asError(thrown).message },
+        'finalizer failed; retrying',
+      );
+      // No watch event may come for this object again, so the retry cannot wait for one.
+      const retry = setTimeout(() => {
+        if (!this.stopped) void this.finalize(object);
+      }, this.options.finalizerRetryMs ?? 10_000);
+      retry.unref();
     } finally {
       this.finalizing.delete(key);
     }
