@@ -29,6 +29,7 @@ import {
   LABEL_FUNCTION_NAMESPACE,
 } from '../platform/kube/labels.js';
 import { getObject, type KubeObject, listObjects } from '../platform/kube/objects.js';
+import { PollReader } from '../platform/kube/poll.js';
 import { JOB, objectPath, POD } from '../platform/kube/resource-types.js';
 import { createBuildContext } from './build-context.js';
 import { contextKey, KANIKO_CONTAINER, type KanikoSettings, kanikoJob, LABEL_BUILD } from './kaniko-job.js';
@@ -238,8 +239,14 @@ export class KanikoBuilder implements Builder {
     const ns = this.options.controllerNamespace;
     const poll = this.options.pollMs ?? 2000;
     let succeededSince: number | undefined;
+    const reader = new PollReader();
     for (;;) {
-      const job = await getObject<KubeObject>(this.options.http, JOB, ns, name);
+      const read = await reader.read(() => getObject<KubeObject>(this.options.http, JOB, ns, name));
+      if (read === 'retry') {
+        await new Promise((r) => setTimeout(r, poll));
+        continue;
+      }
+      const job = read.value;
       if (!job) throw new BuildError(`build Job ${ns}/${name} disappeared`, '');
       if (succeeded(job)) {
         const digest = job.metadata.annotations?.[ANNOTATION_DIGEST] ?? (await this.recordDigest(job));

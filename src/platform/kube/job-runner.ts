@@ -11,6 +11,7 @@ import { API_VERSION } from '../../core/schemas.js';
 import { isStatus, type KubeHttp } from './http.js';
 import { LABEL_COMPONENT, LABEL_FUNCTION, LABEL_JOB, LABEL_MANAGED_BY, MANAGED_BY } from './labels.js';
 import { getObject, type KubeObject, listObjects } from './objects.js';
+import { PollReader } from './poll.js';
 import { collectionPath, JOB, objectPath, POD } from './resource-types.js';
 import { resourcesFor, runtimeEnv } from './workload-manifests.js';
 
@@ -157,8 +158,14 @@ export class KubeJobRunner implements JobRunner {
     } catch (error) {
       if (!isStatus(error, 409)) throw error; // AlreadyExists: this run is under way, attach to it
     }
+    const reader = new PollReader();
     for (;;) {
-      const current = await getObject<KubeObject>(this.http, JOB, ns, name);
+      const read = await reader.read(() => getObject<KubeObject>(this.http, JOB, ns, name));
+      if (read === 'retry') {
+        await new Promise((r) => setTimeout(r, this.pollMs));
+        continue;
+      }
+      const current = read.value;
       if (!current) throw new Error(`run Job ${ns}/${name} disappeared`);
       const status = (current.status as JobState | undefined) ?? {};
       const done = status.conditions?.find(
