@@ -94,6 +94,8 @@ export type JobPhase = 'Pending' | 'Skipped' | 'Running' | 'Succeeded' | 'Failed
 export interface FunctionJobStatus extends BaseStatus {
   phase?: JobPhase;
   observedRunId?: number;
+  /** The build the run uses, fixed when it starts: a later change of the function does not move it. */
+  buildKey?: string;
   startTime?: string;
   completionTime?: string;
   exitCode?: number;

@@ -67,8 +67,20 @@ export async function reconcileJob(deps: JobReconcileDeps, namespace: string, na
     );
     return;
   }
-  const buildKey = fn.metadata.annotations?.[ANNOTATION_BUILD_KEY];
+  // A run already under way (or left by a restarted controller) is attached to with the build it
+  // started with; re-checking the function's current build would send it back to Pending.
+  const attaching =
+    current.observedRunId === runId && current.phase === 'Running' && current.buildKey !== undefined;
+  const buildKey = attaching ? current.buildKey : fn.metadata.annotations?.[ANNOTATION_BUILD_KEY];
   const build = buildKey ? await deps.builder.lookup(fn, buildKey) : undefined;
+  if (!build && attaching) {
+    // Never send a started run back to Pending; the next event tries to attach again.
+    deps.logger.warn(
+      { job: `${namespace}/${name}`, buildKey },
+      'the build of a running job is not visible; left as is',
+    );
+    return;
+  }
   if (!build) {
     await write(
       'Pending',
@@ -79,11 +91,12 @@ export async function reconcileJob(deps: JobReconcileDeps, namespace: string, na
     );
     return;
   }
-  const startTime = new Date().toISOString();
+  const startTime = attaching && current.startTime ? current.startTime : new Date().toISOString();
   await write(
     'Running',
     {
       observedRunId: runId,
+      buildKey: build.buildKey,
       startTime,
       completionTime: undefined,
       exitCode: undefined,
