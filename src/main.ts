@@ -14,7 +14,8 @@ import { KanikoBuilder } from './build/kaniko-builder.js';
 import { LocalBuilder } from './build/local-builder.js';
 import { webhookSecretFor } from './config/auth.js';
 import type { LocalConfig } from './config/config.js';
-import type { GitSource, SlessFunction } from './core/resources.js';
+import type { ObjectStore } from './core/interfaces.js';
+import type { BuildRecord, GitSource, SlessFunction } from './core/resources.js';
 import { FunctionCleanup } from './platform/kube/cleanup.js';
 import type { KubeControllerConfig } from './platform/kube/config.js';
 import { KubeCronScheduler } from './platform/kube/cron-scheduler.js';
@@ -31,7 +32,7 @@ import { LocalJobRunner } from './platform/local/job-runner.js';
 import { LocalPlatform } from './platform/local/local-platform.js';
 import { MemoryStore } from './platform/local/memory-store.js';
 import { LocalSourceReaderFactory } from './platform/local/source-readers.js';
-import { Controller } from './reconcile/controller.js';
+import { Controller, type ControllerObserver } from './reconcile/controller.js';
 
 export interface LocalSystem {
   app: FastifyInstance;
@@ -63,6 +64,48 @@ export function createLogger(config: Pick<LocalConfig, 'logLevel' | 'prettyLogs'
   });
 }
 
+/** The ready-functions gauge, per namespace, read at scrape time. */
+async function readyFunctionCounts(store: ObjectStore): Promise<Map<string, number>> {
+  const counts = new Map<string, number>();
+  for (const fn of (await store.list('Function')) as SlessFunction[])
+    if (fn.status?.phase === 'Ready')
+      counts.set(fn.metadata.namespace, (counts.get(fn.metadata.namespace) ?? 0) + 1);
+  return counts;
+}
+
+function metricsObserver(metrics: SlessMetrics): ControllerObserver {
+  return {
+    syncFinished: (source, result, ms) => metrics.syncFinished(source, result, ms),
+    buildStarted: (fn) => metrics.buildStarted(fn),
+  };
+}
+
+function buildRecorder(
+  metrics: SlessMetrics,
+  history: BuildHistory,
+): (record: BuildRecord, fn: SlessFunction) => void {
+  return (record, fn) => {
+    metrics.buildFinished(record);
+    history.record(record, fn);
+  };
+}
+
+/** The parts of the API context that are the same on both platforms. */
+function controllerContext(
+  controller: Controller,
+  store: ObjectStore,
+  history: BuildHistory,
+  isReady: () => boolean,
+) {
+  return {
+    store,
+    buildHistory: (ns: string, name: string) => history.list(ns, name),
+    syncNow: (ns: string, name: string, o?: { force?: boolean }) => controller.syncNow(ns, name, o),
+    retryBuild: (ns: string, name: string) => controller.retryBuild(ns, name),
+    isReady,
+  };
+}
+
 /** Starts the embedded platform; `source` registers a GitSource once the controller runs. */
 export async function startLocalSystem(
   config: LocalConfig,
@@ -79,33 +122,21 @@ export async function startLocalSystem(
   const history = new BuildHistory();
   const platform = new LocalPlatform({ runtimesDir: config.runtimesDir, store, logger });
   const metrics = new SlessMetrics({
-    readyFunctions: async () => {
-      const counts = new Map<string, number>();
-      for (const fn of (await store.list('Function')) as SlessFunction[])
-        if (fn.status?.phase === 'Ready')
-          counts.set(fn.metadata.namespace, (counts.get(fn.metadata.namespace) ?? 0) + 1);
-      return counts;
-    },
+    readyFunctions: () => readyFunctionCounts(store),
     isKnownFunction: (ns, name) => platform.currentRevision(ns, name) !== undefined,
   });
   const builder = new LocalBuilder({
     stateDir: config.stateDir,
     runtimesDir: config.runtimesDir,
     logger,
-    onBuildFinished: (record, fn) => {
-      metrics.buildFinished(record);
-      history.record(record, fn);
-    },
+    onBuildFinished: buildRecorder(metrics, history),
   });
   const scheduler = new LocalCronScheduler({ store, routes: platform, logger });
   const jobs = new LocalJobRunner({ commandFor: (fn, build) => platform.runtimeCommand(fn, build), logger });
   const controller = new Controller({
     scheduler,
     jobs,
-    observer: {
-      syncFinished: (source, result, ms) => metrics.syncFinished(source, result, ms),
-      buildStarted: (fn) => metrics.buildStarted(fn),
-    },
+    observer: metricsObserver(metrics),
     store,
     builder,
     platform,
@@ -123,12 +154,8 @@ export async function startLocalSystem(
       namespaceExists: (ns) => store.namespaceExists(ns),
       ensureNamespace: (ns) => store.ensureNamespace(ns),
       webhookSecret: async (_ns, source) => webhookSecretFor(config.webhookSecrets, source),
-      buildHistory: (ns, name) => history.list(ns, name),
-      store,
+      ...controllerContext(controller, store, history, () => ready),
       platformName: 'local',
-      syncNow: (ns, name, o) => controller.syncNow(ns, name, o),
-      retryBuild: (ns, name) => controller.retryBuild(ns, name),
-      isReady: () => ready,
     },
   });
   await controller.start();
@@ -214,13 +241,7 @@ export async function startKubeSystem(
   });
   const namespaces = new KubeNamespaces({ http });
   const metrics = new SlessMetrics({
-    readyFunctions: async () => {
-      const counts = new Map<string, number>();
-      for (const fn of (await store.list('Function')) as SlessFunction[])
-        if (fn.status?.phase === 'Ready')
-          counts.set(fn.metadata.namespace, (counts.get(fn.metadata.namespace) ?? 0) + 1);
-      return counts;
-    },
+    readyFunctions: () => readyFunctionCounts(store),
   });
   const builder = new KanikoBuilder({
     http,
@@ -238,10 +259,7 @@ export async function startKubeSystem(
     ...(config.kanikoImage ? { kanikoImage: config.kanikoImage } : {}),
     ...(config.buildServiceAccount ? { serviceAccountName: config.buildServiceAccount } : {}),
     ...(options.pollMs ? { pollMs: options.pollMs } : {}),
-    onBuildFinished: (record, fn) => {
-      metrics.buildFinished(record);
-      history.record(record, fn);
-    },
+    onBuildFinished: buildRecorder(metrics, history),
   });
   const jobs = new KubeJobRunner({
     http,
@@ -259,10 +277,7 @@ export async function startKubeSystem(
     functionConcurrency: 32,
     logger,
     externalUrl: config.externalUrl,
-    observer: {
-      syncFinished: (source, result, ms) => metrics.syncFinished(source, result, ms),
-      buildStarted: (fn) => metrics.buildStarted(fn),
-    },
+    observer: metricsObserver(metrics),
   });
   let ready = false;
   const app = await buildApp({
@@ -274,12 +289,8 @@ export async function startKubeSystem(
       namespaceExists: (ns) => namespaces.namespaceExists(ns),
       ensureNamespace: (ns) => namespaces.ensureNamespace(ns),
       webhookSecret: kubeWebhookSecrets({ http, store, fallback: config.webhookSecrets }),
-      buildHistory: (ns, name) => history.list(ns, name),
-      store,
+      ...controllerContext(controller, store, history, () => ready),
       platformName: 'kube',
-      syncNow: (ns, name, o) => controller.syncNow(ns, name, o),
-      retryBuild: (ns, name) => controller.retryBuild(ns, name),
-      isReady: () => ready,
     },
   });
   await controller.start();
