@@ -5,7 +5,6 @@
  */
 import { Ajv } from 'ajv';
 import type { FastifySchemaCompiler } from 'fastify';
-import type { ManifestIssue } from '../core/errors.js';
 import { API_VERSION, KIND_NAMES, type KindName } from '../core/schemas.js';
 import { validateResource } from '../manifest/validate.js';
 import { BodyValidationError } from './errors.js';
