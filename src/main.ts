@@ -25,6 +25,7 @@ import { KubeStore } from './platform/kube/kube-store.js';
 import { KubeNamespaces } from './platform/kube/namespaces.js';
 import { KubeRouteResolver } from './platform/kube/routes.js';
 import { KubeSourceReaderFactory } from './platform/kube/source-readers.js';
+import { PullSecretSync } from './platform/kube/tenant.js';
 import { kubeWebhookSecrets } from './platform/kube/webhook-secrets.js';
 import { KubeWorkloads } from './platform/kube/workloads.js';
 import { LocalCronScheduler } from './platform/local/cron-scheduler.js';
@@ -220,7 +221,14 @@ export async function startKubeSystem(
   const authenticator = createAuthenticator(config.auth);
   if (config.authDisabled) logger.warn('AUTHENTICATION IS OFF: /v1 is served on loopback without auth');
   const history = new BuildHistory();
-  const workloads = new KubeWorkloads({ http, imagePullSecrets: config.imagePullSecrets });
+  const pullSecrets = config.pullSecret
+    ? new PullSecretSync({ http, controllerNamespace: config.controllerNamespace, ...config.pullSecret })
+    : undefined;
+  const workloads = new KubeWorkloads({
+    http,
+    imagePullSecrets: config.imagePullSecrets,
+    ...(pullSecrets ? { pullSecrets } : {}),
+  });
   const cleanup = new FunctionCleanup({
     http,
     s3,
@@ -239,7 +247,11 @@ export async function startKubeSystem(
     store,
     ...(options.originOf ? { originOf: options.originOf } : {}),
   });
-  const namespaces = new KubeNamespaces({ http });
+  const namespaces = new KubeNamespaces({
+    http,
+    controllerNamespace: config.controllerNamespace,
+    ...(pullSecrets ? { pullSecrets } : {}),
+  });
   const metrics = new SlessMetrics({
     readyFunctions: () => readyFunctionCounts(store),
   });

@@ -36,6 +36,12 @@ export interface KubeControllerConfig {
   };
   readonly pushSecret: string;
   readonly imagePullSecrets: readonly string[];
+  /**
+   * The pull secret copied into every tenant namespace (seeds lesson 6): `source` is a dockerconfigjson
+   * Secret in the controller namespace holding pull-only credentials, `name` the Secret the function
+   * pods reference (the first of `imagePullSecrets`). Undefined when no pull secret is referenced.
+   */
+  readonly pullSecret: { readonly source: string; readonly name: string } | undefined;
   readonly kanikoImage: string | undefined;
   readonly buildServiceAccount: string | undefined;
   readonly stateDir: string;
@@ -76,6 +82,42 @@ export function validateRegistry(value: string | undefined): string {
   if (!/^[a-z0-9.-]+(:[0-9]+)?(\/[a-z0-9._/-]+)?$/.test(value) || /:[^0-9]/.test(value.split('/')[0] ?? ''))
     throw new ConfigError(`SLESS_REGISTRY: "${value}" is not host[:port][/path] (lower case, no tag)`);
   return value.replace(/\/+$/, '');
+}
+
+/**
+ * The pull secret to copy into tenant namespaces. Tenants can pull but never push: neither the source
+ * nor any referenced pull secret may be the push secret.
+ */
+export function pullSecretConfig(
+  pushSecret: string,
+  imagePullSecrets: readonly string[],
+  source: string | undefined,
+): KubeControllerConfig['pullSecret'] {
+  for (const name of [...imagePullSecrets, ...(source ? [source] : [])])
+    if (!isDnsSubdomain(name)) throw new ConfigError(`pull secret "${name}" is not a Secret name`);
+  if (imagePullSecrets.includes(pushSecret))
+    throw new ConfigError(
+      `SLESS_IMAGE_PULL_SECRETS names the push secret "${pushSecret}": tenants can pull but never push`,
+    );
+  if (source === pushSecret)
+    throw new ConfigError(
+      `SLESS_PULL_SECRET is the push secret "${pushSecret}": the pull secret must hold pull-only credentials`,
+    );
+  const name = imagePullSecrets[0];
+  if (name === undefined) {
+    if (source)
+      throw new ConfigError(
+        'SLESS_PULL_SECRET is set but SLESS_IMAGE_PULL_SECRETS is empty: nothing would use it',
+      );
+    return undefined;
+  }
+  return Object.freeze({ source: source || name, name });
+}
+
+function isDnsSubdomain(value: string): boolean {
+  return (
+    value.length <= 253 && /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/.test(value)
+  );
 }
 
 export function loadKubeControllerConfig(
@@ -124,6 +166,9 @@ export function loadKubeControllerConfig(
     throw new ConfigError(
       'the controller serves /v1 beyond loopback: set SLESS_AUTH_JWKS_URL or SLESS_AUTH_PUBLIC_KEY with SLESS_AUTH_ISSUER and SLESS_AUTH_AUDIENCE',
     );
+  const pushSecret = env.SLESS_PUSH_SECRET ?? 'sless-registry-push';
+  const imagePullSecrets = list(env.SLESS_IMAGE_PULL_SECRETS ?? 'sless-registry-pull');
+  const pullSecret = pullSecretConfig(pushSecret, imagePullSecrets, env.SLESS_PULL_SECRET?.trim());
   const externalUrl = validateEndpoint(
     env.SLESS_EXTERNAL_URL ?? `http://localhost:${port}`,
     'SLESS_EXTERNAL_URL',
@@ -145,8 +190,9 @@ export function loadKubeControllerConfig(
       secretAccessKey,
       credentialsSecret: env.SLESS_S3_CREDENTIALS_SECRET ?? 'sless-s3',
     }),
-    pushSecret: env.SLESS_PUSH_SECRET ?? 'sless-registry-push',
-    imagePullSecrets: Object.freeze(list(env.SLESS_IMAGE_PULL_SECRETS ?? 'sless-registry-pull')),
+    pushSecret,
+    imagePullSecrets: Object.freeze(imagePullSecrets),
+    pullSecret,
     kanikoImage: env.SLESS_KANIKO_IMAGE || undefined,
     buildServiceAccount: env.SLESS_BUILD_SERVICE_ACCOUNT || undefined,
     stateDir: resolve(env.SLESS_STATE_DIR ?? '/tmp/sless'),

@@ -1,21 +1,47 @@
-/** Tenant namespaces for the API's ensure endpoint: created idempotently, never deleted. */
+/**
+ * Tenant namespaces for the API's ensure endpoint: the Namespace, its copy of the pull secret and the
+ * `sless-functions` NetworkPolicy (tenant.ts). Created idempotently, never deleted.
+ */
 import type { NamespaceRegistry } from '../../core/interfaces.js';
 import { isStatus, type KubeHttp } from './http.js';
 import { getObject } from './objects.js';
 import { collectionPath, NAMESPACE } from './resource-types.js';
+import { applyIdempotent, functionsNetworkPolicy, NETWORK_POLICY, type PullSecretSync } from './tenant.js';
 
 export class KubeNamespaces implements NamespaceRegistry {
   private readonly http: KubeHttp;
-  constructor(options: { http: KubeHttp }) {
+  private readonly controllerNamespace: string;
+  private readonly pullSecrets: PullSecretSync | undefined;
+
+  /** `pullSecrets` undefined: no pull secret is referenced (a registry that allows anonymous pulls). */
+  constructor(options: { http: KubeHttp; controllerNamespace: string; pullSecrets?: PullSecretSync }) {
     this.http = options.http;
+    this.controllerNamespace = options.controllerNamespace;
+    this.pullSecrets = options.pullSecrets;
   }
 
   async namespaceExists(namespace: string): Promise<boolean> {
     return (await getObject(this.http, NAMESPACE, undefined, namespace)) !== undefined;
   }
 
-  /** Create, and let the API server decide the race: exactly one concurrent caller gets 201. */
+  /**
+   * Create the Namespace and let the API server decide the race: exactly one concurrent caller gets
+   * true. Every caller then applies the pull secret and the NetworkPolicy (server-side apply, a no-op
+   * when unchanged), so an existing namespace is brought up to date too: a rotated pull secret, a
+   * namespace created before this code, or a first ensure that failed half way.
+   */
   async ensureNamespace(namespace: string): Promise<boolean> {
+    const created = await this.createNamespace(namespace);
+    await this.pullSecrets?.ensure(namespace);
+    await applyIdempotent(
+      this.http,
+      NETWORK_POLICY,
+      functionsNetworkPolicy(namespace, this.controllerNamespace),
+    );
+    return created;
+  }
+
+  private async createNamespace(namespace: string): Promise<boolean> {
     try {
       await this.http.request('POST', collectionPath(NAMESPACE), {
         body: {

@@ -5,15 +5,23 @@ import type { KubeHttp } from './http.js';
 import { ANNOTATION_REVISION } from './labels.js';
 import { apply, deleteObject, getObject, type KubeObject } from './objects.js';
 import { DEPLOYMENT, SERVICE } from './resource-types.js';
+import type { PullSecretSync } from './tenant.js';
 import { deploymentFor, serviceFor, serviceName } from './workload-manifests.js';
 
 export class KubeWorkloads implements WorkloadPlatform {
   private readonly http: KubeHttp;
   private readonly imagePullSecrets: readonly string[];
+  private readonly pullSecrets: PullSecretSync | undefined;
 
-  constructor(options: { http: KubeHttp; imagePullSecrets?: readonly string[] }) {
+  /** `pullSecrets` copies the pull secret into each namespace deployed to (seeds lesson 6). */
+  constructor(options: {
+    http: KubeHttp;
+    imagePullSecrets?: readonly string[];
+    pullSecrets?: PullSecretSync;
+  }) {
     this.http = options.http;
     this.imagePullSecrets = options.imagePullSecrets ?? [];
+    this.pullSecrets = options.pullSecrets;
   }
 
   /**
@@ -25,6 +33,8 @@ export class KubeWorkloads implements WorkloadPlatform {
     build: BuildRecord,
     options: { revision: string; enabled: boolean },
   ): Promise<void> {
+    // Before the Deployment: its pods must be able to pull from the first try.
+    await this.pullSecrets?.ensure(fn.metadata.namespace);
     await apply(this.http, SERVICE, serviceFor(fn));
     await apply(
       this.http,
