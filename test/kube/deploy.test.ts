@@ -55,6 +55,7 @@ describe('deploy/', () => {
         'ConfigMap/sless-controller',
         'Secret/sless-s3',
         'Secret/sless-registry-push',
+        'Secret/sless-registry-pull',
         'Deployment/sless-controller',
         'Service/sless-api',
         'CustomResourceDefinition/functions.sless.dev',

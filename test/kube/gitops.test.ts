@@ -16,7 +16,7 @@ import { buildName } from '../../src/core/naming.js';
 import type { FunctionStatus, GitSource, GitSourceStatus, SlessFunction } from '../../src/core/resources.js';
 import { type KubeSystem, startKubeSystem } from '../../src/main.js';
 import { getObject, type KubeObject, listObjects } from '../../src/platform/kube/objects.js';
-import { DEPLOYMENT, JOB, SERVICE } from '../../src/platform/kube/resource-types.js';
+import { DEPLOYMENT, JOB, SECRET, SERVICE } from '../../src/platform/kube/resource-types.js';
 import { functionManifest, git, nodeHandler, TestRepo, tempDir } from '../helpers/git.js';
 import { startGitHttpServer } from '../helpers/git-http-server.js';
 import {
@@ -213,6 +213,17 @@ describe('kube platform: GitOps loop', () => {
     expect(spec.replicas).toBe(1);
     expect(spec.template.metadata.annotations['sless.dev/revision']).toMatch(/^[0-9a-f]{12}-[0-9a-f]{8}$/);
     expect(spec.template.spec.imagePullSecrets).toEqual([{ name: 'sless-registry-pull' }]);
+    // Seeds lesson 6: the namespace was fresh (never ensured), yet the secret the pods pull with is
+    // there, copied from the pull-only source in the controller namespace (never the push secret).
+    const pull = await getObject<KubeObject & { type?: string; data?: Record<string, string> }>(
+      env.http,
+      SECRET,
+      env.ns,
+      'sless-registry-pull',
+    );
+    expect(pull?.type).toBe('kubernetes.io/dockerconfigjson');
+    expect(pull?.data).toEqual({ '.dockerconfigjson': env.registrySecrets.pull });
+    expect(await getObject(env.http, SECRET, env.ns, 'sless-registry-push')).toBeUndefined();
     expect(dep.metadata.ownerReferences?.[0]).toMatchObject({
       kind: 'Function',
       name: 'alpha',

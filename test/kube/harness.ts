@@ -13,7 +13,7 @@ import { PACKAGE_ROOT } from '../../src/config/config.js';
 import { type KubeControllerConfig, loadKubeControllerConfig } from '../../src/platform/kube/config.js';
 import { KubeHttp, MERGE_PATCH } from '../../src/platform/kube/http.js';
 import { apply, getObject, type KubeObject } from '../../src/platform/kube/objects.js';
-import { NAMESPACE } from '../../src/platform/kube/resource-types.js';
+import { NAMESPACE, SECRET } from '../../src/platform/kube/resource-types.js';
 import { getTestCluster, type SharedTestCluster } from '../cluster/shared.ts';
 
 export const logger = pino({ level: process.env.SLESS_TEST_LOG ?? 'silent' });
@@ -69,6 +69,28 @@ export async function createNamespace(http: KubeHttp, name: string): Promise<voi
   await apply(http, NAMESPACE, { apiVersion: 'v1', kind: 'Namespace', metadata: { name } });
 }
 
+/** A dockerconfigjson for the test registry: deterministic per (registry, user, password). */
+export function dockerConfigJson(registry: string, user: string, password: string): string {
+  const auth = Buffer.from(`${user}:${password}`).toString('base64');
+  return JSON.stringify({ auths: { [registry]: { auth } } });
+}
+
+/** Creates or replaces a kubernetes.io/dockerconfigjson Secret (as an operator would, with kubectl). */
+export async function putRegistrySecret(
+  http: KubeHttp,
+  namespace: string,
+  name: string,
+  config: string,
+): Promise<void> {
+  await apply(http, SECRET, {
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: { name, namespace },
+    type: 'kubernetes.io/dockerconfigjson',
+    data: { '.dockerconfigjson': Buffer.from(config).toString('base64') },
+  });
+}
+
 export interface KubeEnv {
   cluster: SharedTestCluster;
   http: KubeHttp;
@@ -77,6 +99,8 @@ export interface KubeEnv {
   ns: string;
   /** Controller namespace (builds run here). */
   controllerNs: string;
+  /** The `.dockerconfigjson` (base64, as stored) of the pull-only and the push secret in controllerNs. */
+  registrySecrets: { pull: string; push: string };
   bucket: string;
   config: KubeControllerConfig;
   close(): Promise<void>;
@@ -91,6 +115,13 @@ export async function kubeEnv(prefix: string): Promise<KubeEnv> {
   const controllerNs = `${prefix}-sys-${id}`;
   await createNamespace(http, ns);
   await createNamespace(http, controllerNs);
+  // As deploy/README.md asks of an operator: pull-only and push credentials, both in the controller
+  // namespace. The pull secret is the source the controller copies into function namespaces.
+  const registryHost = cluster.registry.url.replace(/^https?:\/\//, '');
+  const pull = dockerConfigJson(registryHost, 'puller', `pull-${id}`);
+  const push = dockerConfigJson(registryHost, 'pusher', `push-${id}`);
+  await putRegistrySecret(http, controllerNs, 'sless-registry-pull', pull);
+  await putRegistrySecret(http, controllerNs, 'sless-registry-push', push);
   const bucket = `${prefix}-${id}`;
   const s3 = new S3Client({
     endpoint: cluster.s3.endpoint,
@@ -119,6 +150,10 @@ export async function kubeEnv(prefix: string): Promise<KubeEnv> {
     s3,
     ns,
     controllerNs,
+    registrySecrets: {
+      pull: Buffer.from(pull).toString('base64'),
+      push: Buffer.from(push).toString('base64'),
+    },
     bucket,
     config,
     close: async () => {

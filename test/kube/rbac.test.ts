@@ -19,7 +19,21 @@ import { type KubeSystem, startKubeSystem } from '../../src/main.js';
 import { KubeApiError, KubeHttp } from '../../src/platform/kube/http.js';
 import { KubeNamespaces } from '../../src/platform/kube/namespaces.js';
 import { apply, getObject } from '../../src/platform/kube/objects.js';
-import { CRONJOB, DEPLOYMENT, JOB, SERVICE } from '../../src/platform/kube/resource-types.js';
+import {
+  CRONJOB,
+  DEPLOYMENT,
+  JOB,
+  NAMESPACE,
+  SECRET,
+  SERVICE,
+} from '../../src/platform/kube/resource-types.js';
+import {
+  FUNCTIONS_POLICY_NAME,
+  functionsNetworkPolicy,
+  NETWORK_POLICY,
+  PullSecretSync,
+  type SecretObject,
+} from '../../src/platform/kube/tenant.js';
 import { functionManifest, git, nodeHandler, TestRepo, tempDir } from '../helpers/git.js';
 import { startGitHttpServer } from '../helpers/git-http-server.js';
 import { DEPLOY_DIR, loadKustomization, typeOf } from './deploy-manifests.js';
@@ -143,10 +157,38 @@ describe('RBAC of deploy/', () => {
         const job = (await system?.store.get('FunctionJob', env.ns, 'once')) as FunctionJob | undefined;
         return job?.status?.phase === 'Succeeded';
       });
-      // Tenant namespaces through the API's ensure endpoint.
+      // The deploy copied the pull secret into the function namespace, as the ServiceAccount.
+      expect((await getObject<SecretObject>(env.http, SECRET, env.ns, 'sless-registry-pull'))?.data).toEqual({
+        '.dockerconfigjson': env.registrySecrets.pull,
+      });
+      // Tenant namespaces through the API's ensure endpoint: Namespace, pull secret, NetworkPolicy.
       const tenant = `rbac-tenant-${suffix()}`;
-      expect(await new KubeNamespaces({ http: asController }).ensureNamespace(tenant)).toBe(true);
-      expect(await new KubeNamespaces({ http: asController }).ensureNamespace(tenant)).toBe(false);
+      const ensure = await fetch(`${system.url}/v1/namespaces/${tenant}/ensure`, { method: 'POST' });
+      expect(ensure.status).toBe(201);
+      expect((await fetch(`${system.url}/v1/namespaces/${tenant}/ensure`, { method: 'POST' })).status).toBe(
+        200,
+      );
+      expect(await getObject(env.http, NAMESPACE, undefined, tenant)).toBeDefined();
+      expect((await getObject<SecretObject>(env.http, SECRET, tenant, 'sless-registry-pull'))?.data).toEqual({
+        '.dockerconfigjson': env.registrySecrets.pull,
+      });
+      expect(await getObject(env.http, NETWORK_POLICY, tenant, FUNCTIONS_POLICY_NAME)).toBeDefined();
+      // The same, directly through KubeNamespaces as the ServiceAccount.
+      const other = `rbac-tenant-${suffix()}`;
+      const namespaces = new KubeNamespaces({
+        http: asController,
+        controllerNamespace: env.controllerNs,
+        pullSecrets: new PullSecretSync({
+          http: asController,
+          controllerNamespace: env.controllerNs,
+          source: 'sless-registry-pull',
+          name: 'sless-registry-pull',
+        }),
+      });
+      expect(await namespaces.ensureNamespace(other)).toBe(true);
+      expect(await namespaces.ensureNamespace(other)).toBe(false);
+      expect(await getObject(env.http, SECRET, other, 'sless-registry-pull')).toBeDefined();
+      expect(await getObject(env.http, NETWORK_POLICY, other, FUNCTIONS_POLICY_NAME)).toBeDefined();
       // Removing the function: prune, finalizer cleanup of build Jobs, workload deletion.
       await work.commit({ 'rb/function.yaml': null, 'rb/handler.js': null, 'rb/more.yaml': null });
       await git(work.dir, 'push', '--quiet', 'origin', 'main');
@@ -202,6 +244,53 @@ describe('RBAC of deploy/', () => {
     ).toBe(403);
     expect(await denied(asController.request('GET', `/api/v1/namespaces/${env.ns}/secrets`))).toBe(403);
     expect(await denied(asController.request('GET', '/api/v1/secrets'))).toBe(403);
+    expect(await denied(asController.request('GET', `/api/v1/namespaces/${env.controllerNs}/secrets`))).toBe(
+      403,
+    );
+    // Secret writes only by the pull-secret copy's name: never the push secret, never another name.
+    const applied = (namespace: string, name: string) =>
+      apply(asController, SECRET, {
+        apiVersion: 'v1',
+        kind: 'Secret',
+        metadata: { name, namespace },
+        stringData: { a: 'b' },
+      });
+    expect(await denied(applied(env.controllerNs, 'sless-registry-push'))).toBe(403);
+    // resourceNames cannot restrict a plain create (it carries no name), so a plain create is denied.
+    expect(
+      await denied(
+        asController.request('POST', `/api/v1/namespaces/${env.ns}/secrets`, {
+          body: { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'sless-registry-pull' } },
+        }),
+      ),
+    ).toBe(403);
+    expect(await denied(applied(env.ns, 'sless-registry-push'))).toBe(403);
+    expect(await denied(applied(env.ns, `x-${suffix()}`))).toBe(403);
+    expect(
+      await denied(
+        asController.request('DELETE', `/api/v1/namespaces/${env.ns}/secrets/sless-registry-pull`),
+      ),
+    ).toBe(403);
+    // NetworkPolicies: only `sless-functions`, and never deleted.
+    const policy = (name: string) =>
+      apply(asController, NETWORK_POLICY, {
+        ...functionsNetworkPolicy(env.ns, env.controllerNs),
+        metadata: { name, namespace: env.ns },
+      });
+    expect(await denied(policy(`x-${suffix()}`))).toBe(403);
+    expect(
+      await denied(
+        asController.request('GET', `/apis/networking.k8s.io/v1/namespaces/${env.ns}/networkpolicies`),
+      ),
+    ).toBe(403);
+    expect(
+      await denied(
+        asController.request(
+          'DELETE',
+          `/apis/networking.k8s.io/v1/namespaces/${env.ns}/networkpolicies/${FUNCTIONS_POLICY_NAME}`,
+        ),
+      ),
+    ).toBe(403);
     expect(
       await denied(
         asController.request('POST', `/api/v1/namespaces/${env.ns}/pods`, {
