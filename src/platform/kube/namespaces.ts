@@ -4,9 +4,9 @@
  */
 import type { NamespaceRegistry } from '../../core/interfaces.js';
 import { isStatus, type KubeHttp } from './http.js';
-import { getObject } from './objects.js';
+import { apply, getObject } from './objects.js';
 import { collectionPath, NAMESPACE } from './resource-types.js';
-import { applyIdempotent, functionsNetworkPolicy, NETWORK_POLICY, type PullSecretSync } from './tenant.js';
+import { functionsNetworkPolicy, NETWORK_POLICY, type PullSecretSync } from './tenant.js';
 
 export class KubeNamespaces implements NamespaceRegistry {
   private readonly http: KubeHttp;
@@ -33,11 +33,7 @@ export class KubeNamespaces implements NamespaceRegistry {
   async ensureNamespace(namespace: string): Promise<boolean> {
     const created = await this.createNamespace(namespace);
     await this.pullSecrets?.ensure(namespace);
-    await applyIdempotent(
-      this.http,
-      NETWORK_POLICY,
-      functionsNetworkPolicy(namespace, this.controllerNamespace),
-    );
+    await apply(this.http, NETWORK_POLICY, functionsNetworkPolicy(namespace, this.controllerNamespace));
     return created;
   }
 

@@ -39,23 +39,39 @@ export interface KubeList<T> {
   items: T[];
 }
 
-/** Server-side apply as `sless-controller`; `force` takes over fields another manager set. */
-export function apply<T extends KubeObject>(
+/**
+ * Server-side apply as `sless-controller`; `force` takes over fields another manager set. Two forced
+ * applies that both create the object race in the API server, and the loser gets 409 AlreadyExists;
+ * applying again then updates the object the winner made, so a forced apply retries that case.
+ */
+export async function apply<T extends KubeObject>(
   http: KubeHttp,
   type: ResourceType,
   object: KubeObject,
   options: { force?: boolean; dryRun?: boolean; headers?: Record<string, string> } = {},
 ): Promise<T> {
-  return http.request<T>('PATCH', objectPath(type, object.metadata.namespace, object.metadata.name), {
-    query: {
-      fieldManager: FIELD_MANAGER,
-      force: options.force ?? true,
-      ...(options.dryRun ? { dryRun: 'All' } : {}),
-    },
-    body: object,
-    contentType: APPLY_PATCH,
-    ...(options.headers ? { headers: options.headers } : {}),
-  });
+  const force = options.force ?? true;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await http.request<T>(
+        'PATCH',
+        objectPath(type, object.metadata.namespace, object.metadata.name),
+        {
+          query: {
+            fieldManager: FIELD_MANAGER,
+            force,
+            ...(options.dryRun ? { dryRun: 'All' } : {}),
+          },
+          body: object,
+          contentType: APPLY_PATCH,
+          ...(options.headers ? { headers: options.headers } : {}),
+        },
+      );
+    } catch (error) {
+      if (!force || attempt >= 5 || !isStatus(error, 409)) throw error;
+      await new Promise((r) => setTimeout(r, 20 * attempt));
+    }
+  }
 }
 
 export async function getObject<T extends KubeObject>(

@@ -5,7 +5,7 @@
  * deterministic manifests, applied server-side as `sless-controller`, so re-applying is a no-op and a
  * rotated source secret propagates on the next apply.
  */
-import { isStatus, type KubeHttp } from './http.js';
+import type { KubeHttp } from './http.js';
 import { FUNCTION_PORT, LABEL_COMPONENT, LABEL_MANAGED_BY, MANAGED_BY } from './labels.js';
 import { apply, getObject, type KubeObject } from './objects.js';
 import { type ResourceType, SECRET } from './resource-types.js';
@@ -99,23 +99,6 @@ export function functionsNetworkPolicy(namespace: string, controllerNamespace: s
   };
 }
 
-/**
- * Server-side apply, retried on 409. Defensive: concurrent first applies of one new object did not
- * conflict against kube-apiserver 1.37 (20 at once, 10 rounds), but a 409 AlreadyExists/Conflict would
- * be harmless to retry (the next apply is an update) and must not fail an ensure that another caller won.
- */
-export async function applyIdempotent(http: KubeHttp, type: ResourceType, object: KubeObject): Promise<void> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      await apply(http, type, object);
-      return;
-    } catch (error) {
-      if (attempt >= 5 || !isStatus(error, 409)) throw error;
-      await new Promise((r) => setTimeout(r, 20 * attempt));
-    }
-  }
-}
-
 export class PullSecretError extends Error {
   constructor(message: string) {
     super(message);
@@ -155,6 +138,6 @@ export class PullSecretSync {
       throw new PullSecretError(
         `pull secret ${where} is not a ${DOCKER_CONFIG_JSON} Secret with ${DOCKER_CONFIG_JSON_KEY}`,
       );
-    await applyIdempotent(this.http, SECRET, pullSecretCopy(namespace, this.name, data, where));
+    await apply(this.http, SECRET, pullSecretCopy(namespace, this.name, data, where));
   }
 }
