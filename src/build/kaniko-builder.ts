@@ -20,6 +20,7 @@ import {
   type SlessFunction,
 } from '../core/resources.js';
 import { isStatus, type KubeHttp, MERGE_PATCH } from '../platform/kube/http.js';
+import { jobCondition, jobFailed, jobStatus, jobSucceeded } from '../platform/kube/job-status.js';
 import {
   ANNOTATION_COMMIT_FULL,
   ANNOTATION_DIGEST,
@@ -46,20 +47,6 @@ export interface KanikoBuilderOptions extends KanikoSettings {
   onBuildFinished?: (record: BuildRecord, fn: SlessFunction) => void;
 }
 
-interface JobStatus {
-  startTime?: string;
-  completionTime?: string;
-  succeeded?: number;
-  failed?: number;
-  conditions?: {
-    type: string;
-    status: string;
-    reason?: string;
-    message?: string;
-    lastTransitionTime?: string;
-  }[];
-}
-
 interface PodObject extends KubeObject {
   status?: {
     containerStatuses?: {
@@ -70,22 +57,6 @@ interface PodObject extends KubeObject {
 }
 
 const DIGEST = /^sha256:[0-9a-f]{64}$/;
-
-function jobStatus(job: KubeObject): JobStatus {
-  return (job.status as JobStatus | undefined) ?? {};
-}
-
-function condition(job: KubeObject, type: string): boolean {
-  return jobStatus(job).conditions?.some((c) => c.type === type && c.status === 'True') ?? false;
-}
-
-function succeeded(job: KubeObject): boolean {
-  return condition(job, 'Complete') || (jobStatus(job).succeeded ?? 0) > 0;
-}
-
-function failed(job: KubeObject): boolean {
-  return condition(job, 'Failed') || (jobStatus(job).failed ?? 0) > 0;
-}
 
 export class KanikoBuilder implements Builder {
   private readonly options: KanikoBuilderOptions;
@@ -106,7 +77,7 @@ export class KanikoBuilder implements Builder {
       },
     });
     const done = jobs.items
-      .filter(succeeded)
+      .filter(jobSucceeded)
       .sort((a, b) => (jobStatus(b).completionTime ?? '').localeCompare(jobStatus(a).completionTime ?? ''));
     for (const job of done) {
       const digest = job.metadata.annotations?.[ANNOTATION_DIGEST] ?? (await this.recordDigest(job));
@@ -140,7 +111,7 @@ export class KanikoBuilder implements Builder {
     if (!buildKey || !commit) return;
     const name = await this.jobNameFor(fn, buildKey, commit);
     const job = await getObject<KubeObject>(this.options.http, JOB, this.options.controllerNamespace, name);
-    if (job && failed(job))
+    if (job && jobFailed(job))
       await this.options.http.request('DELETE', objectPath(JOB, this.options.controllerNamespace, name), {
         body: { apiVersion: 'v1', kind: 'DeleteOptions', propagationPolicy: 'Background' },
       });
@@ -248,15 +219,15 @@ export class KanikoBuilder implements Builder {
       }
       const job = read.value;
       if (!job) throw new BuildError(`build Job ${ns}/${name} disappeared`, '');
-      if (succeeded(job)) {
+      if (jobSucceeded(job)) {
         const digest = job.metadata.annotations?.[ANNOTATION_DIGEST] ?? (await this.recordDigest(job));
         if (digest) return this.recordOf(job, buildKey, digest, startedAt);
         // The Job can report success a moment before its pod's status carries the message.
         succeededSince ??= Date.now();
         if (Date.now() - succeededSince > (this.options.digestGraceMs ?? 30_000))
           throw new BuildError(`build Job ${name} succeeded but reported no image digest`, '');
-      } else if (failed(job)) {
-        const reason = jobStatus(job).conditions?.find((c) => c.type === 'Failed' && c.status === 'True');
+      } else if (jobFailed(job)) {
+        const reason = jobCondition(job, 'Failed');
         const logTail = await this.logTail(name);
         throw new BuildError(
           `build Job ${name} failed: ${reason?.message ?? reason?.reason ?? 'kaniko exited with an error'}`,

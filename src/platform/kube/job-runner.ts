@@ -9,6 +9,7 @@ import { boundedName } from '../../core/naming.js';
 import type { BuildRecord, FunctionJob, SlessFunction } from '../../core/resources.js';
 import { API_VERSION } from '../../core/schemas.js';
 import { isStatus, type KubeHttp } from './http.js';
+import { jobStatus } from './job-status.js';
 import { LABEL_COMPONENT, LABEL_FUNCTION, LABEL_JOB, LABEL_MANAGED_BY, MANAGED_BY } from './labels.js';
 import { getObject, type KubeObject, listObjects } from './objects.js';
 import { PollReader } from './poll.js';
@@ -84,20 +85,6 @@ export function runJobFor(
   };
 }
 
-interface JobState {
-  startTime?: string;
-  completionTime?: string;
-  succeeded?: number;
-  failed?: number;
-  conditions?: {
-    type: string;
-    status: string;
-    reason?: string;
-    message?: string;
-    lastTransitionTime?: string;
-  }[];
-}
-
 export function parseResult(output: string): unknown {
   const line = output
     .split('\n')
@@ -167,7 +154,7 @@ export class KubeJobRunner implements JobRunner {
       }
       const current = read.value;
       if (!current) throw new Error(`run Job ${ns}/${name} disappeared`);
-      const status = (current.status as JobState | undefined) ?? {};
+      const status = jobStatus(current);
       const done = status.conditions?.find(
         (c) => (c.type === 'Complete' || c.type === 'Failed') && c.status === 'True',
       );
