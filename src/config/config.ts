@@ -53,13 +53,7 @@ export function loadLocalConfig(
   const repo =
     repoFlag === undefined ? undefined : /^https?:\/\//.test(repoFlag) ? repoFlag : resolve(repoFlag);
   const stateDir = resolve(String(flags['state-dir'] ?? env.SLESS_STATE_DIR ?? '.sless'));
-  let auth: AuthSettings | undefined;
-  try {
-    auth = loadAuthSettings(env);
-  } catch (error) {
-    if (error instanceof AuthConfigError) throw new ConfigError(error.message);
-    throw error;
-  }
+  const auth = loadAuth(env);
   const authDisabled = auth === undefined;
   // Without auth the API is open to whoever can connect; that is only acceptable on loopback.
   if (authDisabled && !LOOPBACK.has(host)) {
@@ -92,4 +86,14 @@ export function loadLocalConfig(
     auth,
     webhookSecrets: loadWebhookSecrets(env),
   } as const);
+}
+
+/** Auth settings from the environment, with their errors reported like every other config error. */
+export function loadAuth(env: NodeJS.ProcessEnv): AuthSettings | undefined {
+  try {
+    return loadAuthSettings(env);
+  } catch (error) {
+    if (error instanceof AuthConfigError) throw new ConfigError(error.message);
+    throw error;
+  }
 }

@@ -5,14 +5,8 @@
  */
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
-import {
-  AuthConfigError,
-  type AuthSettings,
-  loadAuthSettings,
-  loadWebhookSecrets,
-  type WebhookSecretSettings,
-} from '../../config/auth.js';
-import { ConfigError, PACKAGE_ROOT } from '../../config/config.js';
+import { type AuthSettings, loadWebhookSecrets, type WebhookSecretSettings } from '../../config/auth.js';
+import { ConfigError, loadAuth, PACKAGE_ROOT } from '../../config/config.js';
 import { isDnsLabel } from '../../core/naming.js';
 
 export interface KubeControllerConfig {
@@ -154,13 +148,7 @@ export function loadKubeControllerConfig(
   const bucket = env.SLESS_S3_BUCKET ?? '';
   if (!/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/.test(bucket))
     throw new ConfigError(`SLESS_S3_BUCKET: "${bucket}" is not a bucket name`);
-  let auth: AuthSettings | undefined;
-  try {
-    auth = loadAuthSettings(env);
-  } catch (error) {
-    if (error instanceof AuthConfigError) throw new ConfigError(error.message);
-    throw error;
-  }
+  const auth = loadAuth(env);
   const loopback = ['127.0.0.1', '::1', 'localhost'].includes(host);
   if (!auth && !loopback)
     throw new ConfigError(
