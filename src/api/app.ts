@@ -1,7 +1,9 @@
+import { createServer } from 'node:http';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
 import type { Logger } from 'pino';
 import { NotFoundError } from '../core/errors.js';
 import type { RouteResolver } from '../core/interfaces.js';
+import { FunctionProxy } from '../proxy/function-proxy.js';
 import { proxyPlugin } from '../proxy/proxy.js';
 import type { Authenticator } from './auth/authenticator.js';
 import { requireAuth } from './auth/plugin.js';
@@ -34,7 +36,19 @@ export interface AppOptions {
 
 export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   const bodyLimit = options.bodyLimit ?? 1024 * 1024;
+  const metrics = options.metrics ?? new SlessMetrics();
+  const proxy = new FunctionProxy({
+    routes: options.routes,
+    onResponse: (ns, name, status, ms) => metrics.proxyResponse(ns, name, status, ms),
+    onUpstreamError: (fn, message) => options.logger.warn({ function: fn, err: message }, 'upstream failed'),
+  });
   const app = Fastify({
+    // /fn/ requests go straight to the proxy: the invocation path skips fastify's routing and hooks.
+    serverFactory: (handler) =>
+      createServer((req, res) => {
+        if (FunctionProxy.matches(req.url)) void proxy.handle(req, res);
+        else handler(req, res);
+      }),
     loggerInstance: options.logger as FastifyBaseLogger,
     // Per-request access logs cost throughput on the /fn/ path; metrics count requests instead.
     logController: new LogController({ disableRequestLogging: true }),
@@ -47,8 +61,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   app.setValidatorCompiler(createValidatorCompiler());
   const collector = new RouteCollector();
   collector.attach(app);
-  const metrics = options.metrics ?? new SlessMetrics();
   const { context } = options;
+  app.addHook('onClose', () => proxy.close());
 
   await app.register(healthRoutes, { context, metrics, collector, version: options.version ?? '0.1.0' });
 
@@ -72,9 +86,6 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   });
 
   await app.register(webhookPlugin, { context, bodyLimit });
-  await app.register(proxyPlugin, {
-    routes: options.routes,
-    onResponse: (ns, name, status, ms) => metrics.proxyResponse(ns, name, status, ms),
-  });
+  await app.register(proxyPlugin, { proxy });
   return app;
 }

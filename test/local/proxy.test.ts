@@ -54,10 +54,33 @@ describe('/fn/ proxy', () => {
     });
   });
 
+  it('serves the same proxy through fastify routes (app.inject), not only on the server fast path', async () => {
+    const response = await system.app.inject({
+      method: 'POST',
+      url: '/fn/default/echo/via-inject?k=v',
+      payload: { through: 'fastify' },
+    });
+    expect(response.statusCode).toBe(200);
+    expect(response.json()).toMatchObject({
+      method: 'POST',
+      path: '/via-inject',
+      query: { k: 'v' },
+      body: { through: 'fastify' },
+    });
+    const unknown = await system.app.inject({ url: '/fn/default/nope' });
+    expect(unknown.statusCode).toBe(404);
+    expect(unknown.json()).toEqual({ error: 'unknown function default/nope' });
+  });
+
   it('answers 404 JSON for an unknown function', async () => {
     const response = await system.call('/fn/default/nope');
     expect(response.status).toBe(404);
     expect(await response.json()).toEqual({ error: 'unknown function default/nope' });
+    for (const path of ['/fn/default', '/fn/Bad_Name/x', '/fn/default/echoX%2F..']) {
+      const bad = await system.call(path);
+      expect(bad.status, path).toBe(404);
+      expect(((await bad.json()) as { error: string }).error, path).toMatch(/^unknown function /);
+    }
   });
 
   it('turns a thrown error into 500 JSON, and the function keeps serving', async () => {

@@ -1,0 +1,158 @@
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { Agent, errors as undiciErrors } from 'undici';
+import type { RouteResolver } from '../core/interfaces.js';
+import { isDnsLabel } from '../core/naming.js';
+import { stripHopByHop } from './hop-by-hop.js';
+
+export interface FunctionProxyOptions {
+  routes: RouteResolver;
+  /** Called once per proxied request, for metrics. */
+  onResponse?: (namespace: string, name: string, statusCode: number, durationMs: number) => void;
+  onUpstreamError?: (functionKey: string, message: string) => void;
+}
+
+const FN_PATH = /^\/fn\/([^/?#]*)\/([^/?#]*)(.*)$/s;
+
+type Method = 'GET' | 'HEAD' | 'POST' | 'PUT' | 'DELETE' | 'PATCH' | 'OPTIONS';
+
+function sendJson(
+  res: ServerResponse,
+  status: number,
+  body: { error: string },
+  extra: Record<string, string> = {},
+) {
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  const payload = JSON.stringify(body);
+  res.writeHead(status, {
+    'content-type': 'application/json; charset=utf-8',
+    'content-length': Buffer.byteLength(payload),
+    ...extra,
+  });
+  res.end(payload);
+}
+
+/**
+ * `ANY /fn/{ns}/{name}/*` on plain node:http objects: streams the request to the function's ready
+ * revision over kept-alive connections and streams the answer back, with hop-by-hop headers stripped
+ * both ways; the function's timeout bounds the wait (504 after it). It works below fastify so that
+ * the hot path pays for no routing, hooks or reply machinery; fastify's /fn/ routes call it too.
+ */
+export class FunctionProxy {
+  private readonly options: FunctionProxyOptions;
+  private readonly agent = new Agent({
+    keepAliveTimeout: 30_000,
+    keepAliveMaxTimeout: 60_000,
+    connections: 256,
+    pipelining: 1,
+  });
+
+  constructor(options: FunctionProxyOptions) {
+    this.options = options;
+  }
+
+  static matches(url: string | undefined): boolean {
+    return url?.startsWith('/fn/') ?? false;
+  }
+
+  close(): Promise<void> {
+    return this.agent.close();
+  }
+
+  /** Never rejects: it runs outside fastify's error handling, where a rejection would be unhandled. */
+  async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    try {
+      await this.forward(req, res);
+    } catch (error) {
+      this.options.onUpstreamError?.(req.url ?? '', (error as Error).message);
+      sendJson(res, 503, { error: 'function routing is unavailable; try again' }, { 'retry-after': '1' });
+    }
+  }
+
+  private async forward(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const started = performance.now();
+    const rawUrl = req.url ?? '/';
+    const match = FN_PATH.exec(rawUrl);
+    const ns = match?.[1] ?? '';
+    const name = match?.[2] ?? '';
+    const rest = match?.[3] ?? '';
+    const finish = (status: number) =>
+      this.options.onResponse?.(ns, name, status, performance.now() - started);
+    if (!match || !isDnsLabel(ns) || !isDnsLabel(name) || (rest !== '' && !/^[/?]/.test(rest))) {
+      finish(404);
+      req.resume();
+      sendJson(res, 404, { error: `unknown function ${ns}/${name}` });
+      return;
+    }
+    const route = await this.options.routes.resolve(ns, name);
+    if (route.state === 'unknown') {
+      finish(404);
+      req.resume();
+      sendJson(res, 404, { error: `unknown function ${ns}/${name}` });
+      return;
+    }
+    if (route.state === 'unavailable') {
+      finish(route.status);
+      req.resume();
+      sendJson(res, route.status, { error: route.message }, { 'retry-after': '1' });
+      return;
+    }
+    const prefix = `/fn/${ns}/${name}`;
+    const path = rest === '' || rest.startsWith('?') ? `/${rest}` : rest;
+    const headers = stripHopByHop(req.headers);
+    delete headers.host;
+    headers['x-forwarded-host'] = req.headers.host ?? '';
+    headers['x-forwarded-proto'] = 'encrypted' in req.socket ? 'https' : 'http';
+    headers['x-forwarded-for'] = [req.headers['x-forwarded-for'], req.socket.remoteAddress]
+      .filter(Boolean)
+      .join(', ');
+    headers['x-forwarded-prefix'] = prefix;
+    if (!headers['x-request-id']) headers['x-request-id'] = randomUUID();
+    const timeoutMs = route.timeoutSec * 1000 + 1000;
+    const hasBody = req.method !== 'GET' && req.method !== 'HEAD';
+    let released = false;
+    const release = () => {
+      if (!released) {
+        released = true;
+        route.release?.();
+      }
+    };
+    try {
+      const upstream = await this.agent.request({
+        origin: route.origin,
+        path,
+        method: (req.method ?? 'GET') as Method,
+        headers,
+        body: hasBody ? req : undefined,
+        headersTimeout: timeoutMs,
+        bodyTimeout: timeoutMs,
+      });
+      const responseHeaders = stripHopByHop(upstream.headers as Record<string, string | string[]>);
+      finish(upstream.statusCode);
+      res.writeHead(upstream.statusCode, responseHeaders);
+      upstream.body.once('close', release);
+      upstream.body.once('error', (error) => res.destroy(error));
+      res.once('close', () => {
+        if (!upstream.body.readableEnded) upstream.body.destroy();
+      });
+      upstream.body.pipe(res);
+    } catch (error) {
+      release();
+      if (
+        error instanceof undiciErrors.HeadersTimeoutError ||
+        error instanceof undiciErrors.BodyTimeoutError
+      ) {
+        finish(504);
+        sendJson(res, 504, { error: `function ${ns}/${name} timed out after ${route.timeoutSec}s` });
+        return;
+      }
+      const message = (error as Error).message;
+      this.options.onUpstreamError?.(`${ns}/${name}`, message);
+      finish(502);
+      sendJson(res, 502, { error: `function ${ns}/${name} is unreachable: ${message}` });
+    }
+  }
+}
