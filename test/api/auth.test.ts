@@ -155,6 +155,26 @@ describe('JWT on /v1 (JWKS)', () => {
     expect(h.syncCalls.filter((c) => c.namespace === bobNs)).toEqual([]);
   });
 
+  test('only an admin may register a repository path on the server itself', async () => {
+    const body = (url: string) => ({
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'local', spec: { url } }),
+    });
+    const carol = await tokenFor('carol');
+    const ns = tenantNamespace('carol');
+    expect((await call(`/v1/namespaces/${ns}/ensure`, carol, { method: 'POST' })).status).toBe(201);
+    for (const url of ['/etc', 'file:///srv/other-tenant/repo']) {
+      const refused = await call(`/v1/namespaces/${ns}/sources`, carol, body(url));
+      expect(refused.status, url).toBe(403);
+      expect(await refused.json()).toEqual({
+        error: 'spec.url: a local repository path can only be registered by an admin',
+      });
+    }
+    const admin = await tokenFor('root', { sless_admin: true });
+    expect((await call(`/v1/namespaces/${ns}/sources`, admin, body('/srv/repo'))).status).toBe(201);
+  });
+
   test('an admin claim opens every namespace; a non-true claim does not', async () => {
     const admin = await tokenFor('root', { sless_admin: true });
     expect((await call('/v1/namespaces/default/sources', admin)).status).toBe(200);

@@ -1,6 +1,13 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { ForbiddenError } from '../errors.js';
-import type { Authenticator } from './authenticator.js';
+import type { Authenticator, Principal } from './authenticator.js';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** Set by requireAuth for every /v1 route it guards. */
+    principal?: Principal;
+  }
+}
 
 /**
  * Adds authentication and tenant authorization to every route of the context it is called in. It
@@ -8,8 +15,10 @@ import type { Authenticator } from './authenticator.js';
  * Routes with a `:ns` parameter are limited to the caller's own namespace unless it is an admin.
  */
 export function requireAuth(app: FastifyInstance, authenticator: Authenticator): void {
+  app.decorateRequest('principal', undefined);
   app.addHook('onRequest', async (request: FastifyRequest) => {
     const principal = await authenticator.authenticate(request);
+    request.principal = principal;
     const ns = (request.params as { ns?: unknown } | undefined)?.ns;
     if (typeof ns === 'string' && !principal.admin && principal.namespace !== ns)
       throw new ForbiddenError(`namespace ${ns} is not yours (yours is ${principal.namespace})`);

@@ -2,8 +2,13 @@ import type { FastifyInstance } from 'fastify';
 import { NotFoundError } from '../../core/errors.js';
 import type { GitSource } from '../../core/resources.js';
 import type { ApiContext } from '../context.js';
+import { ForbiddenError } from '../errors.js';
 import { anyObject, errorResponses, nameParams, nsParams, resourceBody } from '../schemas.js';
 import { inNamespace, type NameParams, type NsParams } from './common.js';
+
+function isLocalPath(url: string): boolean {
+  return !/^https?:\/\//.test(url);
+}
 
 const syncResult = {
   type: 'object',
@@ -35,6 +40,9 @@ export async function sourceRoutes(app: FastifyInstance, options: { context: Api
     },
     async (request, reply) => {
       const source = inNamespace<GitSource>(request.body, request.params.ns);
+      // A path on this machine reads whatever repository sits there: only an admin may point at one.
+      if (isLocalPath(source.spec.url) && !request.principal?.admin)
+        throw new ForbiddenError('spec.url: a local repository path can only be registered by an admin');
       const existed = await context.store.get('GitSource', source.metadata.namespace, source.metadata.name);
       const applied = await context.store.apply(source);
       return reply.code(existed ? 200 : 201).send(applied);
