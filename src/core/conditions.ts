@@ -30,13 +30,6 @@ export function setCondition(
   return list.sort((a, b) => a.type.localeCompare(b.type));
 }
 
-export function removeCondition(
-  conditions: readonly Condition[] | undefined,
-  type: ConditionType,
-): Condition[] {
-  return (conditions ?? []).filter((c) => c.type !== type);
-}
-
 export function getCondition(
   conditions: readonly Condition[] | undefined,
   type: ConditionType,

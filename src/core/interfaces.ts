@@ -111,11 +111,6 @@ export interface WorkloadPlatform {
   currentRevision(namespace: string, name: string): string | undefined | Promise<string | undefined>;
 }
 
-export interface SourceCredentials {
-  username: string;
-  password: string;
-}
-
 /** Platform-specific pieces of source handling: where secrets live and where caches go. */
 export interface SourceReaderFactory {
   create(source: import('./resources.js').GitSource): Promise<SourceReader>;
