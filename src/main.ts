@@ -224,10 +224,15 @@ export async function startKubeSystem(
   const pullSecrets = config.pullSecret
     ? new PullSecretSync({ http, controllerNamespace: config.controllerNamespace, ...config.pullSecret })
     : undefined;
+  const namespaces = new KubeNamespaces({
+    http,
+    controllerNamespace: config.controllerNamespace,
+    ...(pullSecrets ? { pullSecrets } : {}),
+  });
   const workloads = new KubeWorkloads({
     http,
     imagePullSecrets: config.imagePullSecrets,
-    ...(pullSecrets ? { pullSecrets } : {}),
+    prepareNamespace: (ns) => namespaces.prepare(ns),
   });
   const cleanup = new FunctionCleanup({
     http,
@@ -246,11 +251,6 @@ export async function startKubeSystem(
     http,
     store,
     ...(options.originOf ? { originOf: options.originOf } : {}),
-  });
-  const namespaces = new KubeNamespaces({
-    http,
-    controllerNamespace: config.controllerNamespace,
-    ...(pullSecrets ? { pullSecrets } : {}),
   });
   const metrics = new SlessMetrics({
     readyFunctions: () => readyFunctionCounts(store),

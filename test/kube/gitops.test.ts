@@ -17,6 +17,7 @@ import type { FunctionStatus, GitSource, GitSourceStatus, SlessFunction } from '
 import { type KubeSystem, startKubeSystem } from '../../src/main.js';
 import { getObject, type KubeObject, listObjects } from '../../src/platform/kube/objects.js';
 import { DEPLOYMENT, JOB, SECRET, SERVICE } from '../../src/platform/kube/resource-types.js';
+import { NETWORK_POLICY } from '../../src/platform/kube/tenant.js';
 import { functionManifest, git, nodeHandler, TestRepo, tempDir } from '../helpers/git.js';
 import { startGitHttpServer } from '../helpers/git-http-server.js';
 import {
@@ -224,6 +225,8 @@ describe('kube platform: GitOps loop', () => {
     expect(pull?.type).toBe('kubernetes.io/dockerconfigjson');
     expect(pull?.data).toEqual({ '.dockerconfigjson': env.registrySecrets.pull });
     expect(await getObject(env.http, SECRET, env.ns, 'sless-registry-push')).toBeUndefined();
+    // The deploy also applied the NetworkPolicy that admits only the controller to function pods.
+    expect(await getObject(env.http, NETWORK_POLICY, env.ns, 'sless-functions')).toBeDefined();
     expect(dep.metadata.ownerReferences?.[0]).toMatchObject({
       kind: 'Function',
       name: 'alpha',

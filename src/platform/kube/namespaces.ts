@@ -32,9 +32,17 @@ export class KubeNamespaces implements NamespaceRegistry {
    */
   async ensureNamespace(namespace: string): Promise<boolean> {
     const created = await this.createNamespace(namespace);
+    await this.prepare(namespace);
+    return created;
+  }
+
+  /**
+   * What a namespace needs before functions run in it: the pull secret (seeds lesson 6) and the
+   * NetworkPolicy. Deploys call it too, so a namespace nobody ensured is covered as well.
+   */
+  async prepare(namespace: string): Promise<void> {
     await this.pullSecrets?.ensure(namespace);
     await apply(this.http, NETWORK_POLICY, functionsNetworkPolicy(namespace, this.controllerNamespace));
-    return created;
   }
 
   private async createNamespace(namespace: string): Promise<boolean> {

@@ -5,23 +5,22 @@ import type { KubeHttp } from './http.js';
 import { ANNOTATION_REVISION } from './labels.js';
 import { apply, deleteObject, getObject, type KubeObject } from './objects.js';
 import { DEPLOYMENT, SERVICE } from './resource-types.js';
-import type { PullSecretSync } from './tenant.js';
 import { deploymentFor, serviceFor, serviceName } from './workload-manifests.js';
 
 export class KubeWorkloads implements WorkloadPlatform {
   private readonly http: KubeHttp;
   private readonly imagePullSecrets: readonly string[];
-  private readonly pullSecrets: PullSecretSync | undefined;
+  private readonly prepareNamespace: ((namespace: string) => Promise<void>) | undefined;
 
-  /** `pullSecrets` copies the pull secret into each namespace deployed to (seeds lesson 6). */
+  /** `prepareNamespace` readies each namespace deployed to: pull secret (lesson 6), NetworkPolicy. */
   constructor(options: {
     http: KubeHttp;
     imagePullSecrets?: readonly string[];
-    pullSecrets?: PullSecretSync;
+    prepareNamespace?: (namespace: string) => Promise<void>;
   }) {
     this.http = options.http;
     this.imagePullSecrets = options.imagePullSecrets ?? [];
-    this.pullSecrets = options.pullSecrets;
+    this.prepareNamespace = options.prepareNamespace;
   }
 
   /**
@@ -34,7 +33,7 @@ export class KubeWorkloads implements WorkloadPlatform {
     options: { revision: string; enabled: boolean },
   ): Promise<void> {
     // Before the Deployment: its pods must be able to pull from the first try.
-    await this.pullSecrets?.ensure(fn.metadata.namespace);
+    await this.prepareNamespace?.(fn.metadata.namespace);
     await apply(this.http, SERVICE, serviceFor(fn));
     await apply(
       this.http,
