@@ -72,6 +72,21 @@ describe('/fn/ proxy', () => {
     expect(unknown.json()).toEqual({ error: 'unknown function default/nope' });
   });
 
+  it('counts proxied requests in /metrics by function and status code', async () => {
+    await (await system.call('/fn/default/echo/metrics-check')).text();
+    await (await system.call('/fn/default/echo/throw')).text();
+    const text = await (await system.call('/metrics')).text();
+    const count = (code: number) =>
+      Number(
+        new RegExp(
+          `sless_proxy_requests_total\\{namespace="default",function="echo",code="${code}"\\} (\\d+)`,
+        ).exec(text)?.[1] ?? 0,
+      );
+    expect(count(200)).toBeGreaterThanOrEqual(1);
+    expect(count(500)).toBeGreaterThanOrEqual(1);
+    expect(text).toMatch(/sless_proxy_request_duration_seconds_bucket\{[^}]*function="echo"/);
+  });
+
   it('answers 404 JSON for an unknown function', async () => {
     const response = await system.call('/fn/default/nope');
     expect(response.status).toBe(404);
