@@ -3,6 +3,7 @@ import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
+import type { GitSource } from '../../src/core/resources.js';
 
 const exec = promisify(execFile);
 
@@ -69,4 +70,19 @@ export function functionManifest(name: string, spec: Record<string, unknown> = {
 
 export function nodeHandler(body: string): string {
   return `exports.handle = async (event, context) => { ${body} };\n`;
+}
+
+/** A GitSource on `main`, polled hourly: tests sync explicitly or through the repository watch. */
+export function gitSource(
+  name: string,
+  namespace: string,
+  url: string,
+  spec: Partial<GitSource['spec']> = {},
+): GitSource {
+  return {
+    apiVersion: 'sless.dev/v1alpha1',
+    kind: 'GitSource',
+    metadata: { name, namespace },
+    spec: { url, branch: 'main', path: '.', interval: '1h', suspend: false, ...spec },
+  };
 }

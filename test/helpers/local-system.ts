@@ -4,7 +4,7 @@ import { pino } from 'pino';
 import { loadLocalConfig } from '../../src/config/config.js';
 import type { FunctionStatus, GitSourceStatus } from '../../src/core/resources.js';
 import { type LocalSystem, startLocalSystem } from '../../src/main.js';
-import { tempDir } from './git.js';
+import { gitSource, tempDir } from './git.js';
 
 export interface TestSystem extends LocalSystem {
   stateDir: string;
@@ -32,18 +32,11 @@ export async function startTestSystem(options: {
   const logger = pino({ level: process.env.SLESS_TEST_LOG ?? 'silent' });
   const system = await startLocalSystem(config, {
     logger,
-    source: {
-      apiVersion: 'sless.dev/v1alpha1',
-      kind: 'GitSource',
-      metadata: { name: 'test', namespace: 'default' },
-      spec: {
-        url: options.url,
-        branch: options.branch ?? 'main',
-        path: options.path ?? '.',
-        interval: options.interval ?? '1h',
-        suspend: false,
-      },
-    },
+    source: gitSource('test', 'default', options.url, {
+      branch: options.branch ?? 'main',
+      path: options.path ?? '.',
+      interval: options.interval ?? '1h',
+    }),
   });
   return {
     ...system,

@@ -11,7 +11,7 @@ import { S3Client } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KanikoBuilder } from '../../src/build/kaniko-builder.js';
 import { buildName } from '../../src/core/naming.js';
-import type { GitSource, SlessFunction } from '../../src/core/resources.js';
+import type { SlessFunction } from '../../src/core/resources.js';
 import { type KubeSystem, startKubeSystem } from '../../src/main.js';
 import { loadManifests } from '../../src/manifest/load.js';
 import { KubeStore } from '../../src/platform/kube/kube-store.js';
@@ -21,7 +21,7 @@ import { KubeWorkloads } from '../../src/platform/kube/workloads.js';
 import { reconcileFunction } from '../../src/reconcile/function-reconcile.js';
 import { planSource } from '../../src/reconcile/plan.js';
 import { LocalRepositoryReader } from '../../src/source/readers.js';
-import { functionManifest, git, nodeHandler, TestRepo, tempDir } from '../helpers/git.js';
+import { functionManifest, git, gitSource, nodeHandler, TestRepo, tempDir } from '../helpers/git.js';
 import { startGitHttpServer } from '../helpers/git-http-server.js';
 import {
   createNamespace,
@@ -81,12 +81,7 @@ describe('build once', () => {
     const reader = new LocalRepositoryReader({ path: repo.dir, branch: 'main' });
     const commit = await reader.resolveHead();
     const snapshot = await reader.snapshot(commit);
-    const source: GitSource = {
-      apiVersion: 'sless.dev/v1alpha1',
-      kind: 'GitSource',
-      metadata: { name: 'burst-src', namespace: env.ns },
-      spec: { url: repo.dir, branch: 'main', path: '.', interval: '1h', suspend: false },
-    };
+    const source = gitSource('burst-src', env.ns, repo.dir);
     const loaded = await loadManifests(snapshot, { root: '.', namespace: env.ns });
     const plan = await planSource(source, snapshot, loaded);
     const store = new KubeStore({ http: env.http, logger });
@@ -142,12 +137,7 @@ describe('build once', () => {
       pollMs: 100,
     });
     try {
-      await system.store.apply({
-        apiVersion: 'sless.dev/v1alpha1',
-        kind: 'GitSource',
-        metadata: { name: 'restart', namespace: env.ns },
-        spec: { url: `${server.url}/r.git`, branch: 'main', path: '.', interval: '1h', suspend: false },
-      });
+      await system.store.apply(gitSource('restart', env.ns, `${server.url}/r.git`));
       const name = buildName('mid', commit);
       await eventually('mid Job', () => getObject<KubeObject>(env.http, JOB, env.controllerNs, name));
       // The controller goes away mid-build (the Job keeps running in the cluster)...

@@ -18,7 +18,7 @@ import { type KubeSystem, startKubeSystem } from '../../src/main.js';
 import { getObject, type KubeObject, listObjects } from '../../src/platform/kube/objects.js';
 import { DEPLOYMENT, JOB, SECRET, SERVICE } from '../../src/platform/kube/resource-types.js';
 import { NETWORK_POLICY } from '../../src/platform/kube/tenant.js';
-import { functionManifest, git, nodeHandler, TestRepo, tempDir } from '../helpers/git.js';
+import { functionManifest, git, gitSource, nodeHandler, TestRepo, tempDir } from '../helpers/git.js';
 import { startGitHttpServer } from '../helpers/git-http-server.js';
 import {
   eventually,
@@ -97,12 +97,7 @@ describe('kube platform: GitOps loop', () => {
       originOf: () => `http://127.0.0.1:${port}`,
       pollMs: 100,
     });
-    const source: GitSource = {
-      apiVersion: 'sless.dev/v1alpha1',
-      kind: 'GitSource',
-      metadata: { name: 'repo', namespace: env.ns },
-      spec: { url: `${gitServer.url}/fns.git`, branch: 'main', path: '.', interval: '1h', suspend: false },
-    };
+    const source: GitSource = gitSource('repo', env.ns, `${gitServer.url}/fns.git`);
     await system.store.apply(source);
   });
 

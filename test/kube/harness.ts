@@ -209,20 +209,7 @@ export async function markBuildSucceeded(
       },
     },
   });
-  await http.request('PATCH', `/apis/batch/v1/namespaces/${namespace}/jobs/${job}/status`, {
-    contentType: MERGE_PATCH,
-    body: {
-      status: {
-        startTime: t,
-        completionTime: t,
-        succeeded: 1,
-        conditions: [
-          { type: 'SuccessCriteriaMet', status: 'True', lastTransitionTime: t, lastProbeTime: t },
-          { type: 'Complete', status: 'True', lastTransitionTime: t, lastProbeTime: t },
-        ],
-      },
-    },
-  });
+  await markJobComplete(http, namespace, job);
 }
 
 /** Plays the Job controller for a failed kaniko run (no pod log: there is no kubelet to serve one). */

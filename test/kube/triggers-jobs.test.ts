@@ -11,7 +11,7 @@ import type { FunctionJob, SlessFunction } from '../../src/core/resources.js';
 import { type KubeSystem, startKubeSystem } from '../../src/main.js';
 import { getObject, type KubeObject, listObjects } from '../../src/platform/kube/objects.js';
 import { CRONJOB, DEPLOYMENT, JOB } from '../../src/platform/kube/resource-types.js';
-import { functionManifest, git, nodeHandler, TestRepo, tempDir } from '../helpers/git.js';
+import { functionManifest, git, gitSource, nodeHandler, TestRepo, tempDir } from '../helpers/git.js';
 import { startGitHttpServer } from '../helpers/git-http-server.js';
 import {
   eventually,
@@ -67,12 +67,7 @@ describe('kube triggers and jobs', () => {
     await git(work.dir, 'push', '--quiet', 'origin', 'main');
     first = await git(work.dir, 'rev-parse', 'HEAD');
     system = await startKubeSystem(env.config, { logger, kubeConfig: env.cluster.kubeConfig, pollMs: 100 });
-    await system.store.apply({
-      apiVersion: 'sless.dev/v1alpha1',
-      kind: 'GitSource',
-      metadata: { name: 'repo', namespace: env.ns },
-      spec: { url: `${server.url}/t.git`, branch: 'main', path: '.', interval: '1h', suspend: false },
-    });
+    await system.store.apply(gitSource('repo', env.ns, `${server.url}/t.git`));
     const name = buildName('tick', first);
     await eventually('tick Job', () => getObject<KubeObject>(env.http, JOB, env.controllerNs, name));
     // Plays kaniko + the Job controller.
