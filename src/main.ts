@@ -65,6 +65,15 @@ export function createLogger(config: Pick<LocalConfig, 'logLevel' | 'prettyLogs'
   });
 }
 
+/** Shutdown may be asked for more than once (signals, tests); it runs once and every caller waits. */
+function once(task: () => Promise<void>): () => Promise<void> {
+  let running: Promise<void> | undefined;
+  return () => {
+    running ??= task();
+    return running;
+  };
+}
+
 /** The ready-functions gauge, per namespace, read at scrape time. */
 async function readyFunctionCounts(store: ObjectStore): Promise<Map<string, number>> {
   const counts = new Map<string, number>();
@@ -163,7 +172,6 @@ export async function startLocalSystem(
   if (options.source) await store.apply(options.source);
   const address = await app.listen({ host: config.host, port: config.port });
   ready = true;
-  let stopping: Promise<void> | undefined;
   return {
     app,
     store,
@@ -172,16 +180,13 @@ export async function startLocalSystem(
     builder,
     scheduler,
     url: address,
-    stop: () => {
-      stopping ??= (async () => {
-        ready = false;
-        await controller.stop();
-        scheduler.stopAll();
-        await app.close();
-        await platform.stopAll();
-      })();
-      return stopping;
-    },
+    stop: once(async () => {
+      ready = false;
+      await controller.stop();
+      scheduler.stopAll();
+      await app.close();
+      await platform.stopAll();
+    }),
   };
 }
 
@@ -308,7 +313,6 @@ export async function startKubeSystem(
   await controller.start();
   const address = await app.listen({ host: config.host, port: config.port });
   ready = true;
-  let stopping: Promise<void> | undefined;
   return {
     app,
     store,
@@ -317,19 +321,16 @@ export async function startKubeSystem(
     builder,
     routes,
     url: address,
-    stop: () => {
-      stopping ??= (async () => {
-        ready = false;
-        await controller.stop();
-        builder.stop();
-        jobs.stop();
-        store.stop();
-        await app.close();
-        s3.destroy();
-        http.close();
-      })();
-      return stopping;
-    },
+    stop: once(async () => {
+      ready = false;
+      await controller.stop();
+      builder.stop();
+      jobs.stop();
+      store.stop();
+      await app.close();
+      s3.destroy();
+      http.close();
+    }),
   };
 }
 
