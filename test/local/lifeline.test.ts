@@ -32,10 +32,23 @@ function alive(pid: number): boolean {
 }
 
 describe('runtime lifeline', () => {
+  const node = {
+    runtime: 'nodejs20',
+    file: 'handler.js',
+    code: 'exports.handle = () => process.pid;\n',
+  } as const;
+  const python = {
+    runtime: 'python3.11',
+    file: 'handler.py',
+    code: 'import os\n\ndef handle(event, context):\n    return os.getpid()\n',
+  } as const;
+  // SIGKILL gives sless no chance to clean up (the lifeline does it); SIGTERM/SIGINT are its own shutdown.
   it.each([
-    ['nodejs20', 'handler.js', 'exports.handle = () => process.pid;\n'],
-    ['python3.11', 'handler.py', 'import os\n\ndef handle(event, context):\n    return os.getpid()\n'],
-  ])('a %s runtime exits when sless is SIGKILLed', async (runtime, file, code) => {
+    { ...node, signal: 'SIGKILL' },
+    { ...python, signal: 'SIGKILL' },
+    { ...node, signal: 'SIGTERM' },
+    { ...python, signal: 'SIGINT' },
+  ] as const)('a $runtime runtime exits when sless gets $signal', async ({ runtime, file, code, signal }) => {
     const repo = await TestRepo.create({
       'f/function.yaml': `apiVersion: sless.dev/v1alpha1\nkind: Function\nmetadata: { name: f }\nspec: { runtime: ${runtime}, entrypoint: handler.handle }\n`,
       [`f/${file}`]: code,
@@ -74,8 +87,9 @@ describe('runtime lifeline', () => {
       'runtime started',
     );
     expect(alive(pid)).toBe(true);
-    sless.kill('SIGKILL');
-    await once(sless, 'exit');
+    sless.kill(signal);
+    const [exitCode] = await once(sless, 'exit');
+    if (signal !== 'SIGKILL') expect(exitCode).toBe(0);
     await eventually(async () => !alive(pid), 5_000, 'runtime exited');
     await repo.remove();
   });
