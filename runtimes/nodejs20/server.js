@@ -332,15 +332,21 @@ function startServer(handler) {
     if (socket.writable)
       socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
   });
+  // SLESS_SOCKET: listen on a unix socket instead of a port. The sandboxed local platform gives each
+  // function its own network namespace, where no port is reachable from outside; the socket file is.
+  const socketPath = env.SLESS_SOCKET || undefined;
+  const where = socketPath ? `socket ${socketPath}` : `port ${port}`;
   server.on('error', (err) => {
-    process.stderr.write(`sless-runtime: cannot listen on port ${port}: ${err.message}\n`);
+    process.stderr.write(`sless-runtime: cannot listen on ${where}: ${err.message}\n`);
     process.exit(1);
   });
   // SLESS_HOST: the local platform binds to loopback so only its proxy reaches the function.
   const host = env.SLESS_HOST || undefined;
-  server.listen(port, host, () => {
-    process.stderr.write(`sless-runtime: ${entrypoint} listening on ${host ?? ''}:${port}\n`);
-  });
+  const listening = () => {
+    process.stderr.write(`sless-runtime: ${entrypoint} listening on ${socketPath ?? `${host ?? ''}:${port}`}\n`);
+  };
+  if (socketPath) server.listen(socketPath, listening);
+  else server.listen(port, host, listening);
   // SLESS_LIFELINE=stdin: the parent holds our stdin open; EOF means it died (even by SIGKILL), so exit
   // rather than linger as an orphan.
   if (env.SLESS_LIFELINE === 'stdin') {

@@ -450,15 +450,35 @@ class Server(ThreadingHTTPServer):
         self.server_port = port
 
 
+class UnixRequestHandler(RequestHandler):
+    # TCP_NODELAY does not exist on a unix socket, and the peer has no address.
+    disable_nagle_algorithm = False
+
+    def address_string(self):
+        return "unix"
+
+
+class UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+    request_queue_size = 1024
+
+
 def serve(fn):
     port = int(os.environ.get("PORT") or "8080")
     RequestHandler.fn = staticmethod(fn)
+    # SLESS_SOCKET: a unix socket instead of a port. The sandboxed local platform gives each function
+    # its own network namespace, where no port is reachable from outside; the socket file is.
+    socket_path = os.environ.get("SLESS_SOCKET") or ""
     # SLESS_HOST: the local platform binds to loopback so only its proxy reaches the function.
     host = os.environ.get("SLESS_HOST") or "0.0.0.0"
+    where = f"socket {socket_path}" if socket_path else f"port {port}"
     try:
-        httpd = Server((host, port), RequestHandler)
+        if socket_path:
+            httpd = UnixServer(socket_path, UnixRequestHandler)
+        else:
+            httpd = Server((host, port), RequestHandler)
     except OSError as exc:
-        sys.stderr.write(f"sless-runtime: cannot listen on port {port}: {exc}\n")
+        sys.stderr.write(f"sless-runtime: cannot listen on {where}: {exc}\n")
         sys.exit(1)
 
     def stop(signum, frame):
@@ -476,7 +496,7 @@ def serve(fn):
                 os._exit(0)
 
         threading.Thread(target=watch_parent, daemon=True).start()
-    sys.stderr.write(f"sless-runtime: {ENTRYPOINT} listening on :{port}\n")
+    sys.stderr.write(f"sless-runtime: {ENTRYPOINT} listening on {socket_path or f':{port}'}\n")
     sys.stderr.flush()
     httpd.serve_forever(poll_interval=0.5)
     httpd.server_close()

@@ -1,17 +1,20 @@
 // Runtime contract suite: one table of cases, run against the Node, Python and Go runtimes as real
 // child processes serving the fixtures in test/runtimes/fixtures/<runtime>/ (same behaviours in each).
+import { type ChildProcess, spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
+import { once } from 'node:events';
 import { mkdtempSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { request } from 'undici';
+import { Client, request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   binaryLaunch,
   buildGo,
   type Exited,
   FIXTURES_DIR,
+  freePort,
   interpretedLaunch,
   type Launch,
   type Running,
@@ -552,6 +555,85 @@ describe.each(RUNTIMES)('runtime $name', (rt) => {
   });
   it.each(CASES)('$name', async ({ run }) => {
     await run({ rt, server, url: server.url });
+  });
+});
+
+describe.each(RUNTIMES)('runtime $name on a unix socket (SLESS_SOCKET)', (rt) => {
+  let dir: string;
+  let proc: ChildProcess | undefined;
+  let stderr = '';
+  beforeAll(() => {
+    dir = mkdtempSync(path.join(tmpdir(), 'sless-sock-'));
+  });
+  afterAll(async () => {
+    if (proc && proc.exitCode === null && proc.signalCode === null) {
+      const done = once(proc, 'exit');
+      proc.kill('SIGKILL');
+      await done;
+    }
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('serves the contract over the socket, keeps connections alive, and opens no port', async () => {
+    const socketPath = path.join(dir, 'http.sock');
+    const port = await freePort();
+    const launch = rt.main();
+    proc = spawn(launch.command, launch.args, {
+      env: { ...process.env, ...launch.env, ...BASE_ENV, SLESS_SOCKET: socketPath, PORT: String(port) },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    proc.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
+      stderr += chunk;
+    });
+    const client = new Client('http://localhost', { socketPath, pipelining: 1 });
+    try {
+      const healthy = async (): Promise<number> => {
+        for (let i = 0; ; i++) {
+          try {
+            const res = await client.request({ path: '/healthz', method: 'GET' });
+            await res.body.dump();
+            return res.statusCode;
+          } catch (error) {
+            if (proc?.exitCode !== null || i > 1500)
+              throw new Error(`not healthy: ${String(error)}\n${stderr}`);
+            await new Promise((r) => setTimeout(r, 10));
+          }
+        }
+      };
+      expect(await healthy()).toBe(200);
+      expect(stderr).toContain(`listening on ${rt.name === 'go1.21' ? 'socket ' : ''}${socketPath}`);
+      const res = await client.request({
+        path: '/echo?a=1',
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-request-id': 'sock-1' },
+        body: '{"k":[1,2]}',
+      });
+      const body = (await res.body.json()) as Echo;
+      expect(res.statusCode).toBe(200);
+      expect(body.event.path).toBe('/echo');
+      expect(body.event.query).toEqual({ a: '1' });
+      expect(body.event.body).toEqual({ k: [1, 2] });
+      expect(body.context).toMatchObject({ requestId: 'sock-1', namespace: 'contract-ns' });
+      const again = await client.request({ path: '/value', method: 'GET' });
+      expect(await again.body.json()).toEqual([1, 'two', { three: 3 }]);
+      // The socket was the only listener: the PORT it was also given stays closed.
+      await expect(fetch(`http://127.0.0.1:${port}/healthz`)).rejects.toThrow();
+    } finally {
+      await client.close();
+    }
+  });
+
+  it('a socket it cannot bind is a clear start-up error (exit 1)', async () => {
+    const launch = rt.main();
+    const missing = path.join(dir, 'no-such-dir', 'http.sock');
+    const res = await runToExit(
+      launch.command,
+      launch.args,
+      { ...launch.env, ...BASE_ENV, SLESS_SOCKET: missing },
+      15_000,
+    );
+    expect(res.code).toBe(1);
+    expect(res.stderr).toContain(`sless-runtime: cannot listen on socket ${missing}`);
   });
 });
 

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -401,9 +402,20 @@ func (rt *runtime) serve() int {
 			os.Exit(0)
 		}()
 	}
-	fmt.Fprintf(os.Stderr, "sless-runtime: %s listening on :%s\n", Entrypoint, port)
-	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		fmt.Fprintf(os.Stderr, "sless-runtime: cannot listen on port %s: %v\n", port, err)
+	// SLESS_SOCKET: a unix socket instead of a port. The sandboxed local platform gives each function
+	// its own network namespace, where no port is reachable from outside; the socket file is.
+	network, address, where := "tcp", srv.Addr, "port "+port
+	if socketPath := os.Getenv("SLESS_SOCKET"); socketPath != "" {
+		network, address, where = "unix", socketPath, "socket "+socketPath
+	}
+	listener, err := net.Listen(network, address)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "sless-runtime: cannot listen on %s: %v\n", where, err)
+		return 1
+	}
+	fmt.Fprintf(os.Stderr, "sless-runtime: %s listening on %s\n", Entrypoint, where)
+	if err := srv.Serve(listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		fmt.Fprintf(os.Stderr, "sless-runtime: serving on %s failed: %v\n", where, err)
 		return 1
 	}
 	return 0
