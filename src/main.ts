@@ -2,6 +2,7 @@
  * The composition root: config → adapters → controller + server. Nothing else picks concrete
  * implementations.
  */
+import { join } from 'node:path';
 import { S3Client } from '@aws-sdk/client-s3';
 import { KubeConfig } from '@kubernetes/client-node';
 import type { FastifyInstance } from 'fastify';
@@ -13,7 +14,7 @@ import { SlessMetrics } from './api/metrics.js';
 import { KanikoBuilder } from './build/kaniko-builder.js';
 import { LocalBuilder } from './build/local-builder.js';
 import { webhookSecretFor } from './config/auth.js';
-import type { LocalConfig } from './config/config.js';
+import { ConfigError, type LocalConfig } from './config/config.js';
 import type { ObjectStore } from './core/interfaces.js';
 import type { BuildRecord, GitSource, SlessFunction } from './core/resources.js';
 import { FunctionCleanup } from './platform/kube/cleanup.js';
@@ -34,6 +35,7 @@ import { LocalPlatform } from './platform/local/local-platform.js';
 import { MemoryStore } from './platform/local/memory-store.js';
 import { LocalSourceReaderFactory } from './platform/local/source-readers.js';
 import { Controller, type ControllerObserver } from './reconcile/controller.js';
+import { createLauncher, describeIsolation } from './sandbox/probe.js';
 
 export interface LocalSystem {
   app: FastifyInstance;
@@ -129,20 +131,36 @@ export async function startLocalSystem(
       `AUTHENTICATION IS OFF: anyone who can reach ${config.host}:${config.port} may use /v1 as an admin (local loopback mode only)`,
     );
   else logger.info({ auth: authenticator.description }, '/v1 requires a bearer token');
+  const launcher = createLauncher({ runDir: join(config.stateDir, 'sandbox'), logger });
+  const isolation = describeIsolation(launcher.report);
+  if (!config.authDisabled && !launcher.report.sandboxed) {
+    launcher.close();
+    throw new ConfigError(
+      `authentication is on, so tenants' code would run here, and it runs only in a sandbox: ${launcher.report.notEnforced[0]}`,
+    );
+  }
+  if (launcher.report.sandboxed && launcher.report.notEnforced.length === 0) logger.info(isolation);
+  else logger.warn(isolation);
   const history = new BuildHistory();
-  const platform = new LocalPlatform({ runtimesDir: config.runtimesDir, store, logger });
+  const platform = new LocalPlatform({ runtimesDir: config.runtimesDir, store, logger, launcher });
   const metrics = new SlessMetrics({
     readyFunctions: () => readyFunctionCounts(store),
     isKnownFunction: (ns, name) => platform.currentRevision(ns, name) !== undefined,
   });
   const builder = new LocalBuilder({
     stateDir: config.stateDir,
+    ...(config.buildCacheDir ? { cacheDir: config.buildCacheDir } : {}),
     runtimesDir: config.runtimesDir,
     logger,
+    launcher,
     onBuildFinished: buildRecorder(metrics, history),
   });
   const scheduler = new LocalCronScheduler({ store, routes: platform, logger });
-  const jobs = new LocalJobRunner({ commandFor: (fn, build) => platform.runtimeCommand(fn, build), logger });
+  const jobs = new LocalJobRunner({
+    commandFor: (fn, build) => platform.runtimeCommand(fn, build),
+    logger,
+    launcher,
+  });
   const controller = new Controller({
     scheduler,
     jobs,
@@ -186,6 +204,7 @@ export async function startLocalSystem(
       scheduler.stopAll();
       await app.close();
       await platform.stopAll();
+      launcher.close();
     }),
   };
 }

@@ -3,7 +3,7 @@ import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { asError, BuildError } from '../core/errors.js';
-import type { Builder, BuildRequest } from '../core/interfaces.js';
+import type { Builder, BuildRequest, ProcessLauncher } from '../core/interfaces.js';
 import type { BuildRecord, SlessFunction } from '../core/resources.js';
 import type { RuntimeName } from '../core/schemas.js';
 import { materializeFunction } from './materialize.js';
@@ -12,8 +12,12 @@ import { runCommand, tail } from './run-command.js';
 export interface LocalBuilderOptions {
   /** `.sless` state directory; builds live under `{stateDir}/builds/{ns}/{fn}/{buildKey}`. */
   stateDir: string;
+  /** Package caches, one directory per namespace (default `{stateDir}/cache`). */
+  cacheDir?: string;
   runtimesDir: string;
   logger: Logger;
+  /** Runs the install steps: sandboxed where the machine allows it. */
+  launcher: ProcessLauncher;
   stepTimeoutMs?: number;
   onBuildFinished?: (record: BuildRecord, fn: SlessFunction) => void;
 }
@@ -22,18 +26,35 @@ interface Step {
   command: string;
   args: string[];
   cwd: string;
-  env?: NodeJS.ProcessEnv;
+  env?: Record<string, string>;
 }
 
 /** Variables a dependency install may need; everything else (tokens, keys) stays out of builds. */
 const PASSED_ENV =
   /^(PATH|HOME|LANG|LC_\w+|TMPDIR|USER|SHELL|npm_config_\w+|NPM_CONFIG_\w+|PIP_\w+|GO\w*|CGO_\w+|HTTPS?_PROXY|NO_PROXY|https?_proxy|no_proxy|SSL_CERT_\w+|NODE_EXTRA_CA_CERTS)$/;
 
-function buildEnv(): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = {};
-  for (const [key, value] of Object.entries(process.env)) if (PASSED_ENV.test(key)) env[key] = value;
-  return env;
+/** Each namespace's package caches: shared by its own builds, never by another namespace's. */
+function cacheEnv(cacheDir: string): Record<string, string> {
+  return {
+    GOCACHE: join(cacheDir, 'go-build'),
+    GOMODCACHE: join(cacheDir, 'go-mod'),
+    GOPATH: join(cacheDir, 'go'),
+    npm_config_cache: join(cacheDir, 'npm'),
+    PIP_CACHE_DIR: join(cacheDir, 'pip'),
+  };
 }
+
+/** Unsandboxed (single-user mode), builds share the user's own caches, as the tools would anyway. */
+function buildEnv(cacheDir: string, sandboxed: boolean): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const [key, value] of Object.entries(process.env))
+    if (value !== undefined && PASSED_ENV.test(key)) env[key] = value;
+  return sandboxed ? { ...env, ...cacheEnv(cacheDir) } : env;
+}
+
+/** Install steps may download and compile (go build -p 2) but not exhaust the machine. */
+export const BUILD_MEMORY_MB = 2048;
+export const BUILD_MAX_PROCESSES = 1024;
 
 /**
  * Builds a function into a directory keyed by its build key: the code at that commit plus its
@@ -98,13 +119,28 @@ export class LocalBuilder implements Builder {
         target: codeDir,
       });
       output += `[sless] wrote ${count} files from ${request.codeDir || '.'} at ${request.commit.slice(0, 12)}\n`;
+      const tenant = request.fn.metadata.namespace;
+      const cacheDir = await this.tenantCache(tenant);
+      // The install step writes only here and to its namespace's cache; it sees no other build.
+      await this.options.launcher.grant(tenant, staging);
       for (const step of this.steps(request.fn.spec.runtime, staging, request.fn.spec.entrypoint)) {
         output += `[sless] $ ${step.command} ${step.args.join(' ')}\n`;
-        const result = await runCommand(step.command, step.args, {
-          cwd: step.cwd,
-          env: { ...buildEnv(), ...step.env },
-          timeoutMs: this.options.stepTimeoutMs ?? 600_000,
-        });
+        const result = await runCommand(
+          this.options.launcher,
+          {
+            command: step.command,
+            args: step.args,
+            cwd: step.cwd,
+            env: { ...buildEnv(cacheDir, this.options.launcher.report.sandboxed), ...step.env },
+            tenant,
+            readable: [this.options.runtimesDir],
+            writable: [staging, cacheDir],
+            network: 'outbound',
+            memoryMb: BUILD_MEMORY_MB,
+            maxProcesses: BUILD_MAX_PROCESSES,
+          },
+          { timeoutMs: this.options.stepTimeoutMs ?? 600_000 },
+        );
         output += result.output;
         if (result.exitCode !== 0) {
           throw new BuildError(
@@ -146,6 +182,15 @@ export class LocalBuilder implements Builder {
       this.options.onBuildFinished?.(failed, request.fn);
       throw Object.assign(new BuildError(error.message, logTail, error), { record: failed });
     }
+  }
+
+  private async tenantCache(namespace: string): Promise<string> {
+    const dir = join(this.options.cacheDir ?? join(this.options.stateDir, 'cache'), namespace);
+    if (!existsSync(dir)) {
+      await mkdir(dir, { recursive: true });
+      await this.options.launcher.grant(namespace, dir);
+    }
+    return dir;
   }
 
   private steps(runtime: RuntimeName, staging: string, entrypoint: string): Step[] {

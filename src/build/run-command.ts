@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import type { LaunchSpec, ProcessLauncher } from '../core/interfaces.js';
 
 export interface CommandResult {
   exitCode: number | null;
@@ -8,11 +8,11 @@ export interface CommandResult {
 
 const OUTPUT_LIMIT = 64 * 1024;
 
-/** Runs a build step, keeping the last 64 KiB of combined output for the build log. */
+/** Runs a build step through the launcher, keeping the last 64 KiB of combined output for the build log. */
 export function runCommand(
-  command: string,
-  args: readonly string[],
-  options: { cwd: string; env: NodeJS.ProcessEnv; timeoutMs: number },
+  launcher: ProcessLauncher,
+  spec: Omit<LaunchSpec, 'stdio'>,
+  options: { timeoutMs: number },
 ): Promise<CommandResult> {
   return new Promise((resolve) => {
     let output = '';
@@ -20,17 +20,13 @@ export function runCommand(
       output += chunk.toString('utf8');
       if (output.length > OUTPUT_LIMIT * 2) output = output.slice(-OUTPUT_LIMIT);
     };
-    const child = spawn(command, args, {
-      cwd: options.cwd,
-      env: options.env,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const child = launcher.launch({ ...spec, stdio: ['ignore', 'pipe', 'pipe'] });
     const timer = setTimeout(() => {
       append(Buffer.from(`\n[sless] build step timed out after ${options.timeoutMs} ms\n`));
       child.kill('SIGKILL');
     }, options.timeoutMs);
-    child.stdout.on('data', append);
-    child.stderr.on('data', append);
+    child.stdout?.on('data', append);
+    child.stderr?.on('data', append);
     child.on('error', (error) => {
       clearTimeout(timer);
       resolve({ exitCode: null, signal: null, output: `${output}\n${error.message}` });

@@ -19,6 +19,8 @@ export interface LocalConfig {
   readonly sourceName: string;
   readonly interval: string;
   readonly stateDir: string;
+  /** Package caches for builds, one directory per namespace; default `{stateDir}/cache`. */
+  readonly buildCacheDir: string | undefined;
   readonly runtimesDir: string;
   readonly examplesDir: string;
   readonly externalUrl: string;
@@ -77,6 +79,12 @@ export function loadLocalConfig(
     sourceName: String(flags.source ?? 'examples'),
     interval,
     stateDir,
+    buildCacheDir:
+      typeof flags['build-cache-dir'] === 'string'
+        ? resolve(flags['build-cache-dir'])
+        : env.SLESS_BUILD_CACHE_DIR
+          ? resolve(env.SLESS_BUILD_CACHE_DIR)
+          : undefined,
     runtimesDir: resolve(PACKAGE_ROOT, 'runtimes'),
     examplesDir: resolve(PACKAGE_ROOT, 'examples-repo'),
     externalUrl,

@@ -81,7 +81,14 @@ export interface ObjectStore {
 }
 
 export type RouteState =
-  | { state: 'ready'; origin: string; timeoutSec: number; release?: () => void }
+  | {
+      state: 'ready';
+      origin: string;
+      /** A unix socket to dial instead of the origin's host and port (a sandboxed local function). */
+      socketPath?: string;
+      timeoutSec: number;
+      release?: () => void;
+    }
   | { state: 'unknown' }
   | { state: 'unavailable'; status: 502 | 503; message: string };
 
@@ -158,4 +165,46 @@ export interface TriggerScheduler {
     fn: SlessFunction | undefined,
   ): Promise<import('./resources.js').TriggerStatus>;
   remove(namespace: string, name: string): Promise<void>;
+}
+
+/** One tenant process to start: a function, a one-off job or a build step. */
+export interface LaunchSpec {
+  command: string;
+  args: string[];
+  cwd: string;
+  /** The whole environment of the process: nothing else is inherited. */
+  env: Record<string, string>;
+  stdio: ['pipe' | 'ignore', 'pipe', 'pipe'];
+  /** The namespace the code belongs to: processes of different namespaces never share a uid. */
+  tenant: string;
+  /** Host paths the process may write (bound at the same path); nothing else is writable. */
+  writable: string[];
+  /** Host paths it may read besides the system's programs and libraries. */
+  readable: string[];
+  /** `outbound`: internet access for package registries, but no host loopback. */
+  network: 'none' | 'outbound';
+  memoryMb?: number;
+  maxProcesses?: number;
+}
+
+/** What the machine lets sless enforce on tenant processes, said plainly at start-up and in status. */
+export interface IsolationReport {
+  /** True when tenant processes run in a sandbox (namespaces, own uid, read-only system). */
+  sandboxed: boolean;
+  /** One line per guarantee, e.g. "memory: cgroup v1 memory.limit_in_bytes". */
+  enforced: string[];
+  /** One line per guarantee that does not hold here, with the reason. */
+  notEnforced: string[];
+}
+
+/** Starts tenant processes: in a sandbox where the machine allows it, as plain children otherwise. */
+export interface ProcessLauncher {
+  readonly report: IsolationReport;
+  /** Makes a directory tree (a build's staging directory, a socket directory) the tenant's to write. */
+  grant(tenant: string, path: string): Promise<void>;
+  /**
+   * Starts the process. The returned child is the sandbox's outermost process: signals and exit
+   * status reach through it; limits and helpers are released when it exits.
+   */
+  launch(spec: LaunchSpec): import('node:child_process').ChildProcess;
 }

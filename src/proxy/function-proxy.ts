@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { existsSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Agent, errors as undiciErrors } from 'undici';
 import type { RouteResolver } from '../core/interfaces.js';
@@ -50,16 +51,41 @@ export class FunctionProxy {
     pipelining: 1,
   });
 
+  /** One agent per unix socket (a sandboxed local function), dropped once its socket is gone. */
+  private readonly socketAgents = new Map<string, Agent>();
+
   constructor(options: FunctionProxyOptions) {
     this.options = options;
+  }
+
+  private agentFor(socketPath: string | undefined): Agent {
+    if (!socketPath) return this.agent;
+    let agent = this.socketAgents.get(socketPath);
+    if (!agent) {
+      for (const [path, idle] of this.socketAgents)
+        if (!existsSync(path)) {
+          this.socketAgents.delete(path);
+          void idle.close();
+        }
+      agent = new Agent({
+        keepAliveTimeout: 30_000,
+        keepAliveMaxTimeout: 60_000,
+        connections: 256,
+        pipelining: 1,
+        connect: { socketPath },
+      });
+      this.socketAgents.set(socketPath, agent);
+    }
+    return agent;
   }
 
   static matches(url: string | undefined): boolean {
     return url?.startsWith('/fn/') ?? false;
   }
 
-  close(): Promise<void> {
-    return this.agent.close();
+  async close(): Promise<void> {
+    await Promise.all([this.agent.close(), ...[...this.socketAgents.values()].map((agent) => agent.close())]);
+    this.socketAgents.clear();
   }
 
   /** Never rejects: it runs outside fastify's error handling, where a rejection would be unhandled. */
@@ -121,7 +147,7 @@ export class FunctionProxy {
       }
     };
     try {
-      const upstream = await this.agent.request({
+      const upstream = await this.agentFor(route.socketPath).request({
         origin: route.origin,
         path,
         method: (req.method ?? 'GET') as Method,

@@ -1,10 +1,13 @@
 import { readdir, rm } from 'node:fs/promises';
+import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { loadLocalConfig } from '../../src/config/config.js';
 import type { FunctionStatus, GitSourceStatus } from '../../src/core/resources.js';
 import { type LocalSystem, startLocalSystem } from '../../src/main.js';
 import { gitSource, tempDir } from './git.js';
+
+export const TEST_BUILD_CACHE = join(homedir(), '.cache', 'sless', 'test-build-cache');
 
 export interface TestSystem extends LocalSystem {
   stateDir: string;
@@ -26,7 +29,14 @@ export async function startTestSystem(options: {
 }): Promise<TestSystem> {
   const stateDir = options.stateDir ?? (await tempDir('state'));
   const config = loadLocalConfig(
-    { port: '0', 'state-dir': stateDir, interval: options.interval ?? '1h' },
+    {
+      port: '0',
+      'state-dir': stateDir,
+      interval: options.interval ?? '1h',
+      // Sandboxed builds keep package caches per namespace; sharing them across tests spares every test
+      // a cold Go standard library build (minutes on this machine).
+      'build-cache-dir': TEST_BUILD_CACHE,
+    },
     {},
   );
   const logger = pino({ level: process.env.SLESS_TEST_LOG ?? 'silent' });

@@ -1,6 +1,6 @@
 import { Cron } from 'croner';
 import type { Logger } from 'pino';
-import { request } from 'undici';
+import { Client, request } from 'undici';
 import type { ObjectStore, RouteResolver, TriggerScheduler } from '../../core/interfaces.js';
 import type { SlessFunction, Trigger, TriggerStatus } from '../../core/resources.js';
 
@@ -75,8 +75,12 @@ export class LocalCronScheduler implements TriggerScheduler {
     if (route.state !== 'ready') {
       lastResult = route.state === 'unknown' ? 'function not found' : `skipped: ${route.message}`;
     } else {
+      const dispatcher = route.socketPath
+        ? new Client(route.origin, { socketPath: route.socketPath })
+        : undefined;
       try {
         const response = await request(`${route.origin}/`, {
+          ...(dispatcher ? { dispatcher } : {}),
           method: 'POST',
           headers: { 'content-type': 'application/json', 'x-sless-trigger': name },
           body: JSON.stringify(trigger.spec.event ?? {}),
@@ -89,6 +93,7 @@ export class LocalCronScheduler implements TriggerScheduler {
         lastResult = `error: ${(error as Error).message}`;
       } finally {
         route.release?.();
+        void dispatcher?.close();
       }
     }
     const current = await this.options.store.get('Trigger', namespace, name);

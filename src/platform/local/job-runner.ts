@@ -1,8 +1,7 @@
-import { spawn } from 'node:child_process';
 import type { Logger } from 'pino';
-import type { JobOutcome, JobRunner } from '../../core/interfaces.js';
+import type { JobOutcome, JobRunner, ProcessLauncher } from '../../core/interfaces.js';
 import type { BuildRecord, FunctionJob, SlessFunction } from '../../core/resources.js';
-import type { RuntimeCommand } from './runtime-process.js';
+import { launchSpecOf, type RuntimeCommand } from './runtime-process.js';
 
 const RESULT_PREFIX = 'SLESS_RESULT ';
 const TAIL_BYTES = 4096;
@@ -15,13 +14,16 @@ export class LocalJobRunner implements JobRunner {
   private readonly running = new Map<string, Promise<JobOutcome>>();
   private readonly commandFor: (fn: SlessFunction, build: BuildRecord) => RuntimeCommand;
   private readonly logger: Logger;
+  private readonly launcher: ProcessLauncher;
 
   constructor(options: {
     commandFor: (fn: SlessFunction, build: BuildRecord) => RuntimeCommand;
     logger: Logger;
+    launcher: ProcessLauncher;
   }) {
     this.commandFor = options.commandFor;
     this.logger = options.logger;
+    this.launcher = options.launcher;
   }
 
   run(job: FunctionJob, fn: SlessFunction, build: BuildRecord): Promise<JobOutcome> {
@@ -40,16 +42,18 @@ export class LocalJobRunner implements JobRunner {
     const timeoutMs = ((fn.spec.timeoutSec ?? 30) + 5) * 1000;
     return new Promise((resolve) => {
       let output = '';
-      const child = spawn(command.command, command.args, {
-        cwd: command.cwd,
-        env: { ...command.env, SLESS_EVENT: JSON.stringify(job.spec.event ?? {}) },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
+      const child = this.launcher.launch(
+        launchSpecOf(command, { ...command.env, SLESS_EVENT: JSON.stringify(job.spec.event ?? {}) }, [
+          'ignore',
+          'pipe',
+          'pipe',
+        ]),
+      );
       const collect = (chunk: Buffer) => {
         output = (output + chunk.toString('utf8')).slice(-64 * 1024);
       };
-      child.stdout.on('data', collect);
-      child.stderr.on('data', collect);
+      child.stdout?.on('data', collect);
+      child.stderr?.on('data', collect);
       const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
       const finish = (exitCode: number | undefined, message?: string) => {
         clearTimeout(timer);

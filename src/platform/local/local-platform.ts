@@ -1,18 +1,29 @@
 import { join } from 'node:path';
 import type { Logger } from 'pino';
-import type { ObjectStore, RouteResolver, RouteState, WorkloadPlatform } from '../../core/interfaces.js';
+import type {
+  ObjectStore,
+  ProcessLauncher,
+  RouteResolver,
+  RouteState,
+  WorkloadPlatform,
+} from '../../core/interfaces.js';
 import type { BuildRecord, SlessFunction } from '../../core/resources.js';
-import { freePort } from './ports.js';
 import { type RuntimeCommand, RuntimeProcess } from './runtime-process.js';
+import { SocketDirs } from './socket-dirs.js';
 
 export interface LocalPlatformOptions {
   runtimesDir: string;
   store: ObjectStore;
   logger: Logger;
+  /** Starts function processes: sandboxed where the machine allows it. */
+  launcher: ProcessLauncher;
   startTimeoutMs?: number;
   /** Host-level variables a runtime needs to run at all (PATH, HOME, locale); never secrets. */
   baseEnv?: Record<string, string>;
 }
+
+/** Threads count too (Python serves each request on one): room for a busy server, not a fork bomb. */
+export const FUNCTION_MAX_PROCESSES = 256;
 
 interface Revision {
   id: string;
@@ -59,6 +70,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver {
   private readonly options: LocalPlatformOptions;
   private readonly slots = new Map<string, Slot>();
   private readonly retiring = new Set<Promise<void>>();
+  private readonly sockets = new SocketDirs();
 
   constructor(options: LocalPlatformOptions) {
     this.options = options;
@@ -186,9 +198,11 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver {
     }
     revision.inflight++;
     revision.lastActivity = Date.now();
+    const socketPath = revision.process.socketPath;
     return {
       state: 'ready',
       origin: revision.process.origin,
+      ...(socketPath ? { socketPath } : {}),
       timeoutSec: revision.fn.spec.timeoutSec ?? 30,
       release: () => {
         revision.inflight--;
@@ -260,23 +274,31 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver {
       function: `${fn.metadata.namespace}/${fn.metadata.name}`,
       revision: id,
     });
-    let lastError: unknown;
-    // A port picked by freePort() can be taken before the runtime binds it; one retry covers that.
-    for (let attempt = 0; attempt < 2; attempt++) {
-      const process = new RuntimeProcess(this.runtimeCommand(fn, build), await freePort(), logger);
-      try {
-        await process.start(this.options.startTimeoutMs ?? 30_000);
-        return { id, fn, build, process, inflight: 0, lastActivity: Date.now() };
-      } catch (error) {
-        lastError = error;
-        if (
-          !process.logTail().includes('EADDRINUSE') &&
-          !process.logTail().includes('Address already in use')
-        )
-          break;
-      }
+    // Each process serves on a unix socket in a directory of its own, the only place it may write: a
+    // sandboxed function has its own network namespace, where a port would be out of reach.
+    const socketDir = await this.sockets.create();
+    await this.options.launcher.grant(fn.metadata.namespace, socketDir);
+    const command = this.runtimeCommand(fn, build);
+    command.sandbox = {
+      readable: [],
+      ...command.sandbox,
+      tenant: fn.metadata.namespace,
+      writable: [socketDir],
+    };
+    const process = new RuntimeProcess(
+      command,
+      { socketPath: join(socketDir, 'http.sock') },
+      logger,
+      this.options.launcher,
+    );
+    process.once('exit', () => void this.sockets.remove(socketDir));
+    try {
+      await process.start(this.options.startTimeoutMs ?? 30_000);
+    } catch (error) {
+      await this.sockets.remove(socketDir);
+      throw error;
     }
-    throw lastError;
+    return { id, fn, build, process, inflight: 0, lastActivity: Date.now() };
   }
 
   private watchCrash(key: string, slot: Slot, revision: Revision): void {
@@ -338,6 +360,14 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver {
   runtimeCommand(fn: SlessFunction, build: BuildRecord): RuntimeCommand {
     const buildDir = build.image ?? '';
     const codeDir = join(buildDir, 'code');
+    // Its own build (read-only) and the runtime servers are all of sless's files it can see.
+    const sandbox = {
+      tenant: fn.metadata.namespace,
+      readable: [buildDir, this.options.runtimesDir],
+      writable: [],
+      memoryMb: fn.spec.memoryMb ?? 128,
+      maxProcesses: FUNCTION_MAX_PROCESSES,
+    };
     const env: Record<string, string> = {
       ...(this.options.baseEnv ?? hostEnv()),
       ...sortedEnv(fn.spec.env),
@@ -358,6 +388,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver {
           ],
           cwd: codeDir,
           env,
+          sandbox,
         };
       case 'python3.11':
         return {
@@ -370,9 +401,10 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver {
             PYTHONDONTWRITEBYTECODE: '1',
             PYTHONUNBUFFERED: '1',
           },
+          sandbox,
         };
       case 'go1.21':
-        return { command: join(buildDir, 'bin', 'function'), args: [], cwd: codeDir, env };
+        return { command: join(buildDir, 'bin', 'function'), args: [], cwd: codeDir, env, sandbox };
     }
   }
 }

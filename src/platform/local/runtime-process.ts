@@ -1,14 +1,42 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { EventEmitter } from 'node:events';
 import type { Logger } from 'pino';
-import { request } from 'undici';
+import { Client, request } from 'undici';
+import type { LaunchSpec, ProcessLauncher } from '../../core/interfaces.js';
 
 export interface RuntimeCommand {
   command: string;
   args: string[];
   cwd: string;
   env: Record<string, string>;
+  /** How the sandbox runs it (see LaunchSpec); only used with a launcher. */
+  sandbox?: Pick<LaunchSpec, 'tenant' | 'readable' | 'writable' | 'memoryMb' | 'maxProcesses'>;
 }
+
+/** The launch of a runtime command with this environment: no network, only its sandbox's paths. */
+export function launchSpecOf(
+  command: RuntimeCommand,
+  env: Record<string, string>,
+  stdio: LaunchSpec['stdio'],
+): LaunchSpec {
+  const sandbox = command.sandbox;
+  return {
+    command: command.command,
+    args: command.args,
+    cwd: command.cwd,
+    env,
+    stdio,
+    tenant: sandbox?.tenant ?? 'default',
+    readable: sandbox?.readable ?? [],
+    writable: sandbox?.writable ?? [],
+    network: 'none',
+    ...(sandbox?.memoryMb === undefined ? {} : { memoryMb: sandbox.memoryMb }),
+    ...(sandbox?.maxProcesses === undefined ? {} : { maxProcesses: sandbox.maxProcesses }),
+  };
+}
+
+/** A TCP port on loopback, or a unix socket (a sandboxed function has no reachable port). */
+export type Endpoint = { port: number } | { socketPath: string };
 
 const LOG_TAIL_BYTES = 8 * 1024;
 
@@ -19,20 +47,28 @@ const LOG_TAIL_BYTES = 8 * 1024;
 export class RuntimeProcess extends EventEmitter<{
   exit: [code: number | null, signal: NodeJS.Signals | null];
 }> {
-  readonly port: number;
+  readonly endpoint: Endpoint;
   readonly origin: string;
   private child: ChildProcess | undefined;
   private output = '';
   private exited = false;
   private readonly logger: Logger;
   private readonly spec: RuntimeCommand;
+  private readonly launcher: ProcessLauncher | undefined;
+  /** Health checks over the unix socket. */
+  private healthClient: Client | undefined;
 
-  constructor(spec: RuntimeCommand, port: number, logger: Logger) {
+  constructor(spec: RuntimeCommand, endpoint: number | Endpoint, logger: Logger, launcher?: ProcessLauncher) {
     super();
     this.spec = spec;
-    this.port = port;
-    this.origin = `http://127.0.0.1:${port}`;
+    this.endpoint = typeof endpoint === 'number' ? { port: endpoint } : endpoint;
+    this.origin = 'port' in this.endpoint ? `http://127.0.0.1:${this.endpoint.port}` : 'http://localhost';
     this.logger = logger;
+    this.launcher = launcher;
+  }
+
+  get socketPath(): string | undefined {
+    return 'socketPath' in this.endpoint ? this.endpoint.socketPath : undefined;
   }
 
   get pid(): number | undefined {
@@ -48,13 +84,23 @@ export class RuntimeProcess extends EventEmitter<{
   }
 
   async start(timeoutMs: number): Promise<void> {
-    const child = spawn(this.spec.command, this.spec.args, {
-      cwd: this.spec.cwd,
-      env: { ...this.spec.env, PORT: String(this.port), SLESS_HOST: '127.0.0.1', SLESS_LIFELINE: 'stdin' },
-      // stdin stays open and unused: when this process dies, even by SIGKILL, the runtime sees EOF and
-      // exits instead of lingering as an orphan.
-      stdio: ['pipe', 'pipe', 'pipe'],
-    });
+    const env: Record<string, string> = {
+      ...this.spec.env,
+      ...('port' in this.endpoint
+        ? { PORT: String(this.endpoint.port), SLESS_HOST: '127.0.0.1' }
+        : { SLESS_SOCKET: this.endpoint.socketPath }),
+      SLESS_LIFELINE: 'stdin',
+    };
+    // stdin stays open and unused: when this process dies, even by SIGKILL, the runtime sees EOF and
+    // exits instead of lingering as an orphan.
+    const child = this.launcher
+      ? this.launcher.launch(launchSpecOf(this.spec, env, ['pipe', 'pipe', 'pipe']))
+      : spawn(this.spec.command, this.spec.args, {
+          cwd: this.spec.cwd,
+          env,
+          stdio: ['pipe', 'pipe', 'pipe'],
+        });
+    if (this.socketPath) this.healthClient = new Client(this.origin, { socketPath: this.socketPath });
     child.stdin?.on('error', () => undefined);
     this.child = child;
     const capture = (stream: 'stdout' | 'stderr') => (chunk: Buffer) => {
@@ -86,6 +132,9 @@ export class RuntimeProcess extends EventEmitter<{
     } catch (error) {
       await this.stop(0);
       throw error;
+    } finally {
+      void this.healthClient?.close();
+      this.healthClient = undefined;
     }
   }
 
@@ -97,7 +146,11 @@ export class RuntimeProcess extends EventEmitter<{
           `runtime did not answer /healthz within the start timeout: ${this.logTail().trim().split('\n').slice(-5).join(' | ')}`,
         );
       try {
-        const response = await request(`${this.origin}/healthz`, { headersTimeout: 1000, bodyTimeout: 1000 });
+        const response = await request(`${this.origin}/healthz`, {
+          headersTimeout: 1000,
+          bodyTimeout: 1000,
+          ...(this.healthClient ? { dispatcher: this.healthClient } : {}),
+        });
         await response.body.dump();
         if (response.statusCode === 200) return;
       } catch {
