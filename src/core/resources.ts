@@ -80,6 +80,8 @@ export interface FunctionStatus extends BaseStatus {
   lastBuiltAt?: string;
   restarts?: number;
   lastError?: string;
+  /** Local platform: whether it runs sandboxed and which limits hold, in plain words. */
+  isolation?: string;
 }
 
 export interface TriggerStatus extends BaseStatus {

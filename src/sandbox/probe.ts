@@ -32,7 +32,6 @@ function which(command: string): string | undefined {
     const candidate = join(dir, command);
     if (dir && existsSync(candidate)) return candidate;
   }
-  for (const dir of SYSTEM_PATH) if (existsSync(join(dir, command))) return join(dir, command);
   return undefined;
 }
 

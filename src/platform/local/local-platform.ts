@@ -145,6 +145,20 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver {
     this.scheduleIdleCheck(slot, revision);
     // The new revision serves from here on; draining the old one must not hold up the next rollout.
     if (previous) this.retireInBackground(previous);
+    const current = await this.options.store.get('Function', fn.metadata.namespace, fn.metadata.name);
+    if (current) await this.options.store.patchStatus(current, { isolation: this.isolationOf(fn) });
+  }
+
+  /** What holds this function in, said plainly in its status. */
+  isolationOf(fn: SlessFunction): string {
+    const report = this.options.launcher.report;
+    const holds = (what: string) =>
+      report.enforced.some((line) => line.startsWith(`${what}:`)) ? 'enforced' : 'NOT enforced';
+    return [
+      report.sandboxed ? 'sandboxed (bubblewrap, own uid, no network)' : 'NOT sandboxed',
+      `memory ${fn.spec.memoryMb ?? 128} MiB ${holds('memory')}`,
+      `processes <= ${FUNCTION_MAX_PROCESSES} ${holds('processes')}`,
+    ].join('; ');
   }
 
   private retireInBackground(revision: Revision): void {
