@@ -11,7 +11,7 @@ import { ConfigError, loadLocalConfig } from './config/config.js';
 import type { GitSource, SlessFunction } from './core/resources.js';
 import { createLogger, startLocalSystem } from './main.js';
 
-const USAGE = `usage: sless dev [--repo PATH|URL] [--branch B] [--port P] [--host H] [--interval 10s] [--state-dir DIR] [--json]`;
+const USAGE = `usage: sless dev [--repo PATH|URL] [--branch B] [--port P] [--host H] [--interval 10s] [--state-dir DIR] [--sandbox auto|off] [--json]`;
 
 async function currentBranch(path: string): Promise<string> {
   try {
@@ -33,6 +33,7 @@ async function dev(argv: string[]): Promise<void> {
       interval: { type: 'string' },
       'state-dir': { type: 'string' },
       namespace: { type: 'string' },
+      sandbox: { type: 'string' },
       json: { type: 'boolean' },
     },
   });

@@ -131,7 +131,11 @@ export async function startLocalSystem(
       `AUTHENTICATION IS OFF: anyone who can reach ${config.host}:${config.port} may use /v1 as an admin (local loopback mode only)`,
     );
   else logger.info({ auth: authenticator.description }, '/v1 requires a bearer token');
-  const launcher = createLauncher({ runDir: join(config.stateDir, 'sandbox'), logger });
+  const launcher = createLauncher({
+    runDir: join(config.stateDir, 'sandbox'),
+    logger,
+    ...(config.sandbox === 'off' ? { disabled: 'turned off with --sandbox off (single-user mode)' } : {}),
+  });
   const isolation = describeIsolation(launcher.report);
   if (!config.authDisabled && !launcher.report.sandboxed) {
     launcher.close();

@@ -7,7 +7,8 @@
  * the Jobs themselves (label build-key, condition Complete, digest annotation), durable state that no
  * status writer can reset.
  */
-import { PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
+import { GetObjectCommand, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
+import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import type { Logger } from 'pino';
 import { asError, BuildError } from '../core/errors.js';
 import { sha256Hex } from '../core/hash.js';
@@ -33,7 +34,14 @@ import { getObject, type KubeObject, listObjects } from '../platform/kube/object
 import { PollReader } from '../platform/kube/poll.js';
 import { JOB, objectPath, POD } from '../platform/kube/resource-types.js';
 import { createBuildContext } from './build-context.js';
-import { contextKey, KANIKO_CONTAINER, type KanikoSettings, kanikoJob, LABEL_BUILD } from './kaniko-job.js';
+import {
+  contextKey,
+  INSTALL_CONTAINER,
+  KANIKO_CONTAINER,
+  type KanikoSettings,
+  kanikoJob,
+  LABEL_BUILD,
+} from './kaniko-job.js';
 
 export interface KanikoBuilderOptions extends KanikoSettings {
   http: KubeHttp;
@@ -172,9 +180,16 @@ export class KanikoBuilder implements Builder {
             ContentType: 'application/gzip',
           }),
         );
+        // The install step fetches the context with this URL alone: one object, read-only, expiring
+        // after the Job's deadline. No S3 key enters the build pod.
+        const contextUrl = await getSignedUrl(
+          this.options.s3,
+          new GetObjectCommand({ Bucket: this.options.bucket, Key: contextKey(fn, commit) }),
+          { expiresIn: (this.options.deadlineSeconds ?? 1800) + 600 },
+        );
         try {
           job = await this.options.http.request<KubeObject>('POST', `/apis/batch/v1/namespaces/${ns}/jobs`, {
-            body: kanikoJob(this.options, { name, fn, commit, buildKey }),
+            body: kanikoJob(this.options, { name, fn, commit, buildKey, contextUrl }),
             query: { fieldManager: 'sless-controller' },
           });
           log.info({ job: name, files: context.entries.length }, 'build Job created');
@@ -274,12 +289,18 @@ export class KanikoBuilder implements Builder {
   private async logTail(jobName: string): Promise<string> {
     try {
       for (const pod of await this.buildPods(jobName)) {
-        const text = await this.options.http.raw(
-          'GET',
-          objectPath(POD, this.options.controllerNamespace, pod.metadata.name, 'log'),
-          { query: { container: KANIKO_CONTAINER, tailLines: 60 }, accept: 'text/plain' },
-        );
-        if (text) return text.slice(-8000);
+        // A failed dependency install stops the pod before kaniko starts: its log is the install's.
+        const logs: string[] = [];
+        for (const container of [INSTALL_CONTAINER, KANIKO_CONTAINER]) {
+          const text = await this.options.http
+            .raw('GET', objectPath(POD, this.options.controllerNamespace, pod.metadata.name, 'log'), {
+              query: { container, tailLines: 60 },
+              accept: 'text/plain',
+            })
+            .catch(() => '');
+          if (text) logs.push(`[${container}]\n${text}`);
+        }
+        if (logs.length > 0) return logs.join('\n').slice(-8000);
       }
     } catch {
       // No kubelet reachable or the pod is gone: the Job's condition message has to do.

@@ -1,6 +1,7 @@
 /**
- * The kaniko Job of one build, as pure data. It runs in the controller's namespace, where the S3 and
- * registry-push credentials live; tenants never see push credentials (DESIGN: namespaces).
+ * The kaniko Job of one build, as pure data. It runs in the controller's namespace, where the registry
+ * push credentials live; tenants never see push credentials. The tenant's dependency install runs in
+ * an init container that holds no credential at all (see install-step.ts).
  */
 import type { SlessFunction } from '../core/resources.js';
 import {
@@ -14,6 +15,7 @@ import {
   MANAGED_BY,
 } from '../platform/kube/labels.js';
 import type { KubeObject } from '../platform/kube/objects.js';
+import { finalDockerfile, INSTALL_IMAGES, installScript, WORKSPACE } from './install-step.js';
 
 /**
  * A maintained kaniko fork (osscontainertools, published as martizih/kaniko), pinned by digest: the
@@ -26,6 +28,12 @@ export const KANIKO_IMAGE =
 /** Pods of a build carry this label (besides Kubernetes' own job-name) so they are found by it. */
 export const LABEL_BUILD = 'sless.dev/build';
 export const KANIKO_CONTAINER = 'kaniko';
+export const INSTALL_CONTAINER = 'install';
+/** The pod annotation holding kaniko's Dockerfile, mounted read-only into kaniko only. */
+export const ANNOTATION_DOCKERFILE = 'sless.dev/dockerfile';
+const DOCKERFILE_DIR = '/sless/dockerfile';
+/** The install step runs as this unprivileged uid; the workspace is group-writable for it. */
+const INSTALL_UID = 10001;
 
 export interface KanikoSettings {
   controllerNamespace: string;
@@ -56,8 +64,9 @@ export function imageTag(registry: string, fn: SlessFunction, commit: string): s
 
 export function kanikoArgs(settings: KanikoSettings, fn: SlessFunction, commit: string): string[] {
   const args = [
-    `--context=s3://${settings.bucket}/${contextKey(fn, commit)}`,
-    '--dockerfile=Dockerfile',
+    // The install step's output; kaniko's Dockerfile is not in it, so the tenant cannot choose it.
+    `--context=dir://${WORKSPACE}`,
+    `--dockerfile=${DOCKERFILE_DIR}/Dockerfile`,
     `--destination=${imageTag(settings.registry, fn, commit)}`,
     // kaniko writes the pushed digest here; the kubelet turns it into the container's terminated message.
     '--digest-file=/dev/termination-log',
@@ -73,9 +82,17 @@ export function kanikoArgs(settings: KanikoSettings, fn: SlessFunction, commit: 
 
 export function kanikoJob(
   settings: KanikoSettings,
-  options: { name: string; fn: SlessFunction; commit: string; buildKey: string },
+  options: {
+    name: string;
+    fn: SlessFunction;
+    commit: string;
+    buildKey: string;
+    /** A presigned GET URL for this build's context object, and nothing else. */
+    contextUrl: string;
+  },
 ): KubeObject {
-  const { fn, commit, buildKey, name } = options;
+  const { fn, commit, buildKey, name, contextUrl } = options;
+  const runtime = fn.spec.runtime;
   const labels = {
     [LABEL_COMPONENT]: 'build',
     [LABEL_MANAGED_BY]: MANAGED_BY,
@@ -83,10 +100,7 @@ export function kanikoJob(
     [LABEL_FUNCTION_NAMESPACE]: fn.metadata.namespace,
     [LABEL_BUILD_KEY]: buildKey,
   };
-  const secretEnv = (envName: string) => ({
-    name: envName,
-    valueFrom: { secretKeyRef: { name: settings.s3CredentialsSecret, key: envName } },
-  });
+  const resources = { requests: { cpu: '500m', memory: '512Mi' }, limits: { memory: '2Gi' } };
   return {
     apiVersion: 'batch/v1',
     kind: 'Job',
@@ -104,30 +118,81 @@ export function kanikoJob(
       backoffLimit: 0,
       activeDeadlineSeconds: settings.deadlineSeconds ?? 1800,
       template: {
-        metadata: { labels: { ...labels, [LABEL_BUILD]: name } },
+        metadata: {
+          labels: { ...labels, [LABEL_BUILD]: name },
+          annotations: { [ANNOTATION_DOCKERFILE]: finalDockerfile(runtime) },
+        },
         spec: {
           restartPolicy: 'Never',
           automountServiceAccountToken: false,
+          enableServiceLinks: false,
           ...(settings.serviceAccountName ? { serviceAccountName: settings.serviceAccountName } : {}),
+          securityContext: { fsGroup: INSTALL_UID },
+          initContainers: [
+            {
+              // Tenant code runs here, and only here: no secret, no token, no credential of any kind.
+              name: INSTALL_CONTAINER,
+              image: INSTALL_IMAGES[runtime],
+              command: ['sh', '-c', installScript(runtime)],
+              env: [
+                { name: 'SLESS_CONTEXT_URL', value: contextUrl },
+                { name: 'HOME', value: '/tmp' },
+                ...(runtime === 'go1.21'
+                  ? [
+                      { name: 'SLESS_ENTRYPOINT', value: fn.spec.entrypoint },
+                      { name: 'GOCACHE', value: '/tmp/go-build' },
+                      { name: 'GOPATH', value: '/tmp/go' },
+                      // "auto" lets code whose go.mod needs a newer Go fetch it from the module proxy.
+                      { name: 'GOTOOLCHAIN', value: 'auto' },
+                      { name: 'CGO_ENABLED', value: '0' },
+                    ]
+                  : []),
+              ],
+              securityContext: {
+                runAsUser: INSTALL_UID,
+                runAsGroup: INSTALL_UID,
+                runAsNonRoot: true,
+                allowPrivilegeEscalation: false,
+                capabilities: { drop: ['ALL'] },
+                seccompProfile: { type: 'RuntimeDefault' },
+              },
+              resources,
+              volumeMounts: [
+                { name: 'workspace', mountPath: WORKSPACE },
+                { name: 'tmp', mountPath: '/tmp' },
+              ],
+            },
+          ],
           containers: [
             {
+              // Holds the push secret and runs no tenant code: its Dockerfile only copies files.
               name: KANIKO_CONTAINER,
               image: settings.kanikoImage ?? KANIKO_IMAGE,
               args: kanikoArgs(settings, fn, commit),
-              env: [
-                { name: 'AWS_REGION', value: settings.s3Region },
-                secretEnv('AWS_ACCESS_KEY_ID'),
-                secretEnv('AWS_SECRET_ACCESS_KEY'),
-                { name: 'S3_ENDPOINT', value: settings.s3Endpoint },
-                { name: 'S3_FORCE_PATH_STYLE', value: 'true' },
-              ],
               terminationMessagePath: '/dev/termination-log',
               terminationMessagePolicy: 'File',
-              resources: { requests: { cpu: '500m', memory: '512Mi' }, limits: { memory: '2Gi' } },
-              volumeMounts: [{ name: 'docker-config', mountPath: '/kaniko/.docker', readOnly: true }],
+              resources,
+              volumeMounts: [
+                { name: 'workspace', mountPath: WORKSPACE, readOnly: true },
+                { name: 'dockerfile', mountPath: DOCKERFILE_DIR, readOnly: true },
+                { name: 'docker-config', mountPath: '/kaniko/.docker', readOnly: true },
+              ],
             },
           ],
           volumes: [
+            { name: 'workspace', emptyDir: {} },
+            { name: 'tmp', emptyDir: {} },
+            {
+              name: 'dockerfile',
+              downwardAPI: {
+                items: [
+                  {
+                    path: 'Dockerfile',
+                    fieldRef: { fieldPath: `metadata.annotations['${ANNOTATION_DOCKERFILE}']` },
+                  },
+                ],
+              },
+            },
             {
               name: 'docker-config',
               secret: {

@@ -19,6 +19,11 @@ export interface LocalConfig {
   readonly sourceName: string;
   readonly interval: string;
   readonly stateDir: string;
+  /**
+   * `auto`: tenant code runs sandboxed where the machine allows it (required with auth on). `off`:
+   * single-user loopback mode only, for functions that must reach the user's own files and ports.
+   */
+  readonly sandbox: 'auto' | 'off';
   /** Package caches for builds, one directory per namespace; default `{stateDir}/cache`. */
   readonly buildCacheDir: string | undefined;
   readonly runtimesDir: string;
@@ -64,6 +69,13 @@ export function loadLocalConfig(
         'set SLESS_AUTH_JWKS_URL or SLESS_AUTH_PUBLIC_KEY with SLESS_AUTH_ISSUER and SLESS_AUTH_AUDIENCE',
     );
   }
+  const sandbox = String(flags.sandbox ?? env.SLESS_SANDBOX ?? 'auto');
+  if (sandbox !== 'auto' && sandbox !== 'off')
+    throw new ConfigError(`--sandbox: "${sandbox}" must be auto or off`);
+  if (sandbox === 'off' && !authDisabled)
+    throw new ConfigError(
+      "--sandbox off: with authentication on, tenants' code runs here and must be sandboxed; off is for single-user loopback mode only",
+    );
   const externalUrl = String(
     env.SLESS_EXTERNAL_URL ??
       `http://${host.includes(':') ? `[${host}]` : host === '127.0.0.1' ? 'localhost' : host}:${port}`,
@@ -79,6 +91,7 @@ export function loadLocalConfig(
     sourceName: String(flags.source ?? 'examples'),
     interval,
     stateDir,
+    sandbox,
     buildCacheDir:
       typeof flags['build-cache-dir'] === 'string'
         ? resolve(flags['build-cache-dir'])

@@ -142,6 +142,8 @@ export interface IsolationOptions {
   runDir: string;
   logger: Logger;
   cgroups?: CgroupLimits;
+  /** Why the sandbox is not to be used at all, when the user turned it off. */
+  disabled?: string;
 }
 
 /** The plain-language summary logged at start-up. */
@@ -178,7 +180,8 @@ export function createLauncher(options: IsolationOptions): ProcessLauncher & { c
   const tools = toolchains();
   let failure: string | undefined;
   let view: SystemView | undefined;
-  if (process.platform !== 'linux') failure = 'sandboxing needs Linux';
+  if (options.disabled) failure = options.disabled;
+  else if (process.platform !== 'linux') failure = 'sandboxing needs Linux';
   else if (!bwrap) failure = 'bwrap (bubblewrap) is not installed';
   else if (!setpriv || !unshare) failure = 'setpriv or unshare (util-linux) is not installed';
   else if (process.getuid?.() !== 0)

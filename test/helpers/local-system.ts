@@ -26,6 +26,8 @@ export async function startTestSystem(options: {
   path?: string;
   /** Reuse a state directory (builds survive restarts); it is then left in place on close. */
   stateDir?: string;
+  /** `off` for tests whose functions must write the test's own files (single-user mode). */
+  sandbox?: 'auto' | 'off';
 }): Promise<TestSystem> {
   const stateDir = options.stateDir ?? (await tempDir('state'));
   const config = loadLocalConfig(
@@ -36,6 +38,7 @@ export async function startTestSystem(options: {
       // Sandboxed builds keep package caches per namespace; sharing them across tests spares every test
       // a cold Go standard library build (minutes on this machine).
       'build-cache-dir': TEST_BUILD_CACHE,
+      sandbox: options.sandbox ?? 'auto',
     },
     {},
   );

@@ -10,7 +10,8 @@ describe('scale to zero (local)', () => {
   beforeAll(async () => {
     repo = await TestRepo.create({
       'lazy/function.yaml': functionManifest('lazy', { scaleToZero: { idleSeconds: 1 } }),
-      'lazy/handler.js': nodeHandler(`return { pid: process.pid };`),
+      // Inside the sandbox's pid namespace every process is pid 2: a random id tells processes apart.
+      'lazy/handler.js': `const instance = require('node:crypto').randomUUID();\n${nodeHandler('return { instance };')}`,
     });
     system = await startTestSystem({ url: repo.dir });
     await eventually(
@@ -26,12 +27,14 @@ describe('scale to zero (local)', () => {
   });
 
   it('stops the process after idleSeconds and holds the next requests until it is back', async () => {
-    const first = (await (await system.call('/fn/default/lazy')).json()) as { pid: number };
+    const first = (await (await system.call('/fn/default/lazy')).json()) as { instance: string };
+    const firstPid = system.platform.processId('default', 'lazy') ?? 0;
+    expect(firstPid).toBeGreaterThan(0);
     await eventually(async () => system.platform.isParked('default', 'lazy'), 10_000, 'parked');
     await eventually(
       async () => {
         try {
-          process.kill(first.pid, 0);
+          process.kill(firstPid, 0);
           return false;
         } catch {
           return true;
@@ -43,11 +46,11 @@ describe('scale to zero (local)', () => {
     // Concurrent requests while parked: all wait for one start, none fails.
     const responses = await Promise.all(Array.from({ length: 5 }, () => system.call('/fn/default/lazy')));
     expect(responses.map((r) => r.status)).toEqual([200, 200, 200, 200, 200]);
-    const pids = new Set(
-      await Promise.all(responses.map(async (r) => ((await r.json()) as { pid: number }).pid)),
+    const instances = new Set(
+      await Promise.all(responses.map(async (r) => ((await r.json()) as { instance: string }).instance)),
     );
-    expect(pids.size).toBe(1);
-    expect(pids.has(first.pid)).toBe(false);
+    expect(instances.size).toBe(1);
+    expect(instances.has(first.instance)).toBe(false);
     expect(system.platform.isParked('default', 'lazy')).toBe(false);
     expect((await system.functionStatus('lazy'))?.phase).toBe('Ready');
   });

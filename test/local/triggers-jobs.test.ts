@@ -39,7 +39,9 @@ describe('cron triggers and function jobs (local)', () => {
         return { handled: event.body };
       `),
     });
-    system = await startTestSystem({ url: repo.dir });
+    // The handler records each run in a file of the test's; only an unsandboxed function can write it
+    // (test/security covers sandboxed jobs).
+    system = await startTestSystem({ url: repo.dir, sandbox: 'off' });
     await eventually(
       async () => (await system.functionStatus('worker'))?.phase === 'Ready',
       30_000,

@@ -9,7 +9,7 @@ import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { FunctionStatus } from '../../src/core/resources.js';
+import type { FunctionJob, FunctionStatus } from '../../src/core/resources.js';
 import { functionManifest, gitSource, TestRepo, tempDir } from '../helpers/git.js';
 import { eventually, startTestSystem, type TestSystem } from '../helpers/local-system.js';
 
@@ -156,7 +156,7 @@ describe('tenant code on the local platform', () => {
     hostPasswd = readFileSync('/etc/passwd', 'utf8').split('\n').filter(Boolean);
     const stateDir = await tempDir('security-state');
     repo = await TestRepo.create({
-      'env-fn/function.yaml': functionManifest('env-fn'),
+      'env-fn/function.yaml': `${functionManifest('env-fn')}---\napiVersion: sless.dev/v1alpha1\nkind: FunctionJob\nmetadata: { name: env-job }\nspec: { function: env-fn, event: { probe: true }, runId: 1 }\n`,
       'env-fn/handler.js': `const { probe } = require('./probe.js');\nexports.handle = async () => probe();\n`,
       'env-fn/probe.js': ENV_PROBE,
       'reach-fn/function.yaml': functionManifest('reach-fn'),
@@ -259,6 +259,22 @@ const { reach } = require('./reach.js');
     expect(text).not.toContain(CANARY);
     expect(text).not.toContain('SLESS_WEBHOOK_SECRET');
     expect(report.envKeys).not.toContain('SLESS_WEBHOOK_SECRET_CANARY');
+  });
+
+  it('a one-off FunctionJob runs sandboxed too: no view of sless environment (row 1)', async () => {
+    const job = await eventually(async () => {
+      const j = (await system.store.get('FunctionJob', 'default', 'env-job')) as FunctionJob | undefined;
+      return j?.status?.phase === 'Succeeded' || j?.status?.phase === 'Failed' ? j : undefined;
+    });
+    const text = JSON.stringify(job.status);
+    expect(job.status?.phase, text).toBe('Succeeded');
+    const result = job.status?.result as {
+      body: { ran: boolean; uid: number; environs: Record<string, string> };
+    };
+    expect(result.body.ran).toBe(true);
+    expect(result.body.uid).not.toBe(0);
+    expect(result.body.environs['1']).toBe('error EACCES');
+    expect(text).not.toContain(CANARY);
   });
 
   it("an install step cannot read sless's environment, another namespace's build or host loopback, yet reaches the registry (rows 1, 3)", async () => {

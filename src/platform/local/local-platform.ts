@@ -226,6 +226,11 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver {
     };
   }
 
+  /** The host pid of the process serving the function now (in the sandbox, its outermost process). */
+  processId(namespace: string, name: string): number | undefined {
+    return this.slots.get(`${namespace}/${name}`)?.current?.process.pid;
+  }
+
   /** True while a scale-to-zero function has no process. */
   isParked(namespace: string, name: string): boolean {
     const slot = this.slots.get(`${namespace}/${name}`);

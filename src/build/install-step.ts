@@ -1,0 +1,111 @@
+/**
+ * A kube build in two steps, so that tenant code never runs where a credential is:
+ *
+ * 1. `install` (an init container, the runtime's own base image): fetches the build context through a
+ *    presigned URL good for that one object, unpacks it and runs the dependency install (npm ci, pip
+ *    install --target, go build), i.e. the tenant's code. It holds no secret, no service-account token
+ *    and no registry or S3 credential.
+ * 2. kaniko (which holds the registry push secret): builds a Dockerfile that only copies the prepared
+ *    files onto the pinned base image. The Dockerfile comes from the pod's own annotation through a
+ *    downward-API volume, which the install step cannot write, so no tenant-chosen RUN ever executes
+ *    next to the push credentials.
+ */
+import type { RuntimeName } from '../core/schemas.js';
+
+/** Base images, pinned by version; the install step runs in the same image the function runs on. */
+export const INSTALL_IMAGES: Readonly<Record<RuntimeName, string>> = {
+  nodejs20: 'node:20.20.2-bookworm-slim',
+  'python3.11': 'python:3.11.13-slim-bookworm',
+  'go1.21': 'golang:1.21.13-bookworm',
+};
+
+/** How each base image downloads the context: with what it already has (no extra packages). */
+const DOWNLOAD: Readonly<Record<RuntimeName, string>> = {
+  nodejs20:
+    'node -e \'fetch(process.env.SLESS_CONTEXT_URL).then(async (r) => { if (!r.ok) throw new Error("context download: HTTP " + r.status); require("fs").writeFileSync("/tmp/context.tar.gz", Buffer.from(await r.arrayBuffer())); })\'',
+  'python3.11':
+    'python -c \'import os, urllib.request; urllib.request.urlretrieve(os.environ["SLESS_CONTEXT_URL"], "/tmp/context.tar.gz")\'',
+  'go1.21': 'curl -fsS -o /tmp/context.tar.gz "$SLESS_CONTEXT_URL"',
+};
+
+/** The dependency install of each runtime: the only place a kube build runs the tenant's code. */
+const INSTALL: Readonly<Record<RuntimeName, string>> = {
+  nodejs20: [
+    'cd /workspace/code',
+    'if [ -f package.json ]; then if [ -f package-lock.json ] || [ -f npm-shrinkwrap.json ]; then npm ci --omit=dev --no-audit --no-fund; else npm install --omit=dev --no-audit --no-fund; fi; fi',
+  ].join('\n'),
+  'python3.11': [
+    'mkdir -p /workspace/deps',
+    'if [ -f /workspace/code/requirements.txt ]; then pip install --no-cache-dir --disable-pip-version-check --target /workspace/deps -r /workspace/code/requirements.txt; fi',
+  ].join('\n'),
+  'go1.21': 'bash /workspace/build.sh /workspace/code /workspace/out/function "$SLESS_ENTRYPOINT"',
+};
+
+export const WORKSPACE = '/workspace';
+
+/** The install container's script: download, unpack, install. */
+export function installScript(runtime: RuntimeName): string {
+  return [
+    'set -eu',
+    DOWNLOAD[runtime],
+    `tar -xzf /tmp/context.tar.gz -C ${WORKSPACE}`,
+    'rm -f /tmp/context.tar.gz',
+    INSTALL[runtime],
+  ].join('\n');
+}
+
+/** What kaniko builds: the prepared files copied onto the base image, and nothing run. */
+export function finalDockerfile(runtime: RuntimeName): string {
+  switch (runtime) {
+    case 'nodejs20':
+      return [
+        `FROM ${INSTALL_IMAGES.nodejs20}`,
+        'ENV NODE_ENV=production SLESS_CODE_DIR=/sless/code PORT=8080',
+        'WORKDIR /sless/code',
+        'COPY code/ /sless/code/',
+        'COPY server.js /sless/server.js',
+        'USER node',
+        'EXPOSE 8080',
+        'CMD ["node", "/sless/server.js"]',
+        '',
+      ].join('\n');
+    case 'python3.11':
+      return [
+        `FROM ${INSTALL_IMAGES['python3.11']}`,
+        'ENV PYTHONPATH=/sless/deps PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 SLESS_CODE_DIR=/sless/code PORT=8080',
+        'COPY code/ /sless/code/',
+        'COPY deps/ /sless/deps/',
+        'COPY server.py /sless/server.py',
+        'WORKDIR /sless/code',
+        'USER 10001',
+        'EXPOSE 8080',
+        'CMD ["python", "/sless/server.py"]',
+        '',
+      ].join('\n');
+    case 'go1.21':
+      return [
+        // distroless static: CA certificates and tzdata, no shell; :nonroot runs as uid 65532.
+        'FROM gcr.io/distroless/static-debian12:nonroot',
+        'ARG SLESS_ENTRYPOINT=handler.Handle',
+        'ENV PORT=8080 SLESS_ENTRYPOINT=${SLESS_ENTRYPOINT}',
+        'COPY out/function /sless/function',
+        'USER nonroot:nonroot',
+        'EXPOSE 8080',
+        'ENTRYPOINT ["/sless/function"]',
+        '',
+      ].join('\n');
+  }
+}
+
+/** Dockerfile instructions that execute nothing at build time. */
+export const NON_EXECUTING_INSTRUCTIONS = [
+  'FROM',
+  'ARG',
+  'ENV',
+  'WORKDIR',
+  'COPY',
+  'USER',
+  'EXPOSE',
+  'CMD',
+  'ENTRYPOINT',
+];
