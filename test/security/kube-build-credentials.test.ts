@@ -1,0 +1,295 @@
+/**
+ * Kube builds (row 7): tenant code never runs where a credential is. No real node runs here yet, so
+ * this test works on the build Job as the real API server stores it, in two ways:
+ *
+ * 1. It reads the pod spec: the container that runs tenant code (the dependency install) gets no
+ *    secret, no service-account token and no credential-bearing env; the container that holds the push
+ *    secret (kaniko) builds a Dockerfile, taken from a read-only annotation, that runs nothing.
+ * 2. It replays the install container on this machine, as a kubelet would start it: the spec's image
+ *    stands in as this machine's read-only /usr, the spec's command, env and emptyDir mounts exactly,
+ *    its runAsUser, and the presigned URL against the real S3 server. The tenant's preinstall script
+ *    then looks for credentials everywhere a container could find them, and finds none.
+ */
+import { spawn } from 'node:child_process';
+import { chown, mkdir, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { NON_EXECUTING_INSTRUCTIONS } from '../../src/build/install-step.js';
+import { KanikoBuilder } from '../../src/build/kaniko-builder.js';
+import { ANNOTATION_DOCKERFILE, INSTALL_CONTAINER, KANIKO_CONTAINER } from '../../src/build/kaniko-job.js';
+import type { SlessFunction } from '../../src/core/resources.js';
+import { getObject, type KubeObject } from '../../src/platform/kube/objects.js';
+import { JOB } from '../../src/platform/kube/resource-types.js';
+import { LocalRepositoryReader } from '../../src/source/readers.js';
+import { TestRepo, tempDir } from '../helpers/git.js';
+import { eventually, type KubeEnv, kubeEnv, logger } from '../kube/harness.js';
+
+interface Container {
+  name: string;
+  image: string;
+  command?: string[];
+  args?: string[];
+  env?: { name: string; value?: string; valueFrom?: unknown }[];
+  envFrom?: unknown[];
+  volumeMounts?: { name: string; mountPath: string; readOnly?: boolean }[];
+  securityContext?: { runAsUser?: number; runAsNonRoot?: boolean; allowPrivilegeEscalation?: boolean };
+}
+interface Volume {
+  name: string;
+  emptyDir?: object;
+  secret?: { secretName: string };
+  downwardAPI?: { items: { path: string; fieldRef: { fieldPath: string } }[] };
+}
+interface PodTemplate {
+  metadata: { annotations?: Record<string, string> };
+  spec: {
+    automountServiceAccountToken?: boolean;
+    initContainers?: Container[];
+    containers: Container[];
+    volumes: Volume[];
+  };
+}
+
+/** Looks for credentials wherever a container could find them, and prints what it found. */
+const HUNT = `
+const fs = require('fs');
+const found = { ran: true, environs: {}, files: {}, env: process.env };
+for (const pid of fs.readdirSync('/proc').filter((p) => /^[0-9]+$/.test(p))) {
+  try { found.environs[pid] = fs.readFileSync('/proc/' + pid + '/environ', 'utf8'); } catch (e) { found.environs[pid] = 'error ' + e.code; }
+}
+for (const file of [
+  '/var/run/secrets/kubernetes.io/serviceaccount/token',
+  '/kaniko/.docker/config.json',
+  '/root/.docker/config.json',
+  '/root/.aws/credentials',
+]) {
+  try { found.files[file] = fs.readFileSync(file, 'utf8'); } catch (e) { found.files[file] = 'error ' + e.code; }
+}
+console.log('HUNT-REPORT ' + JSON.stringify(found));
+`;
+
+describe('kube builds: tenant code never runs where credentials are (row 7)', () => {
+  let env: KubeEnv;
+  let repo: TestRepo;
+  let template: PodTemplate;
+  let work: string;
+
+  beforeAll(async () => {
+    env = await kubeEnv('sec-build');
+    repo = await TestRepo.create({
+      'hunter/function.yaml':
+        'apiVersion: sless.dev/v1alpha1\nkind: Function\nmetadata: { name: hunter }\nspec: { runtime: nodejs20, entrypoint: handler.handle }\n',
+      'hunter/handler.js': 'exports.handle = async () => 1;\n',
+      'hunter/hunt.js': HUNT,
+      'hunter/package.json': JSON.stringify({
+        name: 'hunter',
+        version: '1.0.0',
+        scripts: { preinstall: 'node hunt.js' },
+      }),
+    });
+    const reader = new LocalRepositoryReader({ path: repo.dir, branch: 'main' });
+    const commit = await reader.resolveHead();
+    const fn: SlessFunction = {
+      apiVersion: 'sless.dev/v1alpha1',
+      kind: 'Function',
+      metadata: { name: 'hunter', namespace: env.ns },
+      spec: {
+        runtime: 'nodejs20',
+        entrypoint: 'handler.handle',
+        memoryMb: 128,
+        timeoutSec: 30,
+        replicas: 1,
+        source: { path: '.' },
+      },
+    };
+    const builder = new KanikoBuilder({
+      http: env.http,
+      s3: env.s3,
+      runtimesDir: env.config.runtimesDir,
+      logger,
+      controllerNamespace: env.controllerNs,
+      registry: env.config.registry,
+      bucket: env.config.s3.bucket,
+      s3Endpoint: env.config.s3.endpoint,
+      s3Region: env.config.s3.region,
+      s3CredentialsSecret: 'sless-s3',
+      pushSecret: 'sless-registry-push',
+      pollMs: 100,
+    });
+    void builder
+      .build({
+        fn,
+        buildKey: 'a'.repeat(32),
+        commit,
+        codeDir: 'hunter',
+        excludedFiles: new Set(['hunter/function.yaml']),
+        snapshot: await reader.snapshot(commit),
+      })
+      .catch(() => undefined);
+    const job = await eventually('build Job', async () => {
+      const jobs = await getObject<KubeObject>(
+        env.http,
+        JOB,
+        env.controllerNs,
+        `build-hunter-${commit.slice(0, 12)}`,
+      );
+      return jobs;
+    });
+    builder.stop();
+    template = (job.spec as { template: PodTemplate }).template;
+    work = await tempDir('install-replay');
+  }, 120_000);
+
+  afterAll(async () => {
+    await repo?.remove();
+    if (work) await rm(work, { recursive: true, force: true });
+    await env?.close();
+  });
+
+  const install = () => template.spec.initContainers?.find((c) => c.name === INSTALL_CONTAINER) as Container;
+  const kaniko = () => template.spec.containers.find((c) => c.name === KANIKO_CONTAINER) as Container;
+  const volume = (name: string) => template.spec.volumes.find((v) => v.name === name) as Volume;
+
+  it('the install container gets no secret, no token and no credential-bearing env', () => {
+    expect(template.spec.automountServiceAccountToken).toBe(false);
+    const container = install();
+    expect(container.image).toBe('node:20.20.2-bookworm-slim');
+    expect(container.envFrom).toBeUndefined();
+    expect((container.env ?? []).map((e) => e.name).sort()).toEqual(['HOME', 'SLESS_CONTEXT_URL']);
+    expect((container.env ?? []).filter((e) => e.valueFrom !== undefined)).toEqual([]);
+    // Its only mounts are empty scratch directories.
+    for (const mount of container.volumeMounts ?? [])
+      expect(Object.keys(volume(mount.name)).sort(), mount.name).toEqual(['emptyDir', 'name']);
+    expect(container.securityContext).toMatchObject({
+      runAsUser: 10001,
+      runAsNonRoot: true,
+      allowPrivilegeEscalation: false,
+    });
+    // The context URL is presigned for this one object, read-only (GET), with no long-lived key in it.
+    const url = new URL((container.env ?? []).find((e) => e.name === 'SLESS_CONTEXT_URL')?.value ?? '');
+    expect(url.pathname).toMatch(/\/contexts\/[^/]+\/hunter\/[0-9a-f]{40}\.tar\.gz$/);
+    expect(url.searchParams.get('X-Amz-Signature')).toMatch(/^[0-9a-f]{64}$/);
+    expect(url.toString()).not.toContain(env.config.s3.secretAccessKey);
+  });
+
+  it('no container of the build pod gets the S3 keys; only kaniko mounts the push secret', () => {
+    const all = [...(template.spec.initContainers ?? []), ...template.spec.containers];
+    expect(JSON.stringify(all)).not.toContain('secretKeyRef');
+    expect(JSON.stringify(template)).not.toContain('AWS_SECRET_ACCESS_KEY');
+    const secretVolumes = template.spec.volumes.filter((v) => v.secret).map((v) => v.name);
+    expect(secretVolumes).toEqual(['docker-config']);
+    for (const container of all) {
+      const mountsSecret = (container.volumeMounts ?? []).some((m) => secretVolumes.includes(m.name));
+      expect(mountsSecret, container.name).toBe(container.name === KANIKO_CONTAINER);
+    }
+  });
+
+  it("kaniko's Dockerfile runs nothing, and comes from the pod's annotation, not the tenant's workspace", () => {
+    const dockerfile = template.metadata.annotations?.[ANNOTATION_DOCKERFILE] ?? '';
+    const instructions = dockerfile
+      .split('\n')
+      .filter((line) => line.trim() && !line.trim().startsWith('#'))
+      .map((line) => line.trim().split(/\s+/)[0]?.toUpperCase());
+    expect(instructions).toContain('COPY');
+    for (const instruction of instructions) expect(NON_EXECUTING_INSTRUCTIONS).toContain(instruction);
+    const args = kaniko().args ?? [];
+    expect(args).toContain('--context=dir:///workspace');
+    expect(args).toContain('--dockerfile=/sless/dockerfile/Dockerfile');
+    expect(volume('dockerfile').downwardAPI?.items).toMatchObject([
+      { path: 'Dockerfile', fieldRef: { fieldPath: `metadata.annotations['${ANNOTATION_DOCKERFILE}']` } },
+    ]);
+    // The install step cannot reach kaniko's Dockerfile: it does not mount that volume.
+    expect((install().volumeMounts ?? []).map((m) => m.name)).not.toContain('dockerfile');
+    expect(kaniko().volumeMounts?.find((m) => m.name === 'workspace')?.readOnly).toBe(true);
+  });
+
+  it('replayed as a kubelet would run it, the install step downloads the context and finds no credential', async () => {
+    const container = install();
+    const [shell, flag, script] = container.command ?? [];
+    expect([shell, flag]).toEqual(['sh', '-c']);
+    const uid = container.securityContext?.runAsUser ?? 0;
+    const mounts: string[] = [];
+    for (const mount of container.volumeMounts ?? []) {
+      const dir = join(work, mount.name);
+      await mkdir(dir, { recursive: true });
+      await chown(dir, uid, uid);
+      mounts.push('--bind', dir, mount.mountPath);
+    }
+    const containerEnv = Object.fromEntries((container.env ?? []).map((e) => [e.name, e.value ?? '']));
+    const args = [
+      '--unshare-pid',
+      '--unshare-ipc',
+      '--unshare-uts',
+      '--die-with-parent',
+      '--ro-bind',
+      '/usr',
+      '/usr',
+      '--symlink',
+      'usr/bin',
+      '/bin',
+      '--symlink',
+      'usr/lib',
+      '/lib',
+      '--symlink',
+      'usr/lib64',
+      '/lib64',
+      '--perms',
+      '0755',
+      '--dir',
+      '/etc',
+      '--ro-bind',
+      '/etc/ssl',
+      '/etc/ssl',
+      '--proc',
+      '/proc',
+      '--dev',
+      '/dev',
+      ...mounts,
+      '--chdir',
+      '/',
+      '--',
+      'setpriv',
+      `--reuid=${uid}`,
+      `--regid=${uid}`,
+      '--clear-groups',
+      '--inh-caps=-all',
+      '--bounding-set=-all',
+      '--no-new-privs',
+      '--',
+      'sh',
+      '-c',
+      script ?? '',
+    ];
+    const output = await new Promise<{ code: number | null; text: string }>((resolve) => {
+      // Only the container's own env, as the kubelet sets it (plus PATH, which the image provides).
+      const child = spawn('bwrap', args, {
+        env: { PATH: '/usr/local/bin:/usr/bin:/bin', ...containerEnv },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let text = '';
+      child.stdout.on('data', (chunk: Buffer) => {
+        text += chunk.toString('utf8');
+      });
+      child.stderr.on('data', (chunk: Buffer) => {
+        text += chunk.toString('utf8');
+      });
+      child.on('close', (code) => resolve({ code, text }));
+    });
+    expect(output.code, output.text).toBe(0);
+    const line = output.text.split('\n').find((l) => l.startsWith('HUNT-REPORT ')) ?? '';
+    expect(line, output.text).not.toBe('');
+    const report = JSON.parse(line.slice('HUNT-REPORT '.length)) as {
+      ran: boolean;
+      files: Record<string, string>;
+      env: Record<string, string>;
+    };
+    expect(report.ran).toBe(true);
+    for (const [file, content] of Object.entries(report.files)) expect(content, file).toBe('error ENOENT');
+    expect(Object.keys(report.env)).not.toContain('AWS_SECRET_ACCESS_KEY');
+    expect(output.text).not.toContain(env.config.s3.secretAccessKey);
+    // (The access key id does appear, inside the presigned URL's X-Amz-Credential: it names the key and
+    // proves nothing; the signature covers this one GET of this one object until it expires.)
+    expect(output.text).not.toContain(env.registrySecrets.push);
+    expect(output.text).not.toContain(Buffer.from(env.registrySecrets.push, 'base64').toString());
+  });
+});
