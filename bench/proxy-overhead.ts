@@ -20,8 +20,14 @@ interface Result {
   non2xx: number;
 }
 
-async function load(url: string, duration: number): Promise<Result> {
-  const result = await autocannon({ url, connections: 50, duration, pipelining: 1 });
+async function load(url: string, duration: number, socketPath?: string): Promise<Result> {
+  const result = await autocannon({
+    url,
+    connections: 50,
+    duration,
+    pipelining: 1,
+    ...(socketPath ? { socketPath } : {}),
+  });
   return {
     rps: result.requests.average,
     p50: result.latency.p50,
@@ -45,7 +51,13 @@ async function main(): Promise<void> {
   route.release?.();
   const direct = `${route.origin}/`;
   const proxied = `${system.url}/fn/default/hello`;
-  const bareAgent = new Agent({ keepAliveTimeout: 30_000, connections: 256 });
+  // A local function serves on a unix socket (its own network namespace when sandboxed).
+  const socketPath = route.socketPath;
+  const bareAgent = new Agent({
+    keepAliveTimeout: 30_000,
+    connections: 256,
+    ...(socketPath ? { connect: { socketPath } } : {}),
+  });
   const origin = route.origin;
   const bare = createServer(async (_request, res) => {
     const upstream = await bareAgent.request({ origin, path: '/', method: 'GET' });
@@ -54,10 +66,10 @@ async function main(): Promise<void> {
   });
   await new Promise<void>((resolve) => bare.listen(0, '127.0.0.1', resolve));
   const bareUrl = `http://127.0.0.1:${(bare.address() as AddressInfo).port}/`;
-  await load(direct, 1);
+  await load(direct, 1, socketPath);
   await load(proxied, 1);
   await load(bareUrl, 1);
-  const d = await load(direct, DURATION);
+  const d = await load(direct, DURATION, socketPath);
   const p = await load(proxied, DURATION);
   const b = await load(bareUrl, DURATION);
   bare.close();
