@@ -343,7 +343,9 @@ function startServer(handler) {
   // SLESS_HOST: the local platform binds to loopback so only its proxy reaches the function.
   const host = env.SLESS_HOST || undefined;
   const listening = () => {
-    process.stderr.write(`sless-runtime: ${entrypoint} listening on ${socketPath ?? `${host ?? ''}:${port}`}\n`);
+    process.stderr.write(
+      `sless-runtime: ${entrypoint} listening on ${socketPath ?? `${host ?? ''}:${port}`}\n`,
+    );
   };
   if (socketPath) server.listen(socketPath, listening);
   else server.listen(port, host, listening);

@@ -87,7 +87,7 @@ export function finalDockerfile(runtime: RuntimeName): string {
         // distroless static: CA certificates and tzdata, no shell; :nonroot runs as uid 65532.
         'FROM gcr.io/distroless/static-debian12:nonroot',
         'ARG SLESS_ENTRYPOINT=handler.Handle',
-        'ENV PORT=8080 SLESS_ENTRYPOINT=${SLESS_ENTRYPOINT}',
+        'ENV PORT=8080 SLESS_ENTRYPOINT=$SLESS_ENTRYPOINT',
         'COPY out/function /sless/function',
         'USER nonroot:nonroot',
         'EXPOSE 8080',

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { leftBehind } from './stale.js';
 
 /** A controller sless can create child groups in: the directory of sless's own group in it. */
 interface Controller {
@@ -25,15 +26,6 @@ export interface ProcessGroups {
 }
 
 const STALE = /^sless-(\d+)$/;
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
 
 function removeGroup(dir: string): void {
   try {
@@ -143,11 +135,7 @@ export class CgroupLimits {
       } catch {
         continue;
       }
-      for (const entry of entries) {
-        const match = STALE.exec(entry);
-        if (match && Number(match[1]) !== process.pid && !alive(Number(match[1])))
-          removeGroup(join(controller.base, entry));
-      }
+      for (const entry of entries) if (leftBehind(entry, STALE)) removeGroup(join(controller.base, entry));
     }
   }
 

@@ -7,9 +7,8 @@
  * build Pod whose terminated container message is the digest).
  */
 import { join } from 'node:path';
-import { S3Client } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { KanikoBuilder } from '../../src/build/kaniko-builder.js';
+import type { KanikoBuilder } from '../../src/build/kaniko-builder.js';
 import { buildName } from '../../src/core/naming.js';
 import type { SlessFunction } from '../../src/core/resources.js';
 import { type KubeSystem, startKubeSystem } from '../../src/main.js';
@@ -28,6 +27,7 @@ import {
   eventually,
   fakeDigest,
   type KubeEnv,
+  kanikoBuilder,
   kubeEnv,
   logger,
   markBuildSucceeded,
@@ -49,28 +49,7 @@ const jobsOf = async (fn: string) =>
     })
   ).items;
 
-function builder(): KanikoBuilder {
-  const s3 = new S3Client({
-    endpoint: env.config.s3.endpoint,
-    region: env.config.s3.region,
-    forcePathStyle: true,
-    credentials: { accessKeyId: env.config.s3.accessKeyId, secretAccessKey: env.config.s3.secretAccessKey },
-  });
-  return new KanikoBuilder({
-    http: env.http,
-    s3,
-    runtimesDir: env.config.runtimesDir,
-    logger,
-    controllerNamespace: env.controllerNs,
-    registry: env.config.registry,
-    bucket: env.config.s3.bucket,
-    s3Endpoint: env.config.s3.endpoint,
-    s3Region: env.config.s3.region,
-    s3CredentialsSecret: 'sless-s3',
-    pushSecret: 'sless-registry-push',
-    pollMs: 100,
-  });
-}
+const builder = () => kanikoBuilder(env);
 
 describe('build once', () => {
   it('50 concurrent reconciles of one commit, over two builder instances, create exactly one Job', async () => {

@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
 import { pino } from 'pino';
 import { parse } from 'yaml';
+import { KanikoBuilder } from '../../src/build/kaniko-builder.js';
 import { PACKAGE_ROOT } from '../../src/config/config.js';
 import { type KubeControllerConfig, loadKubeControllerConfig } from '../../src/platform/kube/config.js';
 import { KubeHttp, MERGE_PATCH } from '../../src/platform/kube/http.js';
@@ -307,3 +308,27 @@ export function specOf<T>(object: KubeObject | undefined): T {
 
 /** Plays the Job controller for a failed FunctionJob run (same status shape as a failed build). */
 export const markJobFailed = markBuildFailed;
+
+/** A KanikoBuilder on the test cluster, configured as the controller configures it. */
+export function kanikoBuilder(env: KubeEnv): KanikoBuilder {
+  const s3 = new S3Client({
+    endpoint: env.config.s3.endpoint,
+    region: env.config.s3.region,
+    forcePathStyle: true,
+    credentials: { accessKeyId: env.config.s3.accessKeyId, secretAccessKey: env.config.s3.secretAccessKey },
+  });
+  return new KanikoBuilder({
+    http: env.http,
+    s3,
+    runtimesDir: env.config.runtimesDir,
+    logger,
+    controllerNamespace: env.controllerNs,
+    registry: env.config.registry,
+    bucket: env.config.s3.bucket,
+    s3Endpoint: env.config.s3.endpoint,
+    s3Region: env.config.s3.region,
+    s3CredentialsSecret: 'sless-s3',
+    pushSecret: 'sless-registry-push',
+    pollMs: 100,
+  });
+}

@@ -15,14 +15,13 @@ import { chown, mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { NON_EXECUTING_INSTRUCTIONS } from '../../src/build/install-step.js';
-import { KanikoBuilder } from '../../src/build/kaniko-builder.js';
 import { ANNOTATION_DOCKERFILE, INSTALL_CONTAINER, KANIKO_CONTAINER } from '../../src/build/kaniko-job.js';
 import type { SlessFunction } from '../../src/core/resources.js';
 import { getObject, type KubeObject } from '../../src/platform/kube/objects.js';
 import { JOB } from '../../src/platform/kube/resource-types.js';
 import { LocalRepositoryReader } from '../../src/source/readers.js';
 import { TestRepo, tempDir } from '../helpers/git.js';
-import { eventually, type KubeEnv, kubeEnv, logger } from '../kube/harness.js';
+import { eventually, type KubeEnv, kanikoBuilder, kubeEnv } from '../kube/harness.js';
 
 interface Container {
   name: string;
@@ -102,20 +101,7 @@ describe('kube builds: tenant code never runs where credentials are (row 7)', ()
         source: { path: '.' },
       },
     };
-    const builder = new KanikoBuilder({
-      http: env.http,
-      s3: env.s3,
-      runtimesDir: env.config.runtimesDir,
-      logger,
-      controllerNamespace: env.controllerNs,
-      registry: env.config.registry,
-      bucket: env.config.s3.bucket,
-      s3Endpoint: env.config.s3.endpoint,
-      s3Region: env.config.s3.region,
-      s3CredentialsSecret: 'sless-s3',
-      pushSecret: 'sless-registry-push',
-      pollMs: 100,
-    });
+    const builder = kanikoBuilder(env);
     void builder
       .build({
         fn,

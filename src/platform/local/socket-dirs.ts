@@ -2,18 +2,10 @@ import { readdirSync, rmSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { leftBehind } from '../../sandbox/stale.js';
 
 const PREFIX = 'sless-fn-';
 const OWNED = /^sless-fn-(\d+)-/;
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
 
 /**
  * One short-lived directory per function process, holding its unix socket. They sit in the system's
@@ -43,10 +35,7 @@ export class SocketDirs {
     } catch {
       return;
     }
-    for (const entry of entries) {
-      const match = OWNED.exec(entry);
-      if (match && Number(match[1]) !== process.pid && !alive(Number(match[1])))
-        rmSync(join(this.root, entry), { recursive: true, force: true });
-    }
+    for (const entry of entries)
+      if (leftBehind(entry, OWNED)) rmSync(join(this.root, entry), { recursive: true, force: true });
   }
 }
