@@ -54,6 +54,18 @@ export function installScript(runtime: RuntimeName): string {
   ].join('\n');
 }
 
+/**
+ * Run after the install, by sless and not the tenant: removes every symlink that leads out of the
+ * workspace, so that kaniko's COPY cannot be pointed at files of its own container (the push secret).
+ * Links inside the workspace (node_modules/.bin) stay.
+ */
+export function sanitizeScript(): string {
+  return [
+    'set -eu',
+    `find ${WORKSPACE} -type l -exec sh -c 'for link; do case "$(readlink -f "$link" || true)" in ${WORKSPACE}|${WORKSPACE}/*) ;; *) rm -f "$link"; echo "sless: removed $link, a link out of the build";; esac; done' sh {} +`,
+  ].join('\n');
+}
+
 /** What kaniko builds: the prepared files copied onto the base image, and nothing run. */
 export function finalDockerfile(runtime: RuntimeName): string {
   switch (runtime) {

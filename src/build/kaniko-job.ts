@@ -15,7 +15,7 @@ import {
   MANAGED_BY,
 } from '../platform/kube/labels.js';
 import type { KubeObject } from '../platform/kube/objects.js';
-import { finalDockerfile, INSTALL_IMAGES, installScript, WORKSPACE } from './install-step.js';
+import { finalDockerfile, INSTALL_IMAGES, installScript, sanitizeScript, WORKSPACE } from './install-step.js';
 
 /**
  * A maintained kaniko fork (osscontainertools, published as martizih/kaniko), pinned by digest: the
@@ -29,6 +29,7 @@ export const KANIKO_IMAGE =
 export const LABEL_BUILD = 'sless.dev/build';
 export const KANIKO_CONTAINER = 'kaniko';
 export const INSTALL_CONTAINER = 'install';
+export const SANITIZE_CONTAINER = 'sanitize';
 /** The pod annotation holding kaniko's Dockerfile, mounted read-only into kaniko only. */
 export const ANNOTATION_DOCKERFILE = 'sless.dev/dockerfile';
 const DOCKERFILE_DIR = '/sless/dockerfile';
@@ -101,6 +102,14 @@ export function kanikoJob(
     [LABEL_BUILD_KEY]: buildKey,
   };
   const resources = { requests: { cpu: '500m', memory: '512Mi' }, limits: { memory: '2Gi' } };
+  const unprivileged = {
+    runAsUser: INSTALL_UID,
+    runAsGroup: INSTALL_UID,
+    runAsNonRoot: true,
+    allowPrivilegeEscalation: false,
+    capabilities: { drop: ['ALL'] },
+    seccompProfile: { type: 'RuntimeDefault' },
+  };
   return {
     apiVersion: 'batch/v1',
     kind: 'Job',
@@ -148,19 +157,21 @@ export function kanikoJob(
                     ]
                   : []),
               ],
-              securityContext: {
-                runAsUser: INSTALL_UID,
-                runAsGroup: INSTALL_UID,
-                runAsNonRoot: true,
-                allowPrivilegeEscalation: false,
-                capabilities: { drop: ['ALL'] },
-                seccompProfile: { type: 'RuntimeDefault' },
-              },
+              securityContext: unprivileged,
               resources,
               volumeMounts: [
                 { name: 'workspace', mountPath: WORKSPACE },
                 { name: 'tmp', mountPath: '/tmp' },
               ],
+            },
+            {
+              // sless's own step, after the tenant's has exited: no link may lead kaniko out of the build.
+              name: SANITIZE_CONTAINER,
+              image: INSTALL_IMAGES[runtime],
+              command: ['sh', '-c', sanitizeScript()],
+              securityContext: unprivileged,
+              resources,
+              volumeMounts: [{ name: 'workspace', mountPath: WORKSPACE }],
             },
           ],
           containers: [

@@ -8,14 +8,21 @@
  * 2. It replays the install container on this machine, as a kubelet would start it: the spec's image
  *    stands in as this machine's read-only /usr, the spec's command, env and emptyDir mounts exactly,
  *    its runAsUser, and the presigned URL against the real S3 server. The tenant's preinstall script
- *    then looks for credentials everywhere a container could find them, and finds none.
+ *    then looks for credentials everywhere a container could find them, and finds none; it plants links
+ *    to kaniko's files, which the next init container (sless's own) removes before kaniko runs.
  */
 import { spawn } from 'node:child_process';
+import { existsSync, lstatSync, readlinkSync } from 'node:fs';
 import { chown, mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { NON_EXECUTING_INSTRUCTIONS } from '../../src/build/install-step.js';
-import { ANNOTATION_DOCKERFILE, INSTALL_CONTAINER, KANIKO_CONTAINER } from '../../src/build/kaniko-job.js';
+import {
+  ANNOTATION_DOCKERFILE,
+  INSTALL_CONTAINER,
+  KANIKO_CONTAINER,
+  SANITIZE_CONTAINER,
+} from '../../src/build/kaniko-job.js';
 import type { SlessFunction } from '../../src/core/resources.js';
 import { getObject, type KubeObject } from '../../src/platform/kube/objects.js';
 import { JOB } from '../../src/platform/kube/resource-types.js';
@@ -65,6 +72,11 @@ for (const file of [
   try { found.files[file] = fs.readFileSync(file, 'utf8'); } catch (e) { found.files[file] = 'error ' + e.code; }
 }
 console.log('HUNT-REPORT ' + JSON.stringify(found));
+// Then it tries to smuggle kaniko's own files into its image through links in the build.
+fs.rmSync('/workspace/server.js', { force: true });
+fs.symlinkSync('/kaniko/.docker/config.json', '/workspace/server.js');
+fs.symlinkSync('../../kaniko/.docker', '/workspace/code/docker-dir');
+fs.symlinkSync('handler.js', '/workspace/code/inside-link');
 `;
 
 describe('kube builds: tenant code never runs where credentials are (row 7)', () => {
@@ -189,78 +201,91 @@ describe('kube builds: tenant code never runs where credentials are (row 7)', ()
     expect(kaniko().volumeMounts?.find((m) => m.name === 'workspace')?.readOnly).toBe(true);
   });
 
-  it('replayed as a kubelet would run it, the install step downloads the context and finds no credential', async () => {
-    const container = install();
-    const [shell, flag, script] = container.command ?? [];
-    expect([shell, flag]).toEqual(['sh', '-c']);
-    const uid = container.securityContext?.runAsUser ?? 0;
-    const mounts: string[] = [];
-    for (const mount of container.volumeMounts ?? []) {
-      const dir = join(work, mount.name);
-      await mkdir(dir, { recursive: true });
-      await chown(dir, uid, uid);
-      mounts.push('--bind', dir, mount.mountPath);
-    }
-    const containerEnv = Object.fromEntries((container.env ?? []).map((e) => [e.name, e.value ?? '']));
-    const args = [
-      '--unshare-pid',
-      '--unshare-ipc',
-      '--unshare-uts',
-      '--die-with-parent',
-      '--ro-bind',
-      '/usr',
-      '/usr',
-      '--symlink',
-      'usr/bin',
-      '/bin',
-      '--symlink',
-      'usr/lib',
-      '/lib',
-      '--symlink',
-      'usr/lib64',
-      '/lib64',
-      '--perms',
-      '0755',
-      '--dir',
-      '/etc',
-      '--ro-bind',
-      '/etc/ssl',
-      '/etc/ssl',
-      '--proc',
-      '/proc',
-      '--dev',
-      '/dev',
-      ...mounts,
-      '--chdir',
-      '/',
-      '--',
-      'setpriv',
-      `--reuid=${uid}`,
-      `--regid=${uid}`,
-      '--clear-groups',
-      '--inh-caps=-all',
-      '--bounding-set=-all',
-      '--no-new-privs',
-      '--',
-      'sh',
-      '-c',
-      script ?? '',
-    ];
-    const output = await new Promise<{ code: number | null; text: string }>((resolve) => {
-      // Only the container's own env, as the kubelet sets it (plus PATH, which the image provides).
-      const child = spawn('bwrap', args, {
-        env: { PATH: '/usr/local/bin:/usr/bin:/bin', ...containerEnv },
-        stdio: ['ignore', 'pipe', 'pipe'],
+  it('replayed as a kubelet would run its init containers, the install step finds no credential and its links out are removed', async () => {
+    const replay = async (container: Container) => {
+      const [shell, flag, script] = container.command ?? [];
+      expect([shell, flag]).toEqual(['sh', '-c']);
+      const uid = container.securityContext?.runAsUser ?? 0;
+      const mounts: string[] = [];
+      for (const mount of container.volumeMounts ?? []) {
+        const dir = join(work, mount.name);
+        await mkdir(dir, { recursive: true });
+        await chown(dir, uid, uid);
+        mounts.push('--bind', dir, mount.mountPath);
+      }
+      const containerEnv = Object.fromEntries((container.env ?? []).map((e) => [e.name, e.value ?? '']));
+      const args = [
+        '--unshare-pid',
+        '--unshare-ipc',
+        '--unshare-uts',
+        '--die-with-parent',
+        '--ro-bind',
+        '/usr',
+        '/usr',
+        '--symlink',
+        'usr/bin',
+        '/bin',
+        '--symlink',
+        'usr/lib',
+        '/lib',
+        '--symlink',
+        'usr/lib64',
+        '/lib64',
+        '--perms',
+        '0755',
+        '--dir',
+        '/etc',
+        '--ro-bind',
+        '/etc/ssl',
+        '/etc/ssl',
+        '--proc',
+        '/proc',
+        '--dev',
+        '/dev',
+        ...mounts,
+        '--chdir',
+        '/',
+        '--',
+        'setpriv',
+        `--reuid=${uid}`,
+        `--regid=${uid}`,
+        '--clear-groups',
+        '--inh-caps=-all',
+        '--bounding-set=-all',
+        '--no-new-privs',
+        '--',
+        'sh',
+        '-c',
+        script ?? '',
+      ];
+      return new Promise<{ code: number | null; text: string }>((resolve) => {
+        // Only the container's own env, as the kubelet sets it (plus PATH, which the image provides).
+        const child = spawn('bwrap', args, {
+          env: { PATH: '/usr/local/bin:/usr/bin:/bin', ...containerEnv },
+          stdio: ['ignore', 'pipe', 'pipe'],
+        });
+        let text = '';
+        child.stdout.on('data', (chunk: Buffer) => {
+          text += chunk.toString('utf8');
+        });
+        child.stderr.on('data', (chunk: Buffer) => {
+          text += chunk.toString('utf8');
+        });
+        child.on('close', (code) => resolve({ code, text }));
       });
-      let text = '';
-      child.stdout.on('data', (chunk: Buffer) => {
-        text += chunk.toString('utf8');
-      });
-      child.stderr.on('data', (chunk: Buffer) => {
-        text += chunk.toString('utf8');
-      });
-      child.on('close', (code) => resolve({ code, text }));
-    });
+    };
+    const inits = template.spec.initContainers ?? [];
+    expect(inits.map((c) => c.name)).toEqual([INSTALL_CONTAINER, SANITIZE_CONTAINER]);
+    const output = await replay(install());
+    const sanitized = await replay(inits[1] as Container);
+    expect(sanitized.code, sanitized.text).toBe(0);
+    expect(sanitized.text).toContain('sless: removed /workspace/server.js, a link out of the build');
+    expect(sanitized.text).toContain('sless: removed /workspace/code/docker-dir, a link out of the build');
+    // What kaniko will see: no link out of the workspace; links inside it stay.
+    expect(() => lstatSync(join(work, 'workspace', 'server.js'))).toThrow(/ENOENT/);
+    expect(() => lstatSync(join(work, 'workspace', 'code', 'docker-dir'))).toThrow(/ENOENT/);
+    expect(existsSync(join(work, 'workspace', 'code', 'handler.js'))).toBe(true);
+    expect(readlinkSync(join(work, 'workspace', 'code', 'inside-link'))).toBe('handler.js');
     expect(output.code, output.text).toBe(0);
     const line = output.text.split('\n').find((l) => l.startsWith('HUNT-REPORT ')) ?? '';
     expect(line, output.text).not.toBe('');
