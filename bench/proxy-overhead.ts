@@ -2,7 +2,8 @@
 // one run: directly, and through sless's /fn/ proxy. Reports req/s as a ratio and p50/p99 latency.
 // A third measurement, a bare node:http + undici proxy with no routing, headers or metrics, shows
 // the floor any Node proxy hits on the same machine.
-// Run: npx tsx bench/proxy-overhead.ts   (DURATION=seconds per measurement, default 8)
+// Run: npx tsx bench/proxy-overhead.ts   (DURATION=seconds per measurement, default 8; SANDBOX=off runs
+// the function unsandboxed, for an A/B of the sandbox's cost)
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import autocannon from 'autocannon';
@@ -42,7 +43,10 @@ async function main(): Promise<void> {
     'hello/function.yaml': functionManifest('hello'),
     'hello/handler.js': nodeHandler(`return { ok: true };`),
   });
-  const system = await startTestSystem({ url: repo.dir });
+  const system = await startTestSystem({
+    url: repo.dir,
+    sandbox: process.env.SANDBOX === 'off' ? 'off' : 'auto',
+  });
   let route = await system.platform.resolve('default', 'hello');
   while (route.state !== 'ready') {
     await new Promise((r) => setTimeout(r, 50));
@@ -56,7 +60,7 @@ async function main(): Promise<void> {
   const bareAgent = new Agent({
     keepAliveTimeout: 30_000,
     connections: 256,
-    ...(socketPath ? { connect: { socketPath } } : {}),
+    ...(socketPath ? { socketPath } : {}),
   });
   const origin = route.origin;
   const bare = createServer(async (_request, res) => {

@@ -72,7 +72,8 @@ export class FunctionProxy {
         keepAliveMaxTimeout: 60_000,
         connections: 256,
         pipelining: 1,
-        connect: { socketPath },
+        // The top-level option, not connect.socketPath: that one measured 3-5x slower here.
+        socketPath,
       });
       this.socketAgents.set(socketPath, agent);
     }

@@ -9,7 +9,7 @@ import { mkdir, symlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { exportSPKI, generateKeyPair } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PACKAGE_ROOT } from '../../src/config/config.js';
+import { loadLocalConfig, PACKAGE_ROOT } from '../../src/config/config.js';
 import { tempDir } from '../helpers/git.js';
 
 interface Run {
@@ -88,6 +88,15 @@ describe('the sandbox is required in tenant mode', () => {
     expect(run.output).toMatch(/"msg":"tenant code runs sandboxed\\n {2}enforced: sandbox: bubblewrap/);
     expect(run.output).toContain('enforced: memory: memoryMb through cgroup');
     expect(run.output).not.toContain('authentication is on');
+  });
+
+  it('--sandbox off is refused with auth on, accepted on loopback without auth, and nothing else is', () => {
+    expect(() => loadLocalConfig({ sandbox: 'off' }, authEnv)).toThrow(
+      /--sandbox off: with authentication on, tenants' code runs here and must be sandboxed/,
+    );
+    expect(loadLocalConfig({ sandbox: 'off' }, {}).sandbox).toBe('off');
+    expect(loadLocalConfig({}, {}).sandbox).toBe('auto');
+    expect(() => loadLocalConfig({ sandbox: 'maybe' }, {})).toThrow(/--sandbox: "maybe" must be auto or off/);
   });
 
   it('single-user loopback mode without bubblewrap starts, and warns that tenant code is not sandboxed', async () => {
