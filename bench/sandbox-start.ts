@@ -79,7 +79,7 @@ async function main(): Promise<void> {
     await measure(false);
     await measure(true);
   }
-  launcher.close();
+  await launcher.close();
   await rm(dir, { recursive: true, force: true });
   const line = (name: string, r: { starts: number[]; requests: number[] }) =>
     `${name.padEnd(10)} start median ${ms(median(r.starts))} p90 ${ms(percentile(r.starts, 90))}   request median ${ms(median(r.requests))} p90 ${ms(percentile(r.requests, 90))}`;

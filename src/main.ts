@@ -138,7 +138,7 @@ export async function startLocalSystem(
   });
   const isolation = describeIsolation(launcher.report);
   if (!config.authDisabled && !launcher.report.sandboxed) {
-    launcher.close();
+    await launcher.close();
     throw new ConfigError(
       `authentication is on, so tenants' code would run here, and it runs only in a sandbox: ${launcher.report.notEnforced[0]}`,
     );
@@ -208,7 +208,7 @@ export async function startLocalSystem(
       scheduler.stopAll();
       await app.close();
       await platform.stopAll();
-      launcher.close();
+      await launcher.close();
     }),
   };
 }

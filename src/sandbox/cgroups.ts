@@ -173,16 +173,26 @@ export class CgroupLimits {
       release: () => {
         for (const dir of dirs) {
           removeGroup(dir);
-          this.live.delete(dir);
+          // Still busy: releaseAll retries it at shutdown.
+          if (!existsSync(dir)) this.live.delete(dir);
         }
       },
     };
   }
 
-  /** Removes this instance's groups, and the parent once no other instance in this process uses it. */
-  releaseAll(): void {
-    for (const dir of this.live) removeGroup(dir);
-    this.live.clear();
+  /**
+   * Removes this instance's groups, and the parent once no other instance in this process uses it. A
+   * group empties a moment after its process exits (the pid namespace's other tasks die after it), so
+   * this retries for up to two seconds.
+   */
+  async releaseAll(): Promise<void> {
+    for (let attempt = 0; attempt < 100 && this.live.size > 0; attempt++) {
+      for (const dir of this.live) {
+        removeGroup(dir);
+        if (!existsSync(dir)) this.live.delete(dir);
+      }
+      if (this.live.size > 0) await new Promise((resolve) => setTimeout(resolve, 20));
+    }
     for (const controller of this.controllers) {
       try {
         rmdirSync(join(controller.base, `sless-${process.pid}`));

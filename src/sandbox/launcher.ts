@@ -110,8 +110,8 @@ export class BubblewrapLauncher implements ProcessLauncher {
   }
 
   /** Removes the cgroups this launcher made. */
-  close(): void {
-    this.options.cgroups.releaseAll();
+  close(): Promise<void> {
+    return this.options.cgroups.releaseAll();
   }
 
   launch(spec: LaunchSpec): ChildProcess {
@@ -216,8 +216,8 @@ export class DirectLauncher implements ProcessLauncher {
     // Everything runs as sless's own user; there is nobody to grant to.
   }
 
-  close(): void {
-    this.cgroups.releaseAll();
+  close(): Promise<void> {
+    return this.cgroups.releaseAll();
   }
 
   launch(spec: LaunchSpec): ChildProcess {

@@ -161,7 +161,7 @@ export function describeIsolation(report: IsolationReport): string {
  * enforces it: bubblewrap when it works here, plain children otherwise (the caller decides whether
  * that is acceptable). cgroup limits apply either way when the controllers are writable.
  */
-export function createLauncher(options: IsolationOptions): ProcessLauncher & { close(): void } {
+export function createLauncher(options: IsolationOptions): ProcessLauncher & { close(): Promise<void> } {
   const cgroups = options.cgroups ?? new CgroupLimits();
   cgroups.sweepStale();
   const enforced: string[] = [];
