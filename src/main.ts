@@ -13,7 +13,7 @@ import { SlessMetrics } from './api/metrics.js';
 import { KanikoBuilder } from './build/kaniko-builder.js';
 import { LocalBuilder } from './build/local-builder.js';
 import { webhookSecretFor } from './config/auth.js';
-import type { LocalConfig } from './config/config.js';
+import type { LocalConfig, TenancySettings } from './config/config.js';
 import type { ObjectStore } from './core/interfaces.js';
 import type { BuildRecord, GitSource, SlessFunction } from './core/resources.js';
 import { FunctionCleanup } from './platform/kube/cleanup.js';
@@ -34,6 +34,8 @@ import { LocalPlatform } from './platform/local/local-platform.js';
 import { MemoryStore } from './platform/local/memory-store.js';
 import { LocalSourceReaderFactory } from './platform/local/source-readers.js';
 import { Controller, type ControllerObserver } from './reconcile/controller.js';
+import { guardedGitHttp } from './source/guarded-http.js';
+import { OutboundPolicy } from './source/outbound.js';
 
 export interface LocalSystem {
   app: FastifyInstance;
@@ -63,6 +65,16 @@ export function createLogger(config: Pick<LocalConfig, 'logLevel' | 'prettyLogs'
       ? { transport: { target: 'pino-pretty', options: { colorize: true, ignore: 'pid,hostname' } } }
       : {}),
   });
+}
+
+/** The outbound policy for tenant URLs; what an admin allowed beyond it is said at start. */
+function outboundPolicy(tenancy: TenancySettings, logger: Logger): OutboundPolicy {
+  if (tenancy.outboundAllow.length > 0)
+    logger.warn(
+      { ranges: tenancy.outboundAllow },
+      'SLESS_OUTBOUND_ALLOW: sources may reach these private or loopback ranges',
+    );
+  return new OutboundPolicy(tenancy.outboundAllow);
 }
 
 /** Shutdown may be asked for more than once (signals, tests); it runs once and every caller waits. */
@@ -130,6 +142,7 @@ export async function startLocalSystem(
     );
   else logger.info({ auth: authenticator.description }, '/v1 requires a bearer token');
   const history = new BuildHistory();
+  const gitHttp = guardedGitHttp(outboundPolicy(config.tenancy, logger));
   const platform = new LocalPlatform({ runtimesDir: config.runtimesDir, store, logger });
   const metrics = new SlessMetrics({
     readyFunctions: () => readyFunctionCounts(store),
@@ -150,7 +163,7 @@ export async function startLocalSystem(
     store,
     builder,
     platform,
-    readers: new LocalSourceReaderFactory({ stateDir: config.stateDir }),
+    readers: new LocalSourceReaderFactory({ stateDir: config.stateDir, http: gitHttp }),
     logger,
     externalUrl: config.externalUrl,
   });
@@ -163,7 +176,7 @@ export async function startLocalSystem(
     context: {
       namespaceExists: (ns) => store.namespaceExists(ns),
       ensureNamespace: (ns) => store.ensureNamespace(ns),
-      webhookSecret: async (_ns, source) => webhookSecretFor(config.webhookSecrets, source),
+      webhookSecret: async (ns, source) => webhookSecretFor(config.webhookSecrets, ns, source),
       ...controllerContext(controller, store, history, () => ready),
       platformName: 'local',
     },
@@ -186,6 +199,7 @@ export async function startLocalSystem(
       scheduler.stopAll();
       await app.close();
       await platform.stopAll();
+      await gitHttp.close();
     }),
   };
 }
@@ -226,6 +240,7 @@ export async function startKubeSystem(
   const authenticator = createAuthenticator(config.auth);
   if (config.authDisabled) logger.warn('AUTHENTICATION IS OFF: /v1 is served on loopback without auth');
   const history = new BuildHistory();
+  const gitHttp = guardedGitHttp(outboundPolicy(config.tenancy, logger));
   const pullSecrets = config.pullSecret
     ? new PullSecretSync({ http, controllerNamespace: config.controllerNamespace, ...config.pullSecret })
     : undefined;
@@ -288,7 +303,7 @@ export async function startKubeSystem(
     store,
     builder,
     platform: workloads,
-    readers: new KubeSourceReaderFactory({ http, stateDir: config.stateDir }),
+    readers: new KubeSourceReaderFactory({ http, stateDir: config.stateDir, gitHttp }),
     scheduler: new KubeCronScheduler({ http }),
     jobs,
     functionConcurrency: 32,
@@ -330,6 +345,7 @@ export async function startKubeSystem(
       await app.close();
       s3.destroy();
       http.close();
+      await gitHttp.close();
     }),
   };
 }

@@ -1,5 +1,8 @@
+import { BlockList } from 'node:net';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { DEFAULT_QUOTAS, QUOTA_ENV, type Quotas } from '../core/quotas.js';
+import { addRange } from '../source/outbound.js';
 import {
   AuthConfigError,
   type AuthSettings,
@@ -29,6 +32,16 @@ export interface LocalConfig {
   /** JWT verification settings for `/v1`; undefined when auth is off. */
   readonly auth: AuthSettings | undefined;
   readonly webhookSecrets: WebhookSecretSettings;
+  readonly tenancy: TenancySettings;
+}
+
+/** What limits tenants, the same on both platforms. */
+export interface TenancySettings {
+  readonly quotas: Quotas;
+  /** Ranges tenant URLs may reach although private or loopback (SLESS_OUTBOUND_ALLOW; admin only). */
+  readonly outboundAllow: readonly string[];
+  /** A static bearer token for Prometheus scrapes of /metrics when auth is on (besides admin JWTs). */
+  readonly metricsToken: string | undefined;
 }
 
 export class ConfigError extends Error {}
@@ -84,8 +97,49 @@ export function loadLocalConfig(
     prettyLogs: flags.json === true ? false : process.stdout.isTTY === true,
     authDisabled,
     auth,
-    webhookSecrets: loadWebhookSecrets(env),
+    webhookSecrets: loadWebhookSecretSettings(env),
+    tenancy: loadTenancy(env),
   } as const);
+}
+
+export function loadWebhookSecretSettings(env: NodeJS.ProcessEnv): WebhookSecretSettings {
+  try {
+    return loadWebhookSecrets(env);
+  } catch (error) {
+    if (error instanceof AuthConfigError) throw new ConfigError(error.message);
+    throw error;
+  }
+}
+
+export function loadTenancy(env: NodeJS.ProcessEnv): TenancySettings {
+  const quotas = { ...DEFAULT_QUOTAS };
+  for (const key of Object.keys(QUOTA_ENV) as (keyof Quotas)[]) {
+    const text = env[QUOTA_ENV[key]]?.trim();
+    if (!text) continue;
+    const value = Number(text);
+    if (!Number.isInteger(value) || value < 1 || value > 1_000_000)
+      throw new ConfigError(`${QUOTA_ENV[key]}: "${text}" must be a whole number from 1 to 1000000`);
+    quotas[key] = value;
+  }
+  const outboundAllow = (env.SLESS_OUTBOUND_ALLOW ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+  for (const range of outboundAllow) {
+    try {
+      addRange(new BlockList(), range);
+    } catch (error) {
+      throw new ConfigError(`SLESS_OUTBOUND_ALLOW: ${(error as Error).message}`);
+    }
+  }
+  const metricsToken = env.SLESS_METRICS_TOKEN?.trim() || undefined;
+  if (metricsToken !== undefined && metricsToken.length < 16)
+    throw new ConfigError('SLESS_METRICS_TOKEN: use at least 16 characters');
+  return Object.freeze({
+    quotas: Object.freeze(quotas),
+    outboundAllow: Object.freeze(outboundAllow),
+    metricsToken,
+  });
 }
 
 /** Auth settings from the environment, with their errors reported like every other config error. */

@@ -1,8 +1,8 @@
 import fs from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
+import type { HttpClient } from 'isomorphic-git';
 import git from 'isomorphic-git';
-import http from 'isomorphic-git/http/node';
 import { SourceError } from '../core/errors.js';
 import { sha256Hex } from '../core/hash.js';
 import type { SourceReader, SourceSnapshot } from '../core/interfaces.js';
@@ -76,12 +76,21 @@ export class RemoteRepositoryReader implements SourceReader {
   private readonly branch: string;
   private readonly gitdir: string;
   private readonly credentials: GitCredentials | undefined;
+  private readonly http: HttpClient;
   private readonly cache = {};
   private readonly listings = new TreeListingCache();
   private initialized: Promise<void> | undefined;
 
-  constructor(options: { url: string; branch: string; cacheDir: string; credentials?: GitCredentials }) {
+  /** `http` decides which addresses may be reached (see guardedGitHttp); the reader never picks one. */
+  constructor(options: {
+    url: string;
+    branch: string;
+    cacheDir: string;
+    http: HttpClient;
+    credentials?: GitCredentials;
+  }) {
     this.url = options.url;
+    this.http = options.http;
     this.branch = options.branch;
     this.credentials = options.credentials;
     this.gitdir = join(options.cacheDir, sha256Hex(`${options.url}\0${options.branch}`).slice(0, 24));
@@ -96,7 +105,7 @@ export class RemoteRepositoryReader implements SourceReader {
     const ref = branchRef(this.branch);
     let refs: { ref: string; oid: string }[];
     try {
-      refs = await git.listServerRefs({ http, url: this.url, prefix: ref, ...this.auth() });
+      refs = await git.listServerRefs({ http: this.http, url: this.url, prefix: ref, ...this.auth() });
     } catch (error) {
       throw new SourceError(
         `cannot list refs of ${this.url}: ${describeHttpError(error)}`,
@@ -115,7 +124,7 @@ export class RemoteRepositoryReader implements SourceReader {
       try {
         await git.fetch({
           fs,
-          http,
+          http: this.http,
           gitdir: this.gitdir,
           remote: 'origin',
           ref: this.branch,
@@ -162,9 +171,22 @@ export class RemoteRepositoryReader implements SourceReader {
   }
 }
 
-/** isomorphic-git's HTTP errors carry the status; the URL may hold a token, so it is not repeated. */
-function describeHttpError(error: unknown): string {
+/**
+ * What a failed request says in status. Never the server's answer itself: a URL pointed at some
+ * other service would otherwise copy that service's response (metrics, keys) into the tenant's
+ * status. Only the status code, or the kind of failure, is kept; the URL may hold a token, so it is
+ * not repeated either.
+ */
+export function describeHttpError(error: unknown): string {
   const data = (error as { data?: { statusCode?: number; statusMessage?: string } }).data;
-  if (data?.statusCode) return `HTTP ${data.statusCode} ${data.statusMessage ?? ''}`.trim();
-  return error instanceof Error ? error.message : String(error);
+  if (typeof data?.statusCode === 'number') return `HTTP ${data.statusCode}`;
+  if (error instanceof SourceError) return error.message;
+  const code = (error as { code?: unknown }).code;
+  if (code === 'SmartHttpError' || code === 'ParseError' || code === 'EmptyServerResponseError')
+    return 'the server did not answer as a git smart HTTP server';
+  if (code === 'ECONNREFUSED' || code === 'ECONNRESET' || code === 'UND_ERR_SOCKET')
+    return 'the connection failed';
+  if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') return 'the host name does not resolve';
+  if (typeof code === 'string' && code.startsWith('UND_ERR_')) return 'the request failed or timed out';
+  return 'the request failed';
 }

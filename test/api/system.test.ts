@@ -69,7 +69,9 @@ describe('startLocalSystem with auth on', () => {
         SLESS_AUTH_JWKS_URL: `http://127.0.0.1:${(jwks.address() as AddressInfo).port}/jwks`,
         SLESS_AUTH_ISSUER: ISSUER,
         SLESS_AUTH_AUDIENCE: AUDIENCE,
-        SLESS_WEBHOOK_SECRET_REPO: WEBHOOK_SECRET,
+        // The secret signs for this tenant's `repo` only: the namespace is part of the name.
+        [`SLESS_WEBHOOK_SECRET_${ns.toUpperCase().replace(/-/g, '_')}__REPO`]: WEBHOOK_SECRET,
+        SLESS_OUTBOUND_ALLOW: '127.0.0.1/32',
       },
     );
     expect(config.authDisabled).toBe(false);

@@ -23,11 +23,14 @@ export async function startTestSystem(options: {
   path?: string;
   /** Reuse a state directory (builds survive restarts); it is then left in place on close. */
   stateDir?: string;
+  /** More settings, as the environment would give them (quotas, secrets). */
+  env?: NodeJS.ProcessEnv;
 }): Promise<TestSystem> {
   const stateDir = options.stateDir ?? (await tempDir('state'));
   const config = loadLocalConfig(
     { port: '0', 'state-dir': stateDir, interval: options.interval ?? '1h' },
-    {},
+    // The test git server listens on loopback: an admin's explicit allowance, as in production.
+    { SLESS_OUTBOUND_ALLOW: '127.0.0.1/32', ...options.env },
   );
   const logger = pino({ level: process.env.SLESS_TEST_LOG ?? 'silent' });
   const system = await startLocalSystem(config, {

@@ -5,8 +5,15 @@
  */
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { type AuthSettings, loadWebhookSecrets, type WebhookSecretSettings } from '../../config/auth.js';
-import { ConfigError, loadAuth, PACKAGE_ROOT } from '../../config/config.js';
+import type { AuthSettings, WebhookSecretSettings } from '../../config/auth.js';
+import {
+  ConfigError,
+  loadAuth,
+  loadTenancy,
+  loadWebhookSecretSettings,
+  PACKAGE_ROOT,
+  type TenancySettings,
+} from '../../config/config.js';
 import { isDnsLabel } from '../../core/naming.js';
 
 export interface KubeControllerConfig {
@@ -45,6 +52,7 @@ export interface KubeControllerConfig {
   readonly authDisabled: boolean;
   readonly auth: AuthSettings | undefined;
   readonly webhookSecrets: WebhookSecretSettings;
+  readonly tenancy: TenancySettings;
 }
 
 const SA_NAMESPACE_FILE = '/var/run/secrets/kubernetes.io/serviceaccount/namespace';
@@ -189,6 +197,7 @@ export function loadKubeControllerConfig(
     prettyLogs: false,
     authDisabled: auth === undefined,
     auth,
-    webhookSecrets: loadWebhookSecrets(env),
+    webhookSecrets: loadWebhookSecretSettings(env),
+    tenancy: loadTenancy(env),
   } as const);
 }
