@@ -173,6 +173,7 @@ export async function startLocalSystem(
     routes: platform,
     authenticator,
     metrics,
+    metricsToken: config.tenancy.metricsToken,
     context: {
       namespaceExists: (ns) => store.namespaceExists(ns),
       ensureNamespace: (ns) => store.ensureNamespace(ns),
@@ -317,6 +318,7 @@ export async function startKubeSystem(
     routes,
     authenticator,
     metrics,
+    metricsToken: config.tenancy.metricsToken,
     context: {
       namespaceExists: (ns) => namespaces.namespaceExists(ns),
       ensureNamespace: (ns) => namespaces.ensureNamespace(ns),
