@@ -166,6 +166,7 @@ export async function startLocalSystem(
     readers: new LocalSourceReaderFactory({ stateDir: config.stateDir, http: gitHttp }),
     logger,
     externalUrl: config.externalUrl,
+    quotas: config.tenancy.quotas,
   });
   let ready = false;
   const app = await buildApp({
@@ -180,6 +181,7 @@ export async function startLocalSystem(
       webhookSecret: async (ns, source) => webhookSecretFor(config.webhookSecrets, ns, source),
       ...controllerContext(controller, store, history, () => ready),
       platformName: 'local',
+      quotas: config.tenancy.quotas,
     },
   });
   await controller.start();
@@ -308,6 +310,7 @@ export async function startKubeSystem(
     scheduler: new KubeCronScheduler({ http }),
     jobs,
     functionConcurrency: 32,
+    quotas: config.tenancy.quotas,
     logger,
     externalUrl: config.externalUrl,
     observer: metricsObserver(metrics),
@@ -325,6 +328,7 @@ export async function startKubeSystem(
       webhookSecret: kubeWebhookSecrets({ http, store, fallback: config.webhookSecrets }),
       ...controllerContext(controller, store, history, () => ready),
       platformName: 'kube',
+      quotas: config.tenancy.quotas,
     },
   });
   await controller.start();

@@ -40,6 +40,7 @@ export interface LoadResult {
 const MANIFEST_FILE = /\.ya?ml$/i;
 const SKIPPED_DIRS = /(^|\/)(node_modules|\.git)\//;
 const MAX_MANIFEST_BYTES = 1024 * 1024;
+const MAX_ALIASES = 100;
 
 export async function loadManifests(
   snapshot: SourceSnapshot,
@@ -87,7 +88,18 @@ export async function loadManifests(
         });
         return;
       }
-      const value: unknown = yamlDoc.toJS({ maxAliasCount: 100 });
+      let value: unknown;
+      try {
+        // A "billion laughs" document expands aliases without end; past 100 the file is refused.
+        value = yamlDoc.toJS({ maxAliasCount: MAX_ALIASES });
+      } catch (error) {
+        issues.push({
+          ...where,
+          field: '',
+          reason: `invalid YAML: ${(error as Error).message.split('\n')[0]} (at most ${MAX_ALIASES} aliases)`,
+        });
+        return;
+      }
       if (value === null || typeof value !== 'object' || Array.isArray(value)) return;
       const record = value as Record<string, unknown>;
       const apiVersion = record.apiVersion;

@@ -6,6 +6,7 @@
 import type { Logger } from 'pino';
 import { parseDuration } from '../core/duration.js';
 import { asError } from '../core/errors.js';
+import { FairGate } from '../core/fair-gate.js';
 import type {
   Builder,
   JobRunner,
@@ -17,6 +18,7 @@ import type {
   TriggerScheduler,
   WorkloadPlatform,
 } from '../core/interfaces.js';
+import { DEFAULT_QUOTAS, type Quotas } from '../core/quotas.js';
 import {
   ANNOTATION_COMMIT,
   type BuildRecord,
@@ -31,6 +33,7 @@ import { WorkQueue } from '../core/work-queue.js';
 import { loadManifests } from '../manifest/load.js';
 import { reconcileFunction } from './function-reconcile.js';
 import { reconcileJob } from './job-reconcile.js';
+import { ProcessQuota } from './process-quota.js';
 import { type SyncResult, syncSource } from './source-sync.js';
 import { reconcileTrigger } from './trigger-reconcile.js';
 
@@ -50,6 +53,8 @@ export interface ControllerOptions {
    * doing nothing, so the kube platform raises it: one long build must not hold up other functions.
    */
   functionConcurrency?: number;
+  /** Per-namespace limits; DEFAULT_QUOTAS when omitted. */
+  quotas?: Quotas;
 }
 
 export interface ControllerObserver {
@@ -72,6 +77,9 @@ export class Controller {
   private readonly manifestFiles = new Map<string, ReadonlySet<string>>();
   private readonly failedBuilds = new Map<string, BuildRecord>();
   private readonly functionQueue: WorkQueue;
+  /** Fair shares between namespaces and sources for function reconciles (and so for builds). */
+  readonly functionGate: FairGate;
+  private readonly processes: ProcessQuota;
   private readonly triggerQueue: WorkQueue;
   private readonly jobQueue: WorkQueue;
   private unsubscribe: (() => void) | undefined;
@@ -79,23 +87,38 @@ export class Controller {
 
   constructor(options: ControllerOptions) {
     this.options = options;
+    const quotas = options.quotas ?? DEFAULT_QUOTAS;
+    this.processes = new ProcessQuota(quotas.maxProcesses);
+    this.functionGate = new FairGate({ slots: options.functionConcurrency ?? 4, keepStarted: 10_000 });
     this.functionQueue = new WorkQueue({
-      ...(options.functionConcurrency ? { concurrency: options.functionConcurrency } : {}),
-      handler: (key) => {
+      // The queue keeps one worker per key and coalesces; how many run, and in which order, is the
+      // fair gate's call, so the queue itself lets every key through to the gate.
+      concurrency: Number.POSITIVE_INFINITY,
+      handler: async (key) => {
         const [namespace, name] = key.split('/') as [string, string];
-        return reconcileFunction(
-          {
-            store: options.store,
-            builder: options.builder,
-            platform: options.platform,
-            logger: options.logger,
-            externalUrl: options.externalUrl,
-            failedBuilds: this.failedBuilds,
-            snapshotFor: (fn) => this.snapshotFor(fn),
-            onBuildStarted: (fn) => options.observer?.buildStarted?.(fn),
-          },
-          namespace,
-          name,
+        const fn = (await options.store.get('Function', namespace, name)) as SlessFunction | undefined;
+        const task = {
+          tenant: namespace,
+          flow: fn?.metadata.labels?.[LABEL_SOURCE] ?? '',
+          // Durable on both platforms: a function that has served goes before a cold backlog.
+          warm: fn?.status?.servingRevision !== undefined,
+        };
+        return this.functionGate.run(task, () =>
+          reconcileFunction(
+            {
+              store: options.store,
+              builder: options.builder,
+              platform: options.platform,
+              logger: options.logger,
+              externalUrl: options.externalUrl,
+              failedBuilds: this.failedBuilds,
+              snapshotFor: (fn) => this.snapshotFor(fn),
+              onBuildStarted: (fn) => options.observer?.buildStarted?.(fn),
+              processes: this.processes,
+            },
+            namespace,
+            name,
+          ),
         );
       },
       onError: (key, error) =>
@@ -193,7 +216,11 @@ export class Controller {
       if (!handle) return undefined;
       const started = Date.now();
       const result = await syncSource(
-        { store: this.options.store, logger: this.options.logger },
+        {
+          store: this.options.store,
+          logger: this.options.logger,
+          maxFunctions: (this.options.quotas ?? DEFAULT_QUOTAS).maxFunctions,
+        },
         source,
         handle.reader,
         options,

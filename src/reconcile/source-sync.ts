@@ -28,6 +28,8 @@ export interface SyncResult {
 export interface SyncDeps {
   store: ObjectStore;
   logger: Logger;
+  /** Functions a namespace may hold across its sources; no limit when omitted. */
+  maxFunctions?: number;
 }
 
 const MAX_MESSAGE = 4000;
@@ -113,6 +115,14 @@ export async function syncSource(
       );
       return finish({ outcome: 'invalid', commit: head, message });
     }
+    const quotaProblem = await functionQuotaProblem(deps, source, loaded.documents);
+    if (quotaProblem) {
+      const message = `commit ${head.slice(0, 12)} rejected, nothing of it applied: ${quotaProblem}`;
+      condition('Ready', false, 'QuotaExceeded', message);
+      condition('Stalled', true, 'QuotaExceeded', quotaProblem);
+      deps.logger.warn({ source: source.metadata.name, commit: head }, quotaProblem);
+      return finish({ outcome: 'invalid', commit: head, message: quotaProblem });
+    }
     const plan = await planSource(source, snapshot, loaded);
     const applied = await applyPlan(deps.store, source, plan);
     status.lastSyncedCommit = head;
@@ -138,6 +148,23 @@ export async function syncSource(
     deps.logger.error({ source: source.metadata.name, err: error.message }, 'sync failed');
     return finish({ outcome: 'failed', commit: head, message: error.message });
   }
+}
+
+/** A commit that would take the namespace past its function quota is refused as a whole. */
+async function functionQuotaProblem(
+  deps: SyncDeps,
+  source: GitSource,
+  documents: readonly { kind: string }[],
+): Promise<string | undefined> {
+  if (deps.maxFunctions === undefined) return undefined;
+  const mine = documents.filter((d) => d.kind === 'Function').length;
+  if (mine <= deps.maxFunctions) {
+    const existing = await deps.store.list('Function', { namespace: source.metadata.namespace });
+    const others = existing.filter((f) => f.metadata.labels?.[LABEL_SOURCE] !== source.metadata.name).length;
+    if (others + mine <= deps.maxFunctions) return undefined;
+    return `quota: namespace ${source.metadata.namespace} may hold ${deps.maxFunctions} functions; its other sources hold ${others} and this commit defines ${mine} (SLESS_QUOTA_FUNCTIONS)`;
+  }
+  return `quota: namespace ${source.metadata.namespace} may hold ${deps.maxFunctions} functions; this commit defines ${mine} (SLESS_QUOTA_FUNCTIONS)`;
 }
 
 function readyPhase(status: GitSourceStatus): string {

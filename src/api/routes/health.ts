@@ -5,7 +5,7 @@ import type { ApiContext } from '../context.js';
 import { ForbiddenError } from '../errors.js';
 import type { SlessMetrics } from '../metrics.js';
 import type { RouteCollector } from '../openapi.js';
-import { anyObject, errorBody, errorResponses } from '../schemas.js';
+import { anyObject, errorBody } from '../schemas.js';
 
 export interface HealthOptions {
   context: ApiContext;
