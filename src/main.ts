@@ -163,7 +163,11 @@ export async function startLocalSystem(
     store,
     builder,
     platform,
-    readers: new LocalSourceReaderFactory({ stateDir: config.stateDir, http: gitHttp }),
+    readers: new LocalSourceReaderFactory({
+      stateDir: config.stateDir,
+      http: gitHttp,
+      env: config.gitSecrets,
+    }),
     logger,
     externalUrl: config.externalUrl,
     quotas: config.tenancy.quotas,

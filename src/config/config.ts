@@ -33,6 +33,8 @@ export interface LocalConfig {
   readonly auth: AuthSettings | undefined;
   readonly webhookSecrets: WebhookSecretSettings;
   readonly tenancy: TenancySettings;
+  /** The SLESS_SECRET_<NS>__<NAME>_* variables: git credentials per namespace (local mode's Secrets). */
+  readonly gitSecrets: Readonly<Record<string, string>>;
 }
 
 /** What limits tenants, the same on both platforms. */
@@ -99,6 +101,9 @@ export function loadLocalConfig(
     auth,
     webhookSecrets: loadWebhookSecretSettings(env),
     tenancy: loadTenancy(env),
+    gitSecrets: Object.freeze(
+      Object.fromEntries(Object.entries(env).filter(([name]) => name.startsWith('SLESS_SECRET_'))),
+    ) as Readonly<Record<string, string>>,
   } as const);
 }
 

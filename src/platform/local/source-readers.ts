@@ -14,7 +14,7 @@ import { type GitCredentials, LocalRepositoryReader, RemoteRepositoryReader } fr
 export function credentialsFromEnv(
   namespace: string,
   name: string,
-  env: NodeJS.ProcessEnv = process.env,
+  env: Readonly<Record<string, string | undefined>> = process.env,
 ): GitCredentials | undefined {
   const suffix = scopedEnvSuffix(namespace, name);
   if (suffix === undefined) return undefined;
@@ -27,9 +27,14 @@ export function credentialsFromEnv(
 
 export class LocalSourceReaderFactory implements SourceReaderFactory {
   private readonly cacheDir: string;
-  private readonly env: NodeJS.ProcessEnv;
+  private readonly env: Readonly<Record<string, string | undefined>>;
   private readonly http: HttpClient;
-  constructor(options: { stateDir: string; http: HttpClient; env?: NodeJS.ProcessEnv }) {
+  constructor(options: {
+    stateDir: string;
+    http: HttpClient;
+    /** Where SLESS_SECRET_* come from (the config's copy); the process environment by default. */
+    env?: Readonly<Record<string, string | undefined>>;
+  }) {
     this.cacheDir = join(options.stateDir, 'git-cache');
     this.http = options.http;
     this.env = options.env ?? process.env;
