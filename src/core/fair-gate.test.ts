@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'vitest';
-import { FairGate, type FairTask } from './fair-gate.js';
+import { FairGate, type FairTask, GateStoppedError } from './fair-gate.js';
 
 /** A task that finishes when the test says so, recording when it started. */
 function controllable() {
@@ -55,6 +55,19 @@ describe('FairGate', () => {
     for (const id of ['y1', 'y2']) void c.run(gate, id, cold('ns', 'y'));
     for (const id of ['x0', 'y1', 'x1', 'y2', 'x2']) await c.finish(id);
     expect(c.started).toEqual(['x0', 'y1', 'x1', 'y2', 'x2', 'x3']);
+  });
+
+  test('stop: waiting tasks never start and reject; the running one finishes', async () => {
+    const gate = new FairGate({ slots: 1 });
+    const c = controllable();
+    const running = c.run(gate, 'a0', cold('a'));
+    const waiting = c.run(gate, 'a1', cold('a'));
+    await c.finish('none');
+    gate.stop();
+    await expect(waiting).rejects.toThrow(GateStoppedError);
+    await c.finish('a0');
+    await expect(running).resolves.toBeUndefined();
+    expect(c.started).toEqual(['a0']);
   });
 
   test('a failing task frees its slot and rejects to its caller', async () => {

@@ -24,6 +24,13 @@ export interface FairTask {
 interface Waiter {
   task: FairTask;
   start: () => void;
+  cancel: (error: Error) => void;
+}
+
+export class GateStoppedError extends Error {
+  constructor() {
+    super('stopped before its turn');
+  }
 }
 
 export class FairGate {
@@ -37,6 +44,7 @@ export class FairGate {
   ];
   /** A counter rather than time, so ties break the same way on every run. */
   private tick = 0;
+  private stopped = false;
   private readonly lastServedTenant = new Map<string, number>();
   private readonly lastServedFlow = new Map<string, number>();
   /** Tasks started in order (tenant, flow), for tests and the bench; bounded. */
@@ -50,7 +58,8 @@ export class FairGate {
 
   /** Runs `work` when the task's turn comes; resolves or rejects with it. */
   async run<T>(task: FairTask, work: () => Promise<T>): Promise<T> {
-    await new Promise<void>((start) => {
+    await new Promise<void>((start, cancel) => {
+      if (this.stopped) return cancel(new GateStoppedError());
       const byTenant = this.waiting[task.warm ? 0 : 1];
       let flows = byTenant.get(task.tenant);
       if (!flows) {
@@ -62,7 +71,7 @@ export class FairGate {
         queue = [];
         flows.set(task.flow, queue);
       }
-      queue.push({ task, start });
+      queue.push({ task, start, cancel });
       this.pump();
     });
     try {
@@ -73,6 +82,16 @@ export class FairGate {
       if (left === 0) this.runningByTenant.delete(task.tenant);
       else this.runningByTenant.set(task.tenant, left);
       this.pump();
+    }
+  }
+
+  /** Waiting tasks never start; they reject with GateStoppedError. Running ones finish. */
+  stop(): void {
+    this.stopped = true;
+    for (const byTenant of this.waiting) {
+      for (const flows of byTenant.values())
+        for (const queue of flows.values()) for (const waiter of queue) waiter.cancel(new GateStoppedError());
+      byTenant.clear();
     }
   }
 

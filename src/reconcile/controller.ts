@@ -6,7 +6,7 @@
 import type { Logger } from 'pino';
 import { parseDuration } from '../core/duration.js';
 import { asError } from '../core/errors.js';
-import { FairGate } from '../core/fair-gate.js';
+import { FairGate, GateStoppedError } from '../core/fair-gate.js';
 import type {
   Builder,
   JobRunner,
@@ -121,8 +121,10 @@ export class Controller {
           ),
         );
       },
-      onError: (key, error) =>
-        options.logger.error({ function: key, err: asError(error).message }, 'reconcile failed'),
+      onError: (key, error) => {
+        if (!(error instanceof GateStoppedError))
+          options.logger.error({ function: key, err: asError(error).message }, 'reconcile failed');
+      },
     });
     this.triggerQueue = new WorkQueue({
       handler: (key) => {
@@ -166,6 +168,7 @@ export class Controller {
     this.stopped = true;
     this.unsubscribe?.();
     this.functionQueue.stop();
+    this.functionGate.stop();
     this.triggerQueue.stop();
     this.jobQueue.stop();
     for (const handle of this.sources.values()) this.closeHandle(handle);
