@@ -39,9 +39,15 @@ async function main(): Promise<void> {
   const drained = performance.now() - backlogStarted;
   await scenario.close();
 
-  console.log(`tenant A: ${N} functions in one commit; applied after ${ms(applied)}, all reconciled after ${ms(drained)}`);
-  console.log(`tenant B one-line change, no backlog (baseline): median ${ms(median(baseline))} [${baseline.map(ms).join(', ')}]`);
-  console.log(`tenant B one-line change, under A's backlog:      median ${ms(median(underBacklog))} [${underBacklog.map(ms).join(', ')}]`);
+  console.log(
+    `tenant A: ${N} functions in one commit; applied after ${ms(applied)}, all reconciled after ${ms(drained)}`,
+  );
+  console.log(
+    `tenant B one-line change, no backlog (baseline): median ${ms(median(baseline))} [${baseline.map(ms).join(', ')}]`,
+  );
+  console.log(
+    `tenant B one-line change, under A's backlog:      median ${ms(median(underBacklog))} [${underBacklog.map(ms).join(', ')}]`,
+  );
   console.log(`ratio under backlog / baseline: ${(median(underBacklog) / median(baseline)).toFixed(2)}`);
   console.log(`A's functions reconciled when each B change went live: ${doneAt.join(', ')} of ${N}`);
 }
