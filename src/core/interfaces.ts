@@ -20,6 +20,8 @@ export interface SourceSnapshot {
   /** Every file below `dir` (repository-relative, '' or '.' for the root), sorted by path. */
   listFiles(dir: string): Promise<TreeFile[]>;
   readFile(path: string): Promise<Uint8Array>;
+  /** A file's size from the object header, before reading (and inflating) its content. */
+  fileSize?(file: TreeFile): Promise<number | undefined>;
 }
 
 export interface SourceReader {

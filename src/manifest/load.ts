@@ -63,6 +63,17 @@ export async function loadManifests(
     (f) => MANIFEST_FILE.test(f.path) && !SKIPPED_DIRS.test(f.path) && f.mode !== '120000',
   );
   for (const file of files) {
+    // The size comes from the object header: a huge blob is refused before it is inflated.
+    const size = await snapshot.fileSize?.(file);
+    if (size !== undefined && size > MAX_MANIFEST_BYTES) {
+      issues.push({
+        file: file.path,
+        index: 0,
+        field: '',
+        reason: `file is ${size} bytes; YAML files under the source path may be at most ${MAX_MANIFEST_BYTES} bytes`,
+      });
+      continue;
+    }
     const bytes = await snapshot.readFile(file.path);
     const text = Buffer.from(bytes).toString('utf8');
     if (!text.includes(API_GROUP)) continue;

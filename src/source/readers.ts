@@ -7,6 +7,7 @@ import { SourceError } from '../core/errors.js';
 import { sha256Hex } from '../core/hash.js';
 import type { SourceReader, SourceSnapshot } from '../core/interfaces.js';
 import { GitSnapshot, isNotFound, TreeListingCache } from './git-snapshot.js';
+import { ObjectSizeReader } from './object-size.js';
 
 export interface GitCredentials {
   username: string;
@@ -23,6 +24,11 @@ export class LocalRepositoryReader implements SourceReader {
   private readonly branch: string;
   private readonly cache = {};
   private readonly listings = new TreeListingCache();
+  private sizesReader: ObjectSizeReader | undefined;
+  private get sizes(): ObjectSizeReader {
+    this.sizesReader ??= new ObjectSizeReader(this.gitdir);
+    return this.sizesReader;
+  }
 
   constructor(options: { path: string; branch: string }) {
     this.gitdir = fs.existsSync(join(options.path, '.git')) ? join(options.path, '.git') : options.path;
@@ -43,7 +49,13 @@ export class LocalRepositoryReader implements SourceReader {
   }
 
   async snapshot(commit: string): Promise<SourceSnapshot> {
-    return new GitSnapshot({ gitdir: this.gitdir, commit, cache: this.cache, listings: this.listings });
+    return new GitSnapshot({
+      gitdir: this.gitdir,
+      commit,
+      cache: this.cache,
+      listings: this.listings,
+      sizes: this.sizes,
+    });
   }
 
   /**
@@ -79,6 +91,11 @@ export class RemoteRepositoryReader implements SourceReader {
   private readonly http: HttpClient;
   private readonly cache = {};
   private readonly listings = new TreeListingCache();
+  private sizesReader: ObjectSizeReader | undefined;
+  private get sizes(): ObjectSizeReader {
+    this.sizesReader ??= new ObjectSizeReader(this.gitdir);
+    return this.sizesReader;
+  }
   private initialized: Promise<void> | undefined;
 
   /** `http` decides which addresses may be reached (see guardedGitHttp); the reader never picks one. */
@@ -142,7 +159,13 @@ export class RemoteRepositoryReader implements SourceReader {
         throw new SourceError(`commit ${commit} is no longer the head of "${this.branch}"`, 'HeadMoved');
       }
     }
-    return new GitSnapshot({ gitdir: this.gitdir, commit, cache: this.cache, listings: this.listings });
+    return new GitSnapshot({
+      gitdir: this.gitdir,
+      commit,
+      cache: this.cache,
+      listings: this.listings,
+      sizes: this.sizes,
+    });
   }
 
   private ensureGitdir(): Promise<void> {

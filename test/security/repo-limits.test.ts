@@ -90,4 +90,16 @@ describe('repository limits', () => {
     expect((await bodyOf(system, '/fn/default/one')).text).toBe('"one"');
     await repo.commit({ 'bomb/function.yaml': null });
   });
+
+  test('a manifest blob over 1 MiB is refused by its header size, naming the file', async () => {
+    const size = 8 * 1024 * 1024;
+    const big = `apiVersion: sless.dev/v1alpha1\nkind: Function\n# ${'x'.repeat(size - 50)}\n`;
+    const commit = await repo.commit({ 'big/function.yaml': big });
+    const message = await rejectedWith(commit);
+    expect(message).toContain(
+      `big/function.yaml#0: file is ${Buffer.byteLength(big)} bytes; YAML files under the source path may be at most 1048576 bytes`,
+    );
+    expect((await bodyOf(system, '/fn/default/one')).text).toBe('"one"');
+    await repo.commit({ 'big/function.yaml': null });
+  });
 });
