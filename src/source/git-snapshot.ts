@@ -3,7 +3,7 @@ import git from 'isomorphic-git';
 import { SourceError } from '../core/errors.js';
 import type { SourceSnapshot, TreeFile } from '../core/interfaces.js';
 import { normalizeRepoPath } from '../core/paths.js';
-import type { ObjectSizeReader } from './object-size.js';
+import { ObjectSizeReader } from './object-size.js';
 
 /**
  * Tree listings keyed by tree oid. Trees are content-addressed, so a listing never goes stale and a
@@ -21,6 +21,29 @@ export class TreeListingCache {
   set(oid: string, files: TreeFile[]): void {
     if (this.listings.size >= this.limit) this.listings.clear();
     this.listings.set(oid, files);
+  }
+}
+
+/** What the snapshots of one gitdir share: isomorphic-git's object cache, tree listings and sizes. */
+export class SnapshotCaches {
+  readonly cache = {};
+  readonly listings = new TreeListingCache();
+  private readonly gitdir: string;
+  private sizes: ObjectSizeReader | undefined;
+
+  constructor(gitdir: string) {
+    this.gitdir = gitdir;
+  }
+
+  snapshot(commit: string): GitSnapshot {
+    this.sizes ??= new ObjectSizeReader(this.gitdir);
+    return new GitSnapshot({
+      gitdir: this.gitdir,
+      commit,
+      cache: this.cache,
+      listings: this.listings,
+      sizes: this.sizes,
+    });
   }
 }
 

@@ -6,8 +6,7 @@ import git from 'isomorphic-git';
 import { SourceError } from '../core/errors.js';
 import { sha256Hex } from '../core/hash.js';
 import type { SourceReader, SourceSnapshot } from '../core/interfaces.js';
-import { GitSnapshot, isNotFound, TreeListingCache } from './git-snapshot.js';
-import { ObjectSizeReader } from './object-size.js';
+import { isNotFound, SnapshotCaches } from './git-snapshot.js';
 
 export interface GitCredentials {
   username: string;
@@ -22,16 +21,11 @@ function branchRef(branch: string): string {
 export class LocalRepositoryReader implements SourceReader {
   private readonly gitdir: string;
   private readonly branch: string;
-  private readonly cache = {};
-  private readonly listings = new TreeListingCache();
-  private sizesReader: ObjectSizeReader | undefined;
-  private get sizes(): ObjectSizeReader {
-    this.sizesReader ??= new ObjectSizeReader(this.gitdir);
-    return this.sizesReader;
-  }
+  private readonly caches: SnapshotCaches;
 
   constructor(options: { path: string; branch: string }) {
     this.gitdir = fs.existsSync(join(options.path, '.git')) ? join(options.path, '.git') : options.path;
+    this.caches = new SnapshotCaches(this.gitdir);
     this.branch = options.branch;
     if (!fs.existsSync(join(this.gitdir, 'HEAD'))) {
       throw new SourceError(`${options.path} is not a git repository`, 'RepositoryNotFound');
@@ -49,13 +43,7 @@ export class LocalRepositoryReader implements SourceReader {
   }
 
   async snapshot(commit: string): Promise<SourceSnapshot> {
-    return new GitSnapshot({
-      gitdir: this.gitdir,
-      commit,
-      cache: this.cache,
-      listings: this.listings,
-      sizes: this.sizes,
-    });
+    return this.caches.snapshot(commit);
   }
 
   /**
@@ -89,13 +77,7 @@ export class RemoteRepositoryReader implements SourceReader {
   private readonly gitdir: string;
   private readonly credentials: GitCredentials | undefined;
   private readonly http: HttpClient;
-  private readonly cache = {};
-  private readonly listings = new TreeListingCache();
-  private sizesReader: ObjectSizeReader | undefined;
-  private get sizes(): ObjectSizeReader {
-    this.sizesReader ??= new ObjectSizeReader(this.gitdir);
-    return this.sizesReader;
-  }
+  private readonly caches: SnapshotCaches;
   private initialized: Promise<void> | undefined;
 
   /** `http` decides which addresses may be reached (see guardedGitHttp); the reader never picks one. */
@@ -111,6 +93,7 @@ export class RemoteRepositoryReader implements SourceReader {
     this.branch = options.branch;
     this.credentials = options.credentials;
     this.gitdir = join(options.cacheDir, sha256Hex(`${options.url}\0${options.branch}`).slice(0, 24));
+    this.caches = new SnapshotCaches(this.gitdir);
   }
 
   private auth() {
@@ -148,7 +131,7 @@ export class RemoteRepositoryReader implements SourceReader {
           singleBranch: true,
           depth: 1,
           tags: false,
-          cache: this.cache,
+          cache: this.caches.cache,
           ...this.auth(),
         });
       } catch (error) {
@@ -159,13 +142,7 @@ export class RemoteRepositoryReader implements SourceReader {
         throw new SourceError(`commit ${commit} is no longer the head of "${this.branch}"`, 'HeadMoved');
       }
     }
-    return new GitSnapshot({
-      gitdir: this.gitdir,
-      commit,
-      cache: this.cache,
-      listings: this.listings,
-      sizes: this.sizes,
-    });
+    return this.caches.snapshot(commit);
   }
 
   private ensureGitdir(): Promise<void> {
@@ -186,7 +163,7 @@ export class RemoteRepositoryReader implements SourceReader {
 
   private async hasCommit(oid: string): Promise<boolean> {
     try {
-      await git.readCommit({ fs, gitdir: this.gitdir, oid, cache: this.cache });
+      await git.readCommit({ fs, gitdir: this.gitdir, oid, cache: this.caches.cache });
       return true;
     } catch {
       return false;
