@@ -1,6 +1,7 @@
 import { BlockList } from 'node:net';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { intervalProblem } from '../core/duration.js';
 import { DEFAULT_QUOTAS, QUOTA_ENV, type Quotas } from '../core/quotas.js';
 import { addRange } from '../source/outbound.js';
 import {
@@ -62,8 +63,8 @@ export function loadLocalConfig(
   if (!Number.isInteger(port) || port < 0 || port > 65535)
     throw new ConfigError(`--port: "${String(flags.port ?? env.PORT)}" is not a port number`);
   const interval = String(flags.interval ?? env.SLESS_INTERVAL ?? '10s');
-  if (!/^[0-9]+(ms|s|m|h)$/.test(interval))
-    throw new ConfigError(`--interval: "${interval}" must look like 500ms, 10s, 1m or 1h`);
+  const intervalIssue = intervalProblem(interval);
+  if (intervalIssue) throw new ConfigError(`--interval: "${interval}" ${intervalIssue}`);
   const repoFlag = typeof flags.repo === 'string' ? flags.repo : env.SLESS_REPO;
   const repo =
     repoFlag === undefined ? undefined : /^https?:\/\//.test(repoFlag) ? repoFlag : resolve(repoFlag);

@@ -4,7 +4,7 @@
  */
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import { Cron } from 'croner';
-import { parseDuration } from '../core/duration.js';
+import { intervalProblem } from '../core/duration.js';
 import type { ManifestIssue } from '../core/errors.js';
 import { normalizeRepoPath } from '../core/paths.js';
 import { KINDS, type KindName } from '../core/schemas.js';
@@ -113,9 +113,6 @@ export function validateResource(kind: KindName, doc: unknown, where: ValidateOp
 export const MAX_DEPTH = 32;
 /** An event travels in an environment variable or a request; Linux caps one env string at 128 KiB. */
 export const MAX_EVENT_BYTES = 32 * 1024;
-/** Polling faster than this is a request loop against someone's git server; slower is a typo. */
-export const MIN_INTERVAL_MS = 1000;
-export const MAX_INTERVAL_MS = 7 * 24 * 3_600_000;
 
 /** The dotted path of the first value nested deeper than `max`, without recursion of its own. */
 function firstTooDeep(root: unknown, max: number): string | undefined {
@@ -193,12 +190,8 @@ function semanticIssues(kind: KindName, doc: JsonObject, where: ValidateOptions)
       if (problem) add('spec.branch', problem);
     }
     if (typeof spec.interval === 'string') {
-      const ms = parseDuration(spec.interval);
-      if (ms < MIN_INTERVAL_MS || ms > MAX_INTERVAL_MS)
-        add(
-          'spec.interval',
-          `must be between ${MIN_INTERVAL_MS / 1000}s and ${MAX_INTERVAL_MS / 3_600_000}h`,
-        );
+      const problem = intervalProblem(spec.interval);
+      if (problem) add('spec.interval', problem);
     }
   }
   return issues;
