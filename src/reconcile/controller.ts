@@ -74,7 +74,8 @@ export class Controller {
   private readonly options: ControllerOptions;
   private readonly sources = new Map<string, SourceHandle>();
   private readonly locks = new Map<string, Promise<unknown>>();
-  private readonly manifestFiles = new Map<string, ReadonlySet<string>>();
+  /** Per source and commit; a promise, so reconciles that start together load the manifests once. */
+  private readonly manifestFiles = new Map<string, Promise<ReadonlySet<string>>>();
   private readonly failedBuilds = new Map<string, BuildRecord>();
   private readonly functionQueue: WorkQueue;
   /** Fair shares between namespaces and sources for function reconciles (and so for builds). */
@@ -223,12 +224,14 @@ export class Controller {
           store: this.options.store,
           logger: this.options.logger,
           maxFunctions: (this.options.quotas ?? DEFAULT_QUOTAS).maxFunctions,
+          // Known before anything is applied, so the reconciles the apply starts need not read again.
+          planned: (plan) =>
+            this.manifestFiles.set(`${key}@${plan.commit}`, Promise.resolve(plan.manifestFiles)),
         },
         source,
         handle.reader,
         options,
       );
-      if (result.plan) this.manifestFiles.set(`${key}@${result.plan.commit}`, result.plan.manifestFiles);
       this.options.observer?.syncFinished?.(source, result, Date.now() - started);
       return result;
     });
@@ -389,18 +392,22 @@ export class Controller {
     if (!handle || !commit)
       throw new Error(`source "${sourceName ?? ''}" of function ${fn.metadata.name} is not available`);
     const snapshot = await handle.reader.snapshot(commit);
-    let files = this.manifestFiles.get(`${key}@${commit}`);
+    const cacheKey = `${key}@${commit}`;
+    let files = this.manifestFiles.get(cacheKey);
     if (!files) {
-      const source = (await this.options.store.get(
-        'GitSource',
-        fn.metadata.namespace,
-        sourceName as string,
-      )) as GitSource | undefined;
-      files = (
-        await loadManifests(snapshot, { root: source?.spec.path ?? '.', namespace: fn.metadata.namespace })
-      ).manifestFiles;
-      this.manifestFiles.set(`${key}@${commit}`, files);
+      files = (async () => {
+        const source = (await this.options.store.get(
+          'GitSource',
+          fn.metadata.namespace,
+          sourceName as string,
+        )) as GitSource | undefined;
+        return (
+          await loadManifests(snapshot, { root: source?.spec.path ?? '.', namespace: fn.metadata.namespace })
+        ).manifestFiles;
+      })();
+      this.manifestFiles.set(cacheKey, files);
+      files.catch(() => this.manifestFiles.delete(cacheKey));
     }
-    return { snapshot, manifestFiles: files };
+    return { snapshot, manifestFiles: await files };
   }
 }

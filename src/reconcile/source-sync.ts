@@ -30,6 +30,8 @@ export interface SyncDeps {
   logger: Logger;
   /** Functions a namespace may hold across its sources; no limit when omitted. */
   maxFunctions?: number;
+  /** Told the plan just before it is applied. */
+  planned?: (plan: Plan) => void;
 }
 
 const MAX_MESSAGE = 4000;
@@ -124,6 +126,7 @@ export async function syncSource(
       return finish({ outcome: 'invalid', commit: head, message: quotaProblem });
     }
     const plan = await planSource(source, snapshot, loaded);
+    deps.planned?.(plan);
     const applied = await applyPlan(deps.store, source, plan);
     status.lastSyncedCommit = head;
     status.shortCommit = head.slice(0, 12);
