@@ -47,13 +47,9 @@ export class FairGate {
   private stopped = false;
   private readonly lastServedTenant = new Map<string, number>();
   private readonly lastServedFlow = new Map<string, number>();
-  /** Tasks started in order (tenant, flow), for tests and the bench; bounded. */
-  readonly started: FairTask[] = [];
-  private readonly keepStarted: number;
 
-  constructor(options: { slots: number; keepStarted?: number }) {
+  constructor(options: { slots: number }) {
     this.slots = Math.max(1, options.slots);
-    this.keepStarted = options.keepStarted ?? 0;
   }
 
   /** Runs `work` when the task's turn comes; resolves or rejects with it. */
@@ -109,10 +105,6 @@ export class FairGate {
       if (!next) return;
       this.running++;
       this.runningByTenant.set(next.task.tenant, (this.runningByTenant.get(next.task.tenant) ?? 0) + 1);
-      if (this.keepStarted > 0) {
-        this.started.push(next.task);
-        if (this.started.length > this.keepStarted) this.started.shift();
-      }
       next.start();
     }
   }

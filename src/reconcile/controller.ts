@@ -79,7 +79,7 @@ export class Controller {
   private readonly failedBuilds = new Map<string, BuildRecord>();
   private readonly functionQueue: WorkQueue;
   /** Fair shares between namespaces and sources for function reconciles (and so for builds). */
-  readonly functionGate: FairGate;
+  private readonly functionGate: FairGate;
   private readonly processes: ProcessQuota;
   private readonly triggerQueue: WorkQueue;
   private readonly jobQueue: WorkQueue;
@@ -90,7 +90,7 @@ export class Controller {
     this.options = options;
     const quotas = options.quotas ?? DEFAULT_QUOTAS;
     this.processes = new ProcessQuota(quotas.maxProcesses);
-    this.functionGate = new FairGate({ slots: options.functionConcurrency ?? 4, keepStarted: 10_000 });
+    this.functionGate = new FairGate({ slots: options.functionConcurrency ?? 4 });
     this.functionQueue = new WorkQueue({
       // The queue keeps one worker per key and coalesces; how many run, and in which order, is the
       // fair gate's call, so the queue itself lets every key through to the gate.
