@@ -10,6 +10,7 @@ import { buildApp } from './api/app.js';
 import { createAuthenticator } from './api/auth/factory.js';
 import { BuildHistory } from './api/build-history.js';
 import { SlessMetrics } from './api/metrics.js';
+import { withCodeGate } from './build/code-gate.js';
 import { KanikoBuilder } from './build/kaniko-builder.js';
 import { LocalBuilder } from './build/local-builder.js';
 import { webhookSecretFor } from './config/auth.js';
@@ -148,7 +149,7 @@ export async function startLocalSystem(
     jobs,
     observer: metricsObserver(metrics),
     store,
-    builder,
+    builder: withCodeGate(builder, config.codeGate, logger),
     platform,
     readers: new LocalSourceReaderFactory({ stateDir: config.stateDir }),
     logger,
@@ -286,7 +287,7 @@ export async function startKubeSystem(
   });
   const controller = new Controller({
     store,
-    builder,
+    builder: withCodeGate(builder, config.codeGate, logger),
     platform: workloads,
     readers: new KubeSourceReaderFactory({ http, stateDir: config.stateDir }),
     scheduler: new KubeCronScheduler({ http }),

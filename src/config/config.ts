@@ -7,6 +7,7 @@ import {
   loadWebhookSecrets,
   type WebhookSecretSettings,
 } from './auth.js';
+import { CodeGateConfigError, type CodeGateSettings, loadCodeGateSettings } from './code-gate.js';
 
 export interface LocalConfig {
   readonly platform: 'local';
@@ -29,6 +30,8 @@ export interface LocalConfig {
   /** JWT verification settings for `/v1`; undefined when auth is off. */
   readonly auth: AuthSettings | undefined;
   readonly webhookSecrets: WebhookSecretSettings;
+  /** The code security gate before builds (off by default). */
+  readonly codeGate: CodeGateSettings;
 }
 
 export class ConfigError extends Error {}
@@ -85,7 +88,18 @@ export function loadLocalConfig(
     authDisabled,
     auth,
     webhookSecrets: loadWebhookSecrets(env),
+    codeGate: loadCodeGate(env),
   } as const);
+}
+
+/** Code gate settings from the environment, reported like every other config error. */
+export function loadCodeGate(env: NodeJS.ProcessEnv): CodeGateSettings {
+  try {
+    return loadCodeGateSettings(env);
+  } catch (error) {
+    if (error instanceof CodeGateConfigError) throw new ConfigError(error.message);
+    throw error;
+  }
 }
 
 /** Auth settings from the environment, with their errors reported like every other config error. */

@@ -54,6 +54,16 @@ export interface GitSourceStatus extends BaseStatus {
 
 export type FunctionPhase = 'Pending' | 'Building' | 'Deploying' | 'Ready' | 'Failed' | 'Disabled';
 
+/**
+ * What the code security gate said about a build key: Passed and Refused are the endpoint's verdict;
+ * Skipped (too much text, or none) and Unavailable (unreachable, slow, or a garbled answer) let the
+ * build go on with this as the warning.
+ */
+export interface CodeCheck {
+  result: 'Passed' | 'Refused' | 'Skipped' | 'Unavailable';
+  message: string;
+}
+
 export interface BuildRecord {
   buildKey: string;
   commit: string;
@@ -64,6 +74,8 @@ export interface BuildRecord {
   message?: string;
   logTail?: string;
   image?: string;
+  /** Present when the code security gate is on. */
+  codeCheck?: CodeCheck;
 }
 
 export interface FunctionStatus extends BaseStatus {

@@ -6,7 +6,8 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { type AuthSettings, loadWebhookSecrets, type WebhookSecretSettings } from '../../config/auth.js';
-import { ConfigError, loadAuth, PACKAGE_ROOT } from '../../config/config.js';
+import type { CodeGateSettings } from '../../config/code-gate.js';
+import { ConfigError, loadAuth, loadCodeGate, PACKAGE_ROOT } from '../../config/config.js';
 import { isDnsLabel } from '../../core/naming.js';
 
 export interface KubeControllerConfig {
@@ -45,6 +46,7 @@ export interface KubeControllerConfig {
   readonly authDisabled: boolean;
   readonly auth: AuthSettings | undefined;
   readonly webhookSecrets: WebhookSecretSettings;
+  readonly codeGate: CodeGateSettings;
 }
 
 const SA_NAMESPACE_FILE = '/var/run/secrets/kubernetes.io/serviceaccount/namespace';
@@ -190,5 +192,6 @@ export function loadKubeControllerConfig(
     authDisabled: auth === undefined,
     auth,
     webhookSecrets: loadWebhookSecrets(env),
+    codeGate: loadCodeGate(env),
   } as const);
 }
