@@ -20,6 +20,7 @@ import type { BuildRecord, GitSource, SlessFunction } from './core/resources.js'
 import { FunctionCleanup } from './platform/kube/cleanup.js';
 import type { KubeControllerConfig } from './platform/kube/config.js';
 import { KubeCronScheduler } from './platform/kube/cron-scheduler.js';
+import { KubeFunctionLogs } from './platform/kube/function-logs.js';
 import { KubeHttp } from './platform/kube/http.js';
 import { KubeJobRunner } from './platform/kube/job-runner.js';
 import { KubeStore } from './platform/kube/kube-store.js';
@@ -30,6 +31,7 @@ import { PullSecretSync } from './platform/kube/tenant.js';
 import { kubeWebhookSecrets } from './platform/kube/webhook-secrets.js';
 import { KubeWorkloads } from './platform/kube/workloads.js';
 import { LocalCronScheduler } from './platform/local/cron-scheduler.js';
+import { FunctionLogBuffer } from './platform/local/function-logs.js';
 import { LocalJobRunner } from './platform/local/job-runner.js';
 import { LocalPlatform } from './platform/local/local-platform.js';
 import { MemoryStore } from './platform/local/memory-store.js';
@@ -131,7 +133,8 @@ export async function startLocalSystem(
     );
   else logger.info({ auth: authenticator.description }, '/v1 requires a bearer token');
   const history = new BuildHistory();
-  const platform = new LocalPlatform({ runtimesDir: config.runtimesDir, store, logger });
+  const logs = new FunctionLogBuffer();
+  const platform = new LocalPlatform({ runtimesDir: config.runtimesDir, store, logger, logs });
   const metrics = new SlessMetrics({
     readyFunctions: () => readyFunctionCounts(store),
     isKnownFunction: (ns, name) => platform.currentRevision(ns, name) !== undefined,
@@ -167,6 +170,7 @@ export async function startLocalSystem(
       webhookSecret: async (_ns, source) => webhookSecretFor(config.webhookSecrets, source),
       ...controllerContext(controller, store, history, () => ready),
       platformName: 'local',
+      functionLogs: logs,
     },
   });
   await controller.start();
@@ -309,6 +313,7 @@ export async function startKubeSystem(
       webhookSecret: kubeWebhookSecrets({ http, store, fallback: config.webhookSecrets }),
       ...controllerContext(controller, store, history, () => ready),
       platformName: 'kube',
+      functionLogs: new KubeFunctionLogs({ http }),
     },
   });
   await controller.start();

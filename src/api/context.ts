@@ -1,4 +1,5 @@
 import type { NamespaceRegistry, ObjectStore } from '../core/interfaces.js';
+import type { FunctionLogReader } from '../core/logs.js';
 import type { BuildRecord } from '../core/resources.js';
 import type { SyncResult } from '../reconcile/source-sync.js';
 
@@ -16,4 +17,6 @@ export interface ApiContext extends NamespaceRegistry {
   webhookSecret(namespace: string, source: string): Promise<string | undefined>;
   /** Recent builds of one function, newest first (bounded); status only keeps the last one. */
   buildHistory?(namespace: string, name: string): readonly BuildRecord[];
+  /** Function stdout/stderr: runtime processes locally, pods/log on kube. */
+  functionLogs?: FunctionLogReader;
 }
