@@ -64,9 +64,9 @@ export class KubeFunctionLogs implements FunctionLogReader {
       );
     } catch (error) {
       if (options.signal.aborted) return;
-      // A pod that cannot give logs yet (not scheduled, container creating) is said so in the stream
-      // instead of failing the others.
-      if (error instanceof KubeApiError && error.code >= 400 && error.code < 500) {
+      // One replica that cannot give logs (its node unreachable, its container not started) is said
+      // so in the stream, under its name, instead of hiding the other replicas' lines.
+      if (error instanceof KubeApiError) {
         yield {
           time: new Date().toISOString(),
           instance: pod,
