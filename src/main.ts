@@ -2,6 +2,7 @@
  * The composition root: config → adapters → controller + server. Nothing else picks concrete
  * implementations.
  */
+import { join } from 'node:path';
 import { S3Client } from '@aws-sdk/client-s3';
 import { KubeConfig } from '@kubernetes/client-node';
 import type { FastifyInstance } from 'fastify';
@@ -35,6 +36,7 @@ import { FunctionLogBuffer } from './platform/local/function-logs.js';
 import { LocalJobRunner } from './platform/local/job-runner.js';
 import { LocalPlatform } from './platform/local/local-platform.js';
 import { MemoryStore } from './platform/local/memory-store.js';
+import { PinFile } from './platform/local/pin-file.js';
 import { LocalSourceReaderFactory } from './platform/local/source-readers.js';
 import { Controller, type ControllerObserver } from './reconcile/controller.js';
 
@@ -114,6 +116,8 @@ function controllerContext(
     store,
     buildHistory: (ns: string, name: string) => history.list(ns, name),
     syncNow: (ns: string, name: string, o?: { force?: boolean }) => controller.syncNow(ns, name, o),
+    pinSource: (ns: string, name: string, commit: string | undefined) =>
+      controller.pinSource(ns, name, commit),
     retryBuild: (ns: string, name: string) => controller.retryBuild(ns, name),
     isReady,
   };
@@ -133,6 +137,7 @@ export async function startLocalSystem(
     );
   else logger.info({ auth: authenticator.description }, '/v1 requires a bearer token');
   const history = new BuildHistory();
+  const pins = new PinFile(join(config.stateDir, 'pins.json'));
   const logs = new FunctionLogBuffer();
   const platform = new LocalPlatform({ runtimesDir: config.runtimesDir, store, logger, logs });
   const metrics = new SlessMetrics({
@@ -169,12 +174,18 @@ export async function startLocalSystem(
       ensureNamespace: (ns) => store.ensureNamespace(ns),
       webhookSecret: async (_ns, source) => webhookSecretFor(config.webhookSecrets, source),
       ...controllerContext(controller, store, history, () => ready),
+      pinSource: async (ns, name, commit) => {
+        const result = await controller.pinSource(ns, name, commit);
+        const source = await store.get('GitSource', ns, name);
+        if (source?.kind === 'GitSource') await pins.record(source);
+        return result;
+      },
       platformName: 'local',
       functionLogs: logs,
     },
   });
   await controller.start();
-  if (options.source) await store.apply(options.source);
+  if (options.source) await store.apply(await pins.restore(options.source));
   const address = await app.listen({ host: config.host, port: config.port });
   ready = true;
   return {

@@ -15,6 +15,7 @@ import { functionRoutes } from './routes/functions.js';
 import { healthRoutes } from './routes/health.js';
 import { logRoutes } from './routes/logs.js';
 import { namespaceRoutes } from './routes/namespaces.js';
+import { pinRoutes } from './routes/pin.js';
 import { resourceReadRoutes } from './routes/resources.js';
 import { sourceRoutes } from './routes/sources.js';
 import { triggerJobRoutes } from './routes/triggers-jobs.js';
@@ -80,6 +81,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       });
       await scoped.register(resourceReadRoutes, { context });
       await scoped.register(sourceRoutes, { context });
+      await scoped.register(pinRoutes, { context });
       await scoped.register(functionRoutes, { context });
       await scoped.register(logRoutes, { context });
       await scoped.register(triggerJobRoutes, { context });

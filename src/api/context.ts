@@ -17,6 +17,8 @@ export interface ApiContext extends NamespaceRegistry {
   webhookSecret(namespace: string, source: string): Promise<string | undefined>;
   /** Recent builds of one function, newest first (bounded); status only keeps the last one. */
   buildHistory?(namespace: string, name: string): readonly BuildRecord[];
+  /** Pins a source to a commit of its branch (undefined unpins) and syncs it. */
+  pinSource?(namespace: string, name: string, commit: string | undefined): Promise<SyncResult | undefined>;
   /** Function stdout/stderr: runtime processes locally, pods/log on kube. */
   functionLogs?: FunctionLogReader;
 }

@@ -50,6 +50,13 @@ export interface GitSourceStatus extends BaseStatus {
   lastAttemptedCommit?: string;
   lastSyncTime?: string;
   objects?: number;
+  /** The commit `spec.ref.commit` pins the source to, while it does; the branch head is then ignored. */
+  pinnedCommit?: string;
+}
+
+/** The commit a source is pinned to, if any: what it serves instead of the branch head. */
+export function pinnedCommitOf(source: GitSource): string | undefined {
+  return source.spec.ref?.commit;
 }
 
 export type FunctionPhase = 'Pending' | 'Building' | 'Deploying' | 'Ready' | 'Failed' | 'Disabled';

@@ -17,6 +17,20 @@ function branchRef(branch: string): string {
   return branch.startsWith('refs/') ? branch : `refs/heads/${branch}`;
 }
 
+/** How deep a remote's history is fetched to find a pinned commit below the shallow head. */
+const PIN_HISTORY_DEPTH = 1000;
+
+/** True when `commit` is `head` or an ancestor of it, with the objects this gitdir has. */
+async function reaches(gitdir: string, cache: object, head: string, commit: string): Promise<boolean> {
+  if (head === commit) return true;
+  try {
+    return await git.isDescendent({ fs, gitdir, oid: head, ancestor: commit, depth: -1, cache });
+  } catch {
+    // A missing object (unknown commit, or history cut by a shallow fetch) proves nothing.
+    return false;
+  }
+}
+
 /** Reads a repository on this machine in place, and notices commits through its refs at once. */
 export class LocalRepositoryReader implements SourceReader {
   private readonly gitdir: string;
@@ -44,6 +58,10 @@ export class LocalRepositoryReader implements SourceReader {
 
   async snapshot(commit: string): Promise<SourceSnapshot> {
     return new GitSnapshot({ gitdir: this.gitdir, commit, cache: this.cache, listings: this.listings });
+  }
+
+  isOnBranch(commit: string, head: string): Promise<boolean> {
+    return reaches(this.gitdir, this.cache, head, commit);
   }
 
   /**
@@ -134,6 +152,32 @@ export class RemoteRepositoryReader implements SourceReader {
       }
     }
     return new GitSnapshot({ gitdir: this.gitdir, commit, cache: this.cache, listings: this.listings });
+  }
+
+  /**
+   * Polls fetch the head only (depth 1), so an earlier commit may be missing or cut off from the head;
+   * the history is then fetched once, PIN_HISTORY_DEPTH commits deep, and looked at again.
+   */
+  async isOnBranch(commit: string, head: string): Promise<boolean> {
+    await this.snapshot(head);
+    if ((await this.hasCommit(commit)) && (await reaches(this.gitdir, this.cache, head, commit))) return true;
+    try {
+      await git.fetch({
+        fs,
+        http,
+        gitdir: this.gitdir,
+        remote: 'origin',
+        ref: this.branch,
+        singleBranch: true,
+        depth: PIN_HISTORY_DEPTH,
+        tags: false,
+        cache: this.cache,
+        ...this.auth(),
+      });
+    } catch (error) {
+      throw new SourceError(`cannot fetch ${this.url}: ${describeHttpError(error)}`, 'FetchFailed', error);
+    }
+    return (await this.hasCommit(commit)) && reaches(this.gitdir, this.cache, head, commit);
   }
 
   private ensureGitdir(): Promise<void> {
