@@ -130,22 +130,7 @@ export class RemoteRepositoryReader implements SourceReader {
   async snapshot(commit: string): Promise<SourceSnapshot> {
     await this.ensureGitdir();
     if (!(await this.hasCommit(commit))) {
-      try {
-        await git.fetch({
-          fs,
-          http,
-          gitdir: this.gitdir,
-          remote: 'origin',
-          ref: this.branch,
-          singleBranch: true,
-          depth: 1,
-          tags: false,
-          cache: this.cache,
-          ...this.auth(),
-        });
-      } catch (error) {
-        throw new SourceError(`cannot fetch ${this.url}: ${describeHttpError(error)}`, 'FetchFailed', error);
-      }
+      await this.fetchBranch(1);
       if (!(await this.hasCommit(commit))) {
         // The branch moved again between listing and fetching; the next sync picks the newer head.
         throw new SourceError(`commit ${commit} is no longer the head of "${this.branch}"`, 'HeadMoved');
@@ -161,6 +146,12 @@ export class RemoteRepositoryReader implements SourceReader {
   async isOnBranch(commit: string, head: string): Promise<boolean> {
     await this.snapshot(head);
     if ((await this.hasCommit(commit)) && (await reaches(this.gitdir, this.cache, head, commit))) return true;
+    await this.fetchBranch(PIN_HISTORY_DEPTH);
+    return (await this.hasCommit(commit)) && reaches(this.gitdir, this.cache, head, commit);
+  }
+
+  /** Fetches this branch only, `depth` commits deep. */
+  private async fetchBranch(depth: number): Promise<void> {
     try {
       await git.fetch({
         fs,
@@ -169,7 +160,7 @@ export class RemoteRepositoryReader implements SourceReader {
         remote: 'origin',
         ref: this.branch,
         singleBranch: true,
-        depth: PIN_HISTORY_DEPTH,
+        depth,
         tags: false,
         cache: this.cache,
         ...this.auth(),
@@ -177,7 +168,6 @@ export class RemoteRepositoryReader implements SourceReader {
     } catch (error) {
       throw new SourceError(`cannot fetch ${this.url}: ${describeHttpError(error)}`, 'FetchFailed', error);
     }
-    return (await this.hasCommit(commit)) && reaches(this.gitdir, this.cache, head, commit);
   }
 
   private ensureGitdir(): Promise<void> {

@@ -6,24 +6,15 @@
 import type { FastifyInstance } from 'fastify';
 import { NotFoundError } from '../../core/errors.js';
 import type { ApiContext } from '../context.js';
-import { anyObject, errorResponses, nameParams } from '../schemas.js';
+import { errorResponses, nameParams } from '../schemas.js';
 import type { NameParams } from './common.js';
+import { syncResult } from './sources.js';
 
 const pinBody = {
   type: 'object',
   required: ['commit'],
   additionalProperties: false,
   properties: { commit: { type: 'string', pattern: '^[0-9a-f]{40}$' } },
-} as const;
-
-const pinResult = {
-  type: 'object',
-  properties: {
-    outcome: { type: 'string' },
-    commit: { type: 'string' },
-    message: { type: 'string' },
-    source: anyObject,
-  },
 } as const;
 
 export async function pinRoutes(app: FastifyInstance, options: { context: ApiContext }): Promise<void> {
@@ -49,7 +40,7 @@ export async function pinRoutes(app: FastifyInstance, options: { context: ApiCon
         tags: ['sources'],
         params: nameParams,
         body: pinBody,
-        response: { 200: pinResult, ...errorResponses(400, 401, 403, 404, 413, 415, 502) },
+        response: { 200: syncResult, ...errorResponses(400, 401, 403, 404, 413, 415, 502) },
       },
     },
     (request) => pin(request.params.ns, request.params.name, request.body.commit),
@@ -62,7 +53,7 @@ export async function pinRoutes(app: FastifyInstance, options: { context: ApiCon
         summary: 'Unpin a GitSource: it follows its branch head again',
         tags: ['sources'],
         params: nameParams,
-        response: { 200: pinResult, ...errorResponses(400, 401, 403, 404, 502) },
+        response: { 200: syncResult, ...errorResponses(400, 401, 403, 404, 502) },
       },
     },
     (request) => pin(request.params.ns, request.params.name, undefined),
