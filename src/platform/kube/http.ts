@@ -75,7 +75,6 @@ export class KubeHttp {
 
   /** URL, headers and agent of one request: credentials come from the KubeConfig every time. */
   private async prepare(
-    method: string,
     path: string,
     options: KubeRequest,
   ): Promise<{ url: URL; headers: Record<string, string>; payload: string | undefined; secure: boolean }> {
@@ -118,7 +117,7 @@ export class KubeHttp {
    * headers arrive; the caller reads it and aborts `signal` to stop. Non-2xx rejects with KubeApiError.
    */
   async stream(path: string, options: KubeRequest & { signal: AbortSignal }): Promise<IncomingMessage> {
-    const { url, headers, secure } = await this.prepare('GET', path, options);
+    const { url, headers, secure } = await this.prepare(path, options);
     return new Promise<IncomingMessage>((resolve, reject) => {
       const send = secure ? httpsRequest : httpRequest;
       const req = send(
@@ -142,7 +141,7 @@ export class KubeHttp {
   }
 
   private async send(method: string, path: string, options: KubeRequest): Promise<string> {
-    const { url, headers, payload, secure } = await this.prepare(method, path, options);
+    const { url, headers, payload, secure } = await this.prepare(path, options);
     return new Promise<string>((resolve, reject) => {
       const send = secure ? httpsRequest : httpRequest;
       const req = send(url, { method, headers, ...(secure ? { agent: this.agent } : {}) }, (res) => {
