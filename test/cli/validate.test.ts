@@ -61,7 +61,9 @@ const BROKEN_LINES = [
   'e/function.yaml#1 spec.function: function "missing" is not defined in this repository',
 ];
 
-describe('sless validate', () => {
+// Each CLI run starts Node with tsx's loader: seconds on a busy machine, so the tests get a budget that
+// fits several runs (a budget, not a timed assertion).
+describe('sless validate', { timeout: 240_000 }, () => {
   let dir: string;
 
   beforeAll(async () => {

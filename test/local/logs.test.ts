@@ -31,7 +31,8 @@ function runCli(...args: string[]): Promise<{ code: number; stdout: string; stde
   });
 }
 
-describe('function logs (local)', () => {
+// The CLI test starts Node with tsx's loader twice: a budget for a busy machine, not a timed assertion.
+describe('function logs (local)', { timeout: 180_000 }, () => {
   let repo: TestRepo;
   let system: TestSystem;
   let instance: string;
