@@ -2,6 +2,7 @@
  * The composition root: config → adapters → controller + server. Nothing else picks concrete
  * implementations.
  */
+import { join } from 'node:path';
 import { S3Client } from '@aws-sdk/client-s3';
 import { KubeConfig } from '@kubernetes/client-node';
 import type { FastifyInstance } from 'fastify';
@@ -10,6 +11,7 @@ import { buildApp } from './api/app.js';
 import { createAuthenticator } from './api/auth/factory.js';
 import { BuildHistory } from './api/build-history.js';
 import { SlessMetrics } from './api/metrics.js';
+import { withCodeGate } from './build/code-gate.js';
 import { KanikoBuilder } from './build/kaniko-builder.js';
 import { LocalBuilder } from './build/local-builder.js';
 import { webhookSecretFor } from './config/auth.js';
@@ -19,6 +21,7 @@ import type { BuildRecord, GitSource, SlessFunction } from './core/resources.js'
 import { FunctionCleanup } from './platform/kube/cleanup.js';
 import type { KubeControllerConfig } from './platform/kube/config.js';
 import { KubeCronScheduler } from './platform/kube/cron-scheduler.js';
+import { KubeFunctionLogs } from './platform/kube/function-logs.js';
 import { KubeHttp } from './platform/kube/http.js';
 import { KubeJobRunner } from './platform/kube/job-runner.js';
 import { KubeStore } from './platform/kube/kube-store.js';
@@ -29,9 +32,11 @@ import { PullSecretSync } from './platform/kube/tenant.js';
 import { kubeWebhookSecrets } from './platform/kube/webhook-secrets.js';
 import { KubeWorkloads } from './platform/kube/workloads.js';
 import { LocalCronScheduler } from './platform/local/cron-scheduler.js';
+import { FunctionLogBuffer } from './platform/local/function-logs.js';
 import { LocalJobRunner } from './platform/local/job-runner.js';
 import { LocalPlatform } from './platform/local/local-platform.js';
 import { MemoryStore } from './platform/local/memory-store.js';
+import { PinFile } from './platform/local/pin-file.js';
 import { LocalSourceReaderFactory } from './platform/local/source-readers.js';
 import { Controller, type ControllerObserver } from './reconcile/controller.js';
 import { guardedGitHttp } from './source/guarded-http.js';
@@ -123,6 +128,8 @@ function controllerContext(
     store,
     buildHistory: (ns: string, name: string) => history.list(ns, name),
     syncNow: (ns: string, name: string, o?: { force?: boolean }) => controller.syncNow(ns, name, o),
+    pinSource: (ns: string, name: string, commit: string | undefined) =>
+      controller.pinSource(ns, name, commit),
     retryBuild: (ns: string, name: string) => controller.retryBuild(ns, name),
     isReady,
   };
@@ -143,7 +150,9 @@ export async function startLocalSystem(
   else logger.info({ auth: authenticator.description }, '/v1 requires a bearer token');
   const history = new BuildHistory();
   const gitHttp = guardedGitHttp(outboundPolicy(config.tenancy, logger));
-  const platform = new LocalPlatform({ runtimesDir: config.runtimesDir, store, logger });
+  const pins = new PinFile(join(config.stateDir, 'pins.json'));
+  const logs = new FunctionLogBuffer();
+  const platform = new LocalPlatform({ runtimesDir: config.runtimesDir, store, logger, logs });
   const metrics = new SlessMetrics({
     readyFunctions: () => readyFunctionCounts(store),
     isKnownFunction: (ns, name) => platform.currentRevision(ns, name) !== undefined,
@@ -161,7 +170,7 @@ export async function startLocalSystem(
     jobs,
     observer: metricsObserver(metrics),
     store,
-    builder,
+    builder: withCodeGate(builder, config.codeGate, logger),
     platform,
     readers: new LocalSourceReaderFactory({
       stateDir: config.stateDir,
@@ -184,12 +193,19 @@ export async function startLocalSystem(
       ensureNamespace: (ns) => store.ensureNamespace(ns),
       webhookSecret: async (ns, source) => webhookSecretFor(config.webhookSecrets, ns, source),
       ...controllerContext(controller, store, history, () => ready),
+      pinSource: async (ns, name, commit) => {
+        const result = await controller.pinSource(ns, name, commit);
+        const source = await store.get('GitSource', ns, name);
+        if (source?.kind === 'GitSource') await pins.record(source);
+        return result;
+      },
       platformName: 'local',
       quotas: config.tenancy.quotas,
+      functionLogs: logs,
     },
   });
   await controller.start();
-  if (options.source) await store.apply(options.source);
+  if (options.source) await store.apply(await pins.restore(options.source));
   const address = await app.listen({ host: config.host, port: config.port });
   ready = true;
   return {
@@ -308,7 +324,7 @@ export async function startKubeSystem(
   });
   const controller = new Controller({
     store,
-    builder,
+    builder: withCodeGate(builder, config.codeGate, logger),
     platform: workloads,
     readers: new KubeSourceReaderFactory({ http, stateDir: config.stateDir, gitHttp }),
     scheduler: new KubeCronScheduler({ http }),
@@ -333,6 +349,7 @@ export async function startKubeSystem(
       ...controllerContext(controller, store, history, () => ready),
       platformName: 'kube',
       quotas: config.tenancy.quotas,
+      functionLogs: new KubeFunctionLogs({ http }),
     },
   });
   await controller.start();

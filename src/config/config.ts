@@ -11,6 +11,7 @@ import {
   loadWebhookSecrets,
   type WebhookSecretSettings,
 } from './auth.js';
+import { CodeGateConfigError, type CodeGateSettings, loadCodeGateSettings } from './code-gate.js';
 
 export interface LocalConfig {
   readonly platform: 'local';
@@ -36,6 +37,8 @@ export interface LocalConfig {
   readonly tenancy: TenancySettings;
   /** The SLESS_SECRET_<NS>__<NAME>_* variables: git credentials per namespace (local mode's Secrets). */
   readonly gitSecrets: Readonly<Record<string, string>>;
+  /** The code security gate before builds (off by default). */
+  readonly codeGate: CodeGateSettings;
 }
 
 /** What limits tenants, the same on both platforms. */
@@ -102,6 +105,7 @@ export function loadLocalConfig(
     auth,
     webhookSecrets: loadWebhookSecretSettings(env),
     tenancy: loadTenancy(env),
+    codeGate: loadCodeGate(env),
     gitSecrets: Object.freeze(
       Object.fromEntries(Object.entries(env).filter(([name]) => name.startsWith('SLESS_SECRET_'))),
     ) as Readonly<Record<string, string>>,
@@ -113,6 +117,16 @@ export function loadWebhookSecretSettings(env: NodeJS.ProcessEnv): WebhookSecret
     return loadWebhookSecrets(env);
   } catch (error) {
     if (error instanceof AuthConfigError) throw new ConfigError(error.message);
+    throw error;
+  }
+}
+
+/** Code gate settings from the environment, reported like every other config error. */
+export function loadCodeGate(env: NodeJS.ProcessEnv): CodeGateSettings {
+  try {
+    return loadCodeGateSettings(env);
+  } catch (error) {
+    if (error instanceof CodeGateConfigError) throw new ConfigError(error.message);
     throw error;
   }
 }

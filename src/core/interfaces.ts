@@ -29,6 +29,11 @@ export interface SourceReader {
   resolveHead(): Promise<string>;
   /** Makes the commit available (fetching it when remote) and returns a view of it. */
   snapshot(commit: string): Promise<SourceSnapshot>;
+  /**
+   * True when `commit` is `head` or one of its ancestors, fetching history as needed: a pin may only
+   * name a commit of the branch.
+   */
+  isOnBranch(commit: string, head: string): Promise<boolean>;
   /** Calls back when the branch may have moved (local repositories only); returns an unsubscribe. */
   watch?(onChange: () => void): () => void;
   close?(): void;

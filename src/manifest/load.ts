@@ -44,7 +44,8 @@ const MAX_ALIASES = 100;
 
 export async function loadManifests(
   snapshot: SourceSnapshot,
-  options: { root: string; namespace: string },
+  /** `namespace` undefined (a working tree checked outside any source) accepts any namespace. */
+  options: { root: string; namespace: string | undefined },
 ): Promise<LoadResult> {
   const issues: ManifestIssue[] = [];
   const documents: LoadedDocument[] = [];
@@ -131,7 +132,7 @@ export async function loadManifests(
       }
       const doc = record as unknown as LoadedDocument['doc'];
       const ns = doc.metadata.namespace;
-      if (ns !== undefined && ns !== options.namespace) {
+      if (ns !== undefined && options.namespace !== undefined && ns !== options.namespace) {
         issues.push({
           ...where,
           field: 'metadata.namespace',

@@ -5,7 +5,7 @@
  */
 import type { Logger } from 'pino';
 import { parseDuration } from '../core/duration.js';
-import { asError } from '../core/errors.js';
+import { asError, SourceError } from '../core/errors.js';
 import { FairGate, GateStoppedError } from '../core/fair-gate.js';
 import type {
   Builder,
@@ -33,6 +33,7 @@ import { WorkQueue } from '../core/work-queue.js';
 import { loadManifests } from '../manifest/load.js';
 import { reconcileFunction } from './function-reconcile.js';
 import { reconcileJob } from './job-reconcile.js';
+import { setPin } from './pin.js';
 import { ProcessQuota } from './process-quota.js';
 import { type SyncResult, syncSource } from './source-sync.js';
 import { reconcileTrigger } from './trigger-reconcile.js';
@@ -200,6 +201,34 @@ export class Controller {
         logger.warn({ function: key, err: asError(error).message }, 'cannot discard the failed build'),
       )
       .finally(() => this.functionQueue.add(key));
+  }
+
+  /**
+   * Pins a source to a commit of its branch (undefined unpins) and syncs it at once: the pinned
+   * commit's build keys are built already, so its functions serve again without a build.
+   */
+  async pinSource(
+    namespace: string,
+    name: string,
+    commit: string | undefined,
+  ): Promise<SyncResult | undefined> {
+    await setPin(
+      {
+        store: this.options.store,
+        readerFor: async (source) => {
+          const key = `${namespace}/${name}`;
+          if (!this.sources.has(key)) await this.upsertSource(source, false);
+          const handle = this.sources.get(key);
+          if (!handle) throw new SourceError(`source ${key} cannot be opened`, 'SourceFailed');
+          return handle.reader;
+        },
+      },
+      namespace,
+      name,
+      commit,
+    );
+    // Forced: the store event of the new spec may have synced already; the answer is the result anyway.
+    return this.syncNow(namespace, name, { force: true });
   }
 
   /** Syncs one source now (webhooks, the sync endpoint); syncs of one source never overlap. */

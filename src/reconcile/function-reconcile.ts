@@ -105,11 +105,12 @@ export async function reconcileFunction(
     const failed = deps.failedBuilds.get(key);
     if (failed && failed.buildKey === buildKey) {
       status.lastBuild = failed;
+      const failure = failureOf(failed, `build ${buildKey.slice(0, 12)} failed: ${failed.message}`);
       setPhase(
         'Failed',
         (await deps.platform.currentRevision(namespace, name)) ? 'True' : 'False',
-        'BuildFailed',
-        await servingNote(deps, fn, `build ${buildKey.slice(0, 12)} failed: ${failed.message}`),
+        failure.reason,
+        await servingNote(deps, fn, failure.message),
       );
       await write();
       return;
@@ -149,11 +150,12 @@ export async function reconcileFunction(
       status.lastBuild = record;
       status.lastError = error.message;
       log.warn({ err: error.message }, 'build failed; the previous revision keeps serving');
+      const failure = failureOf(record, `build failed: ${error.message}`);
       setPhase(
         'Failed',
         (await deps.platform.currentRevision(namespace, name)) ? 'True' : 'False',
-        'BuildFailed',
-        await servingNote(deps, fn, `build failed: ${error.message}`),
+        failure.reason,
+        await servingNote(deps, fn, failure.message),
       );
       await write();
       return;
@@ -208,6 +210,13 @@ export async function reconcileFunction(
     setPhase('Ready', 'True', 'Serving', `serving ${revision} (built at ${build.commit.slice(0, 12)})`);
   else setPhase('Disabled', 'False', 'Disabled', 'a trigger disabled this function (enabled: false)');
   await write();
+}
+
+/** A build the code security gate refused says so in its own words; other failures are build failures. */
+function failureOf(record: BuildRecord, buildFailed: string): { reason: string; message: string } {
+  if (record.codeCheck?.result === 'Refused')
+    return { reason: 'CodeValidationFailed', message: record.message ?? 'code validation failed' };
+  return { reason: 'BuildFailed', message: buildFailed };
 }
 
 async function servingNote(deps: FunctionReconcileDeps, fn: SlessFunction, message: string): Promise<string> {

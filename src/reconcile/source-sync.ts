@@ -11,6 +11,7 @@ import {
   type GitSource,
   type GitSourceStatus,
   LABEL_SOURCE,
+  pinnedCommitOf,
   refKey,
   refOf,
 } from '../core/resources.js';
@@ -84,18 +85,36 @@ export async function syncSource(
     return finish({ outcome: 'failed', message: error.message });
   }
 
+  // A pin (spec.ref.commit) replaces the head as what is served; it must be a commit of the branch.
+  const pinned = pinnedCommitOf(source);
+  const target = pinned ?? head;
   const unchanged =
-    head === status.lastSyncedCommit && status.observedGeneration === generation && !options.force;
+    target === status.lastSyncedCommit && status.observedGeneration === generation && !options.force;
   // A commit whose manifests were rejected stays rejected; re-reading it on every poll helps nobody.
   const stalled = status.conditions?.some((c) => c.type === 'Stalled' && c.status === 'True') ?? false;
   const alreadyRejected =
     stalled &&
-    head === status.lastAttemptedCommit &&
+    target === status.lastAttemptedCommit &&
     status.observedGeneration === generation &&
     !options.force;
-  if (unchanged || alreadyRejected) return { outcome: 'unchanged', commit: head };
+  if (unchanged || alreadyRejected) return { outcome: 'unchanged', commit: target };
 
-  status.lastAttemptedCommit = head;
+  status.lastAttemptedCommit = target;
+  // Undefined, not deleted: status is written as a merge, where only an explicit absence removes a field.
+  status.pinnedCommit = pinned;
+  if (pinned) {
+    const problem = await pinProblem(reader, source, pinned, head);
+    if (problem) {
+      const serving = status.lastSyncedCommit
+        ? `still serving ${status.lastSyncedCommit.slice(0, 12)}`
+        : 'nothing applied';
+      condition('Ready', false, problem.reason, `${problem.message}; ${serving}`);
+      condition('Stalled', true, problem.reason, problem.message);
+      deps.logger.warn({ source: source.metadata.name, pinned }, problem.message);
+      return finish({ outcome: 'invalid', commit: pinned, message: problem.message });
+    }
+  }
+  head = target;
   try {
     const snapshot = await reader.snapshot(head);
     const loaded = await loadManifests(snapshot, {
@@ -168,6 +187,26 @@ async function functionQuotaProblem(
     return `quota: namespace ${source.metadata.namespace} may hold ${deps.maxFunctions} functions; its other sources hold ${others} and this commit defines ${mine} (SLESS_QUOTA_FUNCTIONS)`;
   }
   return `quota: namespace ${source.metadata.namespace} may hold ${deps.maxFunctions} functions; this commit defines ${mine} (SLESS_QUOTA_FUNCTIONS)`;
+}
+
+/** Why a pin cannot be served, or undefined when its commit is on the branch. */
+async function pinProblem(
+  reader: SourceReader,
+  source: GitSource,
+  pinned: string,
+  head: string,
+): Promise<{ reason: string; message: string } | undefined> {
+  const branch = source.spec.branch ?? 'main';
+  try {
+    if (await reader.isOnBranch(pinned, head)) return undefined;
+    return {
+      reason: 'PinNotOnBranch',
+      message: `spec.ref.commit: ${pinned} is not a commit of branch "${branch}"`,
+    };
+  } catch (thrown) {
+    const error = asError(thrown);
+    return { reason: error instanceof SlessError ? error.reason : 'SourceFailed', message: error.message };
+  }
 }
 
 function readyPhase(status: GitSourceStatus): string {

@@ -17,6 +17,20 @@ function branchRef(branch: string): string {
   return branch.startsWith('refs/') ? branch : `refs/heads/${branch}`;
 }
 
+/** How deep a remote's history is fetched to find a pinned commit below the shallow head. */
+const PIN_HISTORY_DEPTH = 1000;
+
+/** True when `commit` is `head` or an ancestor of it, with the objects this gitdir has. */
+async function reaches(gitdir: string, cache: object, head: string, commit: string): Promise<boolean> {
+  if (head === commit) return true;
+  try {
+    return await git.isDescendent({ fs, gitdir, oid: head, ancestor: commit, depth: -1, cache });
+  } catch {
+    // A missing object (unknown commit, or history cut by a shallow fetch) proves nothing.
+    return false;
+  }
+}
+
 /** Reads a repository on this machine in place, and notices commits through its refs at once. */
 export class LocalRepositoryReader implements SourceReader {
   private readonly gitdir: string;
@@ -44,6 +58,10 @@ export class LocalRepositoryReader implements SourceReader {
 
   async snapshot(commit: string): Promise<SourceSnapshot> {
     return this.caches.snapshot(commit);
+  }
+
+  isOnBranch(commit: string, head: string): Promise<boolean> {
+    return reaches(this.gitdir, this.caches.cache, head, commit);
   }
 
   /**
@@ -121,28 +139,44 @@ export class RemoteRepositoryReader implements SourceReader {
   async snapshot(commit: string): Promise<SourceSnapshot> {
     await this.ensureGitdir();
     if (!(await this.hasCommit(commit))) {
-      try {
-        await git.fetch({
-          fs,
-          http: this.http,
-          gitdir: this.gitdir,
-          remote: 'origin',
-          ref: this.branch,
-          singleBranch: true,
-          depth: 1,
-          tags: false,
-          cache: this.caches.cache,
-          ...this.auth(),
-        });
-      } catch (error) {
-        throw new SourceError(`cannot fetch ${this.url}: ${describeHttpError(error)}`, 'FetchFailed', error);
-      }
+      await this.fetchBranch(1);
       if (!(await this.hasCommit(commit))) {
         // The branch moved again between listing and fetching; the next sync picks the newer head.
         throw new SourceError(`commit ${commit} is no longer the head of "${this.branch}"`, 'HeadMoved');
       }
     }
     return this.caches.snapshot(commit);
+  }
+
+  /**
+   * Polls fetch the head only (depth 1), so an earlier commit may be missing or cut off from the head;
+   * the history is then fetched once, PIN_HISTORY_DEPTH commits deep, and looked at again.
+   */
+  async isOnBranch(commit: string, head: string): Promise<boolean> {
+    await this.snapshot(head);
+    if ((await this.hasCommit(commit)) && (await reaches(this.gitdir, this.caches.cache, head, commit))) return true;
+    await this.fetchBranch(PIN_HISTORY_DEPTH);
+    return (await this.hasCommit(commit)) && reaches(this.gitdir, this.caches.cache, head, commit);
+  }
+
+  /** Fetches this branch only, `depth` commits deep. */
+  private async fetchBranch(depth: number): Promise<void> {
+    try {
+      await git.fetch({
+        fs,
+        http: this.http,
+        gitdir: this.gitdir,
+        remote: 'origin',
+        ref: this.branch,
+        singleBranch: true,
+        depth,
+        tags: false,
+        cache: this.caches.cache,
+        ...this.auth(),
+      });
+    } catch (error) {
+      throw new SourceError(`cannot fetch ${this.url}: ${describeHttpError(error)}`, 'FetchFailed', error);
+    }
   }
 
   private ensureGitdir(): Promise<void> {

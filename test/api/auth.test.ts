@@ -133,6 +133,8 @@ describe('JWT on /v1 (JWKS)', () => {
       ['GET', `/v1/namespaces/${bobNs}/triggers`],
       ['GET', `/v1/namespaces/${bobNs}/jobs`],
       ['POST', `/v1/namespaces/${bobNs}/sources/secret-repo/sync`],
+      ['GET', `/v1/namespaces/${bobNs}/functions/f/logs`],
+      ['GET', `/v1/namespaces/${bobNs}/functions/f/logs?follow=true`],
       ['DELETE', `/v1/namespaces/${bobNs}/sources/secret-repo`],
       ['POST', `/v1/namespaces/${bobNs}/ensure`],
       ['POST', `/v1/namespaces/default/ensure`],

@@ -11,7 +11,8 @@ function isLocalPath(url: string): boolean {
   return !/^https?:\/\//.test(url);
 }
 
-const syncResult = {
+/** A sync's outcome and the source after it (also the answer of the pin routes). */
+export const syncResult = {
   type: 'object',
   properties: {
     outcome: { type: 'string' },

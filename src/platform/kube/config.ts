@@ -6,9 +6,11 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { AuthSettings, WebhookSecretSettings } from '../../config/auth.js';
+import type { CodeGateSettings } from '../../config/code-gate.js';
 import {
   ConfigError,
   loadAuth,
+  loadCodeGate,
   loadTenancy,
   loadWebhookSecretSettings,
   PACKAGE_ROOT,
@@ -53,6 +55,7 @@ export interface KubeControllerConfig {
   readonly auth: AuthSettings | undefined;
   readonly webhookSecrets: WebhookSecretSettings;
   readonly tenancy: TenancySettings;
+  readonly codeGate: CodeGateSettings;
 }
 
 const SA_NAMESPACE_FILE = '/var/run/secrets/kubernetes.io/serviceaccount/namespace';
@@ -199,5 +202,6 @@ export function loadKubeControllerConfig(
     auth,
     webhookSecrets: loadWebhookSecretSettings(env),
     tenancy: loadTenancy(env),
+    codeGate: loadCodeGate(env),
   } as const);
 }

@@ -2,6 +2,7 @@ import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { ObjectStore, RouteResolver, RouteState, WorkloadPlatform } from '../../core/interfaces.js';
 import type { BuildRecord, SlessFunction } from '../../core/resources.js';
+import type { FunctionLogBuffer } from './function-logs.js';
 import { freePort } from './ports.js';
 import { type RuntimeCommand, RuntimeProcess } from './runtime-process.js';
 
@@ -12,6 +13,8 @@ export interface LocalPlatformOptions {
   startTimeoutMs?: number;
   /** Host-level variables a runtime needs to run at all (PATH, HOME, locale); never secrets. */
   baseEnv?: Record<string, string>;
+  /** Where runtime output goes for the logs API. */
+  logs?: FunctionLogBuffer;
 }
 
 interface Revision {
@@ -149,6 +152,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver {
     clearTimeout(slot.idleTimer);
     this.slots.delete(key);
     if (slot.current) await slot.current.process.stop();
+    this.options.logs?.forget(namespace, name);
   }
 
   async resolve(namespace: string, name: string): Promise<RouteState> {
@@ -263,7 +267,14 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver {
     let lastError: unknown;
     // A port picked by freePort() can be taken before the runtime binds it; one retry covers that.
     for (let attempt = 0; attempt < 2; attempt++) {
-      const process = new RuntimeProcess(this.runtimeCommand(fn, build), await freePort(), logger);
+      const { namespace, name } = fn.metadata;
+      const logs = this.options.logs;
+      const process = new RuntimeProcess(
+        this.runtimeCommand(fn, build),
+        await freePort(),
+        logger,
+        logs && ((stream) => logs.writer(namespace, name, `${name}-${id}`, stream)),
+      );
       try {
         await process.start(this.options.startTimeoutMs ?? 30_000);
         return { id, fn, build, process, inflight: 0, lastActivity: Date.now() };
