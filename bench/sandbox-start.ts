@@ -58,6 +58,7 @@ async function main(): Promise<void> {
           : command,
         endpoint,
         logger,
+        undefined,
         sandboxed ? launcher : undefined,
       );
       const started = performance.now();

@@ -1,17 +1,21 @@
 #!/usr/bin/env node
 /**
- * `sless dev [--repo PATH|URL] [--branch B] [--port P]`: the embedded platform.
+ * `sless dev [--repo PATH|URL] [--branch B] [--port P]`: the embedded platform; `sless controller`:
+ * the kube platform; `sless validate [dir]`: check manifests without running anything; `sless logs`:
+ * a function's output.
  */
 import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { parseArgs, promisify } from 'node:util';
 import { runController } from './cli/controller.js';
 import { ensureExamplesRepository } from './cli/examples-repo.js';
+import { LOGS_USAGE, printLogs } from './cli/logs.js';
+import { UsageError, VALIDATE_USAGE, validateWorkingTree } from './cli/validate.js';
 import { ConfigError, loadLocalConfig } from './config/config.js';
 import type { GitSource, SlessFunction } from './core/resources.js';
 import { createLogger, startLocalSystem } from './main.js';
 
-const USAGE = `usage: sless dev [--repo PATH|URL] [--branch B] [--port P] [--host H] [--interval 10s] [--state-dir DIR] [--sandbox auto|off] [--json]`;
+const USAGE = `usage: sless dev [--repo PATH|URL] [--branch B] [--port P] [--host H] [--interval 10s] [--state-dir DIR] [--sandbox auto|off] [--json]\n       ${VALIDATE_USAGE}\n       ${LOGS_USAGE}`;
 
 async function currentBranch(path: string): Promise<string> {
   try {
@@ -90,6 +94,18 @@ async function main(): Promise<void> {
     case 'controller':
       await runController(rest);
       return;
+    case 'logs':
+      process.exitCode = await printLogs(rest, {
+        stdout: (text) => process.stdout.write(text),
+        stderr: (text) => process.stderr.write(text),
+      });
+      return;
+    case 'validate': {
+      const outcome = await validateWorkingTree(rest);
+      process.stdout.write(`${outcome.lines.join('\n')}\n`);
+      process.exitCode = outcome.exitCode;
+      return;
+    }
     default:
       process.stderr.write(`unknown command "${command}"\n${USAGE}\n`);
       process.exit(2);
@@ -97,7 +113,11 @@ async function main(): Promise<void> {
 }
 
 main().catch((error: unknown) => {
-  if (error instanceof ConfigError || (error as { code?: string }).code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') {
+  if (
+    error instanceof ConfigError ||
+    error instanceof UsageError ||
+    (error as { code?: string }).code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION'
+  ) {
     process.stderr.write(`sless: ${(error as Error).message}\n${USAGE}\n`);
     process.exit(2);
   }

@@ -11,15 +11,17 @@ import { buildApp } from './api/app.js';
 import { createAuthenticator } from './api/auth/factory.js';
 import { BuildHistory } from './api/build-history.js';
 import { SlessMetrics } from './api/metrics.js';
+import { withCodeGate } from './build/code-gate.js';
 import { KanikoBuilder } from './build/kaniko-builder.js';
 import { LocalBuilder } from './build/local-builder.js';
 import { webhookSecretFor } from './config/auth.js';
-import { ConfigError, type LocalConfig } from './config/config.js';
+import { ConfigError, type LocalConfig, type TenancySettings } from './config/config.js';
 import type { ObjectStore } from './core/interfaces.js';
 import type { BuildRecord, GitSource, SlessFunction } from './core/resources.js';
 import { FunctionCleanup } from './platform/kube/cleanup.js';
 import type { KubeControllerConfig } from './platform/kube/config.js';
 import { KubeCronScheduler } from './platform/kube/cron-scheduler.js';
+import { KubeFunctionLogs } from './platform/kube/function-logs.js';
 import { KubeHttp } from './platform/kube/http.js';
 import { KubeJobRunner } from './platform/kube/job-runner.js';
 import { KubeStore } from './platform/kube/kube-store.js';
@@ -30,12 +32,16 @@ import { PullSecretSync } from './platform/kube/tenant.js';
 import { kubeWebhookSecrets } from './platform/kube/webhook-secrets.js';
 import { KubeWorkloads } from './platform/kube/workloads.js';
 import { LocalCronScheduler } from './platform/local/cron-scheduler.js';
+import { FunctionLogBuffer } from './platform/local/function-logs.js';
 import { LocalJobRunner } from './platform/local/job-runner.js';
 import { LocalPlatform } from './platform/local/local-platform.js';
 import { MemoryStore } from './platform/local/memory-store.js';
+import { PinFile } from './platform/local/pin-file.js';
 import { LocalSourceReaderFactory } from './platform/local/source-readers.js';
 import { Controller, type ControllerObserver } from './reconcile/controller.js';
 import { createLauncher, describeIsolation } from './sandbox/probe.js';
+import { guardedGitHttp } from './source/guarded-http.js';
+import { OutboundPolicy } from './source/outbound.js';
 
 export interface LocalSystem {
   app: FastifyInstance;
@@ -65,6 +71,16 @@ export function createLogger(config: Pick<LocalConfig, 'logLevel' | 'prettyLogs'
       ? { transport: { target: 'pino-pretty', options: { colorize: true, ignore: 'pid,hostname' } } }
       : {}),
   });
+}
+
+/** The outbound policy for tenant URLs; what an admin allowed beyond it is said at start. */
+function outboundPolicy(tenancy: TenancySettings, logger: Logger): OutboundPolicy {
+  if (tenancy.outboundAllow.length > 0)
+    logger.warn(
+      { ranges: tenancy.outboundAllow },
+      'SLESS_OUTBOUND_ALLOW: sources may reach these private or loopback ranges',
+    );
+  return new OutboundPolicy(tenancy.outboundAllow);
 }
 
 /** Shutdown may be asked for more than once (signals, tests); it runs once and every caller waits. */
@@ -113,6 +129,8 @@ function controllerContext(
     store,
     buildHistory: (ns: string, name: string) => history.list(ns, name),
     syncNow: (ns: string, name: string, o?: { force?: boolean }) => controller.syncNow(ns, name, o),
+    pinSource: (ns: string, name: string, commit: string | undefined) =>
+      controller.pinSource(ns, name, commit),
     retryBuild: (ns: string, name: string) => controller.retryBuild(ns, name),
     isReady,
   };
@@ -146,7 +164,10 @@ export async function startLocalSystem(
   if (launcher.report.sandboxed && launcher.report.notEnforced.length === 0) logger.info(isolation);
   else logger.warn(isolation);
   const history = new BuildHistory();
-  const platform = new LocalPlatform({ runtimesDir: config.runtimesDir, store, logger, launcher });
+  const gitHttp = guardedGitHttp(outboundPolicy(config.tenancy, logger));
+  const pins = new PinFile(join(config.stateDir, 'pins.json'));
+  const logs = new FunctionLogBuffer();
+  const platform = new LocalPlatform({ runtimesDir: config.runtimesDir, store, logger, logs, launcher });
   const metrics = new SlessMetrics({
     readyFunctions: () => readyFunctionCounts(store),
     isKnownFunction: (ns, name) => platform.currentRevision(ns, name) !== undefined,
@@ -170,11 +191,16 @@ export async function startLocalSystem(
     jobs,
     observer: metricsObserver(metrics),
     store,
-    builder,
+    builder: withCodeGate(builder, config.codeGate, logger),
     platform,
-    readers: new LocalSourceReaderFactory({ stateDir: config.stateDir }),
+    readers: new LocalSourceReaderFactory({
+      stateDir: config.stateDir,
+      http: gitHttp,
+      env: config.gitSecrets,
+    }),
     logger,
     externalUrl: config.externalUrl,
+    quotas: config.tenancy.quotas,
   });
   let ready = false;
   const app = await buildApp({
@@ -182,16 +208,25 @@ export async function startLocalSystem(
     routes: platform,
     authenticator,
     metrics,
+    metricsToken: config.tenancy.metricsToken,
     context: {
       namespaceExists: (ns) => store.namespaceExists(ns),
       ensureNamespace: (ns) => store.ensureNamespace(ns),
-      webhookSecret: async (_ns, source) => webhookSecretFor(config.webhookSecrets, source),
+      webhookSecret: async (ns, source) => webhookSecretFor(config.webhookSecrets, ns, source),
       ...controllerContext(controller, store, history, () => ready),
+      pinSource: async (ns, name, commit) => {
+        const result = await controller.pinSource(ns, name, commit);
+        const source = await store.get('GitSource', ns, name);
+        if (source?.kind === 'GitSource') await pins.record(source);
+        return result;
+      },
       platformName: 'local',
+      quotas: config.tenancy.quotas,
+      functionLogs: logs,
     },
   });
   await controller.start();
-  if (options.source) await store.apply(options.source);
+  if (options.source) await store.apply(await pins.restore(options.source));
   const address = await app.listen({ host: config.host, port: config.port });
   ready = true;
   return {
@@ -208,6 +243,7 @@ export async function startLocalSystem(
       scheduler.stopAll();
       await app.close();
       await platform.stopAll();
+      await gitHttp.close();
       await launcher.close();
     }),
   };
@@ -249,6 +285,7 @@ export async function startKubeSystem(
   const authenticator = createAuthenticator(config.auth);
   if (config.authDisabled) logger.warn('AUTHENTICATION IS OFF: /v1 is served on loopback without auth');
   const history = new BuildHistory();
+  const gitHttp = guardedGitHttp(outboundPolicy(config.tenancy, logger));
   const pullSecrets = config.pullSecret
     ? new PullSecretSync({ http, controllerNamespace: config.controllerNamespace, ...config.pullSecret })
     : undefined;
@@ -309,12 +346,13 @@ export async function startKubeSystem(
   });
   const controller = new Controller({
     store,
-    builder,
+    builder: withCodeGate(builder, config.codeGate, logger),
     platform: workloads,
-    readers: new KubeSourceReaderFactory({ http, stateDir: config.stateDir }),
+    readers: new KubeSourceReaderFactory({ http, stateDir: config.stateDir, gitHttp }),
     scheduler: new KubeCronScheduler({ http }),
     jobs,
     functionConcurrency: 32,
+    quotas: config.tenancy.quotas,
     logger,
     externalUrl: config.externalUrl,
     observer: metricsObserver(metrics),
@@ -325,12 +363,15 @@ export async function startKubeSystem(
     routes,
     authenticator,
     metrics,
+    metricsToken: config.tenancy.metricsToken,
     context: {
       namespaceExists: (ns) => namespaces.namespaceExists(ns),
       ensureNamespace: (ns) => namespaces.ensureNamespace(ns),
       webhookSecret: kubeWebhookSecrets({ http, store, fallback: config.webhookSecrets }),
       ...controllerContext(controller, store, history, () => ready),
       platformName: 'kube',
+      quotas: config.tenancy.quotas,
+      functionLogs: new KubeFunctionLogs({ http }),
     },
   });
   await controller.start();
@@ -353,6 +394,7 @@ export async function startKubeSystem(
       await app.close();
       s3.destroy();
       http.close();
+      await gitHttp.close();
     }),
   };
 }

@@ -56,11 +56,13 @@ async function loadHandler() {
   } catch (err) {
     fatal(`module "${moduleName}" failed to load: ${oneLine(err)}`, err);
   }
-  // ESM named export, or a CommonJS export that the named-export detection did not see.
-  let fn = mod[fnName];
+  // ESM named export, or a CommonJS export that the named-export detection did not see. Own
+  // properties only: "handler.constructor" or "handler.__proto__" are not the module's functions.
+  const own = (object, key) => (Object.hasOwn(object, key) ? object[key] : undefined);
+  let fn = own(mod, fnName);
   const def = mod.default;
   if (typeof fn !== 'function' && def != null && (typeof def === 'object' || typeof def === 'function')) {
-    fn = def[fnName];
+    fn = own(def, fnName);
   }
   if (typeof fn !== 'function' && fnName === 'default' && typeof mod.default === 'function') fn = mod.default;
   if (typeof fn !== 'function') fatal(`module "${moduleName}" has no function "${fnName}"`);

@@ -74,7 +74,9 @@ def load_handler():
         _fatal(f'module "{module_name}" failed to load: {exc}', exc)
     except BaseException as exc:  # SyntaxError, errors raised at import time, SystemExit, ...
         _fatal(f'module "{module_name}" failed to load: {type(exc).__name__}: {exc}', exc)
-    fn = getattr(module, fn_name, None)
+    # Names the module itself defines only: not dunders such as __loader__ or __class__, which every
+    # module has without the user writing them (the Node runtime takes own properties only, likewise).
+    fn = None if fn_name.startswith("__") else vars(module).get(fn_name)
     if not callable(fn):
         _fatal(f'module "{module_name}" has no function "{fn_name}"')
     return fn

@@ -6,6 +6,7 @@ import type { RouteResolver } from '../core/interfaces.js';
 import { FunctionProxy } from '../proxy/function-proxy.js';
 import { proxyPlugin } from '../proxy/proxy.js';
 import type { Authenticator } from './auth/authenticator.js';
+import { guardLoopback } from './auth/loopback-guard.js';
 import { requireAuth } from './auth/plugin.js';
 import type { ApiContext } from './context.js';
 import { installErrorHandling } from './errors.js';
@@ -13,7 +14,9 @@ import { SlessMetrics } from './metrics.js';
 import { RouteCollector } from './openapi.js';
 import { functionRoutes } from './routes/functions.js';
 import { healthRoutes } from './routes/health.js';
+import { logRoutes } from './routes/logs.js';
 import { namespaceRoutes } from './routes/namespaces.js';
+import { pinRoutes } from './routes/pin.js';
 import { resourceReadRoutes } from './routes/resources.js';
 import { sourceRoutes } from './routes/sources.js';
 import { triggerJobRoutes } from './routes/triggers-jobs.js';
@@ -32,6 +35,8 @@ export interface AppOptions {
   /** Request body cap for API and webhook bodies (413 above it). */
   bodyLimit?: number;
   version?: string;
+  /** A static bearer token Prometheus may scrape /metrics with when auth is on. */
+  metricsToken?: string | undefined;
 }
 
 export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
@@ -58,17 +63,28 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     routerOptions: { maxParamLength: 2048 },
   });
   installErrorHandling(app);
+  if (options.authenticator.trustsLoopback) guardLoopback(app, (url) => url.startsWith('/v1/webhooks/'));
   app.setValidatorCompiler(createValidatorCompiler());
   const collector = new RouteCollector();
   collector.attach(app);
   const { context } = options;
   app.addHook('onClose', () => proxy.close());
 
-  await app.register(healthRoutes, { context, metrics, collector, version: options.version ?? '0.1.0' });
+  await app.register(healthRoutes, {
+    context,
+    metrics,
+    collector,
+    authenticator: options.authenticator,
+    metricsToken: options.metricsToken,
+    version: options.version ?? '0.1.0',
+  });
 
   // `/v1` except webhooks: bearer auth and tenant checks for everything registered inside.
   await app.register(async (v1) => {
     requireAuth(v1, options.authenticator);
+    // API bodies are JSON. A text/plain body is what a cross-site form can send without a CORS
+    // preflight, so it gets the 415 any other unsupported type gets.
+    v1.removeContentTypeParser('text/plain');
     await v1.register(namespaceRoutes, { context });
     // Namespace-scoped objects: an unknown namespace is a 404 (checked after auth and validation,
     // so a stranger learns nothing and a malformed name is a 400).
@@ -79,7 +95,9 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       });
       await scoped.register(resourceReadRoutes, { context });
       await scoped.register(sourceRoutes, { context });
+      await scoped.register(pinRoutes, { context });
       await scoped.register(functionRoutes, { context });
+      await scoped.register(logRoutes, { context });
       await scoped.register(triggerJobRoutes, { context });
       await scoped.register(validateRoutes);
     });

@@ -1,4 +1,6 @@
 import type { NamespaceRegistry, ObjectStore } from '../core/interfaces.js';
+import type { FunctionLogReader } from '../core/logs.js';
+import type { Quotas } from '../core/quotas.js';
 import type { BuildRecord } from '../core/resources.js';
 import type { SyncResult } from '../reconcile/source-sync.js';
 
@@ -14,6 +16,12 @@ export interface ApiContext extends NamespaceRegistry {
    * platform reads a Secret. Undefined means webhooks for that source are refused.
    */
   webhookSecret(namespace: string, source: string): Promise<string | undefined>;
+  /** Per-namespace limits; DEFAULT_QUOTAS when omitted. */
+  quotas?: Quotas;
   /** Recent builds of one function, newest first (bounded); status only keeps the last one. */
   buildHistory?(namespace: string, name: string): readonly BuildRecord[];
+  /** Pins a source to a commit of its branch (undefined unpins) and syncs it. */
+  pinSource?(namespace: string, name: string, commit: string | undefined): Promise<SyncResult | undefined>;
+  /** Function stdout/stderr: runtime processes locally, pods/log on kube. */
+  functionLogs?: FunctionLogReader;
 }

@@ -76,15 +76,26 @@ describe('local config', () => {
 });
 
 describe('webhook secrets', () => {
-  test('per source, else global, else none', () => {
+  test('one namespace and one source per secret; nothing else signs', () => {
     const settings = loadWebhookSecrets({
-      SLESS_WEBHOOK_SECRET: 'global',
-      SLESS_WEBHOOK_SECRET_MY_REPO: 'mine',
-      SLESS_WEBHOOK_SECRET_EMPTY: '',
+      SLESS_WEBHOOK_SECRET_TEAM_A__MY_REPO: 'mine',
+      SLESS_WEBHOOK_SECRET_DEFAULT__EMPTY: '',
     });
-    expect(webhookSecretFor(settings, 'my-repo')).toBe('mine');
-    expect(webhookSecretFor(settings, 'other')).toBe('global');
-    expect(webhookSecretFor(loadWebhookSecrets({}), 'other')).toBeUndefined();
-    expect(webhookSecretFor(settings, 'empty')).toBe('global');
+    expect(webhookSecretFor(settings, 'team-a', 'my-repo')).toBe('mine');
+    // The same source name in another namespace has no secret, so its webhooks are refused.
+    expect(webhookSecretFor(settings, 'team-b', 'my-repo')).toBeUndefined();
+    expect(webhookSecretFor(settings, 'team', 'a-my-repo')).toBeUndefined();
+    expect(webhookSecretFor(settings, 'default', 'empty')).toBeUndefined();
+    // `--` would make the separator ambiguous, so such names have no env form at all.
+    expect(webhookSecretFor(settings, 'team--a', 'my-repo')).toBeUndefined();
+  });
+
+  test('a global secret, or one without a namespace, is a config error that says what to set', () => {
+    expect(() => loadWebhookSecrets({ SLESS_WEBHOOK_SECRET: 'global' })).toThrow(
+      /SLESS_WEBHOOK_SECRET_<NAMESPACE>__<SOURCE>/,
+    );
+    expect(() => loadWebhookSecrets({ SLESS_WEBHOOK_SECRET_SHOP: 'x' })).toThrow(
+      /SLESS_WEBHOOK_SECRET_SHOP: a webhook secret belongs to one namespace and source/,
+    );
   });
 });

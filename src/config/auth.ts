@@ -3,6 +3,7 @@
  * auth plugin gets these values; it never reads the environment itself.
  */
 import { readFileSync } from 'node:fs';
+import { scopedEnvSuffix } from '../core/naming.js';
 
 /** Asymmetric algorithms only: a public key or JWKS can never verify an HMAC (alg confusion). */
 export const SUPPORTED_ALGORITHMS = [
@@ -36,9 +37,10 @@ export interface AuthSettings {
 }
 
 export interface WebhookSecretSettings {
-  /** SLESS_WEBHOOK_SECRET: used for any source without its own secret. */
-  readonly global: string | undefined;
-  /** SLESS_WEBHOOK_SECRET_<SOURCE_UPPER>, keyed by that upper-case suffix. */
+  /**
+   * SLESS_WEBHOOK_SECRET_<NS>__<SOURCE>, keyed by that suffix: a secret signs for one source of one
+   * namespace only, never for a source of the same name elsewhere.
+   */
   readonly perSource: Readonly<Record<string, string>>;
 }
 
@@ -133,25 +135,34 @@ function checkJwksUrl(text: string): string {
   );
 }
 
-/** The env suffix for a source's secret: `my-repo` → `MY_REPO`. */
-export function webhookSecretEnvSuffix(sourceName: string): string {
-  return sourceName.toUpperCase().replace(/[^A-Z0-9]/g, '_');
-}
+const WEBHOOK_PREFIX = 'SLESS_WEBHOOK_SECRET';
 
 export function loadWebhookSecrets(env: NodeJS.ProcessEnv): WebhookSecretSettings {
-  const prefix = 'SLESS_WEBHOOK_SECRET_';
+  const prefix = `${WEBHOOK_PREFIX}_`;
   const perSource: Record<string, string> = {};
+  if (nonEmpty(env[WEBHOOK_PREFIX]) !== undefined)
+    throw new AuthConfigError(
+      `${WEBHOOK_PREFIX}: one secret for every source would sign for any namespace; ` +
+        `set ${WEBHOOK_PREFIX}_<NAMESPACE>__<SOURCE> per source instead`,
+    );
   for (const [name, value] of Object.entries(env)) {
     if (!name.startsWith(prefix) || value === undefined || value === '') continue;
-    perSource[name.slice(prefix.length)] = value;
+    const suffix = name.slice(prefix.length);
+    if (!suffix.includes('__'))
+      throw new AuthConfigError(
+        `${name}: a webhook secret belongs to one namespace and source; name it ${WEBHOOK_PREFIX}_<NAMESPACE>__<SOURCE>`,
+      );
+    perSource[suffix] = value;
   }
-  return Object.freeze({
-    global: nonEmpty(env.SLESS_WEBHOOK_SECRET) === undefined ? undefined : env.SLESS_WEBHOOK_SECRET,
-    perSource: Object.freeze(perSource),
-  });
+  return Object.freeze({ perSource: Object.freeze(perSource) });
 }
 
-/** The local lookup: the source's own secret, else the global one, else none (webhooks refused). */
-export function webhookSecretFor(settings: WebhookSecretSettings, sourceName: string): string | undefined {
-  return settings.perSource[webhookSecretEnvSuffix(sourceName)] ?? settings.global;
+/** The local lookup: this namespace's source's own secret, or none (its webhooks are refused). */
+export function webhookSecretFor(
+  settings: WebhookSecretSettings,
+  namespace: string,
+  sourceName: string,
+): string | undefined {
+  const suffix = scopedEnvSuffix(namespace, sourceName);
+  return suffix === undefined ? undefined : settings.perSource[suffix];
 }

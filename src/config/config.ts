@@ -1,5 +1,9 @@
+import { BlockList } from 'node:net';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { intervalProblem } from '../core/duration.js';
+import { DEFAULT_QUOTAS, QUOTA_ENV, type Quotas } from '../core/quotas.js';
+import { addRange } from '../source/outbound.js';
 import {
   AuthConfigError,
   type AuthSettings,
@@ -7,6 +11,7 @@ import {
   loadWebhookSecrets,
   type WebhookSecretSettings,
 } from './auth.js';
+import { CodeGateConfigError, type CodeGateSettings, loadCodeGateSettings } from './code-gate.js';
 
 export interface LocalConfig {
   readonly platform: 'local';
@@ -36,6 +41,20 @@ export interface LocalConfig {
   /** JWT verification settings for `/v1`; undefined when auth is off. */
   readonly auth: AuthSettings | undefined;
   readonly webhookSecrets: WebhookSecretSettings;
+  readonly tenancy: TenancySettings;
+  /** The SLESS_SECRET_<NS>__<NAME>_* variables: git credentials per namespace (local mode's Secrets). */
+  readonly gitSecrets: Readonly<Record<string, string>>;
+  /** The code security gate before builds (off by default). */
+  readonly codeGate: CodeGateSettings;
+}
+
+/** What limits tenants, the same on both platforms. */
+export interface TenancySettings {
+  readonly quotas: Quotas;
+  /** Ranges tenant URLs may reach although private or loopback (SLESS_OUTBOUND_ALLOW; admin only). */
+  readonly outboundAllow: readonly string[];
+  /** A static bearer token for Prometheus scrapes of /metrics when auth is on (besides admin JWTs). */
+  readonly metricsToken: string | undefined;
 }
 
 export class ConfigError extends Error {}
@@ -54,8 +73,8 @@ export function loadLocalConfig(
   if (!Number.isInteger(port) || port < 0 || port > 65535)
     throw new ConfigError(`--port: "${String(flags.port ?? env.PORT)}" is not a port number`);
   const interval = String(flags.interval ?? env.SLESS_INTERVAL ?? '10s');
-  if (!/^[0-9]+(ms|s|m|h)$/.test(interval))
-    throw new ConfigError(`--interval: "${interval}" must look like 500ms, 10s, 1m or 1h`);
+  const intervalIssue = intervalProblem(interval);
+  if (intervalIssue) throw new ConfigError(`--interval: "${interval}" ${intervalIssue}`);
   const repoFlag = typeof flags.repo === 'string' ? flags.repo : env.SLESS_REPO;
   const repo =
     repoFlag === undefined ? undefined : /^https?:\/\//.test(repoFlag) ? repoFlag : resolve(repoFlag);
@@ -105,8 +124,63 @@ export function loadLocalConfig(
     prettyLogs: flags.json === true ? false : process.stdout.isTTY === true,
     authDisabled,
     auth,
-    webhookSecrets: loadWebhookSecrets(env),
+    webhookSecrets: loadWebhookSecretSettings(env),
+    tenancy: loadTenancy(env),
+    codeGate: loadCodeGate(env),
+    gitSecrets: Object.freeze(
+      Object.fromEntries(Object.entries(env).filter(([name]) => name.startsWith('SLESS_SECRET_'))),
+    ) as Readonly<Record<string, string>>,
   } as const);
+}
+
+export function loadWebhookSecretSettings(env: NodeJS.ProcessEnv): WebhookSecretSettings {
+  try {
+    return loadWebhookSecrets(env);
+  } catch (error) {
+    if (error instanceof AuthConfigError) throw new ConfigError(error.message);
+    throw error;
+  }
+}
+
+/** Code gate settings from the environment, reported like every other config error. */
+export function loadCodeGate(env: NodeJS.ProcessEnv): CodeGateSettings {
+  try {
+    return loadCodeGateSettings(env);
+  } catch (error) {
+    if (error instanceof CodeGateConfigError) throw new ConfigError(error.message);
+    throw error;
+  }
+}
+
+export function loadTenancy(env: NodeJS.ProcessEnv): TenancySettings {
+  const quotas = { ...DEFAULT_QUOTAS };
+  for (const key of Object.keys(QUOTA_ENV) as (keyof Quotas)[]) {
+    const text = env[QUOTA_ENV[key]]?.trim();
+    if (!text) continue;
+    const value = Number(text);
+    if (!Number.isInteger(value) || value < 1 || value > 1_000_000)
+      throw new ConfigError(`${QUOTA_ENV[key]}: "${text}" must be a whole number from 1 to 1000000`);
+    quotas[key] = value;
+  }
+  const outboundAllow = (env.SLESS_OUTBOUND_ALLOW ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+  for (const range of outboundAllow) {
+    try {
+      addRange(new BlockList(), range);
+    } catch (error) {
+      throw new ConfigError(`SLESS_OUTBOUND_ALLOW: ${(error as Error).message}`);
+    }
+  }
+  const metricsToken = env.SLESS_METRICS_TOKEN?.trim() || undefined;
+  if (metricsToken !== undefined && metricsToken.length < 16)
+    throw new ConfigError('SLESS_METRICS_TOKEN: use at least 16 characters');
+  return Object.freeze({
+    quotas: Object.freeze(quotas),
+    outboundAllow: Object.freeze(outboundAllow),
+    metricsToken,
+  });
 }
 
 /** Auth settings from the environment, with their errors reported like every other config error. */

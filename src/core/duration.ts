@@ -6,3 +6,16 @@ export function parseDuration(text: string): number {
   if (!match) throw new Error(`invalid duration "${text}"`);
   return Number(match[1]) * (UNITS[match[2] as string] as number);
 }
+
+/** Polling faster than this is a request loop against someone's git server; slower is a typo. */
+export const MIN_INTERVAL_MS = 1000;
+export const MAX_INTERVAL_MS = 7 * 24 * 3_600_000;
+
+/** Why a poll interval is refused (format or bounds), or undefined when it is fine. */
+export function intervalProblem(text: string): string | undefined {
+  if (!/^[0-9]+(ms|s|m|h)$/.test(text)) return 'must look like 500ms, 10s, 1m or 1h';
+  const ms = parseDuration(text);
+  if (ms < MIN_INTERVAL_MS || ms > MAX_INTERVAL_MS)
+    return `must be between ${MIN_INTERVAL_MS / 1000}s and ${MAX_INTERVAL_MS / 3_600_000}h`;
+  return undefined;
+}

@@ -60,8 +60,8 @@ export class SourceError extends SlessError {
 
 export class BuildError extends SlessError {
   readonly logTail: string;
-  constructor(message: string, logTail: string, cause?: unknown) {
-    super(message, { reason: 'BuildFailed', httpStatus: 502, cause });
+  constructor(message: string, logTail: string, cause?: unknown, reason = 'BuildFailed') {
+    super(message, { reason, httpStatus: 502, cause });
     this.logTail = logTail;
   }
 }

@@ -20,6 +20,8 @@ export interface SourceSnapshot {
   /** Every file below `dir` (repository-relative, '' or '.' for the root), sorted by path. */
   listFiles(dir: string): Promise<TreeFile[]>;
   readFile(path: string): Promise<Uint8Array>;
+  /** A file's size from the object header, before reading (and inflating) its content. */
+  fileSize?(file: TreeFile): Promise<number | undefined>;
 }
 
 export interface SourceReader {
@@ -27,6 +29,11 @@ export interface SourceReader {
   resolveHead(): Promise<string>;
   /** Makes the commit available (fetching it when remote) and returns a view of it. */
   snapshot(commit: string): Promise<SourceSnapshot>;
+  /**
+   * True when `commit` is `head` or one of its ancestors, fetching history as needed: a pin may only
+   * name a commit of the branch.
+   */
+  isOnBranch(commit: string, head: string): Promise<boolean>;
   /** Calls back when the branch may have moved (local repositories only); returns an unsubscribe. */
   watch?(onChange: () => void): () => void;
   close?(): void;

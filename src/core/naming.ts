@@ -34,3 +34,14 @@ export function buildName(functionName: string, commit: string): string {
 export function functionPath(namespace: string, name: string): string {
   return `/fn/${namespace}/${name}`;
 }
+
+/**
+ * The env form of one namespaced name: `NS__NAME`, upper case, `-` written as `_`. Names are DNS
+ * labels, which never start or end with `-`; with `--` ruled out, the `__` can only be the separator,
+ * so two different (namespace, name) pairs never share a variable.
+ */
+export function scopedEnvSuffix(namespace: string, name: string): string | undefined {
+  if (namespace.includes('--') || name.includes('--')) return undefined;
+  const part = (text: string) => text.toUpperCase().replace(/[^A-Z0-9]/g, '_');
+  return `${part(namespace)}__${part(name)}`;
+}

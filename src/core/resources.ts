@@ -50,9 +50,26 @@ export interface GitSourceStatus extends BaseStatus {
   lastAttemptedCommit?: string;
   lastSyncTime?: string;
   objects?: number;
+  /** The commit `spec.ref.commit` pins the source to, while it does; the branch head is then ignored. */
+  pinnedCommit?: string;
+}
+
+/** The commit a source is pinned to, if any: what it serves instead of the branch head. */
+export function pinnedCommitOf(source: GitSource): string | undefined {
+  return source.spec.ref?.commit;
 }
 
 export type FunctionPhase = 'Pending' | 'Building' | 'Deploying' | 'Ready' | 'Failed' | 'Disabled';
+
+/**
+ * What the code security gate said about a build key: Passed and Refused are the endpoint's verdict;
+ * Skipped (too much text, or none) and Unavailable (unreachable, slow, or a garbled answer) let the
+ * build go on with this as the warning.
+ */
+export interface CodeCheck {
+  result: 'Passed' | 'Refused' | 'Skipped' | 'Unavailable';
+  message: string;
+}
 
 export interface BuildRecord {
   buildKey: string;
@@ -64,6 +81,8 @@ export interface BuildRecord {
   message?: string;
   logTail?: string;
   image?: string;
+  /** Present when the code security gate is on. */
+  codeCheck?: CodeCheck;
 }
 
 export interface FunctionStatus extends BaseStatus {

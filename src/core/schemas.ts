@@ -93,6 +93,11 @@ export const gitSourceSpecSchema = {
     interval: { type: 'string', pattern: '^[0-9]+(ms|s|m|h)$', default: '1m' },
     secretRef: { type: 'object', required: ['name'], properties: { name: nameField } },
     suspend: { type: 'boolean', default: false },
+    /** Pins the source to one commit of the branch (instant rollback: its builds already exist). */
+    ref: {
+      type: 'object',
+      properties: { commit: { type: 'string', pattern: '^[0-9a-f]{40}$' } },
+    },
   },
 } as const;
 

@@ -40,10 +40,12 @@ export interface LoadResult {
 const MANIFEST_FILE = /\.ya?ml$/i;
 const SKIPPED_DIRS = /(^|\/)(node_modules|\.git)\//;
 const MAX_MANIFEST_BYTES = 1024 * 1024;
+const MAX_ALIASES = 100;
 
 export async function loadManifests(
   snapshot: SourceSnapshot,
-  options: { root: string; namespace: string },
+  /** `namespace` undefined (a working tree checked outside any source) accepts any namespace. */
+  options: { root: string; namespace: string | undefined },
 ): Promise<LoadResult> {
   const issues: ManifestIssue[] = [];
   const documents: LoadedDocument[] = [];
@@ -62,6 +64,17 @@ export async function loadManifests(
     (f) => MANIFEST_FILE.test(f.path) && !SKIPPED_DIRS.test(f.path) && f.mode !== '120000',
   );
   for (const file of files) {
+    // The size comes from the object header: a huge blob is refused before it is inflated.
+    const size = await snapshot.fileSize?.(file);
+    if (size !== undefined && size > MAX_MANIFEST_BYTES) {
+      issues.push({
+        file: file.path,
+        index: 0,
+        field: '',
+        reason: `file is ${size} bytes; YAML files under the source path may be at most ${MAX_MANIFEST_BYTES} bytes`,
+      });
+      continue;
+    }
     const bytes = await snapshot.readFile(file.path);
     const text = Buffer.from(bytes).toString('utf8');
     if (!text.includes(API_GROUP)) continue;
@@ -87,7 +100,18 @@ export async function loadManifests(
         });
         return;
       }
-      const value: unknown = yamlDoc.toJS({ maxAliasCount: 100 });
+      let value: unknown;
+      try {
+        // A "billion laughs" document expands aliases without end; past 100 the file is refused.
+        value = yamlDoc.toJS({ maxAliasCount: MAX_ALIASES });
+      } catch (error) {
+        issues.push({
+          ...where,
+          field: '',
+          reason: `invalid YAML: ${(error as Error).message.split('\n')[0]} (at most ${MAX_ALIASES} aliases)`,
+        });
+        return;
+      }
       if (value === null || typeof value !== 'object' || Array.isArray(value)) return;
       const record = value as Record<string, unknown>;
       const apiVersion = record.apiVersion;
@@ -108,7 +132,7 @@ export async function loadManifests(
       }
       const doc = record as unknown as LoadedDocument['doc'];
       const ns = doc.metadata.namespace;
-      if (ns !== undefined && ns !== options.namespace) {
+      if (ns !== undefined && options.namespace !== undefined && ns !== options.namespace) {
         issues.push({
           ...where,
           field: 'metadata.namespace',

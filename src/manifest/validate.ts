@@ -4,6 +4,7 @@
  */
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import { Cron } from 'croner';
+import { intervalProblem } from '../core/duration.js';
 import type { ManifestIssue } from '../core/errors.js';
 import { normalizeRepoPath } from '../core/paths.js';
 import { KINDS, type KindName } from '../core/schemas.js';
@@ -90,6 +91,10 @@ export interface ValidateOptions {
  * means the object is a well-formed resource of its kind.
  */
 export function validateResource(kind: KindName, doc: unknown, where: ValidateOptions): ManifestIssue[] {
+  // Before anything recursive (ajv, hashing, cloning) walks it: depth is what makes those overflow.
+  const tooDeep = firstTooDeep(doc, MAX_DEPTH);
+  if (tooDeep !== undefined)
+    return [{ ...where, field: tooDeep, reason: `is nested deeper than ${MAX_DEPTH} levels` }];
   const validate = validatorFor(kind);
   if (validate(doc)) return semanticIssues(kind, doc as JsonObject, where);
   const seen = new Set<string>();
@@ -102,6 +107,45 @@ export function validateResource(kind: KindName, doc: unknown, where: ValidateOp
     issues.push({ file: where.file, index: where.index, field, reason });
   }
   return issues;
+}
+
+/** Levels of objects and arrays a document may have, its event included. */
+export const MAX_DEPTH = 32;
+/** An event travels in an environment variable or a request; Linux caps one env string at 128 KiB. */
+export const MAX_EVENT_BYTES = 32 * 1024;
+
+/** The dotted path of the first value nested deeper than `max`, without recursion of its own. */
+function firstTooDeep(root: unknown, max: number): string | undefined {
+  const stack: Array<{ value: unknown; depth: number; path: string }> = [{ value: root, depth: 0, path: '' }];
+  while (stack.length > 0) {
+    const { value, depth, path } = stack.pop() as { value: unknown; depth: number; path: string };
+    if (value === null || typeof value !== 'object') continue;
+    if (depth >= max) return path.length > 200 ? `${path.slice(0, 200)}…` : path || '(root)';
+    for (const [key, child] of Object.entries(value))
+      stack.push({ value: child, depth: depth + 1, path: path ? `${path}.${key}` : key });
+  }
+  return undefined;
+}
+
+const TIME_ZONES = new Set([...Intl.supportedValuesOf('timeZone'), 'UTC', 'Etc/UTC', 'GMT', 'Etc/GMT']);
+
+/** git check-ref-format's rules for a branch name, plus a length limit. */
+export function branchProblem(branch: string): string | undefined {
+  const name = branch.startsWith('refs/heads/') ? branch.slice('refs/heads/'.length) : branch;
+  const bad =
+    name === '' ||
+    name === '@' ||
+    name.startsWith('-') ||
+    name.startsWith('/') ||
+    name.endsWith('/') ||
+    name.endsWith('.') ||
+    name.includes('..') ||
+    name.includes('//') ||
+    name.includes('@{') ||
+    [...name].some((c) => c.charCodeAt(0) <= 0x20 || c.charCodeAt(0) === 0x7f) ||
+    /[~^:?*[\\]/.test(name) ||
+    name.split('/').some((part) => part.startsWith('.') || part.endsWith('.lock'));
+  return bad ? 'is not a valid git branch name (git check-ref-format)' : undefined;
 }
 
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
@@ -119,8 +163,14 @@ function semanticIssues(kind: KindName, doc: JsonObject, where: ValidateOptions)
       else if (RESERVED_ENV.test(name)) add(`spec.env.${name}`, 'is reserved for the runtime');
     }
   }
+  if (kind === 'Trigger' || kind === 'FunctionJob') {
+    if (spec.event !== undefined && Buffer.byteLength(JSON.stringify(spec.event)) > MAX_EVENT_BYTES)
+      add('spec.event', `is larger than ${MAX_EVENT_BYTES} bytes as JSON`);
+  }
   if (kind === 'Trigger') {
-    if (spec.type === 'cron') {
+    if (typeof spec.timezone === 'string' && !TIME_ZONES.has(spec.timezone))
+      add('spec.timezone', 'must be an IANA time zone name such as Europe/Berlin or UTC');
+    else if (spec.type === 'cron') {
       if (typeof spec.schedule !== 'string') add('spec.schedule', 'is required for a cron trigger');
       else {
         const problem = cronProblem(spec.schedule, spec.timezone as string | undefined);
@@ -135,6 +185,14 @@ function semanticIssues(kind: KindName, doc: JsonObject, where: ValidateOptions)
     if (problem) add('spec.url', problem);
     if (typeof spec.path === 'string' && normalizeRepoPath(spec.path) === undefined)
       add('spec.path', 'must stay inside the repository');
+    if (typeof spec.branch === 'string') {
+      const problem = branchProblem(spec.branch);
+      if (problem) add('spec.branch', problem);
+    }
+    if (typeof spec.interval === 'string') {
+      const problem = intervalProblem(spec.interval);
+      if (problem) add('spec.interval', problem);
+    }
   }
   return issues;
 }

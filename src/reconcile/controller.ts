@@ -5,7 +5,8 @@
  */
 import type { Logger } from 'pino';
 import { parseDuration } from '../core/duration.js';
-import { asError } from '../core/errors.js';
+import { asError, SourceError } from '../core/errors.js';
+import { FairGate, GateStoppedError } from '../core/fair-gate.js';
 import type {
   Builder,
   JobRunner,
@@ -17,6 +18,7 @@ import type {
   TriggerScheduler,
   WorkloadPlatform,
 } from '../core/interfaces.js';
+import { DEFAULT_QUOTAS, type Quotas } from '../core/quotas.js';
 import {
   ANNOTATION_COMMIT,
   type BuildRecord,
@@ -31,6 +33,8 @@ import { WorkQueue } from '../core/work-queue.js';
 import { loadManifests } from '../manifest/load.js';
 import { reconcileFunction } from './function-reconcile.js';
 import { reconcileJob } from './job-reconcile.js';
+import { setPin } from './pin.js';
+import { ProcessQuota } from './process-quota.js';
 import { type SyncResult, syncSource } from './source-sync.js';
 import { reconcileTrigger } from './trigger-reconcile.js';
 
@@ -50,6 +54,8 @@ export interface ControllerOptions {
    * doing nothing, so the kube platform raises it: one long build must not hold up other functions.
    */
   functionConcurrency?: number;
+  /** Per-namespace limits; DEFAULT_QUOTAS when omitted. */
+  quotas?: Quotas;
 }
 
 export interface ControllerObserver {
@@ -69,9 +75,13 @@ export class Controller {
   private readonly options: ControllerOptions;
   private readonly sources = new Map<string, SourceHandle>();
   private readonly locks = new Map<string, Promise<unknown>>();
-  private readonly manifestFiles = new Map<string, ReadonlySet<string>>();
+  /** Per source and commit; a promise, so reconciles that start together load the manifests once. */
+  private readonly manifestFiles = new Map<string, Promise<ReadonlySet<string>>>();
   private readonly failedBuilds = new Map<string, BuildRecord>();
   private readonly functionQueue: WorkQueue;
+  /** Fair shares between namespaces and sources for function reconciles (and so for builds). */
+  private readonly functionGate: FairGate;
+  private readonly processes: ProcessQuota;
   private readonly triggerQueue: WorkQueue;
   private readonly jobQueue: WorkQueue;
   private unsubscribe: (() => void) | undefined;
@@ -79,27 +89,44 @@ export class Controller {
 
   constructor(options: ControllerOptions) {
     this.options = options;
+    const quotas = options.quotas ?? DEFAULT_QUOTAS;
+    this.processes = new ProcessQuota(quotas.maxProcesses);
+    this.functionGate = new FairGate({ slots: options.functionConcurrency ?? 4 });
     this.functionQueue = new WorkQueue({
-      ...(options.functionConcurrency ? { concurrency: options.functionConcurrency } : {}),
-      handler: (key) => {
+      // The queue keeps one worker per key and coalesces; how many run, and in which order, is the
+      // fair gate's call, so the queue itself lets every key through to the gate.
+      concurrency: Number.POSITIVE_INFINITY,
+      handler: async (key) => {
         const [namespace, name] = key.split('/') as [string, string];
-        return reconcileFunction(
-          {
-            store: options.store,
-            builder: options.builder,
-            platform: options.platform,
-            logger: options.logger,
-            externalUrl: options.externalUrl,
-            failedBuilds: this.failedBuilds,
-            snapshotFor: (fn) => this.snapshotFor(fn),
-            onBuildStarted: (fn) => options.observer?.buildStarted?.(fn),
-          },
-          namespace,
-          name,
+        const fn = (await options.store.get('Function', namespace, name)) as SlessFunction | undefined;
+        const task = {
+          tenant: namespace,
+          flow: fn?.metadata.labels?.[LABEL_SOURCE] ?? '',
+          // Durable on both platforms: a function that has served goes before a cold backlog.
+          warm: fn?.status?.servingRevision !== undefined,
+        };
+        return this.functionGate.run(task, () =>
+          reconcileFunction(
+            {
+              store: options.store,
+              builder: options.builder,
+              platform: options.platform,
+              logger: options.logger,
+              externalUrl: options.externalUrl,
+              failedBuilds: this.failedBuilds,
+              snapshotFor: (fn) => this.snapshotFor(fn),
+              onBuildStarted: (fn) => options.observer?.buildStarted?.(fn),
+              processes: this.processes,
+            },
+            namespace,
+            name,
+          ),
         );
       },
-      onError: (key, error) =>
-        options.logger.error({ function: key, err: asError(error).message }, 'reconcile failed'),
+      onError: (key, error) => {
+        if (!(error instanceof GateStoppedError))
+          options.logger.error({ function: key, err: asError(error).message }, 'reconcile failed');
+      },
     });
     this.triggerQueue = new WorkQueue({
       handler: (key) => {
@@ -143,6 +170,7 @@ export class Controller {
     this.stopped = true;
     this.unsubscribe?.();
     this.functionQueue.stop();
+    this.functionGate.stop();
     this.triggerQueue.stop();
     this.jobQueue.stop();
     for (const handle of this.sources.values()) this.closeHandle(handle);
@@ -175,6 +203,34 @@ export class Controller {
       .finally(() => this.functionQueue.add(key));
   }
 
+  /**
+   * Pins a source to a commit of its branch (undefined unpins) and syncs it at once: the pinned
+   * commit's build keys are built already, so its functions serve again without a build.
+   */
+  async pinSource(
+    namespace: string,
+    name: string,
+    commit: string | undefined,
+  ): Promise<SyncResult | undefined> {
+    await setPin(
+      {
+        store: this.options.store,
+        readerFor: async (source) => {
+          const key = `${namespace}/${name}`;
+          if (!this.sources.has(key)) await this.upsertSource(source, false);
+          const handle = this.sources.get(key);
+          if (!handle) throw new SourceError(`source ${key} cannot be opened`, 'SourceFailed');
+          return handle.reader;
+        },
+      },
+      namespace,
+      name,
+      commit,
+    );
+    // Forced: the store event of the new spec may have synced already; the answer is the result anyway.
+    return this.syncNow(namespace, name, { force: true });
+  }
+
   /** Syncs one source now (webhooks, the sync endpoint); syncs of one source never overlap. */
   async syncNow(
     namespace: string,
@@ -193,12 +249,18 @@ export class Controller {
       if (!handle) return undefined;
       const started = Date.now();
       const result = await syncSource(
-        { store: this.options.store, logger: this.options.logger },
+        {
+          store: this.options.store,
+          logger: this.options.logger,
+          maxFunctions: (this.options.quotas ?? DEFAULT_QUOTAS).maxFunctions,
+          // Known before anything is applied, so the reconciles the apply starts need not read again.
+          planned: (plan) =>
+            this.manifestFiles.set(`${key}@${plan.commit}`, Promise.resolve(plan.manifestFiles)),
+        },
         source,
         handle.reader,
         options,
       );
-      if (result.plan) this.manifestFiles.set(`${key}@${result.plan.commit}`, result.plan.manifestFiles);
       this.options.observer?.syncFinished?.(source, result, Date.now() - started);
       return result;
     });
@@ -359,18 +421,22 @@ export class Controller {
     if (!handle || !commit)
       throw new Error(`source "${sourceName ?? ''}" of function ${fn.metadata.name} is not available`);
     const snapshot = await handle.reader.snapshot(commit);
-    let files = this.manifestFiles.get(`${key}@${commit}`);
+    const cacheKey = `${key}@${commit}`;
+    let files = this.manifestFiles.get(cacheKey);
     if (!files) {
-      const source = (await this.options.store.get(
-        'GitSource',
-        fn.metadata.namespace,
-        sourceName as string,
-      )) as GitSource | undefined;
-      files = (
-        await loadManifests(snapshot, { root: source?.spec.path ?? '.', namespace: fn.metadata.namespace })
-      ).manifestFiles;
-      this.manifestFiles.set(`${key}@${commit}`, files);
+      files = (async () => {
+        const source = (await this.options.store.get(
+          'GitSource',
+          fn.metadata.namespace,
+          sourceName as string,
+        )) as GitSource | undefined;
+        return (
+          await loadManifests(snapshot, { root: source?.spec.path ?? '.', namespace: fn.metadata.namespace })
+        ).manifestFiles;
+      })();
+      this.manifestFiles.set(cacheKey, files);
+      files.catch(() => this.manifestFiles.delete(cacheKey));
     }
-    return { snapshot, manifestFiles: files };
+    return { snapshot, manifestFiles: await files };
   }
 }

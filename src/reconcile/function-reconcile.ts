@@ -20,6 +20,7 @@ import {
   type SlessFunction,
   type Trigger,
 } from '../core/resources.js';
+import type { ProcessQuota } from './process-quota.js';
 
 export interface FunctionReconcileDeps {
   store: ObjectStore;
@@ -32,6 +33,8 @@ export interface FunctionReconcileDeps {
   /** Build keys that failed, per function; a failed key is retried only on request. */
   failedBuilds: Map<string, BuildRecord>;
   onBuildStarted?: (fn: SlessFunction) => void;
+  /** The running-process limit of each namespace; no limit when omitted. */
+  processes?: ProcessQuota;
 }
 
 export function revisionOf(buildKey: string, configHash: string, enabled: boolean): string {
@@ -50,6 +53,7 @@ export async function reconcileFunction(
 ): Promise<void> {
   const fn = (await deps.store.get('Function', namespace, name)) as SlessFunction | undefined;
   if (!fn) {
+    deps.processes?.release(namespace, name);
     await deps.platform.remove(namespace, name);
     return;
   }
@@ -101,11 +105,12 @@ export async function reconcileFunction(
     const failed = deps.failedBuilds.get(key);
     if (failed && failed.buildKey === buildKey) {
       status.lastBuild = failed;
+      const failure = failureOf(failed, `build ${buildKey.slice(0, 12)} failed: ${failed.message}`);
       setPhase(
         'Failed',
         (await deps.platform.currentRevision(namespace, name)) ? 'True' : 'False',
-        'BuildFailed',
-        await servingNote(deps, fn, `build ${buildKey.slice(0, 12)} failed: ${failed.message}`),
+        failure.reason,
+        await servingNote(deps, fn, failure.message),
       );
       await write();
       return;
@@ -145,11 +150,12 @@ export async function reconcileFunction(
       status.lastBuild = record;
       status.lastError = error.message;
       log.warn({ err: error.message }, 'build failed; the previous revision keeps serving');
+      const failure = failureOf(record, `build failed: ${error.message}`);
       setPhase(
         'Failed',
         (await deps.platform.currentRevision(namespace, name)) ? 'True' : 'False',
-        'BuildFailed',
-        await servingNote(deps, fn, `build failed: ${error.message}`),
+        failure.reason,
+        await servingNote(deps, fn, failure.message),
       );
       await write();
       return;
@@ -161,6 +167,21 @@ export async function reconcileFunction(
 
   const enabled = await isFunctionEnabled(deps.store, fn);
   const revision = revisionOf(buildKey, configHash, enabled);
+  // The build is kept either way: once the namespace has room, the function starts without one.
+  let refusal: string | undefined;
+  if (enabled) refusal = deps.processes?.admit(fn);
+  else deps.processes?.release(namespace, name);
+  if (refusal) {
+    status.lastError = refusal;
+    setPhase(
+      'Failed',
+      (await deps.platform.currentRevision(namespace, name)) ? 'True' : 'False',
+      'QuotaExceeded',
+      await servingNote(deps, fn, refusal),
+    );
+    await write();
+    return;
+  }
   if ((await deps.platform.currentRevision(namespace, name)) !== revision) {
     setPhase('Deploying', status.servingRevision ? 'True' : 'False', 'Deploying', `rolling out ${revision}`);
     await write();
@@ -171,6 +192,7 @@ export async function reconcileFunction(
       const error = asError(thrown);
       status.lastError = error.message;
       log.warn({ err: error.message }, 'rollout failed; the previous revision keeps serving');
+      if (!(await deps.platform.currentRevision(namespace, name))) deps.processes?.release(namespace, name);
       setPhase(
         'Failed',
         (await deps.platform.currentRevision(namespace, name)) ? 'True' : 'False',
@@ -188,6 +210,13 @@ export async function reconcileFunction(
     setPhase('Ready', 'True', 'Serving', `serving ${revision} (built at ${build.commit.slice(0, 12)})`);
   else setPhase('Disabled', 'False', 'Disabled', 'a trigger disabled this function (enabled: false)');
   await write();
+}
+
+/** A build the code security gate refused says so in its own words; other failures are build failures. */
+function failureOf(record: BuildRecord, buildFailed: string): { reason: string; message: string } {
+  if (record.codeCheck?.result === 'Refused')
+    return { reason: 'CodeValidationFailed', message: record.message ?? 'code validation failed' };
+  return { reason: 'BuildFailed', message: buildFailed };
 }
 
 async function servingNote(deps: FunctionReconcileDeps, fn: SlessFunction, message: string): Promise<string> {

@@ -11,6 +11,7 @@ import {
   type GitSource,
   type GitSourceStatus,
   LABEL_SOURCE,
+  pinnedCommitOf,
   refKey,
   refOf,
 } from '../core/resources.js';
@@ -28,6 +29,10 @@ export interface SyncResult {
 export interface SyncDeps {
   store: ObjectStore;
   logger: Logger;
+  /** Functions a namespace may hold across its sources; no limit when omitted. */
+  maxFunctions?: number;
+  /** Told the plan just before it is applied. */
+  planned?: (plan: Plan) => void;
 }
 
 const MAX_MESSAGE = 4000;
@@ -80,18 +85,36 @@ export async function syncSource(
     return finish({ outcome: 'failed', message: error.message });
   }
 
+  // A pin (spec.ref.commit) replaces the head as what is served; it must be a commit of the branch.
+  const pinned = pinnedCommitOf(source);
+  const target = pinned ?? head;
   const unchanged =
-    head === status.lastSyncedCommit && status.observedGeneration === generation && !options.force;
+    target === status.lastSyncedCommit && status.observedGeneration === generation && !options.force;
   // A commit whose manifests were rejected stays rejected; re-reading it on every poll helps nobody.
   const stalled = status.conditions?.some((c) => c.type === 'Stalled' && c.status === 'True') ?? false;
   const alreadyRejected =
     stalled &&
-    head === status.lastAttemptedCommit &&
+    target === status.lastAttemptedCommit &&
     status.observedGeneration === generation &&
     !options.force;
-  if (unchanged || alreadyRejected) return { outcome: 'unchanged', commit: head };
+  if (unchanged || alreadyRejected) return { outcome: 'unchanged', commit: target };
 
-  status.lastAttemptedCommit = head;
+  status.lastAttemptedCommit = target;
+  // Undefined, not deleted: status is written as a merge, where only an explicit absence removes a field.
+  status.pinnedCommit = pinned;
+  if (pinned) {
+    const problem = await pinProblem(reader, source, pinned, head);
+    if (problem) {
+      const serving = status.lastSyncedCommit
+        ? `still serving ${status.lastSyncedCommit.slice(0, 12)}`
+        : 'nothing applied';
+      condition('Ready', false, problem.reason, `${problem.message}; ${serving}`);
+      condition('Stalled', true, problem.reason, problem.message);
+      deps.logger.warn({ source: source.metadata.name, pinned }, problem.message);
+      return finish({ outcome: 'invalid', commit: pinned, message: problem.message });
+    }
+  }
+  head = target;
   try {
     const snapshot = await reader.snapshot(head);
     const loaded = await loadManifests(snapshot, {
@@ -113,7 +136,16 @@ export async function syncSource(
       );
       return finish({ outcome: 'invalid', commit: head, message });
     }
+    const quotaProblem = await functionQuotaProblem(deps, source, loaded.documents);
+    if (quotaProblem) {
+      const message = `commit ${head.slice(0, 12)} rejected, nothing of it applied: ${quotaProblem}`;
+      condition('Ready', false, 'QuotaExceeded', message);
+      condition('Stalled', true, 'QuotaExceeded', quotaProblem);
+      deps.logger.warn({ source: source.metadata.name, commit: head }, quotaProblem);
+      return finish({ outcome: 'invalid', commit: head, message: quotaProblem });
+    }
     const plan = await planSource(source, snapshot, loaded);
+    deps.planned?.(plan);
     const applied = await applyPlan(deps.store, source, plan);
     status.lastSyncedCommit = head;
     status.shortCommit = head.slice(0, 12);
@@ -137,6 +169,43 @@ export async function syncSource(
     condition('Ready', false, reason, error.message);
     deps.logger.error({ source: source.metadata.name, err: error.message }, 'sync failed');
     return finish({ outcome: 'failed', commit: head, message: error.message });
+  }
+}
+
+/** A commit that would take the namespace past its function quota is refused as a whole. */
+async function functionQuotaProblem(
+  deps: SyncDeps,
+  source: GitSource,
+  documents: readonly { kind: string }[],
+): Promise<string | undefined> {
+  if (deps.maxFunctions === undefined) return undefined;
+  const mine = documents.filter((d) => d.kind === 'Function').length;
+  if (mine <= deps.maxFunctions) {
+    const existing = await deps.store.list('Function', { namespace: source.metadata.namespace });
+    const others = existing.filter((f) => f.metadata.labels?.[LABEL_SOURCE] !== source.metadata.name).length;
+    if (others + mine <= deps.maxFunctions) return undefined;
+    return `quota: namespace ${source.metadata.namespace} may hold ${deps.maxFunctions} functions; its other sources hold ${others} and this commit defines ${mine} (SLESS_QUOTA_FUNCTIONS)`;
+  }
+  return `quota: namespace ${source.metadata.namespace} may hold ${deps.maxFunctions} functions; this commit defines ${mine} (SLESS_QUOTA_FUNCTIONS)`;
+}
+
+/** Why a pin cannot be served, or undefined when its commit is on the branch. */
+async function pinProblem(
+  reader: SourceReader,
+  source: GitSource,
+  pinned: string,
+  head: string,
+): Promise<{ reason: string; message: string } | undefined> {
+  const branch = source.spec.branch ?? 'main';
+  try {
+    if (await reader.isOnBranch(pinned, head)) return undefined;
+    return {
+      reason: 'PinNotOnBranch',
+      message: `spec.ref.commit: ${pinned} is not a commit of branch "${branch}"`,
+    };
+  } catch (thrown) {
+    const error = asError(thrown);
+    return { reason: error instanceof SlessError ? error.reason : 'SourceFailed', message: error.message };
   }
 }
 

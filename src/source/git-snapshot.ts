@@ -3,6 +3,7 @@ import git from 'isomorphic-git';
 import { SourceError } from '../core/errors.js';
 import type { SourceSnapshot, TreeFile } from '../core/interfaces.js';
 import { normalizeRepoPath } from '../core/paths.js';
+import { ObjectSizeReader } from './object-size.js';
 
 /**
  * Tree listings keyed by tree oid. Trees are content-addressed, so a listing never goes stale and a
@@ -23,15 +24,46 @@ export class TreeListingCache {
   }
 }
 
+/** What the snapshots of one gitdir share: isomorphic-git's object cache, tree listings and sizes. */
+export class SnapshotCaches {
+  readonly cache = {};
+  readonly listings = new TreeListingCache();
+  private readonly gitdir: string;
+  private sizes: ObjectSizeReader | undefined;
+
+  constructor(gitdir: string) {
+    this.gitdir = gitdir;
+  }
+
+  snapshot(commit: string): GitSnapshot {
+    this.sizes ??= new ObjectSizeReader(this.gitdir);
+    return new GitSnapshot({
+      gitdir: this.gitdir,
+      commit,
+      cache: this.cache,
+      listings: this.listings,
+      sizes: this.sizes,
+    });
+  }
+}
+
 /** A commit read straight from a gitdir's objects: no checkout, no working tree. */
 export class GitSnapshot implements SourceSnapshot {
   readonly commit: string;
   private readonly gitdir: string;
   private readonly cache: object;
   private readonly listings: TreeListingCache;
+  private readonly sizes: ObjectSizeReader | undefined;
 
-  constructor(options: { gitdir: string; commit: string; cache: object; listings: TreeListingCache }) {
+  constructor(options: {
+    gitdir: string;
+    commit: string;
+    cache: object;
+    listings: TreeListingCache;
+    sizes?: ObjectSizeReader;
+  }) {
     this.gitdir = options.gitdir;
+    this.sizes = options.sizes;
     this.commit = options.commit;
     this.cache = options.cache;
     this.listings = options.listings;
@@ -72,6 +104,10 @@ export class GitSnapshot implements SourceSnapshot {
     files.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
     this.listings.set(`${treeOid}:${prefix}`, files);
     return files;
+  }
+
+  async fileSize(file: TreeFile): Promise<number | undefined> {
+    return this.sizes?.size(file.oid);
   }
 
   async readFile(path: string): Promise<Uint8Array> {

@@ -1,12 +1,12 @@
 import fs from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
+import type { HttpClient } from 'isomorphic-git';
 import git from 'isomorphic-git';
-import http from 'isomorphic-git/http/node';
 import { SourceError } from '../core/errors.js';
 import { sha256Hex } from '../core/hash.js';
 import type { SourceReader, SourceSnapshot } from '../core/interfaces.js';
-import { GitSnapshot, isNotFound, TreeListingCache } from './git-snapshot.js';
+import { isNotFound, SnapshotCaches } from './git-snapshot.js';
 
 export interface GitCredentials {
   username: string;
@@ -17,15 +17,29 @@ function branchRef(branch: string): string {
   return branch.startsWith('refs/') ? branch : `refs/heads/${branch}`;
 }
 
+/** How deep a remote's history is fetched to find a pinned commit below the shallow head. */
+const PIN_HISTORY_DEPTH = 1000;
+
+/** True when `commit` is `head` or an ancestor of it, with the objects this gitdir has. */
+async function reaches(gitdir: string, cache: object, head: string, commit: string): Promise<boolean> {
+  if (head === commit) return true;
+  try {
+    return await git.isDescendent({ fs, gitdir, oid: head, ancestor: commit, depth: -1, cache });
+  } catch {
+    // A missing object (unknown commit, or history cut by a shallow fetch) proves nothing.
+    return false;
+  }
+}
+
 /** Reads a repository on this machine in place, and notices commits through its refs at once. */
 export class LocalRepositoryReader implements SourceReader {
   private readonly gitdir: string;
   private readonly branch: string;
-  private readonly cache = {};
-  private readonly listings = new TreeListingCache();
+  private readonly caches: SnapshotCaches;
 
   constructor(options: { path: string; branch: string }) {
     this.gitdir = fs.existsSync(join(options.path, '.git')) ? join(options.path, '.git') : options.path;
+    this.caches = new SnapshotCaches(this.gitdir);
     this.branch = options.branch;
     if (!fs.existsSync(join(this.gitdir, 'HEAD'))) {
       throw new SourceError(`${options.path} is not a git repository`, 'RepositoryNotFound');
@@ -43,7 +57,11 @@ export class LocalRepositoryReader implements SourceReader {
   }
 
   async snapshot(commit: string): Promise<SourceSnapshot> {
-    return new GitSnapshot({ gitdir: this.gitdir, commit, cache: this.cache, listings: this.listings });
+    return this.caches.snapshot(commit);
+  }
+
+  isOnBranch(commit: string, head: string): Promise<boolean> {
+    return reaches(this.gitdir, this.caches.cache, head, commit);
   }
 
   /**
@@ -76,15 +94,24 @@ export class RemoteRepositoryReader implements SourceReader {
   private readonly branch: string;
   private readonly gitdir: string;
   private readonly credentials: GitCredentials | undefined;
-  private readonly cache = {};
-  private readonly listings = new TreeListingCache();
+  private readonly http: HttpClient;
+  private readonly caches: SnapshotCaches;
   private initialized: Promise<void> | undefined;
 
-  constructor(options: { url: string; branch: string; cacheDir: string; credentials?: GitCredentials }) {
+  /** `http` decides which addresses may be reached (see guardedGitHttp); the reader never picks one. */
+  constructor(options: {
+    url: string;
+    branch: string;
+    cacheDir: string;
+    http: HttpClient;
+    credentials?: GitCredentials;
+  }) {
     this.url = options.url;
+    this.http = options.http;
     this.branch = options.branch;
     this.credentials = options.credentials;
     this.gitdir = join(options.cacheDir, sha256Hex(`${options.url}\0${options.branch}`).slice(0, 24));
+    this.caches = new SnapshotCaches(this.gitdir);
   }
 
   private auth() {
@@ -96,7 +123,7 @@ export class RemoteRepositoryReader implements SourceReader {
     const ref = branchRef(this.branch);
     let refs: { ref: string; oid: string }[];
     try {
-      refs = await git.listServerRefs({ http, url: this.url, prefix: ref, ...this.auth() });
+      refs = await git.listServerRefs({ http: this.http, url: this.url, prefix: ref, ...this.auth() });
     } catch (error) {
       throw new SourceError(
         `cannot list refs of ${this.url}: ${describeHttpError(error)}`,
@@ -112,28 +139,45 @@ export class RemoteRepositoryReader implements SourceReader {
   async snapshot(commit: string): Promise<SourceSnapshot> {
     await this.ensureGitdir();
     if (!(await this.hasCommit(commit))) {
-      try {
-        await git.fetch({
-          fs,
-          http,
-          gitdir: this.gitdir,
-          remote: 'origin',
-          ref: this.branch,
-          singleBranch: true,
-          depth: 1,
-          tags: false,
-          cache: this.cache,
-          ...this.auth(),
-        });
-      } catch (error) {
-        throw new SourceError(`cannot fetch ${this.url}: ${describeHttpError(error)}`, 'FetchFailed', error);
-      }
+      await this.fetchBranch(1);
       if (!(await this.hasCommit(commit))) {
         // The branch moved again between listing and fetching; the next sync picks the newer head.
         throw new SourceError(`commit ${commit} is no longer the head of "${this.branch}"`, 'HeadMoved');
       }
     }
-    return new GitSnapshot({ gitdir: this.gitdir, commit, cache: this.cache, listings: this.listings });
+    return this.caches.snapshot(commit);
+  }
+
+  /**
+   * Polls fetch the head only (depth 1), so an earlier commit may be missing or cut off from the head;
+   * the history is then fetched once, PIN_HISTORY_DEPTH commits deep, and looked at again.
+   */
+  async isOnBranch(commit: string, head: string): Promise<boolean> {
+    await this.snapshot(head);
+    if ((await this.hasCommit(commit)) && (await reaches(this.gitdir, this.caches.cache, head, commit)))
+      return true;
+    await this.fetchBranch(PIN_HISTORY_DEPTH);
+    return (await this.hasCommit(commit)) && reaches(this.gitdir, this.caches.cache, head, commit);
+  }
+
+  /** Fetches this branch only, `depth` commits deep. */
+  private async fetchBranch(depth: number): Promise<void> {
+    try {
+      await git.fetch({
+        fs,
+        http: this.http,
+        gitdir: this.gitdir,
+        remote: 'origin',
+        ref: this.branch,
+        singleBranch: true,
+        depth,
+        tags: false,
+        cache: this.caches.cache,
+        ...this.auth(),
+      });
+    } catch (error) {
+      throw new SourceError(`cannot fetch ${this.url}: ${describeHttpError(error)}`, 'FetchFailed', error);
+    }
   }
 
   private ensureGitdir(): Promise<void> {
@@ -154,7 +198,7 @@ export class RemoteRepositoryReader implements SourceReader {
 
   private async hasCommit(oid: string): Promise<boolean> {
     try {
-      await git.readCommit({ fs, gitdir: this.gitdir, oid, cache: this.cache });
+      await git.readCommit({ fs, gitdir: this.gitdir, oid, cache: this.caches.cache });
       return true;
     } catch {
       return false;
@@ -162,9 +206,22 @@ export class RemoteRepositoryReader implements SourceReader {
   }
 }
 
-/** isomorphic-git's HTTP errors carry the status; the URL may hold a token, so it is not repeated. */
-function describeHttpError(error: unknown): string {
+/**
+ * What a failed request says in status. Never the server's answer itself: a URL pointed at some
+ * other service would otherwise copy that service's response (metrics, keys) into the tenant's
+ * status. Only the status code, or the kind of failure, is kept; the URL may hold a token, so it is
+ * not repeated either.
+ */
+export function describeHttpError(error: unknown): string {
   const data = (error as { data?: { statusCode?: number; statusMessage?: string } }).data;
-  if (data?.statusCode) return `HTTP ${data.statusCode} ${data.statusMessage ?? ''}`.trim();
-  return error instanceof Error ? error.message : String(error);
+  if (typeof data?.statusCode === 'number') return `HTTP ${data.statusCode}`;
+  if (error instanceof SourceError) return error.message;
+  const code = (error as { code?: unknown }).code;
+  if (code === 'SmartHttpError' || code === 'ParseError' || code === 'EmptyServerResponseError')
+    return 'the server did not answer as a git smart HTTP server';
+  if (code === 'ECONNREFUSED' || code === 'ECONNRESET' || code === 'UND_ERR_SOCKET')
+    return 'the connection failed';
+  if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') return 'the host name does not resolve';
+  if (typeof code === 'string' && code.startsWith('UND_ERR_')) return 'the request failed or timed out';
+  return 'the request failed';
 }

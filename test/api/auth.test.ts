@@ -133,6 +133,8 @@ describe('JWT on /v1 (JWKS)', () => {
       ['GET', `/v1/namespaces/${bobNs}/triggers`],
       ['GET', `/v1/namespaces/${bobNs}/jobs`],
       ['POST', `/v1/namespaces/${bobNs}/sources/secret-repo/sync`],
+      ['GET', `/v1/namespaces/${bobNs}/functions/f/logs`],
+      ['GET', `/v1/namespaces/${bobNs}/functions/f/logs?follow=true`],
       ['DELETE', `/v1/namespaces/${bobNs}/sources/secret-repo`],
       ['POST', `/v1/namespaces/${bobNs}/ensure`],
       ['POST', `/v1/namespaces/default/ensure`],
@@ -241,12 +243,20 @@ describe('JWT on /v1 (JWKS)', () => {
   });
 
   test('public routes need no token; webhooks answer for their signature, not a bearer', async () => {
-    for (const path of ['/healthz', '/readyz', '/metrics', '/openapi.json'])
+    for (const path of ['/healthz', '/readyz', '/openapi.json'])
       expect((await fetch(`${base}${path}`)).status, path).toBe(200);
     expect((await fetch(`${base}/fn/default/hello`)).status).toBe(404);
     const hook = await fetch(`${base}/v1/webhooks/default/repo`, { method: 'POST', body: '{}' });
     expect(hook.status).toBe(403);
     expect(hook.headers.get('www-authenticate')).toBeNull();
+  });
+
+  test('/metrics names every tenant, so it needs an admin token when auth is on', async () => {
+    expect((await fetch(`${base}/metrics`)).status).toBe(401);
+    expect((await call('/metrics', await tokenFor('alice'))).status).toBe(403);
+    const admin = await call('/metrics', await tokenFor('root', { sless_admin: true }));
+    expect(admin.status).toBe(200);
+    expect(await admin.text()).toContain('sless_source_syncs_total');
   });
 
   test('tokens never reach the log', async () => {

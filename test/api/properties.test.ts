@@ -231,3 +231,51 @@ describe('no input breaks the API', () => {
     );
   });
 });
+
+/** JSON text nested `depth` levels, as objects, arrays or both (text: stringify would overflow first). */
+function nestedJson(depth: number, shape: 'object' | 'array' | 'mixed'): string {
+  const open: string[] = [];
+  const close: string[] = [];
+  for (let i = 0; i < depth; i++) {
+    const array = shape === 'array' || (shape === 'mixed' && i % 2 === 1);
+    open.push(array ? '[' : '{"k":');
+    close.push(array ? ']' : '}');
+  }
+  return `${open.join('')}"leaf"${close.reverse().join('')}`;
+}
+
+describe('deep nesting never breaks the API', () => {
+  test('bodies and spec.event nested up to 10,000 levels: 400 past the limit, never a 500', async () => {
+    const shapeArb = fc.constantFrom<'object' | 'array' | 'mixed'>('object', 'array', 'mixed');
+    await fc.assert(
+      fc.asyncProperty(
+        postUrls,
+        fc.integer({ min: 1, max: 10_000 }),
+        shapeArb,
+        fc.constantFrom('event', 'event', 'body', 'labels'),
+        async (url, depth, shape, where) => {
+          const deep = nestedJson(depth, shape);
+          const payload =
+            where === 'body'
+              ? deep
+              : where === 'labels'
+                ? `{"apiVersion":"sless.dev/v1alpha1","kind":"FunctionJob","metadata":{"name":"j","labels":${deep}}}`
+                : url.endsWith('/triggers')
+                  ? `{"name":"deep","spec":{"function":"hello","type":"http","${where}":${deep}}}`
+                  : url.endsWith('/validate')
+                    ? `{"apiVersion":"sless.dev/v1alpha1","kind":"FunctionJob","metadata":{"name":"j"},"spec":{"function":"hello","runId":1,"${where}":${deep}}}`
+                    : `{"name":"deep","spec":{"function":"hello","runId":1,"${where}":${deep}}}`;
+          const response = await h.app.inject({
+            method: 'POST',
+            url,
+            headers: { 'content-type': 'application/json' },
+            payload,
+          });
+          expectClean(response);
+          if (depth > 40 && url.endsWith('/validate')) expect(response.statusCode).toBe(400);
+        },
+      ),
+      { numRuns: 80 },
+    );
+  });
+});

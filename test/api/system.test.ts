@@ -22,6 +22,7 @@ import { eventually } from '../helpers/local-system.js';
 const ISSUER = 'https://issuer.test';
 const AUDIENCE = 'sless';
 const WEBHOOK_SECRET = 'system-test-secret';
+const SCRAPE_TOKEN = 'system-test-scrape-token';
 
 describe('startLocalSystem with auth on', () => {
   let jwks: Server;
@@ -69,7 +70,10 @@ describe('startLocalSystem with auth on', () => {
         SLESS_AUTH_JWKS_URL: `http://127.0.0.1:${(jwks.address() as AddressInfo).port}/jwks`,
         SLESS_AUTH_ISSUER: ISSUER,
         SLESS_AUTH_AUDIENCE: AUDIENCE,
-        SLESS_WEBHOOK_SECRET_REPO: WEBHOOK_SECRET,
+        // The secret signs for this tenant's `repo` only: the namespace is part of the name.
+        [`SLESS_WEBHOOK_SECRET_${ns.toUpperCase().replace(/-/g, '_')}__REPO`]: WEBHOOK_SECRET,
+        SLESS_OUTBOUND_ALLOW: '127.0.0.1/32',
+        SLESS_METRICS_TOKEN: SCRAPE_TOKEN,
       },
     );
     expect(config.authDisabled).toBe(false);
@@ -115,7 +119,12 @@ describe('startLocalSystem with auth on', () => {
     expect(hook.status).toBe(202);
     await eventually(async () => (await lastSynced()) === second, 30_000, 'webhook sync');
 
-    const metrics = await (await fetch(`${system.url}/metrics`)).text();
+    // Metrics name every tenant: the public gets 401, a tenant 403, the operator's scraper the text.
+    expect((await fetch(`${system.url}/metrics`)).status).toBe(401);
+    expect((await api('/metrics')).status).toBe(403);
+    const metrics = await (
+      await fetch(`${system.url}/metrics`, { headers: { authorization: `Bearer ${SCRAPE_TOKEN}` } })
+    ).text();
     const synced = new RegExp(
       `sless_source_syncs_total\\{namespace="${ns}",source="repo",result="synced"\\} (\\d+)`,
     );

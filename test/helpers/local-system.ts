@@ -28,6 +28,8 @@ export async function startTestSystem(options: {
   stateDir?: string;
   /** `off` for tests whose functions must write the test's own files (single-user mode). */
   sandbox?: 'auto' | 'off';
+  /** More settings, as the environment would give them (quotas, secrets). */
+  env?: NodeJS.ProcessEnv;
 }): Promise<TestSystem> {
   const stateDir = options.stateDir ?? (await tempDir('state'));
   const config = loadLocalConfig(
@@ -40,7 +42,8 @@ export async function startTestSystem(options: {
       'build-cache-dir': TEST_BUILD_CACHE,
       sandbox: options.sandbox ?? 'auto',
     },
-    {},
+    // The test git server listens on loopback: an admin's explicit allowance, as in production.
+    { SLESS_OUTBOUND_ALLOW: '127.0.0.1/32', ...options.env },
   );
   const logger = pino({ level: process.env.SLESS_TEST_LOG ?? 'silent' });
   const system = await startLocalSystem(config, {

@@ -143,6 +143,8 @@ export async function kubeEnv(prefix: string): Promise<KubeEnv> {
       AWS_SECRET_ACCESS_KEY: cluster.s3.secretAccessKey,
       SLESS_EXTERNAL_URL: 'http://sless.test',
       SLESS_STATE_DIR: join('/tmp', `sless-kube-${id}`),
+      // The test git server listens on loopback: an admin's explicit allowance, as in production.
+      SLESS_OUTBOUND_ALLOW: '127.0.0.1/32',
     },
   );
   return {

@@ -65,6 +65,8 @@ interface RuntimeSpec {
   loadFailure: (entrypoint: string) => Promise<Exited>;
   missingModule: string;
   missingFunction: string;
+  /** A name every module has without defining it (inherited or built in); never a handler. */
+  inheritedFunction: string;
   /** Prefix of the one-line error (Go: the error comes from the build). */
   errorPrefix: string;
 }
@@ -81,6 +83,7 @@ function interpreted(name: 'nodejs20' | 'python3.11'): RuntimeSpec {
     },
     missingModule: 'nope.handle',
     missingFunction: 'handler.nope',
+    inheritedFunction: name === 'nodejs20' ? 'handler.constructor' : 'handler.__class__',
     errorPrefix: 'sless-runtime: cannot load entrypoint',
   };
 }
@@ -96,6 +99,8 @@ const RUNTIMES: RuntimeSpec[] = [
       buildGo(path.join(FIXTURES_DIR, 'go1.21'), path.join(goDir, 'should-not-exist'), entrypoint),
     missingModule: 'nope.Handle',
     missingFunction: 'handler.Nope',
+    // Go resolves the name at build time; an unexported (or implicit) name is refused there.
+    inheritedFunction: 'handler.init',
     errorPrefix: 'sless-build: cannot load entrypoint',
   },
 ];
@@ -475,6 +480,15 @@ const CASES: Case[] = [
       expect(last).toMatch(
         new RegExp(`^${rt.errorPrefix} "${rt.missingFunction}": module "handler".* has no function "${fn}"$`),
       );
+    },
+  },
+  {
+    name: 'an inherited or built-in name is not a handler → exit 3',
+    run: async ({ rt }) => {
+      const res = await rt.loadFailure(rt.inheritedFunction);
+      expect(res.code).toBe(3);
+      const last = res.stderr.trimEnd().split('\n').at(-1) ?? '';
+      expect(last).toContain(`${rt.errorPrefix} "${rt.inheritedFunction}"`);
     },
   },
   {

@@ -17,6 +17,11 @@ export interface Principal {
 export interface Authenticator {
   /** For the startup log: what protects `/v1`. */
   readonly description: string;
+  /**
+   * True when anyone who can connect is trusted (no auth, loopback only): the API then also refuses
+   * non-loopback Host values and cross-site browser requests, which loopback alone does not stop.
+   */
+  readonly trustsLoopback?: boolean;
   authenticate(request: FastifyRequest): Promise<Principal>;
 }
 
@@ -26,6 +31,7 @@ export interface Authenticator {
  */
 export class NoAuthAuthenticator implements Authenticator {
   readonly description = 'none (local loopback mode: every caller is an admin)';
+  readonly trustsLoopback = true;
   private static readonly principal: Principal = Object.freeze({
     subject: 'local',
     namespace: 'default',

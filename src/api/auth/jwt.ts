@@ -118,10 +118,48 @@ export function parsePublicKey(text: string): KeyObject {
   return key;
 }
 
+/** How long one JWKS fetch may take, and how long after a failed one requests fail fast. */
+export const JWKS_TIMEOUT_MS = 2000;
+export const JWKS_FAILURE_COOLDOWN_MS = 10_000;
+
+/**
+ * jose's remote key set, plus a cool-down after a failed fetch: a JWKS endpoint that hangs would
+ * otherwise hold every request for the whole timeout, one after another. For the cool-down, requests
+ * answer 503 at once; the next request after it tries the endpoint again.
+ */
+export function jwksWithCooldown(
+  url: URL,
+  options: { timeoutMs?: number; cooldownMs?: number; now?: () => number } = {},
+): JWTVerifyGetKey {
+  const timeoutMs = options.timeoutMs ?? JWKS_TIMEOUT_MS;
+  const cooldownMs = options.cooldownMs ?? JWKS_FAILURE_COOLDOWN_MS;
+  const now = options.now ?? Date.now;
+  const remote = createRemoteJWKSet(url, { timeoutDuration: timeoutMs, cooldownDuration: 30_000 });
+  let failedAt: number | undefined;
+  return async (header, token) => {
+    if (failedAt !== undefined && now() - failedAt < cooldownMs)
+      throw new joseErrors.JWKSTimeout('signing keys were unreachable moments ago');
+    try {
+      const key = await remote(header, token);
+      failedAt = undefined;
+      return key;
+    } catch (error) {
+      // Only the endpoint failing starts the cool-down; a token naming an unknown key does not.
+      const aboutToken =
+        error instanceof joseErrors.JWKSNoMatchingKey ||
+        error instanceof joseErrors.JWKSMultipleMatchingKeys ||
+        error instanceof joseErrors.JOSEAlgNotAllowed ||
+        error instanceof joseErrors.JOSENotSupported;
+      if (!aboutToken) failedAt = now();
+      throw error;
+    }
+  };
+}
+
 export function createJwtAuthenticator(settings: AuthSettings): JwtAuthenticator {
   const key =
     settings.key.kind === 'jwks'
-      ? createRemoteJWKSet(new URL(settings.key.url), { timeoutDuration: 5000, cooldownDuration: 30_000 })
+      ? jwksWithCooldown(new URL(settings.key.url))
       : parsePublicKey(settings.key.key);
   return new JwtAuthenticator({
     key,

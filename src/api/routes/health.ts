@@ -1,5 +1,8 @@
-import type { FastifyInstance } from 'fastify';
+import { timingSafeEqual } from 'node:crypto';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { Authenticator } from '../auth/authenticator.js';
 import type { ApiContext } from '../context.js';
+import { ForbiddenError } from '../errors.js';
 import type { SlessMetrics } from '../metrics.js';
 import type { RouteCollector } from '../openapi.js';
 import { anyObject, errorBody } from '../schemas.js';
@@ -7,13 +10,32 @@ import { anyObject, errorBody } from '../schemas.js';
 export interface HealthOptions {
   context: ApiContext;
   metrics: SlessMetrics;
+  authenticator: Authenticator;
+  /** A static scrape token accepted on /metrics besides an admin's JWT. */
+  metricsToken?: string | undefined;
   collector: RouteCollector;
   version: string;
 }
 
 const statusBody = { type: 'object', properties: { status: { type: 'string' } } } as const;
 
-/** Public, unauthenticated routes: probes, Prometheus and the OpenAPI document. */
+/**
+ * Metrics carry every tenant's namespace, source and function names. With auth on, only an admin's
+ * token (or the operator's scrape token) may read them; without auth the loopback guard applies.
+ */
+async function authorizeScrape(request: FastifyRequest, options: HealthOptions): Promise<void> {
+  if (options.authenticator.trustsLoopback) return;
+  const header = request.headers.authorization;
+  if (options.metricsToken !== undefined && typeof header === 'string') {
+    const given = Buffer.from(header);
+    const expected = Buffer.from(`Bearer ${options.metricsToken}`);
+    if (given.length === expected.length && timingSafeEqual(given, expected)) return;
+  }
+  const principal = await options.authenticator.authenticate(request);
+  if (!principal.admin) throw new ForbiddenError('/metrics names every tenant: admins only');
+}
+
+/** Unauthenticated routes (probes and the OpenAPI document) and /metrics (admins when auth is on). */
 export async function healthRoutes(app: FastifyInstance, options: HealthOptions): Promise<void> {
   app.get(
     '/healthz',
@@ -32,8 +54,14 @@ export async function healthRoutes(app: FastifyInstance, options: HealthOptions)
   );
   app.get(
     '/metrics',
-    { schema: { summary: 'Prometheus metrics (text exposition format)', tags: ['health'] } },
-    async (_request, reply) => {
+    {
+      schema: {
+        summary: 'Prometheus metrics (text exposition format); admins only when auth is on',
+        tags: ['health'],
+      },
+    },
+    async (request, reply) => {
+      await authorizeScrape(request, options);
       const text = await options.metrics.render();
       return reply.type(options.metrics.contentType()).send(text);
     },

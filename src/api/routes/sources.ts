@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { NotFoundError } from '../../core/errors.js';
+import { DEFAULT_QUOTAS } from '../../core/quotas.js';
 import type { GitSource } from '../../core/resources.js';
 import type { ApiContext } from '../context.js';
 import { ForbiddenError } from '../errors.js';
@@ -10,7 +11,8 @@ function isLocalPath(url: string): boolean {
   return !/^https?:\/\//.test(url);
 }
 
-const syncResult = {
+/** A sync's outcome and the source after it (also the answer of the pin routes). */
+export const syncResult = {
   type: 'object',
   properties: {
     outcome: { type: 'string' },
@@ -44,6 +46,15 @@ export async function sourceRoutes(app: FastifyInstance, options: { context: Api
       if (isLocalPath(source.spec.url) && !request.principal?.admin)
         throw new ForbiddenError('spec.url: a local repository path can only be registered by an admin');
       const existed = await context.store.get('GitSource', source.metadata.namespace, source.metadata.name);
+      const { maxSources } = context.quotas ?? DEFAULT_QUOTAS;
+      if (!existed) {
+        const count = (await context.store.list('GitSource', { namespace: source.metadata.namespace }))
+          .length;
+        if (count >= maxSources)
+          throw new ForbiddenError(
+            `quota: namespace ${source.metadata.namespace} already has ${count} of its ${maxSources} GitSources`,
+          );
+      }
       const applied = await context.store.apply(source);
       return reply.code(existed ? 200 : 201).send(applied);
     },

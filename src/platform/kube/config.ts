@@ -5,8 +5,17 @@
  */
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { type AuthSettings, loadWebhookSecrets, type WebhookSecretSettings } from '../../config/auth.js';
-import { ConfigError, loadAuth, PACKAGE_ROOT } from '../../config/config.js';
+import type { AuthSettings, WebhookSecretSettings } from '../../config/auth.js';
+import type { CodeGateSettings } from '../../config/code-gate.js';
+import {
+  ConfigError,
+  loadAuth,
+  loadCodeGate,
+  loadTenancy,
+  loadWebhookSecretSettings,
+  PACKAGE_ROOT,
+  type TenancySettings,
+} from '../../config/config.js';
 import { isDnsLabel } from '../../core/naming.js';
 
 export interface KubeControllerConfig {
@@ -45,6 +54,8 @@ export interface KubeControllerConfig {
   readonly authDisabled: boolean;
   readonly auth: AuthSettings | undefined;
   readonly webhookSecrets: WebhookSecretSettings;
+  readonly tenancy: TenancySettings;
+  readonly codeGate: CodeGateSettings;
 }
 
 const SA_NAMESPACE_FILE = '/var/run/secrets/kubernetes.io/serviceaccount/namespace';
@@ -189,6 +200,8 @@ export function loadKubeControllerConfig(
     prettyLogs: false,
     authDisabled: auth === undefined,
     auth,
-    webhookSecrets: loadWebhookSecrets(env),
+    webhookSecrets: loadWebhookSecretSettings(env),
+    tenancy: loadTenancy(env),
+    codeGate: loadCodeGate(env),
   } as const);
 }

@@ -5,7 +5,7 @@
  * the KubeConfig for every request, so rotated in-cluster tokens are picked up.
  */
 
-import { request as httpRequest } from 'node:http';
+import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { Agent, request as httpsRequest, type RequestOptions } from 'node:https';
 import type { KubeConfig } from '@kubernetes/client-node';
 
@@ -73,7 +73,11 @@ export class KubeHttp {
     }
   }
 
-  private async send(method: string, path: string, options: KubeRequest): Promise<string> {
+  /** URL, headers and agent of one request: credentials come from the KubeConfig every time. */
+  private async prepare(
+    path: string,
+    options: KubeRequest,
+  ): Promise<{ url: URL; headers: Record<string, string>; payload: string | undefined; secure: boolean }> {
     const url = new URL(path, this.server);
     const base = this.server.pathname.replace(/\/+$/, '');
     if (base) url.pathname = `${base}${path.split('?')[0]}`;
@@ -105,6 +109,39 @@ export class KubeHttp {
         ...(opts.rejectUnauthorized === false ? { rejectUnauthorized: false } : {}),
       });
     }
+    return { url, headers, payload, secure };
+  }
+
+  /**
+   * A GET whose 2xx body is streamed (pods/log with follow): resolves with the response once its
+   * headers arrive; the caller reads it and aborts `signal` to stop. Non-2xx rejects with KubeApiError.
+   */
+  async stream(path: string, options: KubeRequest & { signal: AbortSignal }): Promise<IncomingMessage> {
+    const { url, headers, secure } = await this.prepare(path, options);
+    return new Promise<IncomingMessage>((resolve, reject) => {
+      const send = secure ? httpsRequest : httpRequest;
+      const req = send(
+        url,
+        { method: 'GET', headers, signal: options.signal, ...(secure ? { agent: this.agent } : {}) },
+        (res) => {
+          const code = res.statusCode ?? 0;
+          if (code >= 200 && code < 300) {
+            resolve(res);
+            return;
+          }
+          const chunks: Buffer[] = [];
+          res.on('data', (c: Buffer) => chunks.push(c));
+          res.on('error', reject);
+          res.on('end', () => reject(apiError('GET', url, code, Buffer.concat(chunks).toString('utf8'))));
+        },
+      );
+      req.on('error', reject);
+      req.end();
+    });
+  }
+
+  private async send(method: string, path: string, options: KubeRequest): Promise<string> {
+    const { url, headers, payload, secure } = await this.prepare(path, options);
     return new Promise<string>((resolve, reject) => {
       const send = secure ? httpsRequest : httpRequest;
       const req = send(url, { method, headers, ...(secure ? { agent: this.agent } : {}) }, (res) => {
@@ -118,16 +155,7 @@ export class KubeHttp {
             resolve(text);
             return;
           }
-          let reason = '';
-          let message = text.slice(0, 2000);
-          try {
-            const status = JSON.parse(text) as { reason?: string; message?: string };
-            reason = status.reason ?? '';
-            message = status.message ?? message;
-          } catch {
-            // not a Status object: keep the raw text
-          }
-          reject(new KubeApiError(code, reason, `${method} ${url.pathname}: ${code} ${message}`));
+          reject(apiError(method, url, code, text));
         });
       });
       req.on('error', reject);
@@ -140,4 +168,18 @@ export class KubeHttp {
   close(): void {
     this.agent?.destroy();
   }
+}
+
+/** The API's Status body (reason and message) as a KubeApiError; other bodies are kept as text. */
+function apiError(method: string, url: URL, code: number, text: string): KubeApiError {
+  let reason = '';
+  let message = text.slice(0, 2000);
+  try {
+    const status = JSON.parse(text) as { reason?: string; message?: string };
+    reason = status.reason ?? '';
+    message = status.message ?? message;
+  } catch {
+    // not a Status object: keep the raw text
+  }
+  return new KubeApiError(code, reason, `${method} ${url.pathname}: ${code} ${message}`);
 }

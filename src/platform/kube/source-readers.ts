@@ -1,5 +1,6 @@
 /** Git sources on Kubernetes: a GitSource's secretRef names a Secret in its own namespace. */
 import { join } from 'node:path';
+import type { HttpClient } from 'isomorphic-git';
 import { SourceError } from '../../core/errors.js';
 import type { SourceReader, SourceReaderFactory } from '../../core/interfaces.js';
 import type { GitSource } from '../../core/resources.js';
@@ -11,10 +12,13 @@ import { SECRET } from './resource-types.js';
 export class KubeSourceReaderFactory implements SourceReaderFactory {
   private readonly http: KubeHttp;
   private readonly cacheDir: string;
+  private readonly gitHttp: HttpClient;
 
-  constructor(options: { http: KubeHttp; stateDir: string }) {
+  /** `gitHttp` reaches git servers through the outbound policy; `http` is the Kubernetes API. */
+  constructor(options: { http: KubeHttp; stateDir: string; gitHttp: HttpClient }) {
     this.http = options.http;
     this.cacheDir = join(options.stateDir, 'git-cache');
+    this.gitHttp = options.gitHttp;
   }
 
   async create(source: GitSource): Promise<SourceReader> {
@@ -32,6 +36,7 @@ export class KubeSourceReaderFactory implements SourceReaderFactory {
       url,
       branch: source.spec.branch ?? 'main',
       cacheDir: join(this.cacheDir, source.metadata.namespace, source.metadata.name),
+      http: this.gitHttp,
       ...(credentials ? { credentials } : {}),
     });
   }
@@ -44,8 +49,9 @@ export class KubeSourceReaderFactory implements SourceReaderFactory {
       namespace,
       name,
     );
+    // Only the source's own namespace is ever read; the words are the same as local mode's.
     if (!secret)
-      throw new SourceError(`secretRef "${name}": no such Secret in ${namespace}`, 'SecretNotFound');
+      throw new SourceError(`secretRef "${name}": no such secret in ${namespace}`, 'SecretNotFound');
     const read = (key: string) => {
       const value = secret.data?.[key];
       return value === undefined ? undefined : Buffer.from(value, 'base64').toString('utf8');

@@ -1,7 +1,7 @@
 /**
  * Webhook secrets on Kubernetes: a GitSource's secretRef Secret may carry `webhookSecret`, so each
- * tenant signs its own hooks without the controller's env changing. Without one, the controller-wide
- * settings apply (SLESS_WEBHOOK_SECRET[_<SOURCE>]), as in local mode.
+ * tenant signs its own hooks without the controller's env changing. Without one, the controller's
+ * SLESS_WEBHOOK_SECRET_<NS>__<SOURCE> applies, as in local mode: always one namespace's one source.
  */
 import { type WebhookSecretSettings, webhookSecretFor } from '../../config/auth.js';
 import type { ObjectStore } from '../../core/interfaces.js';
@@ -30,6 +30,6 @@ export function kubeWebhookSecrets(options: {
       const value = secret?.data?.[WEBHOOK_SECRET_KEY];
       if (value !== undefined) return Buffer.from(value, 'base64').toString('utf8');
     }
-    return webhookSecretFor(options.fallback, sourceName);
+    return webhookSecretFor(options.fallback, namespace, sourceName);
   };
 }

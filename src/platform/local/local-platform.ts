@@ -8,6 +8,7 @@ import type {
   WorkloadPlatform,
 } from '../../core/interfaces.js';
 import type { BuildRecord, SlessFunction } from '../../core/resources.js';
+import type { FunctionLogBuffer } from './function-logs.js';
 import { type RuntimeCommand, RuntimeProcess } from './runtime-process.js';
 import { SocketDirs } from './socket-dirs.js';
 
@@ -20,6 +21,8 @@ export interface LocalPlatformOptions {
   startTimeoutMs?: number;
   /** Host-level variables a runtime needs to run at all (PATH, HOME, locale); never secrets. */
   baseEnv?: Record<string, string>;
+  /** Where runtime output goes for the logs API. */
+  logs?: FunctionLogBuffer;
 }
 
 /** Threads count too (Python serves each request on one): room for a busy server, not a fork bomb. */
@@ -175,6 +178,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver {
     clearTimeout(slot.idleTimer);
     this.slots.delete(key);
     if (slot.current) await slot.current.process.stop();
+    this.options.logs?.forget(namespace, name);
   }
 
   async resolve(namespace: string, name: string): Promise<RouteState> {
@@ -304,10 +308,13 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver {
       tenant: fn.metadata.namespace,
       writable: [socketDir],
     };
+    const { namespace, name } = fn.metadata;
+    const logs = this.options.logs;
     const process = new RuntimeProcess(
       command,
       { socketPath: join(socketDir, 'http.sock') },
       logger,
+      logs && ((stream) => logs.writer(namespace, name, `${name}-${id}`, stream)),
       this.options.launcher,
     );
     process.once('exit', () => void this.sockets.remove(socketDir));

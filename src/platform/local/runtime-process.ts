@@ -40,6 +40,9 @@ export type Endpoint = { port: number } | { socketPath: string };
 
 const LOG_TAIL_BYTES = 8 * 1024;
 
+/** Where a process's output goes besides the log: the function log buffer, per stream. */
+export type OutputSink = (stream: 'stdout' | 'stderr') => { write(text: string): void; end(): void };
+
 /**
  * One runtime server process. It is ready once `/healthz` answers 200; if it exits before that,
  * start() rejects with the tail of its output, which is what ends up in function status.
@@ -54,13 +57,21 @@ export class RuntimeProcess extends EventEmitter<{
   private exited = false;
   private readonly logger: Logger;
   private readonly spec: RuntimeCommand;
+  private readonly sink: OutputSink | undefined;
   private readonly launcher: ProcessLauncher | undefined;
   /** Health checks over the unix socket. */
   private healthClient: Client | undefined;
 
-  constructor(spec: RuntimeCommand, endpoint: number | Endpoint, logger: Logger, launcher?: ProcessLauncher) {
+  constructor(
+    spec: RuntimeCommand,
+    endpoint: number | Endpoint,
+    logger: Logger,
+    sink?: OutputSink,
+    launcher?: ProcessLauncher,
+  ) {
     super();
     this.spec = spec;
+    this.sink = sink;
     this.endpoint = typeof endpoint === 'number' ? { port: endpoint } : endpoint;
     this.origin = 'port' in this.endpoint ? `http://127.0.0.1:${this.endpoint.port}` : 'http://localhost';
     this.logger = logger;
@@ -103,11 +114,19 @@ export class RuntimeProcess extends EventEmitter<{
     if (this.socketPath) this.healthClient = new Client(this.origin, { socketPath: this.socketPath });
     child.stdin?.on('error', () => undefined);
     this.child = child;
-    const capture = (stream: 'stdout' | 'stderr') => (chunk: Buffer) => {
-      const text = chunk.toString('utf8');
-      this.output = (this.output + text).slice(-LOG_TAIL_BYTES * 2);
-      for (const line of text.split('\n')) if (line) this.logger.info({ stream }, line);
+    const capture = (stream: 'stdout' | 'stderr') => {
+      const sink = this.sink?.(stream);
+      child[stream]?.on('end', () => sink?.end());
+      // setEncoding below: chunks are strings, never split inside a multi-byte character.
+      return (chunk: string) => {
+        const text = chunk;
+        this.output = (this.output + text).slice(-LOG_TAIL_BYTES * 2);
+        sink?.write(text);
+        for (const line of text.split('\n')) if (line) this.logger.info({ stream }, line);
+      };
     };
+    child.stdout?.setEncoding('utf8');
+    child.stderr?.setEncoding('utf8');
     child.stdout?.on('data', capture('stdout'));
     child.stderr?.on('data', capture('stderr'));
     const exitedEarly = new Promise<never>((_, reject) => {

@@ -1,0 +1,273 @@
+/**
+ * The code security gate: before a build, a function's text goes to an OpenAI-compatible
+ * chat-completions endpoint with a fixed prompt, and the answer `{"safe": bool, "reason": "…"}` decides.
+ * `safe: false` refuses the build; an endpoint that is unreachable, slow or answers garbage lets the
+ * build go on with a warning (soft fail), so an outage of the endpoint never stops deployments.
+ */
+import { Ajv } from 'ajv';
+import type { Logger } from 'pino';
+import { request } from 'undici';
+import type { CodeGateSettings } from '../config/code-gate.js';
+import { BuildError } from '../core/errors.js';
+import type { Builder, BuildRequest } from '../core/interfaces.js';
+import type { BuildRecord, CodeCheck, SlessFunction } from '../core/resources.js';
+import { type CodeText, collectCodeText, MAX_CHECKED_BYTES } from './code-text.js';
+
+export const CODE_CHECK_PROMPT = [
+  'You review the source code of one serverless function before it is built and deployed on a shared platform.',
+  'Decide whether the code is malicious. Treat it as unsafe if it does any of the following:',
+  '1. cryptocurrency mining;',
+  '2. DDoS or botnet behaviour (flooding targets, joining or controlling a botnet);',
+  '3. port scanning or network reconnaissance;',
+  '4. reverse shells or command-and-control (C2) channels;',
+  '5. container escape or host access (mounting the host, abusing the container runtime socket, kernel exploits, reading other tenants\u2019 data or the node\u2019s credentials);',
+  '6. obfuscation meant to hide what the code does (encoded payloads that are decoded and executed, packed or minified code that hides behaviour).',
+  'Ordinary web handlers, HTTP calls to APIs, databases, file processing and dependencies are safe.',
+  'Answer with one JSON object and nothing else: {"safe": true or false, "reason": "one short sentence"}.',
+].join('\n');
+
+const MAX_ANSWER_BYTES = 1024 * 1024;
+const MAX_REASON = 500;
+const VERDICT_CACHE_LIMIT = 10_000;
+
+const validateVerdict = new Ajv({ strict: true }).compile<{ safe: boolean; reason: string }>({
+  type: 'object',
+  required: ['safe', 'reason'],
+  properties: { safe: { type: 'boolean' }, reason: { type: 'string' } },
+});
+
+const validateCompletion = new Ajv({ strict: false }).compile<{
+  choices: { message: { content: string } }[];
+}>({
+  type: 'object',
+  required: ['choices'],
+  properties: {
+    choices: {
+      type: 'array',
+      minItems: 1,
+      items: {
+        type: 'object',
+        required: ['message'],
+        properties: {
+          message: { type: 'object', required: ['content'], properties: { content: { type: 'string' } } },
+        },
+      },
+    },
+  },
+});
+
+type EnabledSettings = Extract<CodeGateSettings, { enabled: true }>;
+
+/** Why an answer could not be used; becomes an Unavailable check, never a refusal. */
+class UnusableAnswer extends Error {}
+
+function userMessage(code: CodeText): string {
+  return code.files.map((f) => `=== ${f.path} ===\n${f.text}`).join('\n\n');
+}
+
+/** Models often wrap JSON in a Markdown fence despite being told not to; the fence is not the answer. */
+function unfence(content: string): string {
+  const match = /^\s*```(?:json)?\s*([\s\S]*?)\s*```\s*$/i.exec(content);
+  return match ? (match[1] as string) : content.trim();
+}
+
+export class ChatCompletionsCodeChecker {
+  private readonly settings: EnabledSettings;
+
+  constructor(settings: EnabledSettings) {
+    this.settings = settings;
+  }
+
+  /** Asks the endpoint about this code; never throws (failures are Unavailable checks). */
+  async check(code: CodeText): Promise<CodeCheck> {
+    try {
+      const verdict = await this.ask(code);
+      const reason = verdict.reason.trim().slice(0, MAX_REASON) || 'no reason given';
+      return verdict.safe ? { result: 'Passed', message: reason } : { result: 'Refused', message: reason };
+    } catch (error) {
+      return { result: 'Unavailable', message: `code check unavailable: ${this.describe(error)}` };
+    }
+  }
+
+  private describe(error: unknown): string {
+    if (error instanceof UnusableAnswer) return error.message;
+    const name = (error as { name?: string }).name;
+    if (name === 'TimeoutError' || name === 'AbortError')
+      return `no answer within ${this.settings.timeoutMs} ms`;
+    const code = (error as { code?: string }).code;
+    return `cannot reach ${new URL(this.settings.endpoint).host}: ${code ?? (error as Error).message}`;
+  }
+
+  private async ask(code: CodeText): Promise<{ safe: boolean; reason: string }> {
+    const headers: Record<string, string> = {
+      'content-type': 'application/json',
+      accept: 'application/json',
+    };
+    if (this.settings.apiKey) headers.authorization = `Bearer ${this.settings.apiKey}`;
+    const response = await request(this.settings.endpoint, {
+      method: 'POST',
+      headers,
+      body: JSON.stringify({
+        model: this.settings.model,
+        temperature: 0,
+        messages: [
+          { role: 'system', content: CODE_CHECK_PROMPT },
+          { role: 'user', content: userMessage(code) },
+        ],
+      }),
+      signal: AbortSignal.timeout(this.settings.timeoutMs),
+      headersTimeout: this.settings.timeoutMs,
+      bodyTimeout: this.settings.timeoutMs,
+    });
+    const text = await readBounded(response.body);
+    if (response.statusCode < 200 || response.statusCode >= 300)
+      throw new UnusableAnswer(`endpoint answered HTTP ${response.statusCode}`);
+    let completion: unknown;
+    try {
+      completion = JSON.parse(text);
+    } catch {
+      throw new UnusableAnswer('endpoint answered something that is not JSON');
+    }
+    if (!validateCompletion(completion))
+      throw new UnusableAnswer('endpoint answered JSON that is not a chat completion');
+    const content = completion.choices[0]?.message.content ?? '';
+    let verdict: unknown;
+    try {
+      verdict = JSON.parse(unfence(content));
+    } catch {
+      throw new UnusableAnswer('the model did not answer with JSON');
+    }
+    if (!validateVerdict(verdict))
+      throw new UnusableAnswer('the model answered JSON without a boolean "safe" and a string "reason"');
+    return verdict;
+  }
+}
+
+async function readBounded(body: AsyncIterable<Buffer> & { destroy(): void }): Promise<string> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of body) {
+    size += chunk.byteLength;
+    if (size > MAX_ANSWER_BYTES) {
+      body.destroy();
+      throw new UnusableAnswer(`endpoint answered more than ${MAX_ANSWER_BYTES} bytes`);
+    }
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+/** The typed error of a refused build: its reason becomes the condition reason. */
+export class CodeValidationError extends BuildError {
+  readonly record: BuildRecord;
+  constructor(reason: string, record: BuildRecord) {
+    super(`code validation failed: ${reason}`, '', undefined, 'CodeValidationFailed');
+    this.record = record;
+  }
+}
+
+/**
+ * A Builder that asks the gate before the inner builder starts, on either platform. One verdict per
+ * build key: the same code is never sent twice (Unavailable is no verdict, so it is asked again when
+ * the build is retried).
+ */
+export class GatedBuilder implements Builder {
+  private readonly inner: Builder;
+  private readonly checker: Pick<ChatCompletionsCodeChecker, 'check'>;
+  private readonly logger: Logger;
+  private readonly verdicts = new Map<string, CodeCheck>();
+  private readonly asking = new Map<string, Promise<CodeCheck>>();
+  readonly discardFailed?: Builder['discardFailed'];
+
+  constructor(options: {
+    inner: Builder;
+    checker: Pick<ChatCompletionsCodeChecker, 'check'>;
+    logger: Logger;
+  }) {
+    this.inner = options.inner;
+    this.checker = options.checker;
+    this.logger = options.logger;
+    if (options.inner.discardFailed)
+      this.discardFailed = (fn) => this.inner.discardFailed?.(fn) ?? Promise.resolve();
+  }
+
+  async lookup(fn: SlessFunction, buildKey: string): Promise<BuildRecord | undefined> {
+    const record = await this.inner.lookup(fn, buildKey);
+    const verdict = this.verdicts.get(buildKey);
+    return record && verdict && !record.codeCheck ? { ...record, codeCheck: verdict } : record;
+  }
+
+  async build(request: BuildRequest): Promise<BuildRecord> {
+    const startedAt = new Date().toISOString();
+    const check = await this.verdictFor(request);
+    const log = this.logger.child({
+      function: `${request.fn.metadata.namespace}/${request.fn.metadata.name}`,
+      buildKey: request.buildKey,
+    });
+    if (check.result === 'Refused') {
+      log.warn({ reason: check.message }, 'code validation failed: the build is refused');
+      const record: BuildRecord = {
+        buildKey: request.buildKey,
+        commit: request.commit,
+        result: 'Failed',
+        startedAt,
+        finishedAt: new Date().toISOString(),
+        message: `code validation failed: ${check.message}`,
+        codeCheck: check,
+      };
+      throw new CodeValidationError(check.message, record);
+    }
+    if (check.result === 'Unavailable' || check.result === 'Skipped')
+      log.warn(`${check.message}; building without a verdict`);
+    try {
+      const record = await this.inner.build(request);
+      return { ...record, codeCheck: check };
+    } catch (error) {
+      const record = (error as { record?: BuildRecord }).record;
+      if (record) Object.assign(error as object, { record: { ...record, codeCheck: check } });
+      throw error;
+    }
+  }
+
+  private verdictFor(request: BuildRequest): Promise<CodeCheck> {
+    const known = this.verdicts.get(request.buildKey);
+    if (known && known.result !== 'Unavailable') return Promise.resolve(known);
+    let pending = this.asking.get(request.buildKey);
+    if (!pending) {
+      pending = this.ask(request).finally(() => this.asking.delete(request.buildKey));
+      this.asking.set(request.buildKey, pending);
+    }
+    return pending;
+  }
+
+  private async ask(request: BuildRequest): Promise<CodeCheck> {
+    const code = await collectCodeText(request);
+    let check: CodeCheck;
+    if (code.overLimit)
+      check = {
+        result: 'Skipped',
+        message: `code check skipped: more than ${MAX_CHECKED_BYTES} bytes of text (limit ${MAX_CHECKED_BYTES / 1024} KB)`,
+      };
+    else if (code.files.length === 0)
+      check = { result: 'Skipped', message: 'code check skipped: no text files to check' };
+    else check = await this.checker.check(code);
+    // Unavailable is kept too, so status keeps showing the warning, but it is no verdict: a retried
+    // build asks again.
+    if (this.verdicts.size >= VERDICT_CACHE_LIMIT) {
+      const oldest = this.verdicts.keys().next().value;
+      if (oldest !== undefined) this.verdicts.delete(oldest);
+    }
+    this.verdicts.set(request.buildKey, check);
+    return check;
+  }
+}
+
+/** The builder to use: the inner one, gated when the settings turn the gate on. */
+export function withCodeGate(inner: Builder, settings: CodeGateSettings, logger: Logger): Builder {
+  if (!settings.enabled) return inner;
+  logger.info(
+    { endpoint: settings.endpoint, model: settings.model, timeoutMs: settings.timeoutMs },
+    'code security gate is on: code is checked before each build',
+  );
+  return new GatedBuilder({ inner, checker: new ChatCompletionsCodeChecker(settings), logger });
+}
