@@ -1,6 +1,6 @@
 import type { NamespaceRegistry, ObjectStore } from '../core/interfaces.js';
-import type { Quotas } from '../core/quotas.js';
 import type { FunctionLogReader } from '../core/logs.js';
+import type { Quotas } from '../core/quotas.js';
 import type { BuildRecord } from '../core/resources.js';
 import type { SyncResult } from '../reconcile/source-sync.js';
 

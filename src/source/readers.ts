@@ -154,7 +154,8 @@ export class RemoteRepositoryReader implements SourceReader {
    */
   async isOnBranch(commit: string, head: string): Promise<boolean> {
     await this.snapshot(head);
-    if ((await this.hasCommit(commit)) && (await reaches(this.gitdir, this.caches.cache, head, commit))) return true;
+    if ((await this.hasCommit(commit)) && (await reaches(this.gitdir, this.caches.cache, head, commit)))
+      return true;
     await this.fetchBranch(PIN_HISTORY_DEPTH);
     return (await this.hasCommit(commit)) && reaches(this.gitdir, this.caches.cache, head, commit);
   }
