@@ -1,5 +1,8 @@
 import { defineConfig } from 'vitest/config';
 
+// CI reads the pass/fail counts from a JSON report while running exactly `npm test`.
+const jsonReport = process.env.SLESS_TEST_REPORT;
+
 // Two cores: integration suites start real servers and child processes, so keep file parallelism low.
 export default defineConfig({
   test: {
@@ -10,5 +13,6 @@ export default defineConfig({
     hookTimeout: 300_000,
     maxWorkers: 2,
     pool: 'forks',
+    ...(jsonReport ? { reporters: ['default', 'json'], outputFile: { json: jsonReport } } : {}),
   },
 });

@@ -13,6 +13,7 @@ import {
   prepareTrivialFunctions,
   type RuntimeName,
 } from '../test/runtimes/harness.ts';
+import { report } from './report.ts';
 
 const RUNS = Number(process.env.RUNS ?? 10);
 const TARGET_MS: Record<RuntimeName, number> = { nodejs20: 150, 'python3.11': 300, 'go1.21': 50 };
@@ -82,6 +83,13 @@ try {
       'max ms': Number(Math.max(...times).toFixed(1)),
       'target ms': TARGET_MS[name],
       ok: med < TARGET_MS[name] ? 'yes' : 'NO',
+    });
+    report({
+      bench: 'cold-start',
+      measure: `${name} spawn → first byte (median of ${RUNS})`,
+      value: `${med.toFixed(1)} ms`,
+      target: `< ${TARGET_MS[name]} ms`,
+      met: med < TARGET_MS[name],
     });
   }
   console.log(`cold start: spawn → first response byte, ${RUNS} runs each (node ${process.version})`);

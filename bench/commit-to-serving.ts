@@ -10,6 +10,7 @@ import { freePort } from '../src/platform/local/ports.js';
 import { RuntimeProcess } from '../src/platform/local/runtime-process.js';
 import { functionManifest, nodeHandler, TestRepo } from '../test/helpers/git.js';
 import { startTestSystem } from '../test/helpers/local-system.js';
+import { report } from './report.ts';
 import { median, ms, percentile } from './stats.js';
 
 const RUNS = Number(process.env.RUNS ?? 12);
@@ -71,6 +72,15 @@ async function main(): Promise<void> {
   console.log(
     `ratio commit→serving / process start: ${(m / base).toFixed(2)}x; target: median under 1000 ms -> ${m < 1000 ? 'met' : 'missed'}`,
   );
+  report({
+    bench: 'commit-to-serving',
+    measure: `commit → new body served, 1 function (median of ${RUNS})`,
+    value: ms(m),
+    baseline: `runtime spawn → /healthz ${ms(base)}`,
+    ratio: m / base,
+    target: '< 1000 ms',
+    met: m < 1000,
+  });
 }
 
 await main();

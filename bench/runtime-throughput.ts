@@ -12,6 +12,7 @@ import {
   runToExit,
   startRuntime,
 } from '../test/runtimes/harness.ts';
+import { report } from './report.ts';
 
 const DURATION = Number(process.env.DURATION ?? 5);
 const CONNECTIONS = Number(process.env.CONNECTIONS ?? 50);
@@ -54,6 +55,11 @@ try {
         'avg ms': Number(r.latency.average.toFixed(2)),
         requests: r.requests.total,
         'errors+timeouts+non2xx': r.errors + r.timeouts + r.non2xx,
+      });
+      report({
+        bench: 'runtime-throughput',
+        measure: `${name} direct, autocannon -c ${CONNECTIONS}`,
+        value: `${Math.round(r.requests.average)} req/s, p99 ${r.latency.p99} ms`,
       });
     } finally {
       await server.stop();

@@ -5,6 +5,7 @@
 import { request } from 'undici';
 import { functionManifest, TestRepo } from '../test/helpers/git.js';
 import { startTestSystem } from '../test/helpers/local-system.js';
+import { report } from './report.ts';
 import { median, ms } from './stats.js';
 
 const RUNS = Number(process.env.RUNS ?? 10);
@@ -68,6 +69,13 @@ async function main(): Promise<void> {
     const c = median(cold);
     const w = median(warm);
     console.log(`${name.padEnd(13)} ${ms(c).padStart(20)}   ${ms(w).padStart(11)}   ${(c / w).toFixed(0)}x`);
+    report({
+      bench: 'scale-to-zero',
+      measure: `${name} parked → first byte via /fn/ (median of ${RUNS})`,
+      value: ms(c),
+      baseline: `warm ${ms(w)}`,
+      ratio: c / w,
+    });
   }
   await system.close();
   await repo.remove();

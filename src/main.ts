@@ -3,8 +3,7 @@
  * implementations.
  */
 import { join } from 'node:path';
-import { S3Client } from '@aws-sdk/client-s3';
-import { KubeConfig } from '@kubernetes/client-node';
+import type { KubeConfig } from '@kubernetes/client-node';
 import type { FastifyInstance } from 'fastify';
 import { type Logger, pino } from 'pino';
 import { buildApp } from './api/app.js';
@@ -12,25 +11,16 @@ import { createAuthenticator } from './api/auth/factory.js';
 import { BuildHistory } from './api/build-history.js';
 import { SlessMetrics } from './api/metrics.js';
 import { withCodeGate } from './build/code-gate.js';
-import { KanikoBuilder } from './build/kaniko-builder.js';
+import type { KanikoBuilder } from './build/kaniko-builder.js';
 import { LocalBuilder } from './build/local-builder.js';
 import { webhookSecretFor } from './config/auth.js';
 import { ConfigError, type LocalConfig, type TenancySettings } from './config/config.js';
 import type { ObjectStore } from './core/interfaces.js';
 import type { BuildRecord, GitSource, SlessFunction } from './core/resources.js';
-import { FunctionCleanup } from './platform/kube/cleanup.js';
 import type { KubeControllerConfig } from './platform/kube/config.js';
-import { KubeCronScheduler } from './platform/kube/cron-scheduler.js';
-import { KubeFunctionLogs } from './platform/kube/function-logs.js';
-import { KubeHttp } from './platform/kube/http.js';
-import { KubeJobRunner } from './platform/kube/job-runner.js';
-import { KubeStore } from './platform/kube/kube-store.js';
-import { KubeNamespaces } from './platform/kube/namespaces.js';
-import { KubeRouteResolver } from './platform/kube/routes.js';
-import { KubeSourceReaderFactory } from './platform/kube/source-readers.js';
-import { PullSecretSync } from './platform/kube/tenant.js';
-import { kubeWebhookSecrets } from './platform/kube/webhook-secrets.js';
-import { KubeWorkloads } from './platform/kube/workloads.js';
+import type { KubeStore } from './platform/kube/kube-store.js';
+import type { KubeRouteResolver } from './platform/kube/routes.js';
+import type { KubeWorkloads } from './platform/kube/workloads.js';
 import { LocalCronScheduler } from './platform/local/cron-scheduler.js';
 import { FunctionLogBuffer } from './platform/local/function-logs.js';
 import { LocalJobRunner } from './platform/local/job-runner.js';
@@ -274,7 +264,47 @@ export async function startKubeSystem(
   } = {},
 ): Promise<KubeSystem> {
   const logger = options.logger ?? createLogger(config);
-  const kc = options.kubeConfig ?? defaultKubeConfig();
+  // The Kubernetes client and the AWS SDK cost most of a second to load; local mode never needs them.
+  const [
+    { S3Client },
+    { KubeConfig },
+    { KanikoBuilder },
+    { FunctionCleanup },
+    { KubeCronScheduler },
+    { KubeHttp },
+    { KubeJobRunner },
+    { KubeStore },
+    { KubeNamespaces },
+    { KubeRouteResolver },
+    { KubeSourceReaderFactory },
+    { PullSecretSync },
+    { kubeWebhookSecrets },
+    { KubeWorkloads },
+    { KubeFunctionLogs },
+  ] = await Promise.all([
+    import('@aws-sdk/client-s3'),
+    import('@kubernetes/client-node'),
+    import('./build/kaniko-builder.js'),
+    import('./platform/kube/cleanup.js'),
+    import('./platform/kube/cron-scheduler.js'),
+    import('./platform/kube/http.js'),
+    import('./platform/kube/job-runner.js'),
+    import('./platform/kube/kube-store.js'),
+    import('./platform/kube/namespaces.js'),
+    import('./platform/kube/routes.js'),
+    import('./platform/kube/source-readers.js'),
+    import('./platform/kube/tenant.js'),
+    import('./platform/kube/webhook-secrets.js'),
+    import('./platform/kube/workloads.js'),
+    import('./platform/kube/function-logs.js'),
+  ]);
+  const kc =
+    options.kubeConfig ??
+    (() => {
+      const fromEnv = new KubeConfig();
+      fromEnv.loadFromDefault();
+      return fromEnv;
+    })();
   const http = new KubeHttp(kc);
   const s3 = new S3Client({
     endpoint: config.s3.endpoint,
@@ -397,10 +427,4 @@ export async function startKubeSystem(
       await gitHttp.close();
     }),
   };
-}
-
-function defaultKubeConfig(): KubeConfig {
-  const kc = new KubeConfig();
-  kc.loadFromDefault();
-  return kc;
 }

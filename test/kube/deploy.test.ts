@@ -99,10 +99,11 @@ describe('deploy/', () => {
     const copied = [...dockerfile.matchAll(/^COPY (?!--from)(.+) \S+$/gm)].flatMap((m) =>
       (m[1] ?? '').split(/\s+/),
     );
-    // bin/ + src/ run the CLI (through tsx), runtimes/ goes into every build context, crds/ is read by tools.
+    // bin/ runs the compiled dist/ (from the build stage), runtimes/ goes into every build context, crds/ is read by tools.
     expect(copied).toEqual(
-      expect.arrayContaining(['package.json', 'package-lock.json', 'bin', 'src', 'runtimes', 'crds']),
+      expect.arrayContaining(['package.json', 'package-lock.json', 'bin', 'runtimes', 'crds']),
     );
+    expect(dockerfile).toMatch(/^COPY --from=build \/app\/dist \.\/dist$/m);
     expect(dockerfile).toContain('npm ci --omit=dev');
     expect(dockerfile).toMatch(/ENTRYPOINT \["node", "bin\/sless.js"\]/);
     // What the kaniko contexts need from runtimes/ is really there.

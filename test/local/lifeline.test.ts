@@ -57,9 +57,7 @@ describe('runtime lifeline', () => {
     const sless = spawn(
       process.execPath,
       [
-        '--import',
-        'tsx',
-        join(PACKAGE_ROOT, 'src/cli.ts'),
+        join(PACKAGE_ROOT, 'bin/sless.js'),
         'dev',
         '--repo',
         repo.dir,
