@@ -6,11 +6,11 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { rm } from 'node:fs/promises';
-import net from 'node:net';
 import { join } from 'node:path';
 import { PACKAGE_ROOT } from '../src/config/config.js';
 import { freePort } from '../src/platform/local/ports.js';
 import { functionManifest, nodeHandler, TestRepo, tempDir } from '../test/helpers/git.js';
+import { accepts } from './net.ts';
 import { report } from './report.ts';
 import { median, ms } from './stats.js';
 
@@ -18,17 +18,6 @@ const RUNS = Number(process.env.RUNS ?? 7);
 const FUNCTIONS = Number(process.env.FUNCTIONS ?? 4);
 
 const pause = (msecs: number) => new Promise((r) => setTimeout(r, msecs));
-
-function accepts(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = net.connect(port, '127.0.0.1');
-    socket.once('connect', () => {
-      socket.destroy();
-      resolve(true);
-    });
-    socket.once('error', () => resolve(false));
-  });
-}
 
 async function until(what: string, child: ChildProcess, check: () => Promise<boolean>): Promise<void> {
   const deadline = performance.now() + 60_000;

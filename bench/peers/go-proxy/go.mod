@@ -1,0 +1,3 @@
+module sless.dev/bench/go-proxy
+
+go 1.21

@@ -1,0 +1,253 @@
+// The /fn/ proxy beside its peers, in one run, against the same Node function process: direct (no
+// proxy), sless's /fn/, a minimal Node proxy (node:http + an undici Pool, bench/peers), Go's
+// httputil.ReverseProxy (the OpenFaaS gateway's shape, bench/peers/go-proxy) and nginx with a
+// keep-alive upstream (one worker). Load: wrk, 1 thread, 50 connections. Rounds alternate the
+// targets so that machine noise hits all of them alike; each figure is the median over rounds.
+// wrk and nginx come from Debian and are installed with apt-get when missing (as root).
+// Run: npx tsx bench/proxy.ts   (DURATION=seconds per measurement, default 5; ROUNDS, default 3)
+import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { freePort } from '../src/platform/local/ports.js';
+import { functionManifest, nodeHandler, TestRepo } from '../test/helpers/git.js';
+import { startTestSystem } from '../test/helpers/local-system.js';
+import { accepts } from './net.ts';
+import { report } from './report.ts';
+import { median } from './stats.js';
+
+const DURATION = Number(process.env.DURATION ?? 5);
+const ROUNDS = Number(process.env.ROUNDS ?? 3);
+const PEERS = fileURLToPath(new URL('./peers/', import.meta.url));
+
+function ensureDebianTools(): void {
+  const missing = ['wrk', 'nginx'].filter(
+    (tool) => spawnSync('sh', ['-c', `command -v ${tool}`]).status !== 0,
+  );
+  if (missing.length === 0) return;
+  if (process.getuid?.() !== 0)
+    throw new Error(`${missing.join(', ')} missing: apt-get install -y ${missing.join(' ')}`);
+  console.log(`installing ${missing.join(', ')} from Debian (apt-get)`);
+  const apt = (...args: string[]) =>
+    execFileSync('apt-get', args, {
+      stdio: 'inherit',
+      env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
+    });
+  try {
+    apt('install', '-y', '-qq', '--no-install-recommends', ...missing);
+  } catch {
+    apt('update', '-qq');
+    apt('install', '-y', '-qq', '--no-install-recommends', ...missing);
+  }
+  // The package's own nginx service (port 80) is never used here.
+  spawnSync('sh', ['-c', 'service nginx stop || systemctl disable --now nginx'], { stdio: 'ignore' });
+}
+
+interface Load {
+  rps: number;
+  p50: number;
+  p99: number;
+  errors: number;
+}
+
+/** Milliseconds from wrk's "1.23ms" / "456.00us" / "1.02s". */
+function millis(text: string): number {
+  const m = /^([\d.]+)(us|ms|s)$/.exec(text);
+  if (!m) return Number.NaN;
+  const value = Number(m[1]);
+  return m[2] === 'us' ? value / 1000 : m[2] === 's' ? value * 1000 : value;
+}
+
+async function wrk(url: string, seconds: number): Promise<Load> {
+  const child = spawn('wrk', ['-t1', '-c50', `-d${seconds}s`, '--latency', url], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let out = '';
+  child.stdout.on('data', (c: Buffer) => (out += c.toString()));
+  const [code] = await once(child, 'exit');
+  if (code !== 0) throw new Error(`wrk ${url} exited with ${code}`);
+  const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1]);
+  const p50 = millis(/\s50%\s+(\S+)/.exec(out)?.[1] ?? '');
+  const p99 = millis(/\s99%\s+(\S+)/.exec(out)?.[1] ?? '');
+  const errors =
+    [...out.matchAll(/Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/g)]
+      .flatMap((m) => m.slice(1).map(Number))
+      .reduce((a, b) => a + b, 0) + Number(/Non-2xx or 3xx responses: (\d+)/.exec(out)?.[1] ?? 0);
+  return { rps, p50, p99, errors };
+}
+
+async function waitForPort(port: number, child: ChildProcess, what: string): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    if (await accepts(port)) return;
+    if (child.exitCode !== null) throw new Error(`${what} exited with ${child.exitCode}`);
+    if (Date.now() > deadline) throw new Error(`${what} did not listen within 30 s`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+function nginxConfig(dir: string, port: number, upstream: string): string {
+  return `${process.getuid?.() === 0 ? 'user root;\n' : ''}worker_processes 1;
+daemon off;
+pid ${dir}/nginx.pid;
+error_log ${dir}/error.log warn;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  client_body_temp_path ${dir}/body;
+  proxy_temp_path ${dir}/proxy;
+  fastcgi_temp_path ${dir}/fastcgi;
+  uwsgi_temp_path ${dir}/uwsgi;
+  scgi_temp_path ${dir}/scgi;
+  upstream fn { server ${upstream.replace(/^http:\/\//, '')}; keepalive 64; }
+  server {
+    listen 127.0.0.1:${port};
+    location / {
+      proxy_pass http://fn;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+    }
+  }
+}
+`;
+}
+
+async function main(): Promise<void> {
+  ensureDebianTools();
+  const work = await mkdtemp(join(tmpdir(), 'sless-bench-proxy-'));
+  const children: ChildProcess[] = [];
+  const repo = await TestRepo.create({
+    'hello/function.yaml': functionManifest('hello'),
+    'hello/handler.js': nodeHandler(`return { ok: true };`),
+  });
+  const system = await startTestSystem({ url: repo.dir });
+  try {
+    let route = await system.platform.resolve('default', 'hello');
+    while (route.state !== 'ready') {
+      await new Promise((r) => setTimeout(r, 50));
+      route = await system.platform.resolve('default', 'hello');
+    }
+    route.release?.();
+    const origin = route.origin;
+
+    const minimalPort = await freePort();
+    const minimal = spawn(
+      process.execPath,
+      [join(PEERS, 'minimal-node-proxy.mjs'), String(minimalPort), origin],
+      {
+        stdio: 'ignore',
+      },
+    );
+    children.push(minimal);
+    execFileSync('go', ['build', '-p', '2', '-o', join(work, 'go-proxy'), '.'], {
+      cwd: join(PEERS, 'go-proxy'),
+      stdio: 'inherit',
+    });
+    const goPort = await freePort();
+    const goProxy = spawn(join(work, 'go-proxy'), [`127.0.0.1:${goPort}`, origin], { stdio: 'ignore' });
+    children.push(goProxy);
+    const nginxPort = await freePort();
+    await writeFile(join(work, 'nginx.conf'), nginxConfig(work, nginxPort, origin));
+    const nginx = spawn('nginx', ['-p', work, '-c', join(work, 'nginx.conf')], { stdio: 'inherit' });
+    children.push(nginx);
+    await Promise.all([
+      waitForPort(minimalPort, minimal, 'the minimal Node proxy'),
+      waitForPort(goPort, goProxy, 'the Go proxy'),
+      waitForPort(nginxPort, nginx, 'nginx'),
+    ]);
+
+    const targets: Record<string, string> = {
+      direct: `${origin}/`,
+      '/fn/': `${system.url}/fn/default/hello`,
+      'minimal node': `http://127.0.0.1:${minimalPort}/`,
+      'go httputil': `http://127.0.0.1:${goPort}/`,
+      'nginx 1 worker': `http://127.0.0.1:${nginxPort}/`,
+    };
+    const results: Record<string, Load[]> = {};
+    for (const [name, url] of Object.entries(targets)) {
+      const check = await fetch(url);
+      if (check.status !== 200) throw new Error(`${name}: ${url} answered ${check.status}`);
+      await check.arrayBuffer();
+      await wrk(url, 2); // warm-up: JIT, connection pools
+      results[name] = [];
+    }
+    for (let round = 0; round < ROUNDS; round++)
+      for (const [name, url] of Object.entries(targets)) results[name]?.push(await wrk(url, DURATION));
+
+    const summary = Object.fromEntries(
+      Object.entries(results).map(([name, loads]) => [
+        name,
+        {
+          rps: median(loads.map((l) => l.rps)),
+          p50: median(loads.map((l) => l.p50)),
+          p99: median(loads.map((l) => l.p99)),
+          errors: loads.reduce((a, l) => a + l.errors, 0),
+        },
+      ]),
+    ) as Record<string, Load>;
+    const direct = summary.direct as Load;
+    const minimalLoad = summary['minimal node'] as Load;
+    const nginxLoad = summary['nginx 1 worker'] as Load;
+    console.log(
+      `wrk -t1 -c50, ${DURATION} s x ${ROUNDS} rounds per target (median), node ${process.version}`,
+    );
+    console.table(
+      Object.entries(summary).map(([name, l]) => ({
+        target: name,
+        'req/s': Math.round(l.rps),
+        'of direct': Number((l.rps / direct.rps).toFixed(2)),
+        'p50 ms': Number(l.p50.toFixed(2)),
+        'p99 ms': Number(l.p99.toFixed(2)),
+        errors: l.errors,
+      })),
+    );
+    const fn = summary['/fn/'] as Load;
+    for (const [name, l] of Object.entries(summary))
+      report({
+        bench: 'proxy',
+        measure: `${name} req/s (wrk -c50; p99 ${l.p99.toFixed(2)} ms)`,
+        value: `${Math.round(l.rps)}`,
+        baseline: `direct ${Math.round(direct.rps)}`,
+        ratio: l.rps / direct.rps,
+      });
+    report(
+      {
+        bench: 'proxy',
+        measure: '/fn/ vs minimal Node proxy, req/s',
+        value: `${Math.round(fn.rps)}`,
+        baseline: `minimal ${Math.round(minimalLoad.rps)}`,
+        ratio: fn.rps / minimalLoad.rps,
+        target: '>= 0.9',
+        met: fn.rps / minimalLoad.rps >= 0.9,
+      },
+      {
+        bench: 'proxy',
+        measure: '/fn/ vs minimal Node proxy, p99',
+        value: `${fn.p99.toFixed(2)} ms`,
+        baseline: `minimal ${minimalLoad.p99.toFixed(2)} ms`,
+        ratio: fn.p99 / minimalLoad.p99,
+        target: 'no worse (<= 1)',
+        met: fn.p99 <= minimalLoad.p99,
+      },
+      {
+        bench: 'proxy',
+        measure: '/fn/ vs nginx, req/s',
+        value: `${Math.round(fn.rps)}`,
+        baseline: `nginx ${Math.round(nginxLoad.rps)}`,
+        ratio: fn.rps / nginxLoad.rps,
+        target: '>= 0.8 (long goal)',
+        met: fn.rps / nginxLoad.rps >= 0.8,
+      },
+    );
+  } finally {
+    for (const child of children) if (child.exitCode === null) child.kill('SIGTERM');
+    await Promise.all(children.map((c) => (c.exitCode === null ? once(c, 'exit') : undefined)));
+    await system.close();
+    await repo.remove();
+    await rm(work, { recursive: true, force: true });
+  }
+}
+
+await main();
