@@ -3,10 +3,13 @@
 // httputil.ReverseProxy (the OpenFaaS gateway's shape, bench/peers/go-proxy) and nginx with a
 // keep-alive upstream (one worker). Load: wrk, 1 thread, 50 connections. Rounds alternate the
 // targets so that machine noise hits all of them alike; each figure is the median over rounds.
+// CPU time per request of each proxy process (from /proc) is reported too: on a busy machine it is
+// steadier than req/s, which depends on how much CPU the scheduler happened to give each process.
 // wrk and nginx come from Debian and are installed with apt-get when missing (as root).
 // Run: npx tsx bench/proxy.ts   (DURATION=seconds per measurement, default 5; ROUNDS, default 3)
 import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
+import { readdirSync, readFileSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -45,8 +48,31 @@ function ensureDebianTools(): void {
   spawnSync('sh', ['-c', 'service nginx stop || systemctl disable --now nginx'], { stdio: 'ignore' });
 }
 
+const CLOCK_TICKS = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim() || 100);
+
+/** User + system CPU seconds of a process, from /proc/PID/stat. */
+function cpuSeconds(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
+}
+
+function childPids(parent: number): number[] {
+  const pids: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === parent) pids.push(Number(entry));
+    } catch {}
+  }
+  return pids;
+}
+
 interface Load {
   rps: number;
+  /** CPU microseconds the proxy process spent per request (NaN for direct). */
+  cpuUs: number;
   p50: number;
   p99: number;
   errors: number;
@@ -60,7 +86,8 @@ function millis(text: string): number {
   return m[2] === 'us' ? value / 1000 : m[2] === 's' ? value * 1000 : value;
 }
 
-async function wrk(url: string, seconds: number): Promise<Load> {
+async function wrk(url: string, seconds: number, pids: number[]): Promise<Load> {
+  const cpuBefore = pids.reduce((sum, pid) => sum + cpuSeconds(pid), 0);
   const child = spawn('wrk', ['-t1', '-c50', `-d${seconds}s`, '--latency', url], {
     stdio: ['ignore', 'pipe', 'inherit'],
   });
@@ -75,7 +102,9 @@ async function wrk(url: string, seconds: number): Promise<Load> {
     [...out.matchAll(/Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/g)]
       .flatMap((m) => m.slice(1).map(Number))
       .reduce((a, b) => a + b, 0) + Number(/Non-2xx or 3xx responses: (\d+)/.exec(out)?.[1] ?? 0);
-  return { rps, p50, p99, errors };
+  const cpu = pids.reduce((sum, pid) => sum + cpuSeconds(pid), 0) - cpuBefore;
+  const requests = Number(/(\d+) requests in/.exec(out)?.[1]);
+  return { rps, cpuUs: pids.length ? (cpu / requests) * 1e6 : Number.NaN, p50, p99, errors };
 }
 
 async function waitForPort(port: number, child: ChildProcess, what: string): Promise<void> {
@@ -158,29 +187,34 @@ async function main(): Promise<void> {
       waitForPort(nginxPort, nginx, 'nginx'),
     ]);
 
-    const targets: Record<string, string> = {
-      direct: `${origin}/`,
-      '/fn/': `${system.url}/fn/default/hello`,
-      'minimal node': `http://127.0.0.1:${minimalPort}/`,
-      'go httputil': `http://127.0.0.1:${goPort}/`,
-      'nginx 1 worker': `http://127.0.0.1:${nginxPort}/`,
+    const targets: Record<string, { url: string; pids: number[] }> = {
+      direct: { url: `${origin}/`, pids: [] },
+      '/fn/': { url: `${system.url}/fn/default/hello`, pids: [process.pid] },
+      'minimal node': { url: `http://127.0.0.1:${minimalPort}/`, pids: [minimal.pid ?? 0] },
+      'go httputil': { url: `http://127.0.0.1:${goPort}/`, pids: [goProxy.pid ?? 0] },
+      'nginx 1 worker': {
+        url: `http://127.0.0.1:${nginxPort}/`,
+        pids: [nginx.pid ?? 0, ...childPids(nginx.pid ?? 0)],
+      },
     };
     const results: Record<string, Load[]> = {};
-    for (const [name, url] of Object.entries(targets)) {
+    for (const [name, { url, pids }] of Object.entries(targets)) {
       const check = await fetch(url);
       if (check.status !== 200) throw new Error(`${name}: ${url} answered ${check.status}`);
       await check.arrayBuffer();
-      await wrk(url, 2); // warm-up: JIT, connection pools
+      await wrk(url, 2, pids); // warm-up: JIT, connection pools
       results[name] = [];
     }
     for (let round = 0; round < ROUNDS; round++)
-      for (const [name, url] of Object.entries(targets)) results[name]?.push(await wrk(url, DURATION));
+      for (const [name, { url, pids }] of Object.entries(targets))
+        results[name]?.push(await wrk(url, DURATION, pids));
 
     const summary = Object.fromEntries(
       Object.entries(results).map(([name, loads]) => [
         name,
         {
           rps: median(loads.map((l) => l.rps)),
+          cpuUs: median(loads.map((l) => l.cpuUs)),
           p50: median(loads.map((l) => l.p50)),
           p99: median(loads.map((l) => l.p99)),
           errors: loads.reduce((a, l) => a + l.errors, 0),
@@ -198,6 +232,7 @@ async function main(): Promise<void> {
         target: name,
         'req/s': Math.round(l.rps),
         'of direct': Number((l.rps / direct.rps).toFixed(2)),
+        'proxy CPU µs/req': Number.isNaN(l.cpuUs) ? '' : Number(l.cpuUs.toFixed(1)),
         'p50 ms': Number(l.p50.toFixed(2)),
         'p99 ms': Number(l.p99.toFixed(2)),
         errors: l.errors,
@@ -207,7 +242,7 @@ async function main(): Promise<void> {
     for (const [name, l] of Object.entries(summary))
       report({
         bench: 'proxy',
-        measure: `${name} req/s (wrk -c50; p99 ${l.p99.toFixed(2)} ms)`,
+        measure: `${name} req/s (wrk -c50; p99 ${l.p99.toFixed(2)} ms${Number.isNaN(l.cpuUs) ? '' : `; ${l.cpuUs.toFixed(0)} CPU µs/req`})`,
         value: `${Math.round(l.rps)}`,
         baseline: `direct ${Math.round(direct.rps)}`,
         ratio: l.rps / direct.rps,
@@ -230,6 +265,15 @@ async function main(): Promise<void> {
         ratio: fn.p99 / minimalLoad.p99,
         target: 'no worse (<= 1)',
         met: fn.p99 <= minimalLoad.p99,
+      },
+      {
+        bench: 'proxy',
+        measure: '/fn/ vs minimal Node proxy, CPU µs per request',
+        value: `${fn.cpuUs.toFixed(1)} µs`,
+        baseline: `minimal ${minimalLoad.cpuUs.toFixed(1)} µs`,
+        ratio: fn.cpuUs / minimalLoad.cpuUs,
+        target: '<= 1.11 (the inverse of 0.9)',
+        met: fn.cpuUs / minimalLoad.cpuUs <= 1 / 0.9,
       },
       {
         bench: 'proxy',

@@ -19,3 +19,4 @@ createServer(async (req, res) => {
     res.writeHead(502).end(String(error));
   }
 }).listen(Number(port), '127.0.0.1', () => process.stdout.write('listening\n'));
+process.on('SIGINT', () => process.exit(0));

@@ -29,6 +29,17 @@ export class SlessMetrics {
   private readonly buildSeconds: Histogram<'result'>;
   private readonly proxyRequests: Counter<'namespace' | 'function' | 'code'>;
   private readonly proxySeconds: Histogram<'namespace' | 'function'>;
+  /**
+   * Label lookups validate and hash the labels on every call, a measurable share of a proxied
+   * request; each series is looked up once. Bounded: unknown names share one key per status code.
+   */
+  private readonly proxySeries = new Map<
+    string,
+    {
+      requests: ReturnType<Counter<'namespace' | 'function' | 'code'>['labels']>;
+      seconds: ReturnType<Histogram<'namespace' | 'function'>['labels']>;
+    }
+  >();
 
   constructor(options: MetricsOptions = {}) {
     this.options = options;
@@ -113,9 +124,18 @@ export class SlessMetrics {
 
   proxyResponse(namespace: string, name: string, statusCode: number, durationMs: number): void {
     const known = this.options.isKnownFunction?.(namespace, name) ?? true;
-    const labels = known ? { namespace, function: name } : { namespace: UNKNOWN, function: UNKNOWN };
-    this.proxyRequests.inc({ ...labels, code: String(statusCode) });
-    this.proxySeconds.observe(labels, durationMs / 1000);
+    const key = known ? `${namespace}/${name}/${statusCode}` : `${UNKNOWN}/${statusCode}`;
+    let series = this.proxySeries.get(key);
+    if (!series) {
+      const labels = known ? { namespace, function: name } : { namespace: UNKNOWN, function: UNKNOWN };
+      series = {
+        requests: this.proxyRequests.labels({ ...labels, code: String(statusCode) }),
+        seconds: this.proxySeconds.labels(labels),
+      };
+      this.proxySeries.set(key, series);
+    }
+    series.requests.inc();
+    series.seconds.observe(durationMs / 1000);
   }
 
   contentType(): string {

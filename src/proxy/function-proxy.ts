@@ -133,9 +133,9 @@ export class FunctionProxy {
     delete headers.host;
     headers['x-forwarded-host'] = req.headers.host ?? '';
     headers['x-forwarded-proto'] = 'encrypted' in req.socket ? 'https' : 'http';
-    headers['x-forwarded-for'] = [req.headers['x-forwarded-for'], req.socket.remoteAddress]
-      .filter(Boolean)
-      .join(', ');
+    const peer = req.socket.remoteAddress ?? '';
+    const forwardedFor = req.headers['x-forwarded-for'];
+    headers['x-forwarded-for'] = forwardedFor && peer ? `${forwardedFor}, ${peer}` : forwardedFor || peer;
     headers['x-forwarded-prefix'] = prefix;
     if (!headers['x-request-id']) headers['x-request-id'] = randomUUID();
     const timeoutMs = route.timeoutSec * 1000 + 1000;

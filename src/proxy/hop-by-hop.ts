@@ -19,15 +19,21 @@ export function stripHopByHop(
   headers: IncomingHttpHeaders | Record<string, string | string[] | undefined>,
   extra: readonly string[] = [],
 ): Record<string, string | string[]> {
-  const named = new Set(extra);
+  // Runs twice per proxied request: no Set is built unless a Connection header names extra headers.
+  let named: Set<string> | undefined = extra.length > 0 ? new Set(extra) : undefined;
   const connection = headers.connection;
   for (const value of Array.isArray(connection) ? connection : connection ? [connection] : []) {
-    for (const token of value.split(',')) named.add(token.trim().toLowerCase());
+    for (const token of value.split(',')) {
+      const lower = token.trim().toLowerCase();
+      if (lower !== 'keep-alive' && lower !== 'close' && lower !== '') (named ??= new Set()).add(lower);
+    }
   }
   const out: Record<string, string | string[]> = {};
-  for (const [name, value] of Object.entries(headers)) {
+  for (const name in headers) {
+    const value = headers[name];
+    if (value === undefined) continue;
     const lower = name.toLowerCase();
-    if (value === undefined || HOP_BY_HOP.has(lower) || named.has(lower)) continue;
+    if (HOP_BY_HOP.has(lower) || named?.has(lower)) continue;
     out[lower] = value;
   }
   return out;
