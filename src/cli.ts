@@ -15,7 +15,7 @@ import { ConfigError, loadLocalConfig } from './config/config.js';
 import type { GitSource, SlessFunction } from './core/resources.js';
 import { createLogger, startLocalSystem } from './main.js';
 
-const USAGE = `usage: sless dev [--repo PATH|URL] [--branch B] [--port P] [--host H] [--interval 10s] [--state-dir DIR] [--sandbox auto|off] [--json]\n       ${VALIDATE_USAGE}\n       ${LOGS_USAGE}`;
+const USAGE = `usage: sless dev [--repo PATH|URL] [--branch B] [--port P] [--host H] [--interval 10s] [--scale-to-zero-after 5m] [--state-dir DIR] [--sandbox auto|off] [--json]\n       ${VALIDATE_USAGE}\n       ${LOGS_USAGE}`;
 
 async function currentBranch(path: string): Promise<string> {
   try {
@@ -35,6 +35,7 @@ async function dev(argv: string[]): Promise<void> {
       port: { type: 'string' },
       host: { type: 'string' },
       interval: { type: 'string' },
+      'scale-to-zero-after': { type: 'string' },
       'state-dir': { type: 'string' },
       namespace: { type: 'string' },
       sandbox: { type: 'string' },

@@ -157,7 +157,14 @@ export async function startLocalSystem(
   const gitHttp = guardedGitHttp(outboundPolicy(config.tenancy, logger));
   const pins = new PinFile(join(config.stateDir, 'pins.json'));
   const logs = new FunctionLogBuffer();
-  const platform = new LocalPlatform({ runtimesDir: config.runtimesDir, store, logger, logs, launcher });
+  const platform = new LocalPlatform({
+    runtimesDir: config.runtimesDir,
+    store,
+    logger,
+    logs,
+    launcher,
+    ...(config.scaleToZeroAfterSeconds ? { defaultIdleSeconds: config.scaleToZeroAfterSeconds } : {}),
+  });
   const metrics = new SlessMetrics({
     readyFunctions: () => readyFunctionCounts(store),
     isKnownFunction: (ns, name) => platform.currentRevision(ns, name) !== undefined,

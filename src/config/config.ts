@@ -1,7 +1,7 @@
 import { BlockList } from 'node:net';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { intervalProblem } from '../core/duration.js';
+import { intervalProblem, parseDuration } from '../core/duration.js';
 import { DEFAULT_QUOTAS, QUOTA_ENV, type Quotas } from '../core/quotas.js';
 import { addRange } from '../source/outbound.js';
 import {
@@ -23,6 +23,8 @@ export interface LocalConfig {
   readonly namespace: string;
   readonly sourceName: string;
   readonly interval: string;
+  /** Platform-wide scale to zero for functions without their own `scaleToZero`; undefined: off. */
+  readonly scaleToZeroAfterSeconds: number | undefined;
   readonly stateDir: string;
   /**
    * `auto`: tenant code runs sandboxed where the machine allows it (required with auth on). `off`:
@@ -75,6 +77,14 @@ export function loadLocalConfig(
   const interval = String(flags.interval ?? env.SLESS_INTERVAL ?? '10s');
   const intervalIssue = intervalProblem(interval);
   if (intervalIssue) throw new ConfigError(`--interval: "${interval}" ${intervalIssue}`);
+  const idleAfter = String(flags['scale-to-zero-after'] ?? env.SLESS_SCALE_TO_ZERO_AFTER ?? '');
+  let scaleToZeroAfterSeconds: number | undefined;
+  if (idleAfter !== '') {
+    const ms = /^[0-9]+(s|m|h)$/.test(idleAfter) ? parseDuration(idleAfter) : 0;
+    if (ms < 1000 || ms > 86_400_000)
+      throw new ConfigError(`--scale-to-zero-after: "${idleAfter}" must look like 30s, 5m or 1h (1s to 24h)`);
+    scaleToZeroAfterSeconds = ms / 1000;
+  }
   const repoFlag = typeof flags.repo === 'string' ? flags.repo : env.SLESS_REPO;
   const repo =
     repoFlag === undefined ? undefined : /^https?:\/\//.test(repoFlag) ? repoFlag : resolve(repoFlag);
@@ -109,6 +119,7 @@ export function loadLocalConfig(
     namespace,
     sourceName: String(flags.source ?? 'examples'),
     interval,
+    scaleToZeroAfterSeconds,
     stateDir,
     sandbox,
     buildCacheDir:

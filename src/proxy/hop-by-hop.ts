@@ -25,7 +25,9 @@ export function stripHopByHop(
   for (const value of Array.isArray(connection) ? connection : connection ? [connection] : []) {
     for (const token of value.split(',')) {
       const lower = token.trim().toLowerCase();
-      if (lower !== 'keep-alive' && lower !== 'close' && lower !== '') (named ??= new Set()).add(lower);
+      if (lower === 'keep-alive' || lower === 'close' || lower === '') continue;
+      named ??= new Set();
+      named.add(lower);
     }
   }
   const out: Record<string, string | string[]> = {};

@@ -30,6 +30,8 @@ export async function startTestSystem(options: {
   sandbox?: 'auto' | 'off';
   /** More settings, as the environment would give them (quotas, secrets). */
   env?: NodeJS.ProcessEnv;
+  /** `--scale-to-zero-after` (platform-wide scale to zero with lazy start), e.g. '30s'. */
+  scaleToZeroAfter?: string;
 }): Promise<TestSystem> {
   const stateDir = options.stateDir ?? (await tempDir('state'));
   const config = loadLocalConfig(
@@ -41,6 +43,7 @@ export async function startTestSystem(options: {
       // a cold Go standard library build (minutes on this machine).
       'build-cache-dir': TEST_BUILD_CACHE,
       sandbox: options.sandbox ?? 'auto',
+      'scale-to-zero-after': options.scaleToZeroAfter,
     },
     // The test git server listens on loopback: an admin's explicit allowance, as in production.
     { SLESS_OUTBOUND_ALLOW: '127.0.0.1/32', ...options.env },

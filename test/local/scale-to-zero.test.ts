@@ -55,3 +55,51 @@ describe('scale to zero (local)', () => {
     expect((await system.functionStatus('lazy'))?.phase).toBe('Ready');
   });
 });
+
+/**
+ * `--scale-to-zero-after`: every function without its own scaleToZero scales to zero, and a function
+ * that runs nothing when it is deployed starts on its first request (lazy start).
+ */
+describe('platform-wide scale to zero with lazy start (local)', () => {
+  let repo: TestRepo;
+  let system: TestSystem;
+
+  beforeAll(async () => {
+    repo = await TestRepo.create({
+      'idle/function.yaml': functionManifest('idle'),
+      'idle/handler.js': nodeHandler(`return { pid: process.pid, version: 1 };`),
+    });
+    system = await startTestSystem({ url: repo.dir, scaleToZeroAfter: '1s' });
+    await eventually(async () => (await system.functionStatus('idle'))?.phase === 'Ready', 30_000, 'ready');
+  });
+
+  afterAll(async () => {
+    await system?.close();
+    await repo?.remove();
+  });
+
+  it('deploys without a process, serves the first request from a fresh one, and parks it when idle', async () => {
+    expect(system.platform.isParked('default', 'idle')).toBe(true);
+    const first = await system.call('/fn/default/idle');
+    expect(first.status).toBe(200);
+    const body = (await first.json()) as { pid: number; version: number };
+    expect(body.version).toBe(1);
+    expect(body.pid).not.toBe(process.pid);
+    expect(system.platform.isParked('default', 'idle')).toBe(false);
+    // Running: a second request reaches the same process.
+    expect(((await (await system.call('/fn/default/idle')).json()) as { pid: number }).pid).toBe(body.pid);
+    await eventually(async () => system.platform.isParked('default', 'idle'), 10_000, 'parked again');
+  });
+
+  it('a commit to a parked function deploys it parked, and the next request runs the new code', async () => {
+    await eventually(async () => system.platform.isParked('default', 'idle'), 10_000, 'parked');
+    await repo.commit({ 'idle/handler.js': nodeHandler(`return { pid: process.pid, version: 2 };`) });
+    await system.controller.syncNow('default', 'test');
+    await system.controller.idle();
+    expect((await system.functionStatus('idle'))?.phase).toBe('Ready');
+    expect(system.platform.isParked('default', 'idle')).toBe(true);
+    const response = await system.call('/fn/default/idle');
+    expect(response.status).toBe(200);
+    expect(((await response.json()) as { version: number }).version).toBe(2);
+  });
+});

@@ -23,6 +23,11 @@ export interface LocalPlatformOptions {
   baseEnv?: Record<string, string>;
   /** Where runtime output goes for the logs API. */
   logs?: FunctionLogBuffer;
+  /**
+   * Scale to zero for every function that sets no `scaleToZero` of its own (`--scale-to-zero-after`):
+   * idle functions then cost no process, which is what lets a repository of a thousand functions fit.
+   */
+  defaultIdleSeconds?: number;
 }
 
 /** Threads count too (Python serves each request on one): room for a busy server, not a fork bomb. */
@@ -120,6 +125,18 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver {
       this.slots.set(key, slot);
     }
     slot.parked = undefined;
+    if (options.enabled && !slot.current && this.idleSecondsOf(fn) !== undefined) {
+      // Lazy start: nothing runs for this function now, so nothing is waiting for it; the first
+      // request starts this revision (and waits for /healthz) as it would after an idle stop.
+      slot.parked = { fn, build, id: options.revision };
+      slot.enabled = true;
+      slot.revisionId = options.revision;
+      clearTimeout(slot.restarting);
+      slot.restarting = undefined;
+      slot.restarts = 0;
+      slot.totalRestarts = 0;
+      return;
+    }
     if (!options.enabled) {
       const previous = slot.current;
       slot.current = undefined;
@@ -191,8 +208,9 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver {
     }
     if (!slot.enabled)
       return { state: 'unavailable', status: 503, message: `function ${namespace}/${name} is disabled` };
-    if (!slot.current && slot.parked) {
-      // Scaled to zero: the request waits while the process starts, then is served.
+    // Scaled to zero: the request waits while the process starts, then is served. A rollout may park
+    // a newer revision while an older one wakes; then the newer one is started.
+    while (!slot.current && slot.parked && !slot.removed) {
       slot.waking ??= this.wake(`${namespace}/${name}`, slot).finally(() => {
         slot.waking = undefined;
       });
@@ -235,6 +253,10 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver {
     return this.slots.get(`${namespace}/${name}`)?.current?.process.pid;
   }
 
+  private idleSecondsOf(fn: SlessFunction): number | undefined {
+    return fn.spec.scaleToZero?.idleSeconds ?? this.options.defaultIdleSeconds;
+  }
+
   /** True while a scale-to-zero function has no process. */
   isParked(namespace: string, name: string): boolean {
     const slot = this.slots.get(`${namespace}/${name}`);
@@ -258,7 +280,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver {
 
   /** Stops a scale-to-zero revision once it has been idle for `idleSeconds`. */
   private scheduleIdleCheck(slot: Slot, revision: Revision): void {
-    const idleSeconds = revision.fn.spec.scaleToZero?.idleSeconds;
+    const idleSeconds = this.idleSecondsOf(revision.fn);
     clearTimeout(slot.idleTimer);
     if (idleSeconds === undefined) return;
     const idleMs = idleSeconds * 1000;
