@@ -24,7 +24,7 @@ export async function materializeFunction(options: {
   const workers = Array.from({ length: 8 }, async () => {
     for (let file = queue.shift(); file; file = queue.shift()) {
       const relative = file.path.slice(prefixLength);
-      const content = await snapshot.readFile(file.path);
+      const content = await snapshot.readFile(file.path, file.oid);
       if (file.mode === '120000') {
         const linkTarget = Buffer.from(content).toString('utf8');
         const resolved = resolveLinkTarget(file.path, linkTarget);

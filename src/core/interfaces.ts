@@ -19,7 +19,8 @@ export interface SourceSnapshot {
   readonly commit: string;
   /** Every file below `dir` (repository-relative, '' or '.' for the root), sorted by path. */
   listFiles(dir: string): Promise<TreeFile[]>;
-  readFile(path: string): Promise<Uint8Array>;
+  /** `oid`, the blob id listFiles gave, saves resolving the path from the root tree again. */
+  readFile(path: string, oid?: string): Promise<Uint8Array>;
   /** A file's size from the object header, before reading (and inflating) its content. */
   fileSize?(file: TreeFile): Promise<number | undefined>;
 }

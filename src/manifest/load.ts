@@ -75,7 +75,7 @@ export async function loadManifests(
       });
       continue;
     }
-    const bytes = await snapshot.readFile(file.path);
+    const bytes = await snapshot.readFile(file.path, file.oid);
     const text = Buffer.from(bytes).toString('utf8');
     if (!text.includes(API_GROUP)) continue;
     if (bytes.byteLength > MAX_MANIFEST_BYTES) {

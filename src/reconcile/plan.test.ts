@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { TreeFile } from '../core/interfaces.js';
-import { computeBuildKey, computeConfigHash } from './plan.js';
+import { computeBuildKey, computeConfigHash, sortedWithin } from './plan.js';
 
 const files: TreeFile[] = [
   { path: 'fns/a/function.yaml', mode: '100644', oid: 'm1' },
@@ -64,5 +64,28 @@ describe('config hashes', () => {
     expect(computeConfigHash({ ...spec, memoryMb: 256 })).not.toBe(base);
     expect(computeConfigHash({ ...spec, replicas: 2 })).not.toBe(base);
     expect(computeConfigHash({ ...spec, timeoutSec: 5 })).not.toBe(base);
+  });
+});
+
+describe('sortedWithin', () => {
+  it('returns exactly the files below a directory of a path-sorted listing', () => {
+    fc.assert(
+      fc.property(
+        fc.uniqueArray(
+          fc.array(fc.constantFrom('a', 'b', 'a-b', 'a.c', 'x'), { minLength: 1, maxLength: 4 }),
+          {
+            selector: (parts) => parts.join('/'),
+          },
+        ),
+        fc.array(fc.constantFrom('a', 'b', 'a-b', 'a.c'), { minLength: 1, maxLength: 3 }),
+        (paths, dirParts) => {
+          const listing: TreeFile[] = paths
+            .map((parts) => ({ path: parts.join('/'), mode: '100644', oid: 'o' }))
+            .sort((x, y) => (x.path < y.path ? -1 : x.path > y.path ? 1 : 0));
+          const dir = dirParts.join('/');
+          expect(sortedWithin(listing, dir)).toEqual(listing.filter((f) => f.path.startsWith(`${dir}/`)));
+        },
+      ),
+    );
   });
 });

@@ -76,7 +76,8 @@ export async function planSource(
   const functions = new Map<string, PlannedFunction>();
   const root = normalizeRepoPath(source.spec.path ?? '.') ?? '';
   const rootFiles = await snapshot.listFiles(root);
-  const filesUnder = (dir: string) => (isWithin(root, dir) ? rootFiles : snapshot.listFiles(dir));
+  const filesUnder = (dir: string) =>
+    isWithin(root, dir) ? sortedWithin(rootFiles, dir) : snapshot.listFiles(dir);
 
   for (const loadedDoc of loaded.documents) {
     const { doc } = loadedDoc;
@@ -122,6 +123,25 @@ export async function planSource(
     }
   }
   return { commit, objects, functions, manifestFiles: loaded.manifestFiles, issues: loaded.issues };
+}
+
+/**
+ * The files below `dir` in a path-sorted listing: one contiguous run, found by binary search, so that
+ * planning N functions does not scan the whole repository N times.
+ */
+export function sortedWithin(files: readonly TreeFile[], dir: string): readonly TreeFile[] {
+  if (dir === '') return files;
+  const prefix = `${dir}/`;
+  let low = 0;
+  let high = files.length;
+  while (low < high) {
+    const mid = (low + high) >>> 1;
+    if ((files[mid] as TreeFile).path < prefix) low = mid + 1;
+    else high = mid;
+  }
+  let end = low;
+  while (end < files.length && (files[end] as TreeFile).path.startsWith(prefix)) end++;
+  return files.slice(low, end);
 }
 
 function sortRecord(record: Record<string, string>): Record<string, string> {

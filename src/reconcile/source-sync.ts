@@ -5,8 +5,10 @@
 import type { Logger } from 'pino';
 import { setCondition } from '../core/conditions.js';
 import { asError, formatIssue, SlessError } from '../core/errors.js';
+import { stableStringify } from '../core/hash.js';
 import type { ObjectStore, SourceReader } from '../core/interfaces.js';
 import {
+  ANNOTATION_COMMIT,
   type AnyResource,
   type GitSource,
   type GitSourceStatus,
@@ -215,18 +217,33 @@ function readyPhase(status: GitSourceStatus): string {
   return ready.status === 'True' ? 'Ready' : ready.reason === 'Suspended' ? 'Suspended' : 'Failed';
 }
 
-/** Applies every planned object and prunes those this source applied before but no longer has. */
+/**
+ * Applies the planned objects that differ from what this source applied before, and prunes those it
+ * no longer has. An object whose only difference is the commit annotation is left alone: a commit
+ * that changes one function of a thousand writes one object (and on kube sends one apply), not a
+ * thousand. So `sless.dev/commit` is the commit at which the object last changed. What exists is read
+ * with one list per kind; only objects new to this source are read one by one (the ownership check).
+ */
 export async function applyPlan(
   store: ObjectStore,
   source: GitSource,
   plan: Plan,
 ): Promise<{ changed: number; pruned: number }> {
   const wanted = new Set(plan.objects.map((o) => refKey(refOf(o))));
+  const existing = new Map<string, AnyResource>();
+  for (const kind of REPO_KINDS)
+    for (const object of await store.list(kind, {
+      namespace: source.metadata.namespace,
+      labels: { [LABEL_SOURCE]: source.metadata.name },
+    }))
+      existing.set(refKey(refOf(object)), object);
   let changed = 0;
   // Functions first, so a trigger or job never refers to a function that is not there yet.
   const ordered = [...plan.objects].sort((a, b) => kindOrder(a) - kindOrder(b));
   for (const object of ordered) {
-    const before = await store.get(object.kind, object.metadata.namespace, object.metadata.name);
+    const key = refKey(refOf(object));
+    const before =
+      existing.get(key) ?? (await store.get(object.kind, object.metadata.namespace, object.metadata.name));
     const owner = before?.metadata.labels?.[LABEL_SOURCE];
     if (before && owner !== undefined && owner !== source.metadata.name) {
       throw new SlessError(`${object.kind} "${object.metadata.name}" is already owned by source "${owner}"`, {
@@ -234,23 +251,28 @@ export async function applyPlan(
         httpStatus: 409,
       });
     }
+    if (before && sameIntent(before, object)) continue;
     const after = await store.apply(object);
     if (after.metadata.resourceVersion !== before?.metadata.resourceVersion) changed++;
   }
   let pruned = 0;
   for (const kind of [...REPO_KINDS].reverse()) {
-    const existing = await store.list(kind, {
-      namespace: source.metadata.namespace,
-      labels: { [LABEL_SOURCE]: source.metadata.name },
-    });
-    for (const object of existing) {
-      if (!wanted.has(refKey(refOf(object)))) {
-        await store.delete(kind, object.metadata.namespace, object.metadata.name);
-        pruned++;
-      }
+    for (const [key, object] of existing) {
+      if (object.kind !== kind || wanted.has(key)) continue;
+      await store.delete(kind, object.metadata.namespace, object.metadata.name);
+      pruned++;
     }
   }
   return { changed, pruned };
+}
+
+/** Same labels, spec and annotations, the commit annotation aside. */
+function sameIntent(current: AnyResource, planned: AnyResource): boolean {
+  const intent = (object: AnyResource) => {
+    const { [ANNOTATION_COMMIT]: _commit, ...annotations } = object.metadata.annotations ?? {};
+    return stableStringify({ labels: object.metadata.labels ?? {}, annotations, spec: object.spec });
+  };
+  return intent(current) === intent(planned);
 }
 
 function kindOrder(object: AnyResource): number {

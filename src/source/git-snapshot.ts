@@ -110,11 +110,15 @@ export class GitSnapshot implements SourceSnapshot {
     return this.sizes?.size(file.oid);
   }
 
-  async readFile(path: string): Promise<Uint8Array> {
+  async readFile(path: string, oid?: string): Promise<Uint8Array> {
     const normalized = normalizeRepoPath(path);
     if (normalized === undefined || normalized === '') {
       throw new SourceError(`path "${path}" leaves the repository`, 'InvalidPath');
     }
+    // Resolving a path re-reads every tree above it: with a thousand functions in one directory that
+    // is a thousand-entry tree per file read.
+    if (oid !== undefined)
+      return (await git.readBlob({ fs, gitdir: this.gitdir, oid, cache: this.cache })).blob;
     const { blob } = await git.readBlob({
       fs,
       gitdir: this.gitdir,

@@ -297,7 +297,9 @@ describe('kube platform: GitOps loop', () => {
     await markBuildSucceeded(env.http, env.controllerNs, buildName('beta', sha), fakeDigest('beta-2'));
     await eventually('beta rolled', async () => containerOf(await deployment('beta')).image.includes(sha));
     expect(containerOf(await deployment('alpha')).image).toBe(alphaImage);
-    expect((await fn('alpha'))?.metadata.annotations?.['sless.dev/commit']).toBe(sha);
+    // alpha did not change: it is not re-applied, so it still names the commit it last changed at.
+    expect((await fn('beta'))?.metadata.annotations?.['sless.dev/commit']).toBe(sha);
+    expect((await fn('alpha'))?.metadata.annotations?.['sless.dev/commit']).toBe(first);
   });
 
   it('a manifest-only change updates the Deployment without a Job', async () => {

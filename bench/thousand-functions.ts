@@ -1,0 +1,223 @@
+// A thousand functions on the local platform: a generated repository of FUNCTIONS (default 1000) Node
+// functions without dependencies, served by `node bin/sless.js dev --scale-to-zero-after 5m`.
+// Measures the first sync (spawn → every Function Ready, → the first request served), one-function
+// commits to serving (a parked function, and one that is running), and the memory of sless and of all
+// its runtime processes. Baseline in the same run: the same one-function commit in a 4-function
+// repository. Run: npx tsx bench/thousand-functions.ts
+import { type ChildProcess, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { readdirSync, readFileSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import { PACKAGE_ROOT } from '../src/config/config.js';
+import { freePort } from '../src/platform/local/ports.js';
+import { functionManifest, nodeHandler, TestRepo, tempDir } from '../test/helpers/git.js';
+import { report } from './report.ts';
+import { ms } from './stats.js';
+
+const FUNCTIONS = Number(process.env.FUNCTIONS ?? 1000);
+const pause = (msecs: number) => new Promise((r) => setTimeout(r, msecs));
+
+/** Resident memory of a process and all its descendants, in MB, from /proc. */
+function treeRssMb(root: number): { self: number; children: number; processes: number } {
+  const parentOf = new Map<number, number>();
+  const rss = new Map<number, number>();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      parentOf.set(Number(entry), Number(fields[1]));
+      rss.set(Number(entry), (Number(fields[21]) * 4096) / 1024 / 1024);
+    } catch {}
+  }
+  const inTree = (pid: number): boolean => {
+    for (let p = parentOf.get(pid); p !== undefined && p > 1; p = parentOf.get(p))
+      if (p === root) return true;
+    return false;
+  };
+  let children = 0;
+  let processes = 0;
+  for (const [pid, mb] of rss)
+    if (inTree(pid)) {
+      children += mb;
+      processes++;
+    }
+  return { self: rss.get(root) ?? 0, children, processes };
+}
+
+async function json<T>(url: string): Promise<T> {
+  const response = await fetch(url);
+  if (response.status !== 200) throw new Error(`${url}: ${response.status}`);
+  return (await response.json()) as T;
+}
+
+async function bodyOf(url: string): Promise<string> {
+  try {
+    const response = await fetch(url);
+    return await response.text();
+  } catch {
+    return '';
+  }
+}
+
+function files(count: number, version: (i: number) => string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (let i = 0; i < count; i++) {
+    out[`functions/fn-${i}/function.yaml`] = functionManifest(`fn-${i}`);
+    out[`functions/fn-${i}/handler.js`] = nodeHandler(`return 'fn-${i} ${version(i)}';`);
+  }
+  return out;
+}
+
+interface Sless {
+  child: ChildProcess;
+  url: string;
+  stop(): Promise<void>;
+}
+
+async function startSless(repo: string, stateDir: string): Promise<Sless> {
+  const port = await freePort();
+  const child = spawn(
+    process.execPath,
+    [
+      join(PACKAGE_ROOT, 'bin', 'sless.js'),
+      'dev',
+      '--repo',
+      repo,
+      '--port',
+      String(port),
+      '--state-dir',
+      stateDir,
+      '--scale-to-zero-after',
+      '5m',
+      '--json',
+    ],
+    { stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, SLESS_LOG_LEVEL: 'warn' } },
+  );
+  return {
+    child,
+    url: `http://127.0.0.1:${port}`,
+    stop: async () => {
+      if (child.exitCode !== null) return;
+      const exited = once(child, 'exit');
+      child.kill('SIGTERM');
+      await exited;
+    },
+  };
+}
+
+async function until(what: string, sless: Sless, check: () => Promise<boolean>, everyMs: number) {
+  const deadline = performance.now() + 30 * 60_000;
+  while (!(await check())) {
+    if (sless.child.exitCode !== null) throw new Error(`${what}: sless exited with ${sless.child.exitCode}`);
+    if (performance.now() > deadline) throw new Error(`${what}: not within 30 minutes`);
+    await pause(everyMs);
+  }
+}
+
+async function readyCount(sless: Sless): Promise<number> {
+  try {
+    const list = await json<{ items: { status?: { phase?: string } }[] }>(
+      `${sless.url}/v1/namespaces/default/functions`,
+    );
+    return list.items.filter((f) => f.status?.phase === 'Ready').length;
+  } catch {
+    return -1;
+  }
+}
+
+/** Commit a new body for one function and time until /fn/ serves it. */
+async function commitToServing(sless: Sless, repo: TestRepo, name: string, tag: string): Promise<number> {
+  const started = performance.now();
+  await repo.commit({ [`functions/${name}/handler.js`]: nodeHandler(`return '${name} ${tag}';`) });
+  const expected = JSON.stringify(`${name} ${tag}`);
+  await until(
+    `${name} ${tag}`,
+    sless,
+    async () => (await bodyOf(`${sless.url}/fn/default/${name}`)) === expected,
+    5,
+  );
+  return performance.now() - started;
+}
+
+async function scenario(count: number) {
+  const repo = await TestRepo.create(files(count, () => 'v0'));
+  const stateDir = await tempDir('bench-thousand');
+  const sless = await startSless(repo.dir, stateDir);
+  try {
+    const started = performance.now();
+    await until('all Ready', sless, async () => (await readyCount(sless)) === count, count > 10 ? 250 : 10);
+    const allReady = performance.now() - started;
+    const afterSync = treeRssMb(sless.child.pid ?? 0);
+    const firstCall = performance.now();
+    const body = await bodyOf(`${sless.url}/fn/default/fn-0`);
+    if (body !== JSON.stringify('fn-0 v0')) throw new Error(`fn-0 answered ${body}`);
+    const firstRequest = performance.now() - firstCall;
+    // fn-0 runs now (idle stop after 5 min); the last function is parked.
+    const running = await commitToServing(sless, repo, 'fn-0', 'v1');
+    const parked = await commitToServing(sless, repo, `fn-${count - 1}`, 'v1');
+    const end = treeRssMb(sless.child.pid ?? 0);
+    return { allReady, firstRequest, running, parked, afterSync, end };
+  } finally {
+    await sless.stop();
+    await repo.remove();
+    await rm(stateDir, { recursive: true, force: true });
+  }
+}
+
+const small = await scenario(4);
+const big = await scenario(FUNCTIONS);
+const mb = (x: number) => `${x.toFixed(0)} MB`;
+console.log(
+  `${FUNCTIONS} Node functions, sless dev --scale-to-zero-after 5m (baseline: 4 functions, same run)`,
+);
+console.table({
+  'spawn → all Ready': { [FUNCTIONS]: ms(big.allReady), 4: ms(small.allReady) },
+  'first request (lazy start)': { [FUNCTIONS]: ms(big.firstRequest), 4: ms(small.firstRequest) },
+  'commit → serving, running fn': { [FUNCTIONS]: ms(big.running), 4: ms(small.running) },
+  'commit → serving, parked fn': { [FUNCTIONS]: ms(big.parked), 4: ms(small.parked) },
+  'sless RSS after sync': { [FUNCTIONS]: mb(big.afterSync.self), 4: mb(small.afterSync.self) },
+  'runtimes RSS after sync': { [FUNCTIONS]: mb(big.afterSync.children), 4: mb(small.afterSync.children) },
+  'sless RSS at end': { [FUNCTIONS]: mb(big.end.self), 4: mb(small.end.self) },
+  'runtimes at end (count, RSS)': {
+    [FUNCTIONS]: `${big.end.processes}, ${mb(big.end.children)}`,
+    4: `${small.end.processes}, ${mb(small.end.children)}`,
+  },
+});
+report(
+  {
+    bench: 'thousand-functions',
+    measure: `first sync of ${FUNCTIONS} functions: spawn → all Ready`,
+    value: ms(big.allReady),
+    baseline: `4 functions ${ms(small.allReady)}`,
+    ratio: big.allReady / small.allReady,
+  },
+  {
+    bench: 'thousand-functions',
+    measure: `one-function commit → serving (running fn, ${FUNCTIONS} functions)`,
+    value: ms(big.running),
+    baseline: `4 functions ${ms(small.running)}`,
+    ratio: big.running / small.running,
+    target: '< 1000 ms',
+    met: big.running < 1000,
+  },
+  {
+    bench: 'thousand-functions',
+    measure: `one-function commit → serving (parked fn, lazy start, ${FUNCTIONS} functions)`,
+    value: ms(big.parked),
+    baseline: `4 functions ${ms(small.parked)}`,
+    ratio: big.parked / small.parked,
+    target: '< 1000 ms',
+    met: big.parked < 1000,
+  },
+  {
+    bench: 'thousand-functions',
+    measure: `memory, sless + runtimes (${big.end.processes} running) after the changes`,
+    value: mb(big.end.self + big.end.children),
+    baseline: `4 functions ${mb(small.end.self + small.end.children)}`,
+    ratio: (big.end.self + big.end.children) / (small.end.self + small.end.children),
+    target: 'a few hundred MB',
+    met: big.end.self + big.end.children < 500,
+  },
+);

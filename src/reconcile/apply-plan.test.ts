@@ -1,0 +1,54 @@
+import { describe, expect, it } from 'vitest';
+import { ANNOTATION_COMMIT, type GitSource, LABEL_SOURCE, type SlessFunction } from '../core/resources.js';
+import { MemoryStore } from '../platform/local/memory-store.js';
+import type { Plan } from './plan.js';
+import { applyPlan } from './source-sync.js';
+
+const source: GitSource = {
+  apiVersion: 'sless.dev/v1alpha1',
+  kind: 'GitSource',
+  metadata: { name: 'repo', namespace: 'default' },
+  spec: { url: '/tmp/x', branch: 'main', path: '.', interval: '1m', suspend: false },
+};
+
+function fn(name: string, commit: string, code: string): SlessFunction {
+  return {
+    apiVersion: 'sless.dev/v1alpha1',
+    kind: 'Function',
+    metadata: {
+      name,
+      namespace: 'default',
+      labels: { [LABEL_SOURCE]: 'repo' },
+      annotations: { [ANNOTATION_COMMIT]: commit, 'sless.dev/build-key': code },
+    },
+    spec: { runtime: 'nodejs20', entrypoint: 'handler.handle', memoryMb: 128, timeoutSec: 30, replicas: 1 },
+  } as SlessFunction;
+}
+
+const plan = (objects: SlessFunction[]): Plan =>
+  ({ commit: '', objects, functions: new Map(), manifestFiles: new Set(), issues: [] }) as Plan;
+
+describe('applyPlan', () => {
+  it('writes only the objects a commit changed, not every object with the new commit annotation', async () => {
+    const store = new MemoryStore();
+    const names = Array.from({ length: 50 }, (_, i) => `fn-${i}`);
+    expect(await applyPlan(store, source, plan(names.map((n) => fn(n, 'c1', `k-${n}`))))).toEqual({
+      changed: 50,
+      pruned: 0,
+    });
+    const written: string[] = [];
+    store.subscribe((event) => written.push(`${event.type} ${event.object.metadata.name}`));
+    const second = names.map((n) => fn(n, 'c2', n === 'fn-7' ? 'k-new' : `k-${n}`));
+    expect(await applyPlan(store, source, plan(second.filter((f) => f.metadata.name !== 'fn-9')))).toEqual({
+      changed: 1,
+      pruned: 1,
+    });
+    expect(written.sort()).toEqual(['DELETED fn-9', 'MODIFIED fn-7']);
+    expect((await store.get('Function', 'default', 'fn-7'))?.metadata.annotations?.[ANNOTATION_COMMIT]).toBe(
+      'c2',
+    );
+    expect((await store.get('Function', 'default', 'fn-8'))?.metadata.annotations?.[ANNOTATION_COMMIT]).toBe(
+      'c1',
+    );
+  });
+});
