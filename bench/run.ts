@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 import type { BenchRow } from './report.ts';
 
 const BENCH_DIR = fileURLToPath(new URL('.', import.meta.url));
-const HELPERS = new Set(['run.ts', 'report.ts', 'stats.ts', 'net.ts']);
+const HELPERS = new Set(['run.ts', 'report.ts', 'stats.ts', 'net.ts', 'compiled.ts']);
 
 const filters = process.argv.slice(2);
 const benches = readdirSync(BENCH_DIR)

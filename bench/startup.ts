@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { PACKAGE_ROOT } from '../src/config/config.js';
 import { freePort } from '../src/platform/local/ports.js';
 import { functionManifest, nodeHandler, TestRepo, tempDir } from '../test/helpers/git.js';
+import { ensureCompiled } from './compiled.ts';
 import { accepts } from './net.ts';
 import { report } from './report.ts';
 import { median, ms } from './stats.js';
@@ -101,7 +102,8 @@ for (const name of names) {
 const repo = await TestRepo.create(files);
 const stateDir = await tempDir('bench-startup');
 try {
-  await startSless(repo.dir, stateDir, names); // fills the build cache (and compiles dist/ if stale)
+  ensureCompiled();
+  await startSless(repo.dir, stateDir, names); // fills the build cache
   const listening: number[] = [];
   const serving: number[] = [];
   const bare: number[] = [];

@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { PACKAGE_ROOT } from '../src/config/config.js';
 import { freePort } from '../src/platform/local/ports.js';
 import { functionManifest, nodeHandler, TestRepo, tempDir } from '../test/helpers/git.js';
+import { ensureCompiled } from './compiled.ts';
 import { report } from './report.ts';
 import { ms } from './stats.js';
 
@@ -166,6 +167,7 @@ async function scenario(count: number) {
   }
 }
 
+ensureCompiled();
 const small = await scenario(4);
 const big = await scenario(FUNCTIONS);
 const mb = (x: number) => `${x.toFixed(0)} MB`;

@@ -4,7 +4,7 @@ import { stringify } from 'yaml';
 import { formatIssue } from '../core/errors.js';
 import type { SourceSnapshot, TreeFile } from '../core/interfaces.js';
 import { isWithin } from '../core/paths.js';
-import { loadManifests } from './load.js';
+import { loadManifests, ParsedManifestCache } from './load.js';
 
 /** A snapshot over an in-memory tree: the loader only needs listFiles and readFile. */
 function snapshotOf(files: Record<string, string>): SourceSnapshot {
@@ -150,5 +150,35 @@ describe('loadManifests', () => {
       }),
       { numRuns: 300 },
     );
+  });
+});
+
+describe('the parsed-manifest cache', () => {
+  it('gives the same result as parsing afresh, and validation never changes what is cached', async () => {
+    const files = {
+      'a/function.yaml': fnDoc('a'),
+      'b/function.yaml': fnDoc('b', { memoryMb: 0 }),
+      'c/broken.yaml': 'apiVersion: sless.dev/v1alpha1\nkind: [',
+    };
+    const cache = new ParsedManifestCache();
+    const fresh = await loadManifests(snapshotOf(files), { root: '.', namespace: 'default' });
+    const first = await loadManifests(snapshotOf(files), { root: '.', namespace: 'default', cache });
+    let reads = 0;
+    const counting = snapshotOf(files);
+    const second = await loadManifests(
+      {
+        ...counting,
+        readFile: (path) => {
+          reads++;
+          return counting.readFile(path);
+        },
+      },
+      { root: '.', namespace: 'default', cache },
+    );
+    expect(reads).toBe(0);
+    expect(first).toEqual(fresh);
+    expect(second).toEqual(fresh);
+    // Defaults are filled in for every load, cached parse or not.
+    expect(second.documents[0]?.doc.spec.memoryMb).toBe(128);
   });
 });

@@ -37,6 +37,55 @@ export interface LoadResult {
   issues: ManifestIssue[];
 }
 
+/** A file's YAML as parsed, before validation: the same for every path and commit that hold the blob. */
+type ParsedFile =
+  | { kind: 'not-ours' }
+  | { kind: 'too-large' }
+  | { kind: 'documents'; documents: ({ yamlError: string } | { value: unknown })[] };
+
+/**
+ * Parsed manifests by blob id. Blobs are content-addressed, so an entry never goes stale; a commit
+ * that changes one manifest of a thousand reads and parses one file (validation still runs for all,
+ * on a copy, because it fills in defaults).
+ */
+export class ParsedManifestCache {
+  private readonly files = new Map<string, ParsedFile>();
+  constructor(private readonly limit = 20_000) {}
+  get(oid: string): ParsedFile | undefined {
+    return this.files.get(oid);
+  }
+  set(oid: string, parsed: ParsedFile): void {
+    if (this.files.size >= this.limit) this.files.clear();
+    this.files.set(oid, parsed);
+  }
+}
+
+function parseFile(bytes: Uint8Array): ParsedFile {
+  const text = Buffer.from(bytes).toString('utf8');
+  if (!text.includes(API_GROUP)) return { kind: 'not-ours' };
+  if (bytes.byteLength > MAX_MANIFEST_BYTES) return { kind: 'too-large' };
+  return {
+    kind: 'documents',
+    documents: parseAllDocuments(text).map((yamlDoc) => {
+      if (yamlDoc.errors.length > 0) {
+        const first = yamlDoc.errors[0];
+        const line = first?.linePos?.[0]?.line;
+        return {
+          yamlError: `invalid YAML${line ? ` at line ${line}` : ''}: ${first?.message.split('\n')[0]}`,
+        };
+      }
+      try {
+        // A "billion laughs" document expands aliases without end; past 100 the file is refused.
+        return { value: yamlDoc.toJS({ maxAliasCount: MAX_ALIASES }) as unknown };
+      } catch (error) {
+        return {
+          yamlError: `invalid YAML: ${(error as Error).message.split('\n')[0]} (at most ${MAX_ALIASES} aliases)`,
+        };
+      }
+    }),
+  };
+}
+
 const MANIFEST_FILE = /\.ya?ml$/i;
 const SKIPPED_DIRS = /(^|\/)(node_modules|\.git)\//;
 const MAX_MANIFEST_BYTES = 1024 * 1024;
@@ -45,7 +94,7 @@ const MAX_ALIASES = 100;
 export async function loadManifests(
   snapshot: SourceSnapshot,
   /** `namespace` undefined (a working tree checked outside any source) accepts any namespace. */
-  options: { root: string; namespace: string | undefined },
+  options: { root: string; namespace: string | undefined; cache?: ParsedManifestCache },
 ): Promise<LoadResult> {
   const issues: ManifestIssue[] = [];
   const documents: LoadedDocument[] = [];
@@ -75,10 +124,13 @@ export async function loadManifests(
       });
       continue;
     }
-    const bytes = await snapshot.readFile(file.path, file.oid);
-    const text = Buffer.from(bytes).toString('utf8');
-    if (!text.includes(API_GROUP)) continue;
-    if (bytes.byteLength > MAX_MANIFEST_BYTES) {
+    let parsed = options.cache?.get(file.oid);
+    if (!parsed) {
+      parsed = parseFile(await snapshot.readFile(file.path, file.oid));
+      options.cache?.set(file.oid, parsed);
+    }
+    if (parsed.kind === 'not-ours') continue;
+    if (parsed.kind === 'too-large') {
       issues.push({
         file: file.path,
         index: 0,
@@ -88,30 +140,14 @@ export async function loadManifests(
       continue;
     }
     manifestFiles.add(file.path);
-    parseAllDocuments(text).forEach((yamlDoc, index) => {
+    parsed.documents.forEach((parsedDoc, index) => {
       const where = { file: file.path, index };
-      if (yamlDoc.errors.length > 0) {
-        const first = yamlDoc.errors[0];
-        const line = first?.linePos?.[0]?.line;
-        issues.push({
-          ...where,
-          field: '',
-          reason: `invalid YAML${line ? ` at line ${line}` : ''}: ${first?.message.split('\n')[0]}`,
-        });
+      if ('yamlError' in parsedDoc) {
+        issues.push({ ...where, field: '', reason: parsedDoc.yamlError });
         return;
       }
-      let value: unknown;
-      try {
-        // A "billion laughs" document expands aliases without end; past 100 the file is refused.
-        value = yamlDoc.toJS({ maxAliasCount: MAX_ALIASES });
-      } catch (error) {
-        issues.push({
-          ...where,
-          field: '',
-          reason: `invalid YAML: ${(error as Error).message.split('\n')[0]} (at most ${MAX_ALIASES} aliases)`,
-        });
-        return;
-      }
+      // Validation fills in defaults: it works on a copy, never on the cached parse.
+      const value = structuredClone(parsedDoc.value);
       if (value === null || typeof value !== 'object' || Array.isArray(value)) return;
       const record = value as Record<string, unknown>;
       const apiVersion = record.apiVersion;

@@ -30,7 +30,7 @@ import {
 } from '../core/resources.js';
 import { REPO_KINDS } from '../core/schemas.js';
 import { WorkQueue } from '../core/work-queue.js';
-import { loadManifests } from '../manifest/load.js';
+import { loadManifests, ParsedManifestCache } from '../manifest/load.js';
 import { reconcileFunction } from './function-reconcile.js';
 import { reconcileJob } from './job-reconcile.js';
 import { setPin } from './pin.js';
@@ -77,6 +77,7 @@ export class Controller {
   private readonly locks = new Map<string, Promise<unknown>>();
   /** Per source and commit; a promise, so reconciles that start together load the manifests once. */
   private readonly manifestFiles = new Map<string, Promise<ReadonlySet<string>>>();
+  private readonly parsedManifests = new ParsedManifestCache();
   private readonly failedBuilds = new Map<string, BuildRecord>();
   private readonly functionQueue: WorkQueue;
   /** Fair shares between namespaces and sources for function reconciles (and so for builds). */
@@ -252,6 +253,7 @@ export class Controller {
         {
           store: this.options.store,
           logger: this.options.logger,
+          manifests: this.parsedManifests,
           maxFunctions: (this.options.quotas ?? DEFAULT_QUOTAS).maxFunctions,
           // Known before anything is applied, so the reconciles the apply starts need not read again.
           planned: (plan) =>
@@ -431,7 +433,11 @@ export class Controller {
           sourceName as string,
         )) as GitSource | undefined;
         return (
-          await loadManifests(snapshot, { root: source?.spec.path ?? '.', namespace: fn.metadata.namespace })
+          await loadManifests(snapshot, {
+            root: source?.spec.path ?? '.',
+            namespace: fn.metadata.namespace,
+            cache: this.parsedManifests,
+          })
         ).manifestFiles;
       })();
       this.manifestFiles.set(cacheKey, files);

@@ -18,7 +18,7 @@ import {
   refOf,
 } from '../core/resources.js';
 import { REPO_KINDS } from '../core/schemas.js';
-import { loadManifests } from '../manifest/load.js';
+import { loadManifests, type ParsedManifestCache } from '../manifest/load.js';
 import { type Plan, planSource } from './plan.js';
 
 export interface SyncResult {
@@ -35,6 +35,8 @@ export interface SyncDeps {
   maxFunctions?: number;
   /** Told the plan just before it is applied. */
   planned?: (plan: Plan) => void;
+  /** Parsed manifests by blob id, kept across syncs. */
+  manifests?: ParsedManifestCache;
 }
 
 const MAX_MESSAGE = 4000;
@@ -122,6 +124,7 @@ export async function syncSource(
     const loaded = await loadManifests(snapshot, {
       root: source.spec.path ?? '.',
       namespace: source.metadata.namespace,
+      ...(deps.manifests ? { cache: deps.manifests } : {}),
     });
     if (loaded.issues.length > 0) {
       const message = loaded.issues.map(formatIssue).join('; ');
