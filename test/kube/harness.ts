@@ -4,18 +4,18 @@
  * plays such a part says so in its name: markBuildSucceeded, markBuildFailed, markDeploymentAvailable.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
 import { pino } from 'pino';
-import { parse } from 'yaml';
 import { KanikoBuilder } from '../../src/build/kaniko-builder.js';
-import { PACKAGE_ROOT } from '../../src/config/config.js';
 import { type KubeControllerConfig, loadKubeControllerConfig } from '../../src/platform/kube/config.js';
 import { KubeHttp, MERGE_PATCH } from '../../src/platform/kube/http.js';
 import { apply, getObject, type KubeObject } from '../../src/platform/kube/objects.js';
-import { NAMESPACE, SECRET } from '../../src/platform/kube/resource-types.js';
+import { SECRET } from '../../src/platform/kube/resource-types.js';
 import { getTestCluster, type SharedTestCluster } from '../cluster/shared.ts';
+import { createNamespace, installCrds } from './install.ts';
+
+export { createNamespace, installCrds };
 
 export const logger = pino({ level: process.env.SLESS_TEST_LOG ?? 'silent' });
 
@@ -43,31 +43,6 @@ export async function eventually<T>(
       );
     await new Promise((r) => setTimeout(r, 100));
   }
-}
-
-export async function installCrds(http: KubeHttp): Promise<void> {
-  const dir = join(PACKAGE_ROOT, 'crds');
-  for (const file of (await readdir(dir)).filter((f) => f.startsWith('sless.dev_')).sort()) {
-    const crd = parse(await readFile(join(dir, file), 'utf8')) as KubeObject;
-    await http.request(
-      'PATCH',
-      `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crd.metadata.name}`,
-      {
-        query: { fieldManager: 'sless-test-install', force: true },
-        body: crd,
-        contentType: 'application/apply-patch+yaml',
-      },
-    );
-  }
-  for (const plural of ['functions', 'gitsources', 'triggers', 'functionjobs'])
-    await eventually(`CRD ${plural} served`, async () => {
-      await http.request('GET', `/apis/sless.dev/v1alpha1/${plural}`, { query: { limit: 1 } });
-      return true;
-    });
-}
-
-export async function createNamespace(http: KubeHttp, name: string): Promise<void> {
-  await apply(http, NAMESPACE, { apiVersion: 'v1', kind: 'Namespace', metadata: { name } });
 }
 
 /** A dockerconfigjson for the test registry: deterministic per (registry, user, password). */
