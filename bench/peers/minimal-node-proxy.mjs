@@ -1,10 +1,14 @@
 // The floor of a Node proxy: node:http server + one undici Pool, no routing, metrics or header handling.
-// Usage: node minimal-node-proxy.mjs PORT UPSTREAM_ORIGIN
+// Usage: node minimal-node-proxy.mjs PORT UPSTREAM_ORIGIN [UNIX_SOCKET]
 import { createServer } from 'node:http';
 import { Pool } from 'undici';
 
-const [port, origin] = process.argv.slice(2);
-const pool = new Pool(origin, { connections: 256, keepAliveTimeout: 30_000 });
+const [port, origin, socketPath] = process.argv.slice(2);
+const pool = new Pool(origin, {
+  connections: 256,
+  keepAliveTimeout: 30_000,
+  ...(socketPath ? { socketPath } : {}),
+});
 createServer(async (req, res) => {
   try {
     const upstream = await pool.request({
