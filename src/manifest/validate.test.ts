@@ -101,4 +101,85 @@ describe('validateResource', () => {
       'functions/a/function.yaml#0 spec.url: must not embed credentials; use spec.secretRef',
     ]);
   });
+
+  it('keeps a GitSource path inside the repository', () => {
+    const source = (path: string) => ({
+      apiVersion: 'sless.dev/v1alpha1',
+      kind: 'GitSource',
+      metadata: { name: 's' },
+      spec: { url: 'https://git.example.com/r.git', path },
+    });
+    for (const path of ['../x', '..', 'a/../../x', '/etc', 'a\\..\\..\\x', 'a\0b'])
+      expect(messages('GitSource', source(path)), path).toEqual([
+        'functions/a/function.yaml#0 spec.path: must stay inside the repository',
+      ]);
+    for (const path of ['.', 'functions', 'a/../b', './functions/'])
+      expect(messages('GitSource', source(path)), path).toEqual([]);
+  });
+
+  it('accepts http(s) URLs and absolute local paths, and nothing else', () => {
+    const source = (url: string) => ({
+      apiVersion: 'sless.dev/v1alpha1',
+      kind: 'GitSource',
+      metadata: { name: 's' },
+      spec: { url },
+    });
+    for (const url of [
+      'https://git.example.com/r.git',
+      'http://127.0.0.1:8080/r.git',
+      '/srv/repo',
+      'file:///srv/r',
+    ])
+      expect(messages('GitSource', source(url)), url).toEqual([]);
+    for (const url of ['ssh://git@example.com/r.git', 'git@example.com:r.git', 'relative/path', 'ftp://x/r'])
+      expect(messages('GitSource', source(url)), url).toEqual([
+        'functions/a/function.yaml#0 spec.url: must be an http(s) URL or an absolute local path',
+      ]);
+    expect(messages('GitSource', source('https://token@example.com/r.git'))).toEqual([
+      'functions/a/function.yaml#0 spec.url: must not embed credentials; use spec.secretRef',
+    ]);
+  });
+
+  it('allows a schedule only on cron triggers, and honours the timezone', () => {
+    const trigger = (spec: Record<string, unknown>) => ({
+      apiVersion: 'sless.dev/v1alpha1',
+      kind: 'Trigger',
+      metadata: { name: 't' },
+      spec,
+    });
+    expect(messages('Trigger', trigger({ type: 'http', function: 'a', schedule: '* * * * *' }))).toEqual([
+      'functions/a/function.yaml#0 spec.schedule: is only allowed for a cron trigger',
+    ]);
+    expect(messages('Trigger', trigger({ type: 'http', function: 'a' }))).toEqual([]);
+    expect(
+      messages(
+        'Trigger',
+        trigger({ type: 'cron', function: 'a', schedule: '0 9 * * *', timezone: 'Europe/Paris' }),
+      ),
+    ).toEqual([]);
+    expect(
+      messages(
+        'Trigger',
+        trigger({ type: 'cron', function: 'a', schedule: '0 9 * * *', timezone: 'Mars/Olympus' }),
+      ),
+    ).toEqual(['functions/a/function.yaml#0 spec.timezone: must be an IANA time zone such as Europe/Paris']);
+  });
+
+  it('names the field of every error, nested or not, once', () => {
+    expect(messages('Function', fn({ runtime: 'nodejs20', entrypoint: 'h.h', env: { A: 1 } }))).toEqual([
+      'functions/a/function.yaml#0 spec.env.A: must be string',
+    ]);
+    expect(
+      messages('Function', { apiVersion: 'sless.dev/v1alpha1', kind: 'Function', metadata: { name: 'a' } }),
+    ).toEqual(['functions/a/function.yaml#0 spec: is required']);
+    expect(
+      messages(
+        'Function',
+        fn({ runtime: 'nodejs20', entrypoint: 'h.h', env: { B: 'x', A1: 'y', 'a.b': 'z', PORT: '1' } }),
+      ),
+    ).toEqual([
+      'functions/a/function.yaml#0 spec.env.PORT: is reserved for the runtime',
+      'functions/a/function.yaml#0 spec.env.a.b: must be a valid environment variable name',
+    ]);
+  });
 });

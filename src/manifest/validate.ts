@@ -173,8 +173,10 @@ function semanticIssues(kind: KindName, doc: JsonObject, where: ValidateOptions)
     else if (spec.type === 'cron') {
       if (typeof spec.schedule !== 'string') add('spec.schedule', 'is required for a cron trigger');
       else {
-        const problem = cronProblem(spec.schedule, spec.timezone as string | undefined);
+        const problem = cronProblem(spec.schedule);
         if (problem) add('spec.schedule', problem);
+        if (typeof spec.timezone === 'string' && !isTimeZone(spec.timezone))
+          add('spec.timezone', 'must be an IANA time zone such as Europe/Paris');
       }
     } else if (spec.schedule !== undefined) {
       add('spec.schedule', 'is only allowed for a cron trigger');
@@ -197,9 +199,22 @@ function semanticIssues(kind: KindName, doc: JsonObject, where: ValidateOptions)
   return issues;
 }
 
-function cronProblem(schedule: string, timezone: string | undefined): string | undefined {
+/**
+ * croner accepts an unknown time zone when a job is built and only fails when it computes a run,
+ * which would be at scheduling time, long after the manifest was accepted. Intl knows the same zones.
+ */
+function isTimeZone(zone: string): boolean {
   try {
-    const cron = new Cron(schedule, { paused: true, ...(timezone ? { timezone } : {}) });
+    new Intl.DateTimeFormat('en-US', { timeZone: zone });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function cronProblem(schedule: string): string | undefined {
+  try {
+    const cron = new Cron(schedule, { paused: true });
     cron.stop();
     return undefined;
   } catch (error) {

@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { TreeFile } from '../core/interfaces.js';
+import { RUNTIME_INFO } from '../core/runtimes.js';
 import { computeBuildKey, computeConfigHash, sortedWithin } from './plan.js';
 
 const files: TreeFile[] = [
@@ -10,6 +11,18 @@ const files: TreeFile[] = [
   { path: 'fns/b/handler.js', mode: '100644', oid: 'x1' },
 ];
 const manifests = new Set(['fns/a/function.yaml']);
+
+/**
+ * Build keys name images and build records, so a change of the formula silently rebuilds (or, worse,
+ * fails to rebuild) every function. These were computed once from the formula and must only change
+ * on purpose, together with every runtime version. They were computed outside TypeScript, as the
+ * first 32 hex digits of sha256 over the key-sorted JSON {entrypoint?, runtime, runtimeVersion, tree}.
+ */
+const GOLDEN = {
+  nodejs20: '7d760250ff0f3b694e2b9ce65854b371',
+  go: '03a9df6a11b3ae917555fe61b02789b3',
+  pythonRoot: '2c31b52aa2e153708bb048b1bb03027f',
+};
 const key = (
   tree: readonly TreeFile[],
   runtime: 'nodejs20' | 'go1.21' = 'nodejs20',
@@ -27,6 +40,42 @@ describe('build keys', () => {
       base,
     );
     expect(key(files, 'go1.21')).not.toBe(base);
+  });
+
+  it('are a contract: fixed values for a fixed tree (images and build records are named by them)', () => {
+    expect(key(files)).toBe(GOLDEN.nodejs20);
+    expect(key(files, 'go1.21', 'handler.Handle')).toBe(GOLDEN.go);
+    expect(
+      computeBuildKey({
+        runtime: 'python3.11',
+        entrypoint: 'main.handle',
+        codeDir: '',
+        files: [{ path: 'main.py', mode: '100644', oid: 'p1' }],
+        manifestFiles: new Set(),
+      }),
+    ).toBe(GOLDEN.pythonRoot);
+  });
+
+  it('do not take files from a sibling directory that shares the prefix (fns/a vs fns/ab)', () => {
+    const withSibling = [...files, { path: 'fns/ab/handler.js', mode: '100644', oid: 's1' }];
+    expect(key(withSibling)).toBe(key(files));
+    const renamed = withSibling.map((f) => (f.path === 'fns/ab/handler.js' ? { ...f, oid: 's2' } : f));
+    expect(key(renamed)).toBe(key(files));
+    // A file named like the directory itself is not inside it either.
+    expect(key([...files, { path: 'fns/a.js', mode: '100644', oid: 'z' }])).toBe(key(files));
+  });
+
+  it('change when the runtime version is bumped, so a runtime upgrade rebuilds', () => {
+    const info = RUNTIME_INFO.nodejs20 as { version: string };
+    const before = key(files);
+    const version = info.version;
+    try {
+      info.version = `${version}-next`;
+      expect(key(files)).not.toBe(before);
+    } finally {
+      info.version = version;
+    }
+    expect(key(files)).toBe(before);
   });
 
   it('include the entrypoint only for compiled runtimes', () => {
