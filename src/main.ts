@@ -5,7 +5,7 @@
 import { join } from 'node:path';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { FastifyInstance } from 'fastify';
-import { type Logger, pino } from 'pino';
+import { type DestinationStream, type Logger, type LoggerOptions, pino } from 'pino';
 import { buildApp } from './api/app.js';
 import { createAuthenticator } from './api/auth/factory.js';
 import { BuildHistory } from './api/build-history.js';
@@ -44,8 +44,12 @@ export interface LocalSystem {
   stop(): Promise<void>;
 }
 
-export function createLogger(config: Pick<LocalConfig, 'logLevel' | 'prettyLogs'>): Logger {
-  return pino({
+/** `destination` lets tests read what sless really logs; pretty logs go to stdout through a worker. */
+export function createLogger(
+  config: Pick<LocalConfig, 'logLevel' | 'prettyLogs'>,
+  destination?: DestinationStream,
+): Logger {
+  const options: LoggerOptions = {
     level: config.logLevel,
     redact: {
       paths: [
@@ -60,7 +64,8 @@ export function createLogger(config: Pick<LocalConfig, 'logLevel' | 'prettyLogs'
     ...(config.prettyLogs
       ? { transport: { target: 'pino-pretty', options: { colorize: true, ignore: 'pid,hostname' } } }
       : {}),
-  });
+  };
+  return destination && !config.prettyLogs ? pino(options, destination) : pino(options);
 }
 
 /** The outbound policy for tenant URLs; what an admin allowed beyond it is said at start. */

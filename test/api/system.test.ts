@@ -12,7 +12,6 @@ import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { loadLocalConfig } from '../../src/config/config.js';
-import { tenantNamespace } from '../../src/core/naming.js';
 import type { GitSourceStatus } from '../../src/core/resources.js';
 import { type LocalSystem, startLocalSystem } from '../../src/main.js';
 import { git, TestRepo, tempDir } from '../helpers/git.js';
@@ -30,7 +29,8 @@ describe('startLocalSystem with auth on', () => {
   let work: TestRepo;
   let system: LocalSystem;
   let token: string;
-  const ns = tenantNamespace('alice');
+  // Golden: the namespace the subject `alice` owns (sless- + sha256('alice')[0:16]).
+  const ns = 'sless-2bd806c97f0e00af';
 
   const api = (path: string, init: RequestInit = {}) => {
     const headers = new Headers(init.headers);
