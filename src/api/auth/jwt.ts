@@ -111,11 +111,12 @@ export function parsePublicKey(text: string): KeyObject {
   if (text.includes('PRIVATE KEY'))
     throw new Error('SLESS_AUTH_PUBLIC_KEY must be a public key, not a private one');
   const trimmed = text.trim();
-  const key = trimmed.startsWith('{')
-    ? createPublicKey({ key: JSON.parse(trimmed) as import('node:crypto').JsonWebKey, format: 'jwk' })
-    : createPublicKey(trimmed);
-  if (key.type !== 'public') throw new Error('SLESS_AUTH_PUBLIC_KEY must be a public key');
-  return key;
+  if (!trimmed.startsWith('{')) return createPublicKey(trimmed);
+  const jwk = JSON.parse(trimmed) as import('node:crypto').JsonWebKey;
+  // createPublicKey quietly derives the public half of a private JWK (it has `d`); refuse it instead,
+  // as for PEM, so a private key never sits in the controller's configuration.
+  if (jwk.d !== undefined) throw new Error('SLESS_AUTH_PUBLIC_KEY must be a public key, not a private one');
+  return createPublicKey({ key: jwk, format: 'jwk' });
 }
 
 /** How long one JWKS fetch may take, and how long after a failed one requests fail fast. */

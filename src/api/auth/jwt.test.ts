@@ -1,0 +1,238 @@
+import { createPrivateKey } from 'node:crypto';
+import type { FastifyRequest } from 'fastify';
+import {
+  exportJWK,
+  exportPKCS8,
+  exportSPKI,
+  generateKeyPair,
+  type JWTVerifyGetKey,
+  errors as joseErrors,
+  SignJWT,
+} from 'jose';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { UnauthorizedError, UnavailableError } from '../errors.js';
+import {
+  createJwtAuthenticator,
+  JwtAuthenticator,
+  type JwtAuthenticatorOptions,
+  parsePublicKey,
+} from './jwt.js';
+
+const ISSUER = 'https://issuer.test';
+const AUDIENCE = 'sless-api';
+type Key = Awaited<ReturnType<typeof generateKeyPair>>;
+let es: Key;
+let other: Key;
+
+beforeAll(async () => {
+  [es, other] = await Promise.all([
+    generateKeyPair('ES256', { extractable: true }),
+    generateKeyPair('ES256'),
+  ]);
+});
+
+const request = (authorization?: string) =>
+  ({ headers: authorization === undefined ? {} : { authorization } }) as unknown as FastifyRequest;
+
+/** jose's CryptoKeys verify as well as the KeyObjects sless parses; the option type names the latter. */
+function authenticator(key: Key['publicKey'] | JWTVerifyGetKey, tolerance = 30) {
+  return new JwtAuthenticator({
+    key: key as JwtAuthenticatorOptions['key'],
+    issuer: ISSUER,
+    audience: AUDIENCE,
+    algorithms: ['ES256'],
+    clockToleranceSec: tolerance,
+    adminClaim: 'sless_admin',
+    description: 'test',
+  });
+}
+
+async function token(
+  claims: Record<string, unknown>,
+  options: { exp?: number; iss?: string; aud?: string; key?: Key } = {},
+) {
+  return new SignJWT(claims)
+    .setProtectedHeader({ alg: 'ES256' })
+    .setIssuer(options.iss ?? ISSUER)
+    .setAudience(options.aud ?? AUDIENCE)
+    .setExpirationTime(options.exp ?? Math.floor(Date.now() / 1000) + 300)
+    .sign((options.key ?? es).privateKey);
+}
+
+async function refusal(auth: JwtAuthenticator, header: string | undefined): Promise<Error> {
+  const error = await auth.authenticate(request(header)).then(
+    () => undefined,
+    (e: unknown) => e as Error,
+  );
+  if (!error) throw new Error(`accepted: ${header}`);
+  return error;
+}
+
+describe('JwtAuthenticator', () => {
+  it('maps the subject to its golden namespace and honours only a boolean true admin claim', async () => {
+    const auth = authenticator(es.publicKey);
+    expect(await auth.authenticate(request(`Bearer ${await token({ sub: 'alice' })}`))).toEqual({
+      subject: 'alice',
+      namespace: 'sless-2bd806c97f0e00af',
+      admin: false,
+    });
+    const admin = await auth.authenticate(
+      request(`bearer   ${await token({ sub: 'root', sless_admin: true })}  `),
+    );
+    expect(admin).toEqual({ subject: 'root', namespace: expect.stringMatching(/^sless-/), admin: true });
+    for (const claim of ['true', 1, {}])
+      expect(
+        (await auth.authenticate(request(`Bearer ${await token({ sub: 'x', sless_admin: claim })}`))).admin,
+      ).toBe(false);
+  });
+
+  it('refuses malformed Authorization headers with a bearer challenge', async () => {
+    const auth = authenticator(es.publicKey);
+    const good = await token({ sub: 'alice' });
+    const cases: Array<[string | undefined, string]> = [
+      [undefined, 'missing bearer token'],
+      ['', 'missing bearer token'],
+      [`Basic ${good}`, 'authorization header must be "Bearer <token>"'],
+      ['Bearer', 'authorization header must be "Bearer <token>"'],
+      [`Bearer ${good} extra`, 'authorization header must be "Bearer <token>"'],
+      [`XBearer ${good}`, 'authorization header must be "Bearer <token>"'],
+      [`Bearer${good}`, 'authorization header must be "Bearer <token>"'],
+      [`Bearer ${'a'.repeat(16 * 1024 + 1)}`, 'token too large'],
+      [`Bearer ${'a'.repeat(16 * 1024)}`, 'malformed token'],
+      ['Bearer not.a.jwt', 'malformed token'],
+    ];
+    for (const [header, message] of cases) {
+      const error = await refusal(auth, header);
+      expect(error, String(header).slice(0, 40)).toBeInstanceOf(UnauthorizedError);
+      expect(error.message, String(header).slice(0, 40)).toBe(message);
+    }
+    expect((await refusal(auth, undefined)) as UnauthorizedError).toMatchObject({
+      challenge: 'Bearer realm="sless"',
+    });
+    expect(((await refusal(auth, 'Bearer not.a.jwt')) as UnauthorizedError).challenge).toContain(
+      'invalid_token',
+    );
+  });
+
+  it('allows exactly the configured clock tolerance past expiry, and no more', async () => {
+    const now = Math.floor(Date.now() / 1000);
+    const auth = authenticator(es.publicKey, 30);
+    // Expired 10 s ago, 30 s tolerance: still accepted.
+    expect(
+      (await auth.authenticate(request(`Bearer ${await token({ sub: 'a' }, { exp: now - 10 })}`))).subject,
+    ).toBe('a');
+    // Expired 90 s ago: refused.
+    expect((await refusal(auth, `Bearer ${await token({ sub: 'a' }, { exp: now - 90 })}`)).message).toBe(
+      'token expired',
+    );
+    // No tolerance: 10 s late is refused.
+    expect(
+      (
+        await refusal(
+          authenticator(es.publicKey, 0),
+          `Bearer ${await token({ sub: 'a' }, { exp: now - 10 })}`,
+        )
+      ).message,
+    ).toBe('token expired');
+  });
+
+  it('translates every verification failure to a token-free 401, and key trouble to 503', async () => {
+    const auth = authenticator(es.publicKey);
+    const cases: Array<[string, string]> = [
+      [await token({ sub: 'a' }, { key: other }), 'token signature is invalid'],
+      [await token({ sub: 'a' }, { iss: 'https://evil' }), 'token claim "iss" check failed'],
+      [await token({ sub: 'a' }, { aud: 'other' }), 'token claim "aud" check failed'],
+      [await token({}), 'token claim "sub" is missing'],
+      [await token({ sub: '' }), 'token has no subject'],
+      [await token({ sub: 7 }), 'token has no subject'],
+    ];
+    for (const [jwt, message] of cases) expect((await refusal(auth, `Bearer ${jwt}`)).message).toBe(message);
+    const rs = await generateKeyPair('RS256');
+    const rsToken = await new SignJWT({ sub: 'a' })
+      .setProtectedHeader({ alg: 'RS256' })
+      .setIssuer(ISSUER)
+      .setAudience(AUDIENCE)
+      .setExpirationTime('5m')
+      .sign(rs.privateKey);
+    expect((await refusal(auth, `Bearer ${rsToken}`)).message).toBe('token algorithm not allowed');
+
+    const throwing =
+      (error: Error): JWTVerifyGetKey =>
+      () => {
+        throw error;
+      };
+    const jwt = `Bearer ${await token({ sub: 'a' })}`;
+    const keyCases: Array<[Error, string, typeof UnauthorizedError | typeof UnavailableError]> = [
+      [new joseErrors.JWKSNoMatchingKey(), 'no key matches the token', UnauthorizedError],
+      [new joseErrors.JWKSMultipleMatchingKeys(), 'several keys match the token', UnauthorizedError],
+      [new joseErrors.JWKSTimeout(), 'signing keys are unreachable', UnavailableError],
+      [new joseErrors.JWKSInvalid(), 'signing keys are invalid', UnavailableError],
+      [new joseErrors.JOSENotSupported(), 'token algorithm not supported', UnauthorizedError],
+      [new joseErrors.JWSInvalid(), 'malformed token', UnauthorizedError],
+      [new joseErrors.JWTInvalid(), 'malformed token', UnauthorizedError],
+      [new joseErrors.JWKInvalid(), 'invalid token', UnauthorizedError],
+      [new joseErrors.JOSEError(), 'signing keys are unreachable', UnavailableError],
+      [new TypeError('fetch failed'), 'signing keys are unreachable', UnavailableError],
+    ];
+    for (const [thrown, message, type] of keyCases) {
+      const error = await refusal(authenticator(throwing(thrown)), jwt);
+      expect(error.message, thrown.name).toBe(message);
+      expect(error, thrown.name).toBeInstanceOf(type);
+    }
+    // A 401 never echoes the token.
+    const bad = await refusal(auth, `Bearer ${cases[0]?.[0]}`);
+    expect(JSON.stringify({ m: bad.message, c: (bad as UnauthorizedError).challenge })).not.toContain(
+      (cases[0]?.[0] ?? '').split('.')[2],
+    );
+  });
+});
+
+describe('keys and settings', () => {
+  it('parses PEM and JWK public keys, and refuses private keys', async () => {
+    const pem = await exportSPKI(es.publicKey);
+    expect(parsePublicKey(`\n${pem}\n`).asymmetricKeyType).toBe('ec');
+    expect(parsePublicKey(JSON.stringify(await exportJWK(es.publicKey))).asymmetricKeyType).toBe('ec');
+    const pkcs8 = await exportPKCS8(es.privateKey);
+    expect(() => parsePublicKey(pkcs8)).toThrow(
+      'SLESS_AUTH_PUBLIC_KEY must be a public key, not a private one',
+    );
+    const privateJwk = JSON.stringify(createPrivateKey(pkcs8).export({ format: 'jwk' }));
+    expect(() => parsePublicKey(privateJwk)).toThrow(
+      'SLESS_AUTH_PUBLIC_KEY must be a public key, not a private one',
+    );
+  });
+
+  it('builds an authenticator from settings that verifies real tokens, and describes itself', async () => {
+    const settings = {
+      issuer: ISSUER,
+      audience: AUDIENCE,
+      algorithms: ['ES256'],
+      clockToleranceSec: 5,
+      adminClaim: 'is_admin',
+    };
+    const auth = createJwtAuthenticator({
+      ...settings,
+      key: { kind: 'publicKey', key: await exportSPKI(es.publicKey) },
+    });
+    expect(auth.description).toBe(
+      `JWT (public key, issuer ${ISSUER}, audience ${AUDIENCE}, algorithms ES256)`,
+    );
+    expect(await auth.authenticate(request(`Bearer ${await token({ sub: 'bob', is_admin: true })}`))).toEqual(
+      {
+        subject: 'bob',
+        namespace: 'sless-81b637d8fcd2c6da',
+        admin: true,
+      },
+    );
+    const remote = createJwtAuthenticator({
+      ...settings,
+      algorithms: ['ES256', 'EdDSA'],
+      key: { kind: 'jwks', url: 'http://127.0.0.1:9/jwks.json' },
+    });
+    expect(remote.description).toBe(
+      `JWT (JWKS http://127.0.0.1:9/jwks.json, issuer ${ISSUER}, audience ${AUDIENCE}, algorithms ES256,EdDSA)`,
+    );
+    // Port 9 (discard) refuses the connection: the keys are unreachable, a 503 and not a 401.
+    expect(await refusal(remote, `Bearer ${await token({ sub: 'bob' })}`)).toBeInstanceOf(UnavailableError);
+  });
+});
