@@ -31,6 +31,6 @@ export default {
   jsonReporter: { fileName: 'reports/mutation/mutation.json' },
   tempDirName: '.stryker-tmp',
   cleanTempDir: 'always',
-  timeoutMS: 10_000,
+  timeoutMS: 3_000,
   thresholds: { high: 90, low: 80, break: null },
 };

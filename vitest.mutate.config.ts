@@ -15,7 +15,7 @@ export default defineConfig({
       'src/api/auth/*.test.ts',
       'src/proxy/hop-by-hop.test.ts',
     ],
-    testTimeout: 30_000,
+    testTimeout: 10_000,
     pool: 'forks',
     maxWorkers: 1,
   },

@@ -3,6 +3,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'vitest'
 import { gitSource, type Harness, startHarness } from './harness.js';
 
 const SECRET = 'webhook-secret-for-tests';
+const BARRIER_SECRET = 'barrier-secret';
 let h: Harness;
 let base: string;
 
@@ -21,11 +22,32 @@ async function post(path: string, body: string, headers: Record<string, string>)
   });
 }
 
-/** Lets background work (the fire-and-forget sync) run before asserting that none happened. */
-const settle = () => new Promise((resolve) => setTimeout(resolve, 30));
+/**
+ * The positive signal before "no sync happened": a signed push for another source, sent after the
+ * requests under test, and its sync observed. Syncs start in request order, so once the barrier's has
+ * been seen, any sync an earlier request would have started has been recorded too. The barrier's own
+ * sync is then taken out of the record.
+ */
+async function settle(): Promise<void> {
+  const body = push('refs/heads/main');
+  const response = await post('/v1/webhooks/default/barrier', body, {
+    'x-github-event': 'push',
+    'x-hub-signature-256': sign(body, BARRIER_SECRET),
+  });
+  expect(response.status).toBe(202);
+  // Checked and re-armed synchronously, so no sync can slip between the check and the wait.
+  while (!h.syncCalls.some((c) => c.name === 'barrier')) await h.nextSync();
+  h.syncCalls.splice(
+    h.syncCalls.findIndex((c) => c.name === 'barrier'),
+    1,
+  );
+}
 
 beforeAll(async () => {
-  h = await startHarness({ secrets: { 'default/repo': SECRET, 'default/lab': 'gitlab-token' } });
+  h = await startHarness({
+    secrets: { 'default/repo': SECRET, 'default/lab': 'gitlab-token', 'default/barrier': BARRIER_SECRET },
+  });
+  await h.store.apply(gitSource('default', 'barrier', 'main'));
   await h.store.apply(gitSource('default', 'repo', 'main'));
   await h.store.apply(gitSource('default', 'lab', 'main'));
   base = await h.app.listen({ host: '127.0.0.1', port: 0 });
@@ -58,6 +80,42 @@ describe('POST /v1/webhooks/{ns}/{source} over real HTTP', () => {
     });
     await settle();
     expect(h.syncCalls).toHaveLength(1);
+  });
+
+  test('redeliveries of Gitea, GitLab and generic deliveries sync once; ids are per source', async () => {
+    const body = push('refs/heads/main');
+    const senders: Array<[string, () => Record<string, string>]> = [
+      [
+        'repo',
+        () => ({ 'x-gitea-event': 'push', 'x-gitea-delivery': 'gitea-1', 'x-hub-signature-256': sign(body) }),
+      ],
+      [
+        'lab',
+        () => ({
+          'x-gitlab-event': 'Push Hook',
+          'x-gitlab-event-uuid': 'lab-1',
+          'x-gitlab-token': 'gitlab-token',
+        }),
+      ],
+      ['repo', () => ({ 'x-sless-delivery': 'generic-1', 'x-sless-signature': sign(body) })],
+    ];
+    for (const [source, headers] of senders) {
+      const first = await post(`/v1/webhooks/default/${source}`, body, headers());
+      expect(await first.json(), source).toEqual({ status: 'accepted', source: `default/${source}` });
+      const again = await post(`/v1/webhooks/default/${source}`, body, headers());
+      expect(await again.json(), source).toEqual({
+        status: 'ignored',
+        reason: expect.stringContaining('already handled'),
+      });
+    }
+    // The same id for another source is another delivery.
+    const other = await post('/v1/webhooks/default/lab', body, {
+      'x-sless-delivery': 'generic-1',
+      'x-gitlab-token': 'gitlab-token',
+    });
+    expect(await other.json()).toEqual({ status: 'accepted', source: 'default/lab' });
+    await settle();
+    expect(h.syncCalls.map((c) => c.name)).toEqual(['repo', 'lab', 'repo', 'lab']);
   });
 
   test('Gitea push (X-Gitea-Event, X-Hub-Signature-256) and GitLab (X-Gitlab-Token) sync', async () => {

@@ -16,7 +16,7 @@ import { buildName } from '../../src/core/naming.js';
 import type { FunctionStatus, GitSource, GitSourceStatus, SlessFunction } from '../../src/core/resources.js';
 import { type KubeSystem, startKubeSystem } from '../../src/main.js';
 import { getObject, type KubeObject, listObjects } from '../../src/platform/kube/objects.js';
-import { DEPLOYMENT, JOB, SECRET, SERVICE } from '../../src/platform/kube/resource-types.js';
+import { DEPLOYMENT, JOB, SECRET, SERVICE, slessType } from '../../src/platform/kube/resource-types.js';
 import { NETWORK_POLICY } from '../../src/platform/kube/tenant.js';
 import { functionManifest, git, gitSource, nodeHandler, TestRepo, tempDir } from '../helpers/git.js';
 import { startGitHttpServer } from '../helpers/git-http-server.js';
@@ -397,11 +397,7 @@ describe('kube platform: GitOps loop', () => {
     await eventually('beta gone', async () => (await fn('beta')) === undefined);
     await eventually(
       'beta Function object gone (finalizer ran)',
-      async () =>
-        await env.http
-          .request('GET', `/apis/sless.dev/v1alpha1/namespaces/${env.ns}/functions/beta`)
-          .then(() => false)
-          .catch(() => true),
+      async () => (await await getObject(env.http, slessType('Function'), env.ns, 'beta')) === undefined,
     );
     await eventually('beta Deployment gone', async () => (await deployment('beta')) === undefined);
     expect(await getObject(env.http, SERVICE, env.ns, 'beta')).toBeUndefined();

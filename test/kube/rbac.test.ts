@@ -26,6 +26,7 @@ import {
   NAMESPACE,
   SECRET,
   SERVICE,
+  slessType,
 } from '../../src/platform/kube/resource-types.js';
 import {
   FUNCTIONS_POLICY_NAME,
@@ -205,11 +206,9 @@ describe('RBAC of deploy/', () => {
       });
       expect(hook.status).toBe(202);
       expect(await hook.json()).toMatchObject({ status: 'accepted' });
-      await eventually('Function gone for good', async () =>
-        env.http
-          .request('GET', `/apis/sless.dev/v1alpha1/namespaces/${env.ns}/functions/rb`)
-          .then(() => false)
-          .catch(() => true),
+      await eventually(
+        'Function gone for good',
+        async () => (await getObject(env.http, slessType('Function'), env.ns, 'rb')) === undefined,
       );
       await eventually(
         'build Job cleaned',

@@ -8,6 +8,8 @@ import type { StoreEvent } from '../../src/core/interfaces.js';
 import type { FunctionJob, SlessFunction, Trigger } from '../../src/core/resources.js';
 import { KubeApiError } from '../../src/platform/kube/http.js';
 import { KubeStore } from '../../src/platform/kube/kube-store.js';
+import { getObject } from '../../src/platform/kube/objects.js';
+import { slessType } from '../../src/platform/kube/resource-types.js';
 import { createNamespace, eventually, type KubeEnv, kubeEnv, logger } from './harness.js';
 
 let env: KubeEnv;
@@ -167,11 +169,9 @@ describe('CRDs on the API server', () => {
         metadata: { ...fnObject('finalized').metadata, namespace: ns },
       });
       await cleaning.delete('Function', ns, 'finalized');
-      await eventually('Function removed after the retry', async () =>
-        env.http
-          .request('GET', `/apis/sless.dev/v1alpha1/namespaces/${ns}/functions/finalized`)
-          .then(() => false)
-          .catch(() => true),
+      await eventually(
+        'Function removed after the retry',
+        async () => (await getObject(env.http, slessType('Function'), ns, 'finalized')) === undefined,
       );
       expect(calls).toBe(2);
     } finally {

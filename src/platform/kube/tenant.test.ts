@@ -26,8 +26,11 @@ describe('tenant manifests', () => {
       type: 'kubernetes.io/dockerconfigjson',
       data: { '.dockerconfigjson': 'eyJhdXRocyI6e319' },
     });
+    // Server-side apply compares what we send: the serialised form, key order included, is pinned.
     expect(JSON.stringify(pullSecretCopy('a', 'b', 'c', 'd'))).toBe(
-      JSON.stringify(pullSecretCopy('a', 'b', 'c', 'd')),
+      '{"apiVersion":"v1","kind":"Secret","metadata":{"name":"b","namespace":"a",' +
+        '"labels":{"app.kubernetes.io/managed-by":"sless"},"annotations":{"sless.dev/pull-secret-source":"d"}},' +
+        '"type":"kubernetes.io/dockerconfigjson","data":{".dockerconfigjson":"c"}}',
     );
   });
 
@@ -72,7 +75,12 @@ describe('tenant manifests', () => {
         ],
       },
     });
-    expect(JSON.stringify(functionsNetworkPolicy('team-a', 'sless-system'))).toBe(JSON.stringify(policy));
+    // Two namespaces get two policies that differ only where they must.
+    const other = functionsNetworkPolicy('team-b', 'sless-ctl') as typeof policy;
+    expect(other.metadata).toEqual({ ...policy.metadata, namespace: 'team-b' });
+    expect(JSON.stringify(other.spec)).toBe(
+      JSON.stringify(policy.spec).replace('"sless-system"', '"sless-ctl"'),
+    );
   });
 
   it('selects the pods KubeWorkloads and the cron scheduler actually label', () => {
