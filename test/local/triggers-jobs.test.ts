@@ -120,11 +120,18 @@ describe('cron triggers and function jobs (local)', () => {
   });
 
   it('disables the function and its schedule with enabled: false, and brings both back', async () => {
+    // A witness: another function whose every-second trigger keeps firing. Two of its runs after
+    // the worker was disabled prove the scheduler ticked in between; only then is "no worker run" checked.
+    const witness =
+      `${functionManifest('clock', { env: { RUN_LOG: runLog } })}---\napiVersion: sless.dev/v1alpha1\nkind: Trigger\n` +
+      `metadata:\n  name: clock-tick\nspec: ${JSON.stringify({ type: 'cron', function: 'clock', schedule: '* * * * * *', event: { from: 'clock' } })}\n`;
     await repo.commit({
       'worker/function.yaml': manifests(
         { schedule: '* * * * * *', event: { from: 'cron' }, enabled: false },
         0,
       ),
+      'clock/function.yaml': witness,
+      'clock/handler.js': await readFile(join(repo.dir, 'worker/handler.js'), 'utf8'),
     });
     await eventually(
       async () => (await system.functionStatus('worker'))?.phase === 'Disabled',
@@ -134,9 +141,15 @@ describe('cron triggers and function jobs (local)', () => {
     const response = await bodyOf(system, '/fn/default/worker');
     expect(response.status).toBe(503);
     expect(JSON.parse(response.text)).toEqual({ error: 'function default/worker is disabled' });
-    const before = (await runs()).length;
-    await new Promise((r) => setTimeout(r, 1500));
-    expect((await runs()).length).toBe(before);
+    const workerRuns = async () => (await runs()).filter((r) => r.includes('"from":"cron"')).length;
+    const clockRuns = async () => (await runs()).filter((r) => r.includes('"from":"clock"')).length;
+    const before = await workerRuns();
+    const lastRun = (await trigger())?.status?.lastRun;
+    const clockBefore = await clockRuns();
+    await eventually(async () => (await clockRuns()) >= clockBefore + 2, 20_000, 'the witness fired twice');
+    // Neither the function ran nor did its trigger fire (a fire would have met a 503 and left lastRun).
+    expect(await workerRuns()).toBe(before);
+    expect((await trigger())?.status?.lastRun).toBe(lastRun);
     expect((await trigger())?.status?.phase).toBe('Disabled');
 
     await repo.commit({
@@ -144,12 +157,14 @@ describe('cron triggers and function jobs (local)', () => {
         { schedule: '* * * * * *', event: { from: 'cron' }, enabled: true },
         0,
       ),
+      'clock/function.yaml': null,
+      'clock/handler.js': null,
     });
     await eventually(
       async () => (await bodyOf(system, '/fn/default/worker')).status === 200,
       20_000,
       'enabled again',
     );
-    await eventually(async () => (await runs()).length > before, 10_000, 'cron running again');
+    await eventually(async () => (await workerRuns()) > before, 10_000, 'cron running again');
   });
 });
