@@ -21,6 +21,7 @@ export function setCondition(
 ): Condition[] {
   const list = [...(conditions ?? [])];
   const index = list.findIndex((c) => c.type === next.type);
+  // Stryker disable next-line ConditionalExpression: equivalent, list[-1] is undefined as well
   const previous = index >= 0 ? list[index] : undefined;
   const lastTransitionTime =
     previous && previous.status === next.status ? previous.lastTransitionTime : now.toISOString();

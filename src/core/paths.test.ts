@@ -16,6 +16,15 @@ describe('repository paths', () => {
     expect(normalizeRepoPath(input)).toBe(expected);
   });
 
+  it('isWithin: the root holds everything; a directory holds itself and what is below, not its prefix-siblings', () => {
+    expect(isWithin('', 'fns/a')).toBe(true);
+    expect(isWithin('', '')).toBe(true);
+    expect(isWithin('fns/a', 'fns/a')).toBe(true);
+    expect(isWithin('fns/a', 'fns/a/x.js')).toBe(true);
+    expect(isWithin('fns/a', 'fns/ab/x.js')).toBe(false);
+    expect(isWithin('fns/a', 'fns')).toBe(false);
+  });
+
   it('never returns a path that climbs out, whatever the input', () => {
     fc.assert(
       fc.property(fc.array(fc.constantFrom('..', '.', 'a', 'b', '', '...'), { maxLength: 8 }), (parts) => {

@@ -50,7 +50,7 @@ describe('stripHopByHop', () => {
     const headers: Record<string, string | undefined> = { 'X-Kept': 'v', 'x-undefined': undefined };
     for (const name of hop) headers[name] = 'x';
     headers.connection = 'close';
-    expect(stripHopByHop(headers)).toEqual({ 'x-kept': 'v' });
+    expect(stripHopByHop(headers)).toStrictEqual({ 'x-kept': 'v' });
     expect(stripHopByHop({})).toEqual({});
   });
 });

@@ -17,11 +17,13 @@ const HOP_BY_HOP = new Set([
 /** Copies headers minus hop-by-hop ones, including any the Connection header names. */
 export function stripHopByHop(
   headers: IncomingHttpHeaders | Record<string, string | string[] | undefined>,
+  // Stryker disable next-line ArrayDeclaration: equivalent, a name with a space is never an HTTP header name
   extra: readonly string[] = [],
 ): Record<string, string | string[]> {
   // Runs twice per proxied request: no Set is built unless a Connection header names extra headers.
   let named: Set<string> | undefined = extra.length > 0 ? new Set(extra) : undefined;
   const connection = headers.connection;
+  // Stryker disable next-line ArrayDeclaration: equivalent, as above (the empty list names nothing)
   for (const value of Array.isArray(connection) ? connection : connection ? [connection] : []) {
     for (const token of value.split(',')) {
       const lower = token.trim().toLowerCase();

@@ -107,6 +107,8 @@ describe('config hashes', () => {
   };
   it('change with env, memory, replicas and timeout, not with key order or the source path', () => {
     const base = computeConfigHash(spec);
+    // Golden: the first 16 hex digits of sha256 over the key-sorted JSON of the spec minus `source`.
+    expect(base).toBe('1e1b37db9913291c');
     expect(computeConfigHash({ ...spec, env: { B: '2', A: '1' } })).toBe(base);
     expect(computeConfigHash({ ...spec, source: { path: 'elsewhere' } })).toBe(base);
     expect(computeConfigHash({ ...spec, env: { A: '1', B: '3' } })).not.toBe(base);

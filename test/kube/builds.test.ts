@@ -84,11 +84,11 @@ describe('build once', () => {
     );
     const name = buildName('burst', commit);
     await eventually('burst Job', () => getObject<KubeObject>(env.http, JOB, env.controllerNs, name));
-    await new Promise((r) => setTimeout(r, 500));
-    expect((await jobsOf('burst')).map((j) => j.metadata.name)).toEqual([name]);
     await markBuildSucceeded(env.http, env.controllerNs, name, fakeDigest('burst'));
+    // The positive signal: every one of the concurrent reconciles has finished (they wait for the
+    // build). Only then is "exactly one Job" checked.
     await Promise.all(reconciles);
-    expect(await jobsOf('burst')).toHaveLength(1);
+    expect((await jobsOf('burst')).map((j) => j.metadata.name)).toEqual([name]);
     const dep = await getObject<KubeObject>(env.http, DEPLOYMENT, env.ns, 'burst');
     expect(JSON.stringify(dep?.spec)).toContain(`:${commit}@${fakeDigest('burst')}`);
     const fn = (await store.get('Function', env.ns, 'burst')) as SlessFunction;
@@ -127,15 +127,16 @@ describe('build once', () => {
         const fn = await system?.store.get('Function', env.ns, 'mid');
         return fn?.status?.phase === 'Building';
       });
-      await new Promise((r) => setTimeout(r, 500));
-      expect((await jobsOf('mid')).map((j) => j.metadata.name)).toEqual([name]);
+      const job = await getObject<KubeObject>(env.http, JOB, env.controllerNs, name);
       await markBuildSucceeded(env.http, env.controllerNs, name, fakeDigest('mid'));
       await eventually('mid deployed by the new controller', async () =>
         JSON.stringify(
           (await getObject<KubeObject>(env.http, DEPLOYMENT, env.ns, 'mid'))?.spec ?? '',
         ).includes(fakeDigest('mid')),
       );
-      expect(await jobsOf('mid')).toHaveLength(1);
+      // The new controller has finished mid (it deployed it): only then is "no other Job" checked, and
+      // the one Job is the very one the first controller created, not a re-created namesake.
+      expect((await jobsOf('mid')).map((j) => j.metadata.uid)).toEqual([job?.metadata.uid]);
     } finally {
       await system?.stop();
       await server.close();

@@ -5,6 +5,9 @@
  *
  * There is no kubelet, Job controller or kaniko here: where one of them would act, the test plays its
  * part (markBuildSucceeded / markBuildFailed / markDeploymentAvailable in harness.ts) and says so.
+ * Fakes: with no pods, a plain HTTP server stands in for every function's Service. It answers with
+ * the image of the Deployment the Service would route to (read from the apiserver per request), so a
+ * test can tell which revision served it.
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -87,8 +90,23 @@ describe('kube platform: GitOps loop', () => {
     await git(work.dir, 'remote', 'add', 'origin', join(root, 'fns.git'));
     await push();
     first = await git(work.dir, 'rev-parse', 'HEAD');
-    // Stands in for the function's Service: the route resolver is pointed here instead of *.svc.
-    upstream = createServer((req, res) => res.end(JSON.stringify({ served: req.url })));
+    // Stands in for the function's Service: the route resolver is pointed here instead of *.svc. The
+    // proxy names the function in X-Forwarded-Prefix (/fn/{ns}/{name}); the answer carries the image
+    // its Deployment runs, i.e. the revision a real Service would have routed to.
+    upstream = createServer((req, res) => {
+      const [, , namespace, name] = String(req.headers['x-forwarded-prefix'] ?? '').split('/');
+      const served = async () => {
+        const dep = namespace && name ? await deployment(name) : undefined;
+        return { served: req.url, image: dep ? containerOf(dep).image : null };
+      };
+      served().then(
+        (body) => res.end(JSON.stringify(body)),
+        (error: unknown) => {
+          res.statusCode = 502;
+          res.end(String(error));
+        },
+      );
+    });
     await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
     const port = (upstream.address() as AddressInfo).port;
     system = await startKubeSystem(env.config, {
@@ -245,13 +263,17 @@ describe('kube platform: GitOps loop', () => {
       const r = await call(`/fn/${env.ns}/alpha/x`);
       return r.status === 200 ? r : undefined;
     });
-    expect(await ok.json()).toEqual({ served: '/x' });
+    expect(await ok.json()).toEqual({ served: '/x', image: containerOf(await deployment('alpha')).image });
   });
 
   it('settles: no status-write loop and no new Jobs once Ready (seeds: 94 kaniko Jobs)', async () => {
     const before = await fn('alpha');
     const jobs = (await buildJobs('alpha')).length + (await buildJobs('beta')).length;
-    await new Promise((r) => setTimeout(r, 1500));
+    // The positive signal: a forced sync re-plans and re-applies every object of the commit, and the
+    // controller drains its queues. Only then is "nothing changed" checked.
+    const synced = await system.controller.syncNow(env.ns, 'repo', { force: true });
+    expect(synced?.commit).toBe(first);
+    await system.controller.idle();
     expect((await fn('alpha'))?.metadata.resourceVersion).toBe(before?.metadata.resourceVersion);
     expect((await buildJobs('alpha')).length + (await buildJobs('beta')).length).toBe(jobs);
   });
@@ -290,8 +312,13 @@ describe('kube platform: GitOps loop', () => {
     const alphaImage = containerOf(await deployment('alpha')).image;
     const sha = await commitAndSync({ 'beta/handler.js': nodeHandler(`return 'beta 2';`) });
     await waitForJob(buildName('beta', sha));
-    // controller.idle() would wait for the build itself (the reconcile watches its Job), so settle briefly.
-    await new Promise((r) => setTimeout(r, 500));
+    // controller.idle() would wait for the build itself (the reconcile watches its Job). The positive
+    // signal instead: alpha's status records the new commit, written after its reconcile decided
+    // whether to build, so any Job it made exists by then.
+    await eventually(
+      'alpha reconciled at the new commit',
+      async () => (await status('alpha'))?.commit === sha,
+    );
     expect(await buildJobs('beta')).toHaveLength(2);
     expect(await buildJobs('alpha')).toHaveLength(1);
     await markBuildSucceeded(env.http, env.controllerNs, buildName('beta', sha), fakeDigest('beta-2'));
@@ -358,7 +385,9 @@ describe('kube platform: GitOps loop', () => {
     expect(failed.conditions?.find((c) => c.type === 'Ready')?.status).toBe('True');
     expect(containerOf(await deployment('alpha')).image).toBe(image);
     // Still routed to the old revision.
-    expect((await fetch(`${system.url}/fn/${env.ns}/alpha/`)).status).toBe(200);
+    const served = await fetch(`${system.url}/fn/${env.ns}/alpha/`);
+    expect(served.status).toBe(200);
+    expect(await served.json()).toEqual({ served: '/', image });
     // No retry loop: the failed Job is the only one for that commit.
     await system.controller.idle();
     expect((await buildJobs('alpha')).length).toBe(2);

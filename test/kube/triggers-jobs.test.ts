@@ -136,9 +136,8 @@ describe('kube triggers and jobs', () => {
     await eventually('Succeeded', async () => (await fjob())?.status?.phase === 'Succeeded');
     expect((await fjob())?.status?.observedRunId).toBe(1);
     // A commit that keeps runId 1 does not run it again.
+    const firstRun = (await runJobs()).map((j) => j.metadata.uid);
     await commitAndSync({ 'tick/job.yaml': `${job(1)}# unchanged run\n` });
-    await new Promise((r) => setTimeout(r, 500));
-    expect((await runJobs()).map((j) => j.metadata.name)).toEqual(['run-once-1']);
     await commitAndSync({ 'tick/job.yaml': job(2) });
     await eventually('run-once-2', () => getObject<KubeObject>(env.http, JOB, env.ns, 'run-once-2'));
     await markJobComplete(env.http, env.ns, 'run-once-2');
@@ -147,7 +146,11 @@ describe('kube triggers and jobs', () => {
       async () =>
         (await fjob())?.status?.observedRunId === 2 && (await fjob())?.status?.phase === 'Succeeded',
     );
+    // Run 2 finished, so the commit before it (same runId 1) was reconciled too: run 1 was not run
+    // again (same Job, same uid, not a re-created namesake).
     expect((await runJobs()).map((j) => j.metadata.name).sort()).toEqual(['run-once-1', 'run-once-2']);
+    const runOne = (await runJobs()).find((j) => j.metadata.name === 'run-once-1');
+    expect([runOne?.metadata.uid]).toEqual(firstRun);
   });
 
   it('a run Job that fails makes the FunctionJob Failed with the Job condition message', async () => {

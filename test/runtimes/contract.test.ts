@@ -395,7 +395,9 @@ const CASES: Case[] = [
       expect(res.status).toBe(504);
       expect(res.json()).toEqual({ error: `function timed out after ${TIMEOUT_SEC}s` });
       expect(took).toBeGreaterThanOrEqual(TIMEOUT_SEC * 1000 - 50);
-      expect(took).toBeLessThan(TIMEOUT_SEC * 1000 + 1500);
+      // The handler sleeps 10 s: answering well before that shows the runtime did not wait for it. The
+      // bound is generous on purpose, so that a loaded machine does not fail it.
+      expect(took).toBeLessThan(8_000);
       const after = await call(url, '/value');
       expect(after.status).toBe(200);
       expect(server.proc.exitCode).toBeNull();
@@ -438,14 +440,16 @@ const CASES: Case[] = [
     name: '20 concurrent requests run in parallel',
     run: async ({ url }) => {
       const started = performance.now();
-      const replies = await Promise.all(Array.from({ length: 20 }, () => call(url, '/sleep?ms=300')));
+      const replies = await Promise.all(Array.from({ length: 20 }, () => call(url, '/sleep?ms=700')));
       const took = performance.now() - started;
       for (const r of replies) {
         expect(r.status).toBe(200);
         expect(r.json()).toEqual({ slept: true });
       }
-      // Serially this would take 6 s.
-      expect(took).toBeLessThan(2_000);
+      // Serially this would take 14 s; in parallel under 1 s. Half the serial time is a bound a loaded
+      // machine still meets, and one that serial handling can never meet. (Each sleep stays under
+      // SLESS_TIMEOUT_SEC, so none is cut short by a 504.)
+      expect(took).toBeLessThan(7_000);
     },
   },
   {
@@ -538,7 +542,8 @@ const CASES: Case[] = [
         15_000,
       );
       expect(res.code).toBe(1);
-      expect(res.ms).toBeLessThan(2_800); // the handler sleeps 3 s
+      // The handler sleeps 10 s; exiting well before shows the runtime did not wait (generous on purpose).
+      expect(res.ms).toBeLessThan(8_000);
       const last = res.stdout.trimEnd().split('\n').at(-1) ?? '';
       expect(JSON.parse(last.replace(/^SLESS_RESULT /, ''))).toEqual({
         statusCode: 504,

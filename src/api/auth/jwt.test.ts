@@ -109,9 +109,15 @@ describe('JwtAuthenticator', () => {
     expect((await refusal(auth, undefined)) as UnauthorizedError).toMatchObject({
       challenge: 'Bearer realm="sless"',
     });
-    expect(((await refusal(auth, 'Bearer not.a.jwt')) as UnauthorizedError).challenge).toContain(
-      'invalid_token',
-    );
+    // A token that was sent but is unusable gets error="invalid_token" (RFC 6750); a missing one does not.
+    for (const header of [
+      'Bearer not.a.jwt',
+      `Bearer ${'a'.repeat(16 * 1024 + 1)}`,
+      `Bearer ${await token({ sub: '' })}`,
+    ])
+      expect(((await refusal(auth, header)) as UnauthorizedError).challenge, header.slice(0, 30)).toMatch(
+        /^Bearer realm="sless", error="invalid_token", error_description="/,
+      );
   });
 
   it('allows exactly the configured clock tolerance past expiry, and no more', async () => {
@@ -192,6 +198,9 @@ describe('keys and settings', () => {
     const pem = await exportSPKI(es.publicKey);
     expect(parsePublicKey(`\n${pem}\n`).asymmetricKeyType).toBe('ec');
     expect(parsePublicKey(JSON.stringify(await exportJWK(es.publicKey))).asymmetricKeyType).toBe('ec');
+    expect(parsePublicKey(`\n  ${JSON.stringify(await exportJWK(es.publicKey))}\n`).asymmetricKeyType).toBe(
+      'ec',
+    );
     const pkcs8 = await exportPKCS8(es.privateKey);
     expect(() => parsePublicKey(pkcs8)).toThrow(
       'SLESS_AUTH_PUBLIC_KEY must be a public key, not a private one',
