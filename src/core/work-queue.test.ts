@@ -84,6 +84,36 @@ describe('WorkQueue', () => {
     expect(h.maxTotal()).toBe(2);
   });
 
+  it('puts a key added while it ran behind the keys that were already waiting (no starvation)', async () => {
+    const h = controlledHandler();
+    const queue = new WorkQueue({ handler: h.handler, onError: () => undefined, concurrency: 1 });
+    queue.add('hot');
+    queue.add('hot');
+    queue.add('cold');
+    await h.finish('hot');
+    expect(h.running()).toEqual(['cold']);
+    await h.finish('cold');
+    expect(h.running()).toEqual(['hot']);
+    await h.finish('hot');
+    await queue.idle();
+    expect(h.runs).toEqual(['hot', 'cold', 'hot']);
+  });
+
+  it('idle() waits for a running key even when nothing is queued', async () => {
+    const h = controlledHandler();
+    const queue = new WorkQueue({ handler: h.handler, onError: () => undefined });
+    queue.add('a');
+    let idle = false;
+    const waiting = queue.idle().then(() => {
+      idle = true;
+    });
+    await new Promise((r) => setImmediate(r));
+    expect(idle).toBe(false);
+    await h.finish('a');
+    await waiting;
+    expect(idle).toBe(true);
+  });
+
   it('runs four keys at once by default', async () => {
     const h = controlledHandler();
     const queue = new WorkQueue({ handler: h.handler, onError: () => undefined });

@@ -162,7 +162,7 @@ describe('validateResource', () => {
         'Trigger',
         trigger({ type: 'cron', function: 'a', schedule: '0 9 * * *', timezone: 'Mars/Olympus' }),
       ),
-    ).toEqual(['functions/a/function.yaml#0 spec.timezone: must be an IANA time zone such as Europe/Paris']);
+    ).toEqual(['functions/a/function.yaml#0 spec.timezone: must be an IANA time zone name such as Europe/Berlin or UTC']);
   });
 
   it('names the field of every error, nested or not, once', () => {
@@ -180,6 +180,61 @@ describe('validateResource', () => {
     ).toEqual([
       'functions/a/function.yaml#0 spec.env.PORT: is reserved for the runtime',
       'functions/a/function.yaml#0 spec.env.a.b: must be a valid environment variable name',
+    ]);
+  });
+
+  it('closes every listed object to unknown fields, nested too, but not the free-form ones', () => {
+    expect(
+      messages('Function', fn({ runtime: 'nodejs20', entrypoint: 'h.h', source: { path: '.', pathh: 'x' } })),
+    ).toEqual(['functions/a/function.yaml#0 spec.source.pathh: unknown field']);
+    expect(messages('Function', { ...fn({ runtime: 'nodejs20', entrypoint: 'h.h' }), extra: 1 })).toEqual([
+      'functions/a/function.yaml#0 extra: unknown field',
+    ]);
+    const job = {
+      apiVersion: 'sless.dev/v1alpha1',
+      kind: 'FunctionJob',
+      metadata: { name: 'j' },
+      spec: { function: 'a', runId: 1, event: { anything: { nested: [1, 2] }, goes: true } },
+    };
+    expect(messages('FunctionJob', job)).toEqual([]);
+  });
+
+  it('reports pattern failures by field: DNS names plainly, other patterns with the pattern', () => {
+    const trigger = {
+      apiVersion: 'sless.dev/v1alpha1',
+      kind: 'Trigger',
+      metadata: { name: 't', namespace: 'Bad_NS' },
+      spec: { type: 'http', function: 'Bad_Fn' },
+    };
+    expect(messages('Trigger', trigger)).toEqual([
+      'functions/a/function.yaml#0 metadata.namespace: must be a DNS-1123 label (lowercase letters, digits and "-")',
+      'functions/a/function.yaml#0 spec.function: must be a DNS-1123 label (lowercase letters, digits and "-")',
+    ]);
+    const [entry] = messages('Function', fn({ runtime: 'nodejs20', entrypoint: 'no entry' }));
+    expect(entry).toMatch(/^functions\/a\/function\.yaml#0 spec\.entrypoint: must match pattern "\^/);
+  });
+
+  it('decodes JSON-pointer escapes in field names', () => {
+    expect(
+      messages('Function', fn({ runtime: 'nodejs20', entrypoint: 'h.h', env: { 'a/b': 1, 'c~d': 2 } })),
+    ).toEqual([
+      'functions/a/function.yaml#0 spec.env.a/b: must be string',
+      'functions/a/function.yaml#0 spec.env.c~d: must be string',
+    ]);
+  });
+
+  it('reserves exactly SLESS_* and PORT among environment names', () => {
+    expect(
+      messages(
+        'Function',
+        fn({ runtime: 'nodejs20', entrypoint: 'h.h', env: { PORTAL: 'x', MY_SLESS_X: 'y', _A: 'z' } }),
+      ),
+    ).toEqual([]);
+    expect(
+      messages('Function', fn({ runtime: 'nodejs20', entrypoint: 'h.h', env: { PORT: '1', SLESS_A: '2' } })),
+    ).toEqual([
+      'functions/a/function.yaml#0 spec.env.PORT: is reserved for the runtime',
+      'functions/a/function.yaml#0 spec.env.SLESS_A: is reserved for the runtime',
     ]);
   });
 });

@@ -1,8 +1,10 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import type { TreeFile } from '../core/interfaces.js';
+import type { SourceSnapshot, TreeFile } from '../core/interfaces.js';
+import type { GitSource } from '../core/resources.js';
 import { RUNTIME_INFO } from '../core/runtimes.js';
-import { computeBuildKey, computeConfigHash, sortedWithin } from './plan.js';
+import type { LoadResult } from '../manifest/load.js';
+import { computeBuildKey, computeConfigHash, planSource, sortedWithin } from './plan.js';
 
 const files: TreeFile[] = [
   { path: 'fns/a/function.yaml', mode: '100644', oid: 'm1' },
@@ -138,5 +140,154 @@ describe('sortedWithin', () => {
         },
       ),
     );
+  });
+});
+
+describe('planSource', () => {
+  const commit = 'c0ffee0000000000000000000000000000000000';
+  const tree: TreeFile[] = [
+    { path: 'fns/a/function.yaml', mode: '100644', oid: 'm1' },
+    { path: 'fns/a/handler.js', mode: '100644', oid: 'h1' },
+    { path: 'fns/a/lib/x.js', mode: '100644', oid: 'l1' },
+    { path: 'fns/ab/handler.js', mode: '100644', oid: 'other' },
+    { path: 'shared/b/main.py', mode: '100644', oid: 'p1' },
+  ];
+  const listed: string[] = [];
+  const snapshot: SourceSnapshot = {
+    commit,
+    listFiles: async (dir) => {
+      listed.push(dir);
+      return tree.filter((f) => dir === '' || f.path.startsWith(`${dir}/`));
+    },
+    readFile: async () => new Uint8Array(),
+  };
+  const source = {
+    apiVersion: 'sless.dev/v1alpha1',
+    kind: 'GitSource',
+    metadata: { name: 'repo', namespace: 'team-a' },
+    spec: { url: 'https://git.example.com/r.git', path: './fns/' },
+  } as GitSource;
+  const fnSpec = {
+    runtime: 'nodejs20',
+    entrypoint: 'handler.handle',
+    memoryMb: 128,
+    timeoutSec: 30,
+    replicas: 1,
+  };
+  const loaded: LoadResult = {
+    documents: [
+      {
+        kind: 'Function',
+        file: 'fns/a/function.yaml',
+        index: 0,
+        codeDir: 'fns/a',
+        doc: {
+          apiVersion: 'sless.dev/v1alpha1',
+          kind: 'Function',
+          metadata: { name: 'a', labels: { zone: 'z', app: 'x' }, annotations: { 'z.example/note': 'kept' } },
+          spec: fnSpec,
+        },
+      },
+      {
+        kind: 'Trigger',
+        file: 'fns/a/function.yaml',
+        index: 1,
+        doc: {
+          apiVersion: 'sless.dev/v1alpha1',
+          kind: 'Trigger',
+          metadata: { name: 'tick' },
+          spec: { type: 'http', function: 'a' },
+        },
+      },
+      {
+        kind: 'Function',
+        file: 'shared/b/function.yaml',
+        index: 0,
+        codeDir: 'shared/b',
+        doc: {
+          apiVersion: 'sless.dev/v1alpha1',
+          kind: 'Function',
+          metadata: { name: 'b' },
+          spec: { ...fnSpec, runtime: 'python3.11', entrypoint: 'main.handle' },
+        },
+      },
+    ],
+    manifestFiles: new Set(['fns/a/function.yaml', 'shared/b/function.yaml']),
+    issues: [],
+  };
+
+  it('turns loaded documents into the objects to apply: golden metadata, sorted labels and annotations', async () => {
+    listed.length = 0;
+    const plan = await planSource(source, snapshot, loaded);
+    expect(plan.commit).toBe(commit);
+    expect(plan.issues).toEqual([]);
+    expect(plan.manifestFiles).toBe(loaded.manifestFiles);
+    // The source root is listed once; a code dir outside it is listed on its own.
+    expect(listed).toEqual(['fns', 'shared/b']);
+    const [a, tick, b] = plan.objects;
+    // Golden: build key from the tree of fns/a minus its manifest (computed outside TypeScript).
+    expect(a).toEqual({
+      apiVersion: 'sless.dev/v1alpha1',
+      kind: 'Function',
+      metadata: {
+        name: 'a',
+        namespace: 'team-a',
+        labels: { app: 'x', 'sless.dev/source': 'repo', zone: 'z' },
+        annotations: {
+          'sless.dev/build-key': '8654199d13e04923698b910cc3b0c68d',
+          'sless.dev/code-dir': 'fns/a',
+          'sless.dev/commit': commit,
+          'sless.dev/config-hash': '45f76f746329a5be',
+          'sless.dev/manifest': 'fns/a/function.yaml#0',
+          'z.example/note': 'kept',
+        },
+      },
+      spec: fnSpec,
+    });
+    expect(Object.keys(a?.metadata.labels ?? {})).toEqual(['app', 'sless.dev/source', 'zone']);
+    expect(Object.keys(a?.metadata.annotations ?? {})).toEqual([
+      'sless.dev/build-key',
+      'sless.dev/code-dir',
+      'sless.dev/commit',
+      'sless.dev/config-hash',
+      'sless.dev/manifest',
+      'z.example/note',
+    ]);
+    expect(tick).toEqual({
+      apiVersion: 'sless.dev/v1alpha1',
+      kind: 'Trigger',
+      metadata: {
+        name: 'tick',
+        namespace: 'team-a',
+        labels: { 'sless.dev/source': 'repo' },
+        annotations: { 'sless.dev/commit': commit, 'sless.dev/manifest': 'fns/a/function.yaml#1' },
+      },
+      spec: { type: 'http', function: 'a' },
+    });
+    expect(b?.metadata.annotations?.['sless.dev/build-key']).toBe(
+      computeBuildKey({
+        runtime: 'python3.11',
+        entrypoint: 'main.handle',
+        codeDir: 'shared/b',
+        files: [{ path: 'shared/b/main.py', mode: '100644', oid: 'p1' }],
+        manifestFiles: new Set(),
+      }),
+    );
+    expect([...plan.functions.keys()]).toEqual(['a', 'b']);
+    expect(plan.functions.get('a')).toEqual({
+      object: a,
+      buildKey: '8654199d13e04923698b910cc3b0c68d',
+      configHash: '45f76f746329a5be',
+      codeDir: 'fns/a',
+    });
+  });
+
+  it('plans from the repository root when the source has no path', async () => {
+    listed.length = 0;
+    const { path: _path, ...spec } = source.spec;
+    const plan = await planSource({ ...source, spec } as GitSource, snapshot, loaded);
+    expect(listed).toEqual(['']);
+    expect(plan.functions.get('a')?.buildKey).toBe('8654199d13e04923698b910cc3b0c68d');
+    expect(plan.functions.get('b')?.codeDir).toBe('shared/b');
   });
 });
