@@ -200,6 +200,16 @@ describe('JWT on /v1 (JWKS)', () => {
     expect((await call('/v1/namespaces/default/sources', pretender)).status).toBe(403);
   });
 
+  test('the clock tolerance (5 s here) admits a token expired 2 s ago, and no older one', async () => {
+    const now = Math.floor(Date.now() / 1000);
+    const late = await sign(rsa, 'RS256', 'rsa-1', { sub: 'alice' }, { exp: now - 2 });
+    expect((await call(`/v1/namespaces/${NS.alice}/functions`, late)).status).toBe(200);
+    const tooLate = await sign(rsa, 'RS256', 'rsa-1', { sub: 'alice' }, { exp: now - 30 });
+    const refused = await call(`/v1/namespaces/${NS.alice}/functions`, tooLate);
+    expect(refused.status).toBe(401);
+    expect(await refused.json()).toEqual({ error: 'token expired' });
+  });
+
   test('ES256 and EdDSA tokens from the JWKS verify', async () => {
     const es = await sign(ec, 'ES256', 'ec-1', { sub: 'alice' });
     const eddsa = await sign(ed, 'EdDSA', 'ed-1', { sub: 'alice' });

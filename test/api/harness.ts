@@ -19,6 +19,8 @@ export interface Harness {
   store: MemoryStore;
   metrics: SlessMetrics;
   syncCalls: Array<{ namespace: string; name: string; force: boolean }>;
+  /** Every retryBuild the API asked the controller for. */
+  rebuilds: Array<{ namespace: string; name: string }>;
   /** Resolves on the next syncNow call. */
   nextSync(): Promise<{ namespace: string; name: string }>;
   close(): Promise<void>;
@@ -30,6 +32,8 @@ export interface HarnessOptions {
   bodyLimit?: number;
   logger?: import('pino').Logger;
   buildHistory?: ApiContext['buildHistory'];
+  /** The readiness the /readyz probe reports; ready unless given. */
+  isReady?: () => boolean;
 }
 
 const noRoutes: RouteResolver = { resolve: async () => ({ state: 'unknown' }) };
@@ -37,6 +41,7 @@ const noRoutes: RouteResolver = { resolve: async () => ({ state: 'unknown' }) };
 export async function startHarness(options: HarnessOptions = {}): Promise<Harness> {
   const store = new MemoryStore();
   const syncCalls: Harness['syncCalls'] = [];
+  const rebuilds: Harness['rebuilds'] = [];
   let waiters: Array<(call: { namespace: string; name: string }) => void> = [];
   const metrics = new SlessMetrics();
   const context: ApiContext = {
@@ -49,8 +54,10 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
       for (const w of pending) w({ namespace, name });
       return { outcome: 'unchanged', commit: '0'.repeat(40) };
     },
-    retryBuild: () => undefined,
-    isReady: () => true,
+    retryBuild: (namespace, name) => {
+      rebuilds.push({ namespace, name });
+    },
+    isReady: options.isReady ?? (() => true),
     namespaceExists: (ns) => store.namespaceExists(ns),
     ensureNamespace: (ns) => store.ensureNamespace(ns),
     webhookSecret: async (ns, source) => options.secrets?.[`${ns}/${source}`],
@@ -70,6 +77,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     store,
     metrics,
     syncCalls,
+    rebuilds,
     nextSync: () => new Promise((resolve) => waiters.push(resolve)),
     close: () => app.close(),
   };
