@@ -11,6 +11,9 @@ export interface GitHttpRequest {
   path: string;
   /** True for a pack negotiation that asks for objects ("want" lines); listing refs has none. */
   wantsObjects: boolean;
+  /** The object ids the client asked for ("want" lines), and the depth it asked for ("deepen N"). */
+  wants: string[];
+  deepen: number | undefined;
 }
 
 export async function startGitHttpServer(
@@ -47,10 +50,17 @@ export async function startGitHttpServer(
       method: request.method ?? 'GET',
       path: url.pathname,
       wantsObjects: false,
+      wants: [],
+      deepen: undefined,
     };
     requests.push(logged);
     request.on('data', (chunk: Buffer) => {
       if (chunk.includes('want ')) logged.wantsObjects = true;
+      // pkt-lines: 4 hex digits of length, then "want <oid>" or "deepen <n>".
+      for (const match of chunk.toString('latin1').matchAll(/want ([0-9a-f]{40})/g))
+        if (match[1]) logged.wants.push(match[1]);
+      const deepen = /deepen (\d+)/.exec(chunk.toString('latin1'));
+      if (deepen?.[1]) logged.deepen = Number(deepen[1]);
     });
     request.pipe(child.stdin);
     let headerBuffer = Buffer.alloc(0);

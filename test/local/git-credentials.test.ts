@@ -1,0 +1,92 @@
+/**
+ * What the README says of remote sources in local mode, against the real `git http-backend`:
+ * a `secretRef: {name: x}` reads SLESS_SECRET_X_TOKEN, and a new head is fetched shallow (depth 1)
+ * and for one branch only.
+ */
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { SourceError } from '../../src/core/errors.js';
+import type { GitSource } from '../../src/core/resources.js';
+import { LocalSourceReaderFactory } from '../../src/platform/local/source-readers.js';
+import { git, gitSource, TestRepo, tempDir } from '../helpers/git.js';
+import { startGitHttpServer } from '../helpers/git-http-server.js';
+
+const TOKEN = 'tok-3f9a';
+const ENV = 'SLESS_SECRET_GIT_CREDS_TOKEN';
+
+describe('remote sources in local mode', () => {
+  let root: string;
+  let work: TestRepo;
+  let server: Awaited<ReturnType<typeof startGitHttpServer>>;
+  let open: Awaited<ReturnType<typeof startGitHttpServer>>;
+  let main: string;
+  let other: string;
+
+  beforeAll(async () => {
+    root = await tempDir('git-creds');
+    await git(root, 'init', '--quiet', '--bare', '--initial-branch=main', 'r.git');
+    work = await TestRepo.create({ 'a.txt': 'one\n' });
+    await git(work.dir, 'remote', 'add', 'origin', join(root, 'r.git'));
+    await work.commit({ 'a.txt': 'two\n' });
+    main = await git(work.dir, 'rev-parse', 'HEAD');
+    await git(work.dir, 'push', '--quiet', 'origin', 'main');
+    // Another branch whose head is not on main: a single-branch fetch never asks for it.
+    await git(work.dir, 'checkout', '--quiet', '-b', 'other');
+    await work.commit({ 'b.txt': 'elsewhere\n' });
+    other = await git(work.dir, 'rev-parse', 'HEAD');
+    await git(work.dir, 'push', '--quiet', 'origin', 'other');
+    server = await startGitHttpServer(root, { token: TOKEN });
+    open = await startGitHttpServer(root);
+  });
+
+  afterEach(() => {
+    delete process.env[ENV];
+  });
+
+  afterAll(async () => {
+    await server?.close();
+    await open?.close();
+    await work?.remove();
+  });
+
+  const source = (url: string, secret?: string): GitSource => ({
+    ...gitSource('r', 'default', url),
+    spec: { ...gitSource('r', 'default', url).spec, ...(secret ? { secretRef: { name: secret } } : {}) },
+  });
+
+  it('a secretRef reads SLESS_SECRET_<NAME>_TOKEN and authenticates the fetch', async () => {
+    const factory = new LocalSourceReaderFactory({ stateDir: await tempDir('creds-state') });
+    process.env[ENV] = TOKEN;
+    const reader = await factory.create(source(`${server.url}/r.git`, 'git-creds'));
+    expect(await reader.resolveHead()).toBe(main);
+    const snapshot = await reader.snapshot(main);
+    expect((await snapshot.listFiles('')).map((f) => f.path)).toEqual(['a.txt']);
+  });
+
+  it('without the variable the source fails with a message naming it; a wrong token is refused', async () => {
+    const factory = new LocalSourceReaderFactory({ stateDir: await tempDir('creds-state') });
+    const missing = await factory.create(source(`${server.url}/r.git`, 'git-creds')).catch((e: unknown) => e);
+    expect(missing).toBeInstanceOf(SourceError);
+    expect((missing as Error).message).toBe(`secretRef "git-creds": set ${ENV}`);
+    process.env[ENV] = 'wrong';
+    const reader = await factory.create(source(`${server.url}/r.git`, 'git-creds'));
+    const refused = await reader.resolveHead().catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(SourceError);
+    expect((refused as Error).message).toContain('401');
+    // And without any secretRef, the protected server refuses too: the token above is what opened it.
+    const anonymous = await factory.create(source(`${server.url}/r.git`));
+    expect(await anonymous.resolveHead().catch((e: unknown) => e)).toBeInstanceOf(SourceError);
+  });
+
+  it('fetches a new head shallow (depth 1) and for its branch only', async () => {
+    const factory = new LocalSourceReaderFactory({ stateDir: await tempDir('shallow-state') });
+    const reader = await factory.create(source(`${open.url}/r.git`));
+    const before = open.requests.length;
+    await reader.snapshot(await reader.resolveHead());
+    const negotiations = open.requests.slice(before).filter((r) => r.wantsObjects);
+    expect(negotiations.length).toBeGreaterThan(0);
+    expect(negotiations.flatMap((r) => r.wants)).not.toContain(other);
+    expect(new Set(negotiations.flatMap((r) => r.wants))).toEqual(new Set([main]));
+    expect(negotiations.map((r) => r.deepen)).toEqual(negotiations.map(() => 1));
+  });
+});
