@@ -8,6 +8,10 @@ function fn(spec: Record<string, unknown>, name = 'a') {
   return { apiVersion: 'sless.dev/v1alpha1', kind: 'Function', metadata: { name }, spec };
 }
 
+function trigger(spec: Record<string, unknown>) {
+  return { apiVersion: 'sless.dev/v1alpha1', kind: 'Trigger', metadata: { name: 't' }, spec };
+}
+
 function messages(kind: 'Function' | 'Trigger' | 'FunctionJob' | 'GitSource', doc: unknown): string[] {
   return validateResource(kind, doc, where).map(formatIssue);
 }
@@ -70,12 +74,6 @@ describe('validateResource', () => {
   });
 
   it('checks trigger types and cron schedules', () => {
-    const trigger = (spec: Record<string, unknown>) => ({
-      apiVersion: 'sless.dev/v1alpha1',
-      kind: 'Trigger',
-      metadata: { name: 't' },
-      spec,
-    });
     expect(messages('Trigger', trigger({ type: 'queue', function: 'a' }))).toEqual([
       'functions/a/function.yaml#0 spec.type: must be one of: http, cron',
     ]);
@@ -141,12 +139,6 @@ describe('validateResource', () => {
   });
 
   it('allows a schedule only on cron triggers, and honours the timezone', () => {
-    const trigger = (spec: Record<string, unknown>) => ({
-      apiVersion: 'sless.dev/v1alpha1',
-      kind: 'Trigger',
-      metadata: { name: 't' },
-      spec,
-    });
     expect(messages('Trigger', trigger({ type: 'http', function: 'a', schedule: '* * * * *' }))).toEqual([
       'functions/a/function.yaml#0 spec.schedule: is only allowed for a cron trigger',
     ]);
