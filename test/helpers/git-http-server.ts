@@ -18,12 +18,14 @@ export interface GitHttpRequest {
 
 export async function startGitHttpServer(
   root: string,
-  options: { token?: string } = {},
+  /** Basic auth required when set: `username` (default x-access-token) and `token` as the password. */
+  options: { token?: string; username?: string } = {},
 ): Promise<{ url: string; server: Server; requests: GitHttpRequest[]; close(): Promise<void> }> {
   const requests: GitHttpRequest[] = [];
   const server = createServer((request, response) => {
     if (options.token) {
-      const expected = `Basic ${Buffer.from(`x-access-token:${options.token}`).toString('base64')}`;
+      const user = options.username ?? 'x-access-token';
+      const expected = `Basic ${Buffer.from(`${user}:${options.token}`).toString('base64')}`;
       if (request.headers.authorization !== expected) {
         response.writeHead(401, { 'www-authenticate': 'Basic realm="git"' });
         response.end();
