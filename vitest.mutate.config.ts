@@ -18,5 +18,8 @@ export default defineConfig({
     testTimeout: 10_000,
     pool: 'forks',
     maxWorkers: 1,
+    // Every run starts from fresh modules, so state a module caches (the compiled validators) is
+    // rebuilt under each mutant instead of carried over from an earlier run.
+    isolate: true,
   },
 });

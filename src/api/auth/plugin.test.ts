@@ -79,4 +79,24 @@ describe('requireAuth', () => {
     }
     expect(handled).toBe(before);
   });
+
+  it('guards an app it is installed on from the first request (set up inside the test, not a hook)', async () => {
+    const own = Fastify();
+    installErrorHandling(own);
+    requireAuth(own, byHeader);
+    own.get('/v1/namespaces/:ns/x', async () => ({ ok: true }));
+    try {
+      expect((await own.inject({ url: '/v1/namespaces/default/x' })).statusCode).toBe(401);
+      expect(
+        (await own.inject({ url: '/v1/namespaces/default/x', headers: { authorization: 'alice' } }))
+          .statusCode,
+      ).toBe(403);
+      expect(
+        (await own.inject({ url: '/v1/namespaces/default/x', headers: { authorization: 'root' } }))
+          .statusCode,
+      ).toBe(200);
+    } finally {
+      await own.close();
+    }
+  });
 });
