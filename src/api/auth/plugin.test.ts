@@ -18,36 +18,36 @@ const byHeader: Authenticator = {
   },
 };
 
-let app: FastifyInstance;
-let handled = 0;
-
-beforeAll(async () => {
-  app = Fastify();
-  installErrorHandling(app);
-  await app.register(async (scope) => {
-    requireAuth(scope, byHeader);
-    const answer = async (request: { principal?: Principal }) => {
-      handled++;
-      return { subject: request.principal?.subject };
-    };
-    scope.get('/v1/namespaces/:ns/things', answer);
-    scope.post('/v1/namespaces/:ns/things', answer);
-    scope.get('/v1/whoami', answer);
-  });
-  await app.ready();
-});
-
-afterAll(() => app.close());
-
-const call = (url: string, who?: string, method: 'GET' | 'POST' = 'GET') =>
-  app.inject({
-    url,
-    method,
-    headers: who ? { authorization: who } : {},
-    ...(method === 'POST' ? { payload: {} } : {}),
-  });
-
 describe('requireAuth', () => {
+  let app: FastifyInstance;
+  let handled = 0;
+
+  beforeAll(async () => {
+    app = Fastify();
+    installErrorHandling(app);
+    await app.register(async (scope) => {
+      requireAuth(scope, byHeader);
+      const answer = async (request: { principal?: Principal }) => {
+        handled++;
+        return { subject: request.principal?.subject };
+      };
+      scope.get('/v1/namespaces/:ns/things', answer);
+      scope.post('/v1/namespaces/:ns/things', answer);
+      scope.get('/v1/whoami', answer);
+    });
+    await app.ready();
+  });
+
+  afterAll(() => app.close());
+
+  const call = (url: string, who?: string, method: 'GET' | 'POST' = 'GET') =>
+    app.inject({
+      url,
+      method,
+      headers: who ? { authorization: who } : {},
+      ...(method === 'POST' ? { payload: {} } : {}),
+    });
+
   it('lets a tenant act in its own namespace only, before the handler runs', async () => {
     const own = await call('/v1/namespaces/sless-2bd806c97f0e00af/things', 'alice');
     expect(own.statusCode).toBe(200);
@@ -79,7 +79,11 @@ describe('requireAuth', () => {
     }
     expect(handled).toBe(before);
   });
+});
 
+// Its own describe, with no shared setup: if installing the hook fails, this test fails (a failing
+// beforeAll would only skip the tests above).
+describe('requireAuth on a fresh app', () => {
   it('guards an app it is installed on from the first request (set up inside the test, not a hook)', async () => {
     const own = Fastify();
     installErrorHandling(own);
