@@ -154,7 +154,9 @@ describe('validateResource', () => {
         'Trigger',
         trigger({ type: 'cron', function: 'a', schedule: '0 9 * * *', timezone: 'Mars/Olympus' }),
       ),
-    ).toEqual(['functions/a/function.yaml#0 spec.timezone: must be an IANA time zone name such as Europe/Berlin or UTC']);
+    ).toEqual([
+      'functions/a/function.yaml#0 spec.timezone: must be an IANA time zone name such as Europe/Berlin or UTC',
+    ]);
   });
 
   it('names the field of every error, nested or not, once', () => {

@@ -9,8 +9,10 @@
  * the in-memory store here: only the Secrets matter to the lookup.
  */
 import { join } from 'node:path';
+import http from 'isomorphic-git/http/node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SourceError } from '../../src/core/errors.js';
+import { scopedEnvSuffix } from '../../src/core/naming.js';
 import type { GitSource } from '../../src/core/resources.js';
 import { KubeSourceReaderFactory } from '../../src/platform/kube/source-readers.js';
 import { kubeWebhookSecrets } from '../../src/platform/kube/webhook-secrets.js';
@@ -64,9 +66,11 @@ describe('kube GitSource secrets', () => {
   });
 
   it('reads git credentials from the Secret: username + password open the repository', async () => {
+    // isomorphic-git's node client stands in for the outbound-policy one, which refuses loopback.
     const factory = new KubeSourceReaderFactory({
       http: env.http,
       stateDir: await tempDir('kube-creds-state'),
+      gitHttp: http,
     });
     const remote = (secretRef?: string) => {
       const s = source('r', secretRef);
@@ -84,24 +88,32 @@ describe('kube GitSource secrets', () => {
     expect((missing as SourceError).message).toBe(`secretRef "nope": no such Secret in ${env.ns}`);
   });
 
-  it("uses the secretRef Secret's webhookSecret, else the per-source setting, else the global one", async () => {
+  it("uses the secretRef Secret's webhookSecret, else SLESS_WEBHOOK_SECRET_<NS>__<SOURCE> of that namespace only", async () => {
+    const own = scopedEnvSuffix(env.ns, 'my-repo') as string;
     const lookup = kubeWebhookSecrets({
       http: env.http,
       store,
-      fallback: { global: 'global-secret', perSource: { MY_REPO: 'repo-secret' } },
+      fallback: { perSource: { [own]: 'repo-secret', OTHER__PLAIN: 'not-this-namespace' } },
     });
+    expect(own).toBe(`${env.ns.toUpperCase().replace(/[^A-Z0-9]/g, '_')}__MY_REPO`);
     expect(await lookup(env.ns, 'own')).toBe('per-tenant-secret');
-    expect(await lookup(env.ns, 'creds-only')).toBe('global-secret');
-    expect(await lookup(env.ns, 'missing-secret')).toBe('global-secret');
-    expect(await lookup(env.ns, 'plain')).toBe('global-secret');
     expect(await lookup(env.ns, 'my-repo')).toBe('repo-secret');
-    // No settings at all: no secret, which the webhook route answers with 403.
-    const none = kubeWebhookSecrets({
+    // A Secret without webhookSecret, a missing Secret and no secretRef: the setting, here none (403).
+    expect(await lookup(env.ns, 'creds-only')).toBeUndefined();
+    expect(await lookup(env.ns, 'missing-secret')).toBeUndefined();
+    expect(await lookup(env.ns, 'plain')).toBeUndefined();
+    const withSettings = kubeWebhookSecrets({
       http: env.http,
       store,
-      fallback: { global: undefined, perSource: {} },
+      fallback: {
+        perSource: {
+          [scopedEnvSuffix(env.ns, 'creds-only') as string]: 'c',
+          [scopedEnvSuffix(env.ns, 'missing-secret') as string]: 'm',
+        },
+      },
     });
-    expect(await none(env.ns, 'plain')).toBeUndefined();
-    expect(await none(env.ns, 'own')).toBe('per-tenant-secret');
+    expect(await withSettings(env.ns, 'creds-only')).toBe('c');
+    expect(await withSettings(env.ns, 'missing-secret')).toBe('m');
+    expect(await withSettings(env.ns, 'own')).toBe('per-tenant-secret');
   });
 });

@@ -1,10 +1,12 @@
 /**
  * What the README says of remote sources in local mode, against the real `git http-backend`:
- * a `secretRef: {name: x}` reads SLESS_SECRET_X_TOKEN, and a new head is fetched shallow (depth 1)
- * and for one branch only.
+ * a `secretRef: {name: x}` in namespace `ns` reads SLESS_SECRET_<NS>__<X>_TOKEN, and a new head is
+ * fetched shallow (depth 1) and for one branch only. isomorphic-git's own node client stands in for
+ * the outbound-policy client, which refuses loopback addresses such as this test server's.
  */
 import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import http from 'isomorphic-git/http/node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SourceError } from '../../src/core/errors.js';
 import type { GitSource } from '../../src/core/resources.js';
 import { LocalSourceReaderFactory } from '../../src/platform/local/source-readers.js';
@@ -12,7 +14,7 @@ import { git, gitSource, TestRepo, tempDir } from '../helpers/git.js';
 import { startGitHttpServer } from '../helpers/git-http-server.js';
 
 const TOKEN = 'tok-3f9a';
-const ENV = 'SLESS_SECRET_GIT_CREDS_TOKEN';
+const ENV = 'SLESS_SECRET_DEFAULT__GIT_CREDS_TOKEN';
 
 describe('remote sources in local mode', () => {
   let root: string;
@@ -39,10 +41,6 @@ describe('remote sources in local mode', () => {
     open = await startGitHttpServer(root);
   });
 
-  afterEach(() => {
-    delete process.env[ENV];
-  });
-
   afterAll(async () => {
     await server?.close();
     await open?.close();
@@ -54,9 +52,12 @@ describe('remote sources in local mode', () => {
     spec: { ...gitSource('r', 'default', url).spec, ...(secret ? { secretRef: { name: secret } } : {}) },
   });
 
-  it('a secretRef reads SLESS_SECRET_<NAME>_TOKEN and authenticates the fetch', async () => {
-    const factory = new LocalSourceReaderFactory({ stateDir: await tempDir('creds-state') });
-    process.env[ENV] = TOKEN;
+  it('a secretRef reads SLESS_SECRET_<NS>__<NAME>_TOKEN and authenticates the fetch', async () => {
+    const factory = new LocalSourceReaderFactory({
+      stateDir: await tempDir('creds-state'),
+      http,
+      env: { [ENV]: TOKEN },
+    });
     const reader = await factory.create(source(`${server.url}/r.git`, 'git-creds'));
     expect(await reader.resolveHead()).toBe(main);
     const snapshot = await reader.snapshot(main);
@@ -64,11 +65,24 @@ describe('remote sources in local mode', () => {
   });
 
   it('without the variable the source fails with a message naming it; a wrong token is refused', async () => {
-    const factory = new LocalSourceReaderFactory({ stateDir: await tempDir('creds-state') });
-    const missing = await factory.create(source(`${server.url}/r.git`, 'git-creds')).catch((e: unknown) => e);
+    const unset = new LocalSourceReaderFactory({ stateDir: await tempDir('creds-state'), http, env: {} });
+    const missing = await unset.create(source(`${server.url}/r.git`, 'git-creds')).catch((e: unknown) => e);
     expect(missing).toBeInstanceOf(SourceError);
-    expect((missing as Error).message).toBe(`secretRef "git-creds": set ${ENV}`);
-    process.env[ENV] = 'wrong';
+    expect((missing as Error).message).toBe('secretRef "git-creds": no such secret in default');
+    // Another namespace's variable of the same name is not this source's secret.
+    const elsewhere = new LocalSourceReaderFactory({
+      stateDir: await tempDir('creds-state'),
+      http,
+      env: { SLESS_SECRET_OTHER__GIT_CREDS_TOKEN: TOKEN },
+    });
+    expect(
+      await elsewhere.create(source(`${server.url}/r.git`, 'git-creds')).catch((e: unknown) => e),
+    ).toBeInstanceOf(SourceError);
+    const factory = new LocalSourceReaderFactory({
+      stateDir: await tempDir('creds-state'),
+      http,
+      env: { [ENV]: 'wrong' },
+    });
     const reader = await factory.create(source(`${server.url}/r.git`, 'git-creds'));
     const refused = await reader.resolveHead().catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(SourceError);
@@ -79,7 +93,7 @@ describe('remote sources in local mode', () => {
   });
 
   it('fetches a new head shallow (depth 1) and for its branch only', async () => {
-    const factory = new LocalSourceReaderFactory({ stateDir: await tempDir('shallow-state') });
+    const factory = new LocalSourceReaderFactory({ stateDir: await tempDir('shallow-state'), http });
     const reader = await factory.create(source(`${open.url}/r.git`));
     const before = open.requests.length;
     await reader.snapshot(await reader.resolveHead());
