@@ -85,7 +85,7 @@ describe('kube GitSource secrets', () => {
     const invalid = await factory.create(remote('empty')).catch((e: unknown) => e);
     expect((invalid as SourceError).message).toBe('secretRef "empty": needs a "password" or "token" key');
     const missing = await factory.create(remote('nope')).catch((e: unknown) => e);
-    expect((missing as SourceError).message).toBe(`secretRef "nope": no such Secret in ${env.ns}`);
+    expect((missing as SourceError).message).toBe(`secretRef "nope": no such secret in ${env.ns}`);
   });
 
   it("uses the secretRef Secret's webhookSecret, else SLESS_WEBHOOK_SECRET_<NS>__<SOURCE> of that namespace only", async () => {
