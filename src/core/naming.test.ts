@@ -1,5 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { boundedName, buildName, functionPath, isDnsLabel, tenantNamespace } from './naming.js';
+import {
+  boundedName,
+  buildName,
+  functionPath,
+  isDnsLabel,
+  scopedEnvSuffix,
+  tenantNamespace,
+} from './naming.js';
 
 describe('tenant namespaces', () => {
   // A tenant's namespace is where all its objects live: if the formula moves, every tenant silently
@@ -48,5 +55,14 @@ describe('bounded names', () => {
     expect(isDnsLabel('a'.repeat(63))).toBe(true);
     expect(isDnsLabel('a'.repeat(64))).toBe(false);
     for (const bad of ['', '-a', 'a-', 'A', 'a_b', 'a.b']) expect(isDnsLabel(bad), bad).toBe(false);
+  });
+});
+
+describe('scoped environment suffixes', () => {
+  it('upper-case namespace and name joined by a double underscore; a "--" could forge one, so none', () => {
+    expect(scopedEnvSuffix('team-a', 'my-repo')).toBe('TEAM_A__MY_REPO');
+    expect(scopedEnvSuffix('sless-2bd806c97f0e00af', 'git.creds')).toBe('SLESS_2BD806C97F0E00AF__GIT_CREDS');
+    expect(scopedEnvSuffix('a--b', 'c')).toBeUndefined();
+    expect(scopedEnvSuffix('a', 'b--c')).toBeUndefined();
   });
 });

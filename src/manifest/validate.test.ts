@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { formatIssue } from '../core/errors.js';
-import { validateResource } from './validate.js';
+import { branchProblem, MAX_DEPTH, MAX_EVENT_BYTES, validateResource } from './validate.js';
 
 const where = { file: 'functions/a/function.yaml', index: 0 };
 
@@ -230,5 +230,74 @@ describe('validateResource', () => {
       'functions/a/function.yaml#0 spec.env.PORT: is reserved for the runtime',
       'functions/a/function.yaml#0 spec.env.SLESS_A: is reserved for the runtime',
     ]);
+  });
+
+  it('branch names follow git check-ref-format', () => {
+    for (const ok of ['main', 'feature/x', 'refs/heads/main', 'v1.0', 'a-b_c'])
+      expect(branchProblem(ok), ok).toBeUndefined();
+    const bad = [
+      '',
+      'refs/heads/',
+      '@',
+      '-x',
+      '/x',
+      'x/',
+      'x.',
+      'a..b',
+      'a//b',
+      'a@{b',
+      'a b',
+      'a\x7f',
+      'a\tb',
+    ];
+    bad.push('a~b', 'a^b', 'a:b', 'a?b', 'a*b', 'a[b', 'a\\b', '.hidden', 'a/.b', 'x.lock', 'a/b.lock');
+    for (const name of bad)
+      expect(branchProblem(name), JSON.stringify(name)).toBe(
+        'is not a valid git branch name (git check-ref-format)',
+      );
+    const source = (spec: Record<string, unknown>) => ({
+      apiVersion: 'sless.dev/v1alpha1',
+      kind: 'GitSource',
+      metadata: { name: 's' },
+      spec: { url: 'https://git.example.com/r.git', ...spec },
+    });
+    expect(messages('GitSource', source({ branch: 'a..b' }))).toEqual([
+      'functions/a/function.yaml#0 spec.branch: is not a valid git branch name (git check-ref-format)',
+    ]);
+    expect(messages('GitSource', source({ branch: 'main', interval: '5m' }))).toEqual([]);
+    expect(messages('GitSource', source({ interval: '0ms' }))[0]).toMatch(
+      /^functions\/a\/function\.yaml#0 spec\.interval: /,
+    );
+  });
+
+  it('refuses documents nested deeper than MAX_DEPTH, naming the path, and events over MAX_EVENT_BYTES', () => {
+    const nest = (levels: number): unknown => (levels === 0 ? 1 : { n: nest(levels - 1) });
+    const job = (event: unknown) => ({
+      apiVersion: 'sless.dev/v1alpha1',
+      kind: 'FunctionJob',
+      metadata: { name: 'j' },
+      spec: { function: 'a', runId: 1, event },
+    });
+    // The document itself has 2 levels above the event (root → spec → event).
+    expect(messages('FunctionJob', job(nest(MAX_DEPTH - 3)))).toEqual([]);
+    expect(messages('FunctionJob', job(nest(MAX_DEPTH)))).toEqual([
+      `functions/a/function.yaml#0 spec.event${'.n'.repeat(MAX_DEPTH - 2)}: is nested deeper than ${MAX_DEPTH} levels`,
+    ]);
+    const deep = messages('FunctionJob', job(nest(200)))[0] ?? '';
+    expect(deep).toMatch(/: is nested deeper than 32 levels$/);
+    expect(deep.length).toBeLessThan(300);
+    expect(messages('FunctionJob', job({ big: 'x'.repeat(MAX_EVENT_BYTES) }))).toEqual([
+      `functions/a/function.yaml#0 spec.event: is larger than ${MAX_EVENT_BYTES} bytes as JSON`,
+    ]);
+    expect(messages('FunctionJob', job({ fits: 'x'.repeat(MAX_EVENT_BYTES - 20) }))).toEqual([]);
+    expect(
+      messages(
+        'Trigger',
+        trigger({ type: 'http', function: 'a', event: { big: 'x'.repeat(MAX_EVENT_BYTES) } }),
+      ),
+    ).toEqual([`functions/a/function.yaml#0 spec.event: is larger than ${MAX_EVENT_BYTES} bytes as JSON`]);
+    expect(
+      messages('Trigger', trigger({ type: 'cron', function: 'a', schedule: '* * * * *', timezone: 'UTC' })),
+    ).toEqual([]);
   });
 });

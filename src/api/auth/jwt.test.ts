@@ -1,4 +1,6 @@
 import { createPrivateKey } from 'node:crypto';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import type { FastifyRequest } from 'fastify';
 import {
   exportJWK,
@@ -13,8 +15,10 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { UnauthorizedError, UnavailableError } from '../errors.js';
 import {
   createJwtAuthenticator,
+  JWKS_FAILURE_COOLDOWN_MS,
   JwtAuthenticator,
   type JwtAuthenticatorOptions,
+  jwksWithCooldown,
   parsePublicKey,
 } from './jwt.js';
 
@@ -243,5 +247,52 @@ describe('keys and settings', () => {
     );
     // Port 9 (discard) refuses the connection: the keys are unreachable, a 503 and not a 401.
     expect(await refusal(remote, `Bearer ${await token({ sub: 'bob' })}`)).toBeInstanceOf(UnavailableError);
+  });
+});
+
+describe('JWKS with a cool-down', () => {
+  it('fails fast for the cool-down after the endpoint failed, not after a token named an unknown key', async () => {
+    let requests = 0;
+    let up = false;
+    const jwk = { ...(await exportJWK(es.publicKey)), kid: 'k1', alg: 'ES256' };
+    const server = createServer((_req, res) => {
+      requests++;
+      if (!up) {
+        res.writeHead(500);
+        res.end();
+        return;
+      }
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ keys: [jwk] }));
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    let clock = 1_000_000;
+    try {
+      const url = new URL(`http://127.0.0.1:${(server.address() as AddressInfo).port}/jwks`);
+      const auth = authenticator(jwksWithCooldown(url, { now: () => clock }));
+      const signed = async (kid: string) =>
+        `Bearer ${await new SignJWT({ sub: 'a' })
+          .setProtectedHeader({ alg: 'ES256', kid })
+          .setIssuer(ISSUER)
+          .setAudience(AUDIENCE)
+          .setExpirationTime('5m')
+          .sign(es.privateKey)}`;
+      expect(await refusal(auth, await signed('k1'))).toBeInstanceOf(UnavailableError);
+      expect(requests).toBe(1);
+      // Within the cool-down: 503 at once, the endpoint is not asked again.
+      up = true;
+      clock += JWKS_FAILURE_COOLDOWN_MS - 1;
+      expect((await refusal(auth, await signed('k1'))).message).toBe('signing keys are unreachable');
+      expect(requests).toBe(1);
+      // After it, the endpoint is tried again and answers.
+      clock += 1;
+      expect((await auth.authenticate(request(await signed('k1')))).subject).toBe('a');
+      expect(requests).toBe(2);
+      // An unknown kid is about the token: 401, and no cool-down for the next caller.
+      expect((await refusal(auth, await signed('nope'))).message).toBe('no key matches the token');
+      expect((await auth.authenticate(request(await signed('k1')))).subject).toBe('a');
+    } finally {
+      await new Promise((r) => server.close(r));
+    }
   });
 });
