@@ -143,6 +143,17 @@ describe('sortedWithin', () => {
   });
 });
 
+describe('sortedWithin at the root', () => {
+  it('returns the whole listing for the root directory', () => {
+    const listing: TreeFile[] = [
+      { path: '/odd', mode: '100644', oid: 'o' },
+      { path: 'a/x', mode: '100644', oid: 'o' },
+    ];
+    expect(sortedWithin(listing, '')).toBe(listing);
+    expect(sortedWithin(listing, 'a')).toEqual([listing[1]]);
+  });
+});
+
 describe('planSource', () => {
   const commit = 'c0ffee0000000000000000000000000000000000';
   const tree: TreeFile[] = [

@@ -139,6 +139,7 @@ export function sortedWithin(files: readonly TreeFile[], dir: string): readonly 
   let high = files.length;
   while (low < high) {
     const mid = (low + high) >>> 1;
+    // Mutation testing: `<` → `<=` survives and is equivalent: no file path equals `dir/`.
     if ((files[mid] as TreeFile).path < prefix) low = mid + 1;
     else high = mid;
   }
