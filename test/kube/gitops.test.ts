@@ -313,12 +313,12 @@ describe('kube platform: GitOps loop', () => {
     const sha = await commitAndSync({ 'beta/handler.js': nodeHandler(`return 'beta 2';`) });
     await waitForJob(buildName('beta', sha));
     // controller.idle() would wait for the build itself (the reconcile watches its Job). The positive
-    // signal instead: alpha's status records the new commit, written after its reconcile decided
-    // whether to build, so any Job it made exists by then.
-    await eventually(
-      'alpha reconciled at the new commit',
-      async () => (await status('alpha'))?.commit === sha,
-    );
+    // signal instead: beta's status records the new commit and Building, written after its reconcile
+    // created the Job; the sync (awaited above) applied only beta, so alpha had nothing to reconcile.
+    await eventually('beta reconciled at the new commit', async () => {
+      const s = await status('beta');
+      return s?.commit === sha && s.phase === 'Building';
+    });
     expect(await buildJobs('beta')).toHaveLength(2);
     expect(await buildJobs('alpha')).toHaveLength(1);
     await markBuildSucceeded(env.http, env.controllerNs, buildName('beta', sha), fakeDigest('beta-2'));
