@@ -34,10 +34,10 @@ node_print_paths() {
   echo "PAUSE=$PAUSE"
   echo "NODE_IMAGES=$IMAGES"
   # tag in the layout = repository:tag in the registry
-  echo "NODE_IMAGE_node=$NODE_BASE_REF"
-  echo "NODE_IMAGE_python=$PYTHON_BASE_REF"
-  echo "NODE_IMAGE_kaniko=sless-test/kaniko-executor:$KANIKO_VERSION"
-  echo "NODE_IMAGE_pause=sless-test/pause:$PAUSE_VERSION"
+  echo "NODE_IMAGE_NODE=$NODE_BASE_REF"
+  echo "NODE_IMAGE_PYTHON=$PYTHON_BASE_REF"
+  echo "NODE_IMAGE_KANIKO=sless-test/kaniko-executor:$KANIKO_VERSION"
+  echo "NODE_IMAGE_PAUSE=sless-test/pause:$PAUSE_VERSION"
 }
 
 node_missing_packages() {

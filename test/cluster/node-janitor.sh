@@ -13,6 +13,8 @@
 # `node-janitor.sh --cleanup-now <root> <bridge> <cgroup name> <kube-proxy binary>` runs step 4 only
 # (for a root whose janitor was lost); it needs <root>/janitor/ from a run.
 set -uo pipefail
+# Our stderr is the test process's; when that is killed, writing to it must not kill us mid-cleanup.
+trap '' PIPE
 
 LOCK=/run/lock/sless-test-node.lock
 # Host paths the CRI/CNI/kubelet stack creates whatever its configuration says.

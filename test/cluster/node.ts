@@ -126,7 +126,7 @@ function containerdConfig(root: string, pauseImage: string): string {
 root = "${root}/containerd"
 state = "${root}/containerd-state"
 # Plugins that would write outside the root (opt creates /opt/containerd) or are not used.
-disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.runtime.v1.linux", "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"]
+disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"]
 
 [grpc]
   address = "${root}/containerd.sock"
@@ -272,10 +272,10 @@ async function nodeBinaries(): Promise<NodeBinaries> {
     KUBE_PROXY: need('KUBE_PROXY'),
     NODE_IMAGES: need('NODE_IMAGES'),
     images: {
-      node: need('NODE_IMAGE_node'),
-      python: need('NODE_IMAGE_python'),
-      kaniko: need('NODE_IMAGE_kaniko'),
-      pause: need('NODE_IMAGE_pause'),
+      node: need('NODE_IMAGE_NODE'),
+      python: need('NODE_IMAGE_PYTHON'),
+      kaniko: need('NODE_IMAGE_KANIKO'),
+      pause: need('NODE_IMAGE_PAUSE'),
     },
   };
 }
@@ -404,7 +404,6 @@ export async function startTestNode(opts: NodeStartOptions = {}): Promise<TestNo
       `--service-account-private-key-file=${join(pki, 'sa.key')}`,
       `--root-ca-file=${join(pki, 'ca.crt')}`,
       '--use-service-account-credentials=false',
-      '--controllers=*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-node-route-controller',
       '--v=1',
     ]);
     const scheduler = start('kube-scheduler', bins.KUBE_SCHEDULER, [

@@ -4,7 +4,7 @@
  * the test. Needs root (see test/cluster/node.ts).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { FunctionStatus, SlessFunction } from '../../src/core/resources.js';
+import type { FunctionJob, FunctionStatus, SlessFunction } from '../../src/core/resources.js';
 import { getObject, type KubeObject, listObjects } from '../../src/platform/kube/objects.js';
 import { DEPLOYMENT, JOB, POD } from '../../src/platform/kube/resource-types.js';
 import { functionManifest, git, nodeHandler } from '../helpers/git.js';
@@ -156,6 +156,39 @@ describe('e2e on a real node: push to serve', () => {
       expect(code).toBe(200);
       expect(body).toContain('hello from python v1');
       expect((await pods('snake')).map((p) => p.metadata.uid).sort()).toEqual(before);
+    },
+    BUILD_MS * 2,
+  );
+
+  it(
+    "a FunctionJob's Job pod runs the handler once on the node and the result lands in status",
+    async () => {
+      await env.commit({
+        'jobs/once.yaml':
+          'apiVersion: sless.dev/v1alpha1\nkind: FunctionJob\nmetadata:\n  name: once\nspec: {function: hello, runId: 1, event: {n: 7}}\n',
+      });
+      const done = await eventually(
+        'FunctionJob once finished',
+        async () => {
+          const job = (await env.system.store.get('FunctionJob', env.ns, 'once')) as FunctionJob | undefined;
+          const phase = job?.status?.phase;
+          return phase === 'Succeeded' || phase === 'Failed' ? job : undefined;
+        },
+        BUILD_MS,
+      );
+      expect(done.status).toMatchObject({
+        phase: 'Succeeded',
+        observedRunId: 1,
+        result: 'hello from node v2',
+      });
+      const runPods = (
+        await listObjects<KubeObject>(env.http, POD, {
+          namespace: env.ns,
+          labels: { 'sless.dev/functionjob': 'once' },
+        })
+      ).items;
+      expect(runPods).toHaveLength(1);
+      expect((runPods[0]?.status as { phase?: string }).phase).toBe('Succeeded');
     },
     BUILD_MS * 2,
   );
