@@ -51,8 +51,11 @@ function machineState(): Record<string, string> {
   for (const hierarchy of readdirSync('/sys/fs/cgroup')) {
     const dir = `/sys/fs/cgroup/${hierarchy}`;
     try {
+      // sless-<pid>: the local platform's per-runtime cgroups, made by other test files running
+      // meanwhile on this machine; not the node's.
       for (const child of readdirSync(dir, { withFileTypes: true }))
-        if (child.isDirectory()) cgroups.push(`${hierarchy}/${child.name}`);
+        if (child.isDirectory() && !/^sless-\d+$/.test(child.name))
+          cgroups.push(`${hierarchy}/${child.name}`);
     } catch {
       // not a directory
     }

@@ -17,8 +17,10 @@ set -uo pipefail
 trap '' PIPE
 
 LOCK=/run/lock/sless-test-node.lock
-# Host paths the CRI/CNI/kubelet stack creates whatever its configuration says.
-HOST_DIRS=(/run/containerd /var/lib/cni /var/log/containers /var/log/pods /run/netns /var/run/netns /opt/cni /etc/cni)
+# Host paths the CRI/CNI/kubelet stack creates whatever its configuration says (the kubelet's
+# device-plugins directory is fixed at /var/lib/kubelet/device-plugins, for one).
+HOST_DIRS=(/run/containerd /var/lib/cni /var/log/containers /var/log/pods /run/netns /var/run/netns /opt/cni /etc/cni
+  /var/lib/kubelet /var/lib/containerd /opt/containerd /etc/kubernetes)
 # sysctls that change by themselves and are never written back.
 VOLATILE='^(kernel\.ns_last_pid|kernel\.random\.|fs\.(dentry-state|file-nr|inode-nr|inode-state|quota\.)|kernel\.pty\.nr|net\.netfilter\.nf_conntrack_count|kernel\.tainted|fs\.binfmt_misc\.|net\.ipv4\.route\.gc_|kernel\.sched_|dev\.cdrom\.)'
 

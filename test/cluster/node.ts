@@ -382,6 +382,7 @@ export async function startTestNode(opts: NodeStartOptions = {}): Promise<TestNo
         `--config=${join(root, 'kubelet.yaml')}`,
         `--kubeconfig=${cluster.kubeconfigPath}`,
         `--root-dir=${join(root, 'kubelet')}`,
+        `--cert-dir=${join(root, 'kubelet', 'pki')}`,
         `--hostname-override=${NODE_NAME}`,
         `--node-ip=${GATEWAY_IP}`,
         '--v=1',
