@@ -30,6 +30,7 @@ import {
   LABEL_FUNCTION_NAMESPACE,
 } from '../platform/kube/labels.js';
 import { getObject, type KubeObject, listObjects } from '../platform/kube/objects.js';
+import { readPodLog } from '../platform/kube/pod-log.js';
 import { PollReader } from '../platform/kube/poll.js';
 import { JOB, objectPath, POD } from '../platform/kube/resource-types.js';
 import { createBuildContext } from './build-context.js';
@@ -274,10 +275,12 @@ export class KanikoBuilder implements Builder {
   private async logTail(jobName: string): Promise<string> {
     try {
       for (const pod of await this.buildPods(jobName)) {
-        const text = await this.options.http.raw(
-          'GET',
-          objectPath(POD, this.options.controllerNamespace, pod.metadata.name, 'log'),
-          { query: { container: KANIKO_CONTAINER, tailLines: 60 }, accept: 'text/plain' },
+        const text = await readPodLog(
+          this.options.http,
+          this.options.controllerNamespace,
+          pod.metadata.name,
+          KANIKO_CONTAINER,
+          60,
         );
         if (text) return text.slice(-8000);
       }
