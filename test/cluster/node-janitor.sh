@@ -162,6 +162,7 @@ cleanup() {
   say "restoring the machine (root $root)"
   stop_processes "$root" "$cg"
   [ -x "$kube_proxy" ] && "$kube_proxy" --cleanup >/dev/null 2>&1
+  say "processes stopped, kube-proxy --cleanup ran (${SECONDS}s)"
   clean_iptables
   drop_new_empty_tables "$root"
   unmount_under "$root"
@@ -176,8 +177,9 @@ cleanup() {
     while read -r d; do [ -n "$d" ] && rm -rf --one-file-system "$d"; done <"$root/janitor/absent-dirs"
   fi
   unmount_under "$root"
+  say "host restored (${SECONDS}s); removing $root"
   rm -rf --one-file-system "$root"
-  say "done"
+  say "done (${SECONDS}s)"
 }
 
 if [ "${1:-}" = "--cleanup-now" ]; then
@@ -191,12 +193,14 @@ mkdir -p "$(dirname "$LOCK")"
 exec 9>"$LOCK"
 say "waiting for the machine-wide test node lock $LOCK"
 flock 9
+SECONDS=0
 record "$root"
 command -v nft >/dev/null 2>&1 && nft list tables 2>/dev/null >"$root/janitor/nft-tables.before"
 done_=0
 finish() {
   [ "$done_" = 1 ] && return
   done_=1
+  SECONDS=0
   cleanup "$root" "$bridge" "$cg" "$kube_proxy"
   exit 0
 }
