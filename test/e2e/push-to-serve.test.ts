@@ -69,7 +69,7 @@ describe('e2e on a real node: push to serve', () => {
 
   afterAll(async () => {
     await env?.close();
-  }, 120_000);
+  }, 300_000);
 
   it(
     'builds each function with kaniko, pins the Deployment to the digest the registry reports, and serves it at /fn/',
@@ -179,7 +179,7 @@ describe('e2e on a real node: push to serve', () => {
       expect(done.status).toMatchObject({
         phase: 'Succeeded',
         observedRunId: 1,
-        result: 'hello from node v2',
+        result: { statusCode: 200, body: 'hello from node v2' },
       });
       const runPods = (
         await listObjects<KubeObject>(env.http, POD, {
