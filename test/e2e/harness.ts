@@ -102,6 +102,8 @@ export async function startE2e(prefix: string, files: Record<string, string>): P
         AWS_ACCESS_KEY_ID: node.s3.accessKeyId,
         AWS_SECRET_ACCESS_KEY: node.s3.secretAccessKey,
         SLESS_EXTERNAL_URL: 'http://sless.test',
+        // The test's git server listens on loopback, which sources may not reach by default.
+        SLESS_OUTBOUND_ALLOW: '127.0.0.1/32',
         SLESS_STATE_DIR: join(gitRoot, 'state'),
       },
     );
