@@ -188,7 +188,7 @@ describe('e2e on a real node: push to serve', () => {
         })
       ).items;
       expect(runPods).toHaveLength(1);
-      expect((runPods[0]?.status as { phase?: string }).phase).toBe('Succeeded');
+      expect((runPods[0]?.status as { phase?: string } | undefined)?.phase).toBe('Succeeded');
     },
     BUILD_MS * 2,
   );
