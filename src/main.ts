@@ -357,6 +357,7 @@ export async function startKubeSystem(
   const routes = new KubeRouteResolver({
     http,
     store,
+    route: config.functionRoute,
     ...(options.originOf ? { originOf: options.originOf } : {}),
   });
   const metrics = new SlessMetrics({
@@ -376,6 +377,7 @@ export async function startKubeSystem(
     s3CredentialsSecret: config.s3.credentialsSecret,
     pushSecret: config.pushSecret,
     ...(config.kanikoImage ? { kanikoImage: config.kanikoImage } : {}),
+    registryMap: config.kanikoRegistryMap,
     ...(config.buildServiceAccount ? { serviceAccountName: config.buildServiceAccount } : {}),
     ...(options.pollMs ? { pollMs: options.pollMs } : {}),
     onBuildFinished: buildRecorder(metrics, history),

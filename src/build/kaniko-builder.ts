@@ -31,6 +31,7 @@ import {
   LABEL_FUNCTION_NAMESPACE,
 } from '../platform/kube/labels.js';
 import { getObject, type KubeObject, listObjects } from '../platform/kube/objects.js';
+import { readPodLog } from '../platform/kube/pod-log.js';
 import { PollReader } from '../platform/kube/poll.js';
 import { JOB, objectPath, POD } from '../platform/kube/resource-types.js';
 import { createBuildContext } from './build-context.js';
@@ -292,12 +293,13 @@ export class KanikoBuilder implements Builder {
         // A failed dependency install stops the pod before kaniko starts: its log is the install's.
         const logs: string[] = [];
         for (const container of [INSTALL_CONTAINER, KANIKO_CONTAINER]) {
-          const text = await this.options.http
-            .raw('GET', objectPath(POD, this.options.controllerNamespace, pod.metadata.name, 'log'), {
-              query: { container, tailLines: 60 },
-              accept: 'text/plain',
-            })
-            .catch(() => '');
+          const text = await readPodLog(
+            this.options.http,
+            this.options.controllerNamespace,
+            pod.metadata.name,
+            container,
+            60,
+          ).catch(() => '');
           if (text) logs.push(`[${container}]\n${text}`);
         }
         if (logs.length > 0) return logs.join('\n').slice(-8000);

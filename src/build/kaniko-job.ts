@@ -48,8 +48,13 @@ export interface KanikoSettings {
   /** kubernetes.io/dockerconfigjson Secret used to push, in the controller's namespace. */
   pushSecret: string;
   kanikoImage?: string;
-  /** Push over plain HTTP (a registry without TLS, e.g. in a test cluster). */
+  /** Push over plain HTTP (a registry without TLS, e.g. in a test cluster); mirrors too. */
   insecureRegistry?: boolean;
+  /**
+   * Where kaniko pulls base images from instead (`index.docker.io=mirror.example.com/dockerhub`):
+   * air-gapped clusters, pull-through caches, and the test node whose registry holds the bases.
+   */
+  registryMap?: readonly string[];
   deadlineSeconds?: number;
   serviceAccountName?: string;
 }
@@ -77,8 +82,17 @@ export function kanikoArgs(settings: KanikoSettings, fn: SlessFunction, commit: 
     '--snapshot-mode=redo',
   ];
   if (fn.spec.runtime === 'go1.21') args.push(`--build-arg=SLESS_ENTRYPOINT=${fn.spec.entrypoint}`);
-  if (settings.insecureRegistry) args.push(`--insecure-registry=${settings.registry}`);
+  for (const entry of settings.registryMap ?? []) args.push(`--registry-map=${entry}`);
+  if (settings.insecureRegistry)
+    for (const host of insecureHosts(settings)) args.push(`--insecure-registry=${host}`);
   return args;
+}
+
+/** kaniko matches insecure registries by host[:port]: the push registry's and every mirror's. */
+function insecureHosts(settings: KanikoSettings): string[] {
+  const hostOf = (ref: string) => ref.split('/')[0] ?? ref;
+  const mirrors = (settings.registryMap ?? []).map((entry) => hostOf(entry.slice(entry.indexOf('=') + 1)));
+  return [...new Set([hostOf(settings.registry), ...mirrors])].sort();
 }
 
 export function kanikoJob(

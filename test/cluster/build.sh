@@ -2,7 +2,9 @@
 # Builds the binaries of the test cluster (envtest-like) and caches them outside the repo:
 #   kube-apiserver and etcd (the etcd version that Kubernetes pins), from Go modules;
 #   versitygw (S3 gateway, POSIX backend), from Go modules;
-#   docker-registry (distribution 2.8), from Debian's apt package.
+#   docker-registry (distribution 2.8), from Debian's apt package;
+#   the real node of the e2e suite (build-node.sh: kubelet, controller-manager, scheduler, kube-proxy,
+#   kaniko, pause, base images; containerd and runc from Debian). SLESS_NODE_TESTS=0 leaves it out.
 #
 # Cache: ${SLESS_TESTBIN_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/sless/testbin}/<name>-<version>/<name>
 # Cached binaries are reused; a warm run only checks files and returns in well under a second.
@@ -22,6 +24,8 @@ KUBE_APISERVER="$CACHE/kube-apiserver-$KUBERNETES_VERSION/kube-apiserver"
 ETCD="$CACHE/etcd-$ETCD_VERSION/etcd"
 VERSITYGW="$CACHE/versitygw-$VERSITYGW_VERSION/versitygw"
 JOBS="${SLESS_BUILD_JOBS:-2}"
+# shellcheck source=build-node.sh
+source "$HERE/build-node.sh"
 
 log() { printf '[test/cluster/build] %s\n' "$*" >&2; }
 die() { printf '[test/cluster/build] ERROR: %s\n' "$*" >&2; exit 1; }
@@ -32,11 +36,27 @@ find_registry() {
   else return 1; fi
 }
 
+with_node() { [ "${SLESS_NODE_TESTS:-1}" != 0 ]; }
+
 print_paths() {
   echo "KUBE_APISERVER=$KUBE_APISERVER"
   echo "ETCD=$ETCD"
   echo "VERSITYGW=$VERSITYGW"
   echo "DOCKER_REGISTRY=$(find_registry || echo)"
+  if with_node; then node_print_paths; fi
+}
+
+# -X flags that give Kubernetes binaries their version (kubectl version, /version, node info).
+kube_ldflags() {
+  local minor="${KUBERNETES_VERSION#v1.}" v="k8s.io/component-base/version" cv="k8s.io/client-go/pkg/version"
+  local date flags="" p
+  minor="${minor%%.*}"
+  date="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  for p in "$v" "$cv"; do
+    flags+=" -X $p.gitVersion=$KUBERNETES_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor"
+    flags+=" -X $p.gitTreeState=clean -X $p.buildDate=$date -X $p.gitCommit=module-$KUBERNETES_VERSION"
+  done
+  echo "$flags"
 }
 
 require_go() {
@@ -72,6 +92,10 @@ regen_gomod() {
     echo
     echo "tool ("
     echo "	k8s.io/kubernetes/cmd/kube-apiserver"
+    echo "	k8s.io/kubernetes/cmd/kube-controller-manager"
+    echo "	k8s.io/kubernetes/cmd/kube-proxy"
+    echo "	k8s.io/kubernetes/cmd/kube-scheduler"
+    echo "	k8s.io/kubernetes/cmd/kubelet"
     echo "	go.etcd.io/etcd/server/v3"
     echo ")"
     echo
@@ -126,7 +150,8 @@ main() {
   esac
 
   local total=$SECONDS
-  if [ -x "$KUBE_APISERVER" ] && [ -x "$ETCD" ] && [ -x "$VERSITYGW" ] && find_registry >/dev/null; then
+  if [ -x "$KUBE_APISERVER" ] && [ -x "$ETCD" ] && [ -x "$VERSITYGW" ] && find_registry >/dev/null \
+    && { ! with_node || node_is_built; }; then
     log "all binaries cached in $CACHE (kubernetes $KUBERNETES_VERSION, etcd $ETCD_VERSION, versitygw $VERSITYGW_VERSION)"
     print_paths
     return 0
@@ -149,16 +174,8 @@ main() {
   fi
 
   if [ ! -x "$KUBE_APISERVER" ]; then
-    local minor="${KUBERNETES_VERSION#v1.}"
-    minor="${minor%%.*}"
-    local v="k8s.io/component-base/version" cv="k8s.io/client-go/pkg/version" date flags=""
-    date="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
-    for p in "$v" "$cv"; do
-      flags+=" -X $p.gitVersion=$KUBERNETES_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor"
-      flags+=" -X $p.gitTreeState=clean -X $p.buildDate=$date -X $p.gitCommit=module-$KUBERNETES_VERSION"
-    done
     log "kube-apiserver is the long one: about 5 minutes on 2 cores with an empty Go build cache"
-    go_build "$HERE/gomod/kube" k8s.io/kubernetes/cmd/kube-apiserver "$KUBE_APISERVER" "$flags"
+    go_build "$HERE/gomod/kube" k8s.io/kubernetes/cmd/kube-apiserver "$KUBE_APISERVER" "$(kube_ldflags)"
   fi
   if [ ! -x "$ETCD" ]; then
     go_build "$HERE/gomod/kube" go.etcd.io/etcd/server/v3 "$ETCD" ""
@@ -166,6 +183,18 @@ main() {
   if [ ! -x "$VERSITYGW" ]; then
     go_build "$HERE/gomod/s3" github.com/versity/versitygw/cmd/versitygw "$VERSITYGW" \
       "-X main.Version=$VERSITYGW_VERSION -X main.Build=module -X main.BuildTime=unknown"
+  fi
+  if with_node && ! node_is_built; then
+    # The node takes longer and only the e2e suite needs it: release the control plane's lock so that
+    # test runs waiting for kube-apiserver go ahead, and build the node under its own lock.
+    flock -u 9 2>/dev/null || true
+    exec 8>"$CACHE/.build-node.lock"
+    if command -v flock >/dev/null 2>&1; then
+      log "waiting for the node build lock $CACHE/.build-node.lock"
+      flock 8
+    fi
+    require_go
+    build_node
   fi
 
   log "done in $((SECONDS - total))s; binaries in $CACHE"

@@ -86,6 +86,21 @@ function parseKeyValues(text: string): Record<string, string> {
  * Asynchronous so that a long build does not block the event loop of the process that waits for it.
  */
 export async function ensureBinaries(): Promise<Binaries> {
+  const { kv, stdout } = await runBuildScript();
+  const bins: Binaries = {
+    KUBE_APISERVER: kv.KUBE_APISERVER ?? '',
+    ETCD: kv.ETCD ?? '',
+    VERSITYGW: kv.VERSITYGW ?? '',
+    DOCKER_REGISTRY: kv.DOCKER_REGISTRY ?? '',
+  };
+  for (const [k, v] of Object.entries(bins)) {
+    if (!v) throw new Error(`test/cluster/build.sh did not report ${k}; output was:\n${stdout}`);
+  }
+  return bins;
+}
+
+/** build.sh's KEY=value report (binary paths, node images). */
+export async function runBuildScript(): Promise<{ kv: Record<string, string>; stdout: string }> {
   const stdout = await new Promise<string>((resolve, reject) => {
     const child = spawn('bash', [join(HERE, 'build.sh')], { stdio: ['ignore', 'pipe', 'inherit'] });
     let out = '';
@@ -99,17 +114,7 @@ export async function ensureBinaries(): Promise<Binaries> {
       else reject(new Error(`test/cluster/build.sh failed (exit ${code}); see its messages above`));
     });
   });
-  const kv = parseKeyValues(stdout);
-  const bins: Binaries = {
-    KUBE_APISERVER: kv.KUBE_APISERVER ?? '',
-    ETCD: kv.ETCD ?? '',
-    VERSITYGW: kv.VERSITYGW ?? '',
-    DOCKER_REGISTRY: kv.DOCKER_REGISTRY ?? '',
-  };
-  for (const [k, v] of Object.entries(bins)) {
-    if (!v) throw new Error(`test/cluster/build.sh did not report ${k}; output was:\n${stdout}`);
-  }
-  return bins;
+  return { kv: parseKeyValues(stdout), stdout };
 }
 
 /** A free TCP port on 127.0.0.1 (closed again at once; the usual small race is accepted). */
@@ -127,7 +132,7 @@ export async function freePort(): Promise<number> {
 }
 
 // Runs "$@" and stays with it: forwards TERM/INT, and if the owner pid disappears, kills the server and
-// removes the cluster's temp dir. Exits with the server's status.
+// removes the cluster's temp dir (unless it is ''). Exits with the server's status.
 const SUPERVISOR = `
 owner="$1"; root="$2"; shift 2
 "$@" & child=$!
@@ -139,7 +144,7 @@ while kill -0 "$child" 2>/dev/null; do
     for _ in 1 2 3 4; do kill -0 "$child" 2>/dev/null || break; sleep 0.5; done
     kill -KILL "$child" 2>/dev/null
     wait "$child"
-    rm -rf "$root"
+    [ -n "$root" ] && rm -rf "$root"
     exit 1
   fi
   sleep 1 & wait $!
@@ -147,7 +152,7 @@ done
 wait "$child"
 `;
 
-interface Proc {
+export interface Proc {
   name: string;
   pid: number;
   logPath: string;
@@ -155,18 +160,39 @@ interface Proc {
   hasExited: () => boolean;
 }
 
-function startProcess(root: string, name: string, bin: string, args: string[], cwd: string): Proc {
+export interface ProcessOptions {
+  /** Remove `root` when the owner disappears (default true; the node's janitor removes its own). */
+  removeRootOnOrphan?: boolean;
+  env?: Record<string, string>;
+}
+
+export function startProcess(
+  root: string,
+  name: string,
+  bin: string,
+  args: string[],
+  cwd: string,
+  opts: ProcessOptions = {},
+): Proc {
   const logPath = join(root, `${name}.log`);
   writeFileSync(logPath, `$ ${bin} ${args.join(' ')}\n`);
   const fd = openSync(logPath, 'a');
   const child = spawn(
     'bash',
-    ['-c', SUPERVISOR, 'sless-supervisor', String(process.pid), root, bin, ...args],
+    [
+      '-c',
+      SUPERVISOR,
+      'sless-supervisor',
+      String(process.pid),
+      opts.removeRootOnOrphan === false ? '' : root,
+      bin,
+      ...args,
+    ],
     {
       cwd,
       detached: true,
       stdio: ['ignore', fd, fd],
-      env: { ...process.env, GOMAXPROCS: '2' },
+      env: { ...process.env, GOMAXPROCS: '2', ...opts.env },
     },
   );
   closeSync(fd);
@@ -186,7 +212,7 @@ function startProcess(root: string, name: string, bin: string, args: string[], c
 }
 
 /** The last lines of a server's log, plus its earlier error lines (klog "E..." or "error"). */
-function logTail(p: Proc, lines = 15): string {
+export function logTail(p: Proc, lines = 15): string {
   let all: string[];
   try {
     all = readFileSync(p.logPath, 'utf8').split('\n');
@@ -200,16 +226,16 @@ function logTail(p: Proc, lines = 15): string {
   return [...head, ...(head.length ? ['...'] : []), ...all.slice(-lines)].join('\n');
 }
 
-function note(msg: string): void {
+export function note(msg: string): void {
   process.stderr.write(`[test/cluster] ${msg}\n`);
 }
 
-function sleep(ms: number): Promise<void> {
+export function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
 }
 
 /** Polls check() until it returns true; fails early with the server's log if the process died. */
-async function waitFor(
+export async function waitFor(
   p: Proc,
   what: string,
   timeoutMs: number,
@@ -314,6 +340,28 @@ function makePki(dir: string): void {
     '-addext',
     'extendedKeyUsage=serverAuth',
   ]);
+  // The API server's client certificate towards kubelets (logs, exec) on the real node.
+  openssl(dir, [
+    'req',
+    '-x509',
+    ...ec,
+    '-CA',
+    'ca.crt',
+    '-CAkey',
+    'ca.key',
+    '-keyout',
+    'kubelet-client.key',
+    '-out',
+    'kubelet-client.crt',
+    '-days',
+    '2',
+    '-subj',
+    '/O=system:masters/CN=kube-apiserver-kubelet-client',
+    '-addext',
+    'basicConstraints=critical,CA:FALSE',
+    '-addext',
+    'extendedKeyUsage=clientAuth',
+  ]);
   openssl(dir, ['genpkey', '-algorithm', 'EC', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-out', 'sa.key']);
   openssl(dir, ['pkey', '-in', 'sa.key', '-pubout', '-out', 'sa.pub']);
 }
@@ -370,6 +418,11 @@ function hookExit(): void {
 export interface StartOptions {
   /** Max time for all servers to become ready (default 120 s). */
   readyTimeoutMs?: number;
+  /**
+   * Local address S3 and the registry listen on (default 127.0.0.1). The real node binds them to its
+   * bridge's gateway address, where pods (kaniko, the kubelet's pulls) can reach them.
+   */
+  serveHost?: string;
 }
 
 export async function startTestCluster(opts: StartOptions = {}): Promise<TestCluster> {
@@ -395,6 +448,7 @@ async function startOnce(
   opts: StartOptions,
 ): Promise<TestCluster> {
   const readyTimeoutMs = opts.readyTimeoutMs ?? 120_000;
+  const serveHost = opts.serveHost ?? '127.0.0.1';
   const t0 = Date.now();
   const root = mkdtempSync(join(tmpdir(), 'sless-cluster-'));
   const procs: Proc[] = [];
@@ -483,7 +537,7 @@ async function startOnce(
 
     // S3: versitygw with the POSIX backend.
     const s3 = {
-      endpoint: `http://127.0.0.1:${s3Port}`,
+      endpoint: `http://${serveHost}:${s3Port}`,
       accessKeyId: `sless${randomBytes(6).toString('hex')}`,
       secretAccessKey: randomBytes(20).toString('hex'),
       region: 'us-east-1',
@@ -500,7 +554,7 @@ async function startOnce(
         '--region',
         s3.region,
         '--port',
-        `127.0.0.1:${s3Port}`,
+        `${serveHost}:${s3Port}`,
         'posix',
         join(root, 's3'),
       ],
@@ -524,14 +578,14 @@ async function startOnce(
         '  delete:',
         '    enabled: true',
         'http:',
-        `  addr: 127.0.0.1:${regPort}`,
+        `  addr: ${serveHost}:${regPort}`,
         `  secret: ${randomBytes(16).toString('hex')}`,
         '',
       ].join('\n'),
     );
     const reg = startProcess(root, 'registry', bins.DOCKER_REGISTRY, ['serve', regConfig], root);
     procs.push(reg);
-    const registry = { url: `http://127.0.0.1:${regPort}` };
+    const registry = { url: `http://${serveHost}:${regPort}` };
 
     await waitFor(etcd, 'etcd /health', readyTimeoutMs, () => httpOk(`${etcdUrl}/health`));
 
@@ -557,6 +611,11 @@ async function startOnce(
         `--service-account-signing-key-file=${join(pki, 'sa.key')}`,
         '--service-cluster-ip-range=10.0.0.0/24',
         '--allow-privileged=true',
+        // Logs and exec go to the kubelet (only on the real node): at the node's InternalIP, with a
+        // client certificate the kubelet's x509 authentication accepts.
+        '--kubelet-preferred-address-types=InternalIP',
+        `--kubelet-client-certificate=${join(pki, 'kubelet-client.crt')}`,
+        `--kubelet-client-key=${join(pki, 'kubelet-client.key')}`,
         // A loopback advertise address is refused by the endpoint reconciler; nothing needs the
         // "kubernetes" Service endpoints here (envtest does the same).
         '--endpoint-reconciler-type=none',

@@ -48,4 +48,21 @@ describe('kube controller config', () => {
     expect(() => load({ SLESS_WATCH_NAMESPACES: 'ok,Bad' })).toThrow('SLESS_WATCH_NAMESPACES');
     expect(() => load({}, { host: '0.0.0.0' })).toThrow(/SLESS_AUTH/);
   });
+
+  it('reads the kaniko registry map and the function route, refusing malformed values', () => {
+    const config = load({
+      SLESS_KANIKO_REGISTRY_MAP: 'index.docker.io=mirror.local:5000/dockerhub; gcr.io=mirror.local:5000',
+      SLESS_FUNCTION_ROUTE: 'cluster-ip',
+    });
+    expect(config.kanikoRegistryMap).toEqual([
+      'index.docker.io=mirror.local:5000/dockerhub',
+      'gcr.io=mirror.local:5000',
+    ]);
+    expect(config.functionRoute).toBe('cluster-ip');
+    expect(load({}).kanikoRegistryMap).toEqual([]);
+    expect(load({}).functionRoute).toBe('service-dns');
+    expect(() => load({ SLESS_KANIKO_REGISTRY_MAP: 'index.docker.io' })).toThrow('SLESS_KANIKO_REGISTRY_MAP');
+    expect(() => load({ SLESS_KANIKO_REGISTRY_MAP: 'docker.io=http://m' })).toThrow('"docker.io=http://m"');
+    expect(() => load({ SLESS_FUNCTION_ROUTE: 'dns' })).toThrow('SLESS_FUNCTION_ROUTE');
+  });
 });

@@ -46,6 +46,14 @@ export interface KubeControllerConfig {
    */
   readonly pullSecret: { readonly source: string; readonly name: string } | undefined;
   readonly kanikoImage: string | undefined;
+  /** kaniko `--registry-map` entries: `registry=mirror[/path]`, e.g. for an air-gapped cluster. */
+  readonly kanikoRegistryMap: readonly string[];
+  /**
+   * How `/fn/` reaches a function's pods: `service-dns` (`{fn}.{ns}.svc`, needs cluster DNS) or
+   * `cluster-ip` (the Service's ClusterIP, read from the API: no DNS needed, e.g. a controller outside
+   * the cluster on a node, or a cluster without DNS).
+   */
+  readonly functionRoute: FunctionRoute;
   readonly buildServiceAccount: string | undefined;
   readonly stateDir: string;
   readonly runtimesDir: string;
@@ -57,6 +65,8 @@ export interface KubeControllerConfig {
   readonly tenancy: TenancySettings;
   readonly codeGate: CodeGateSettings;
 }
+
+export type FunctionRoute = 'service-dns' | 'cluster-ip';
 
 const SA_NAMESPACE_FILE = '/var/run/secrets/kubernetes.io/serviceaccount/namespace';
 
@@ -79,6 +89,28 @@ export function validateEndpoint(value: string | undefined, what: string): strin
   if ((url.protocol !== 'http:' && url.protocol !== 'https:') || !url.hostname)
     throw new ConfigError(`${what}: "${value}" is not a full URL; use http:// or https:// with a host`);
   return value.replace(/\/+$/, '');
+}
+
+/** `SLESS_KANIKO_REGISTRY_MAP`: `from=to[/path]` entries separated by `;` (kaniko's own syntax). */
+export function parseRegistryMap(value: string | undefined): string[] {
+  const entries = (value ?? '')
+    .split(';')
+    .map((s) => s.trim())
+    .filter(Boolean);
+  const host = '[a-z0-9.-]+(:[0-9]+)?';
+  for (const entry of entries)
+    if (!new RegExp(`^${host}=${host}(/[a-z0-9._/-]+)?$`).test(entry))
+      throw new ConfigError(
+        `SLESS_KANIKO_REGISTRY_MAP: "${entry}" is not registry=mirror[/path] (e.g. index.docker.io=mirror.example.com/dockerhub)`,
+      );
+  return entries;
+}
+
+function parseFunctionRoute(value: string | undefined): FunctionRoute {
+  const route = value || 'service-dns';
+  if (route !== 'service-dns' && route !== 'cluster-ip')
+    throw new ConfigError(`SLESS_FUNCTION_ROUTE: "${route}" is neither service-dns nor cluster-ip`);
+  return route;
 }
 
 export function validateRegistry(value: string | undefined): string {
@@ -193,6 +225,8 @@ export function loadKubeControllerConfig(
     imagePullSecrets: Object.freeze(imagePullSecrets),
     pullSecret,
     kanikoImage: env.SLESS_KANIKO_IMAGE || undefined,
+    kanikoRegistryMap: Object.freeze(parseRegistryMap(env.SLESS_KANIKO_REGISTRY_MAP)),
+    functionRoute: parseFunctionRoute(env.SLESS_FUNCTION_ROUTE),
     buildServiceAccount: env.SLESS_BUILD_SERVICE_ACCOUNT || undefined,
     stateDir: resolve(env.SLESS_STATE_DIR ?? '/tmp/sless'),
     runtimesDir: resolve(PACKAGE_ROOT, 'runtimes'),

@@ -12,8 +12,9 @@ import { isStatus, type KubeHttp } from './http.js';
 import { jobStatus } from './job-status.js';
 import { LABEL_COMPONENT, LABEL_FUNCTION, LABEL_JOB, LABEL_MANAGED_BY, MANAGED_BY } from './labels.js';
 import { getObject, type KubeObject, listObjects } from './objects.js';
+import { readPodLog } from './pod-log.js';
 import { PollReader } from './poll.js';
-import { collectionPath, JOB, objectPath, POD } from './resource-types.js';
+import { collectionPath, JOB, POD } from './resource-types.js';
 import { resourcesFor, runtimeEnv } from './workload-manifests.js';
 
 const RESULT_PREFIX = 'SLESS_RESULT ';
@@ -194,10 +195,7 @@ export class KubeJobRunner implements JobRunner {
     const exitCode = pod.status?.containerStatuses?.[0]?.state?.terminated?.exitCode;
     let output = '';
     try {
-      output = await this.http.raw('GET', objectPath(POD, namespace, pod.metadata.name, 'log'), {
-        query: { container: 'function', tailLines: 200 },
-        accept: 'text/plain',
-      });
+      output = await readPodLog(this.http, namespace, pod.metadata.name, 'function', 200);
     } catch {
       // no kubelet to serve logs
     }

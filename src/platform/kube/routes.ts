@@ -2,15 +2,18 @@
 import { getCondition } from '../../core/conditions.js';
 import type { ObjectStore, RouteResolver, RouteState } from '../../core/interfaces.js';
 import type { SlessFunction } from '../../core/resources.js';
+import type { FunctionRoute } from './config.js';
 import type { KubeHttp } from './http.js';
 import { FUNCTION_PORT } from './labels.js';
 import { getObject, type KubeObject } from './objects.js';
-import { DEPLOYMENT } from './resource-types.js';
+import { DEPLOYMENT, SERVICE } from './resource-types.js';
 import { serviceName } from './workload-manifests.js';
 
 export interface KubeRouteOptions {
   http: KubeHttp;
   store: ObjectStore;
+  /** How the Service is addressed: its DNS name (default) or its ClusterIP (no cluster DNS needed). */
+  route?: FunctionRoute;
   /** Where a function's Service answers; injectable so tests can point at a local server. */
   originOf?: (namespace: string, name: string) => string;
   /** How long one resolution is reused, to keep per-request API calls down. 0 disables. */
@@ -52,10 +55,19 @@ export class KubeRouteResolver implements RouteResolver {
     const available =
       (deployment?.status as { availableReplicas?: number } | undefined)?.availableReplicas ?? 0;
     if (available === 0) return unavailable(`function ${namespace}/${name} has no available replicas`);
-    return {
-      state: 'ready',
-      origin: (this.options.originOf ?? serviceOrigin)(namespace, name),
-      timeoutSec: fn.spec.timeoutSec ?? 30,
-    };
+    const origin = this.options.originOf
+      ? this.options.originOf(namespace, name)
+      : this.options.route === 'cluster-ip'
+        ? await this.clusterIpOrigin(namespace, name)
+        : serviceOrigin(namespace, name);
+    if (!origin) return unavailable(`function ${namespace}/${name} has no Service address yet`);
+    return { state: 'ready', origin, timeoutSec: fn.spec.timeoutSec ?? 30 };
+  }
+
+  private async clusterIpOrigin(namespace: string, name: string): Promise<string | undefined> {
+    const service = await getObject<KubeObject>(this.options.http, SERVICE, namespace, serviceName(name));
+    const ip = (service?.spec as { clusterIP?: string } | undefined)?.clusterIP;
+    if (!ip || ip === 'None') return undefined;
+    return `http://${ip.includes(':') ? `[${ip}]` : ip}:${FUNCTION_PORT}`;
   }
 }

@@ -59,6 +59,14 @@ describe('workload manifests', () => {
     expect(c?.env.filter((e) => e.name === 'SLESS_ENTRYPOINT')).toEqual([
       { name: 'SLESS_ENTRYPOINT', value: 'handler.handle' },
     ]);
+    // Replaced pods keep serving while proxies learn they are gone (the e2e rollout test caught drops).
+    const podSpec = spec.template.spec as unknown as {
+      terminationGracePeriodSeconds: number;
+      containers: { lifecycle: unknown }[];
+    };
+    expect(podSpec.containers[0]?.lifecycle).toEqual({ preStop: { sleep: { seconds: 5 } } });
+    // The fixture function has timeoutSec 10: the sleep, the timeout, 5 s of slack.
+    expect(podSpec.terminationGracePeriodSeconds).toBe(5 + 10 + 5);
     expect(serviceFor(fn({})).metadata.ownerReferences).toEqual([
       { apiVersion: 'sless.dev/v1alpha1', kind: 'Function', name: 'hello', uid: 'u-1', controller: true },
     ]);

@@ -85,6 +85,9 @@ export function resourcesFor(fn: SlessFunction): {
   return { requests: { cpu: '50m', memory }, limits: { memory } };
 }
 
+/** How long a replaced pod keeps serving before it is told to stop (see the preStop hook). */
+export const PRE_STOP_SLEEP_SECONDS = 5;
+
 export function deploymentFor(fn: SlessFunction, build: BuildRecord, options: WorkloadOptions): KubeObject {
   if (!build.image) throw new Error(`build ${build.buildKey} of ${fn.metadata.name} has no image`);
   const labels = functionLabels(fn);
@@ -115,7 +118,8 @@ export function deploymentFor(fn: SlessFunction, build: BuildRecord, options: Wo
         spec: {
           automountServiceAccountToken: false,
           enableServiceLinks: false,
-          terminationGracePeriodSeconds: timeoutSec + 5,
+          // The preStop sleep, then in-flight requests (up to the timeout) and a little slack.
+          terminationGracePeriodSeconds: PRE_STOP_SLEEP_SECONDS + timeoutSec + 5,
           ...(options.imagePullSecrets.length > 0
             ? { imagePullSecrets: options.imagePullSecrets.map((name) => ({ name })) }
             : {}),
@@ -140,6 +144,10 @@ export function deploymentFor(fn: SlessFunction, build: BuildRecord, options: Wo
                 timeoutSeconds: 5,
                 failureThreshold: 3,
               },
+              // A terminating pod leaves the Service's endpoints at once, but kube-proxy on every node
+              // (and other proxies) learn it a moment later; until then they still send it new
+              // connections. Waiting before SIGTERM keeps it serving them: rollouts drop no request.
+              lifecycle: { preStop: { sleep: { seconds: PRE_STOP_SLEEP_SECONDS } } },
               securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } },
             },
           ],

@@ -1,0 +1,195 @@
+/**
+ * From `git push` to `/fn/` on a real node: kaniko Jobs really build and push the images, the
+ * kubelet really pulls and runs them, kube-proxy really routes the ClusterIP. Nothing is played by
+ * the test. Needs root (see test/cluster/node.ts).
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { FunctionJob, FunctionStatus, SlessFunction } from '../../src/core/resources.js';
+import { getObject, type KubeObject, listObjects } from '../../src/platform/kube/objects.js';
+import { DEPLOYMENT, JOB, POD } from '../../src/platform/kube/resource-types.js';
+import { functionManifest, git, nodeHandler } from '../helpers/git.js';
+import { eventually, specOf } from '../kube/harness.js';
+import { callFunction, type E2eEnv, registryDigest, startE2e } from './harness.ts';
+
+const BUILD_MS = 10 * 60_000;
+
+const pythonHandler = (body: string) => `def handle(event, context):\n    return ${body}\n`;
+
+describe('e2e on a real node: push to serve', () => {
+  let env: E2eEnv;
+  let first = '';
+
+  const fn = async (name: string) =>
+    (await env.system.store.get('Function', env.ns, name)) as SlessFunction | undefined;
+  const status = async (name: string) => (await fn(name))?.status as FunctionStatus | undefined;
+  const buildJobs = async (name: string) =>
+    (
+      await listObjects<KubeObject>(env.http, JOB, {
+        namespace: env.controllerNs,
+        labels: { 'sless.dev/function': name, 'sless.dev/function-namespace': env.ns },
+      })
+    ).items;
+  const replicaSets = async (name: string) =>
+    (
+      await listObjects<KubeObject>(
+        env.http,
+        { apiVersion: 'apps/v1', kind: 'ReplicaSet', plural: 'replicasets', namespaced: true },
+        { namespace: env.ns, labels: { 'sless.dev/function': name } },
+      )
+    ).items;
+  const pods = async (name: string) =>
+    (
+      await listObjects<KubeObject>(env.http, POD, {
+        namespace: env.ns,
+        labels: { 'sless.dev/function': name },
+      })
+    ).items;
+  const servedBody = (name: string, expected: string) =>
+    eventually(
+      `/fn/${name} serves ${expected}`,
+      async () => {
+        const [code, body] = await callFunction(env, name);
+        return code === 200 && body.includes(expected) ? body : undefined;
+      },
+      BUILD_MS,
+    );
+
+  beforeAll(async () => {
+    env = await startE2e('e2e', {
+      'hello/function.yaml': functionManifest('hello'),
+      'hello/handler.js': nodeHandler(`return 'hello from node v1';`),
+      'snake/function.yaml': functionManifest('snake', {
+        runtime: 'python3.11',
+        entrypoint: 'handler.handle',
+      }),
+      'snake/handler.py': pythonHandler(`"hello from python v1"`),
+    });
+    first = await git(env.repo.dir, 'rev-parse', 'HEAD');
+  }, 15 * 60_000);
+
+  afterAll(async () => {
+    await env?.close();
+  }, 300_000);
+
+  it(
+    'builds each function with kaniko, pins the Deployment to the digest the registry reports, and serves it at /fn/',
+    async () => {
+      expect(await servedBody('hello', 'hello from node v1')).toContain('hello from node v1');
+      expect(await servedBody('snake', 'hello from python v1')).toContain('hello from python v1');
+      for (const name of ['hello', 'snake']) {
+        const repository = `${env.ns}-${name}`;
+        const digest = await registryDigest(env.node, repository, first);
+        expect(digest).toMatch(/^sha256:[0-9a-f]{64}$/);
+        const deployment = await getObject<KubeObject>(env.http, DEPLOYMENT, env.ns, name);
+        const image = specOf<{ template: { spec: { containers: { image: string }[] } } }>(deployment).template
+          .spec.containers[0]?.image;
+        expect(image).toBe(`${env.node.registryHost}/${repository}:${first}@${digest}`);
+        expect((await status(name))?.lastBuild).toMatchObject({ result: 'Succeeded', commit: first });
+        const jobs = await buildJobs(name);
+        expect(jobs.map((j) => j.metadata.name)).toEqual([`build-${name}-${first.slice(0, 12)}`]);
+      }
+    },
+    BUILD_MS * 2,
+  );
+
+  it(
+    'one change makes one kaniko Job and one new ReplicaSet; the other function is untouched and a bounded load sees no failure',
+    async () => {
+      const snakePods = (await pods('snake')).map((p) => p.metadata.uid).sort();
+      const helloSets = (await replicaSets('hello')).map((r) => r.metadata.name);
+      const snakeSets = (await replicaSets('snake')).map((r) => r.metadata.name).sort();
+      expect(helloSets).toHaveLength(1);
+
+      const second = await env.commit({ 'hello/handler.js': nodeHandler(`return 'hello from node v2';`) });
+      // Bounded load through /fn/ while kaniko builds and the Deployment rolls.
+      const failures: string[] = [];
+      let requests = 0;
+      let rolled = false;
+      const load = (async () => {
+        while (!rolled) {
+          const [code, body] = await callFunction(env, 'hello').catch((e: Error) => [0, e.message] as const);
+          requests++;
+          if (code !== 200) failures.push(`${code} ${body}`);
+          else if (body.includes('v2')) rolled = true;
+          await new Promise((r) => setTimeout(r, 100));
+        }
+      })();
+      await eventually('hello v2 served', async () => rolled || undefined, BUILD_MS);
+      await load;
+      expect(failures).toEqual([]);
+      expect(requests).toBeGreaterThan(1);
+
+      expect((await buildJobs('hello')).map((j) => j.metadata.name).sort()).toEqual(
+        [`build-hello-${first.slice(0, 12)}`, `build-hello-${second.slice(0, 12)}`].sort(),
+      );
+      expect(await buildJobs('snake')).toHaveLength(1);
+      const newSets = (await replicaSets('hello')).map((r) => r.metadata.name);
+      expect(newSets).toHaveLength(2);
+      expect(newSets).toContain(helloSets[0]);
+      expect((await replicaSets('snake')).map((r) => r.metadata.name).sort()).toEqual(snakeSets);
+      expect((await pods('snake')).map((p) => p.metadata.uid).sort()).toEqual(snakePods);
+      const [, snakeBody] = await callFunction(env, 'snake');
+      expect(snakeBody).toContain('hello from python v1');
+    },
+    BUILD_MS * 2,
+  );
+
+  it(
+    'a failing build keeps the old pod serving, and status carries the kaniko log tail',
+    async () => {
+      const before = (await pods('snake')).map((p) => p.metadata.uid).sort();
+      const broken = await env.commit({
+        'snake/requirements.txt': 'sless-no-such-package-e2e==0.0.1\n',
+        'snake/handler.py': pythonHandler(`"hello from python v2"`),
+      });
+      const failed = await eventually(
+        'snake build failed',
+        async () => {
+          const s = await status('snake');
+          return s?.lastBuild?.commit === broken && s.lastBuild.result === 'Failed' ? s : undefined;
+        },
+        BUILD_MS,
+      );
+      // pip's own words, from the kaniko container's log.
+      expect(failed.lastBuild?.logTail).toMatch(/sless-no-such-package-e2e/);
+      const [code, body] = await callFunction(env, 'snake');
+      expect(code).toBe(200);
+      expect(body).toContain('hello from python v1');
+      expect((await pods('snake')).map((p) => p.metadata.uid).sort()).toEqual(before);
+    },
+    BUILD_MS * 2,
+  );
+
+  it(
+    "a FunctionJob's Job pod runs the handler once on the node and the result lands in status",
+    async () => {
+      await env.commit({
+        'jobs/once.yaml':
+          'apiVersion: sless.dev/v1alpha1\nkind: FunctionJob\nmetadata:\n  name: once\nspec: {function: hello, runId: 1, event: {n: 7}}\n',
+      });
+      const done = await eventually(
+        'FunctionJob once finished',
+        async () => {
+          const job = (await env.system.store.get('FunctionJob', env.ns, 'once')) as FunctionJob | undefined;
+          const phase = job?.status?.phase;
+          return phase === 'Succeeded' || phase === 'Failed' ? job : undefined;
+        },
+        BUILD_MS,
+      );
+      expect(done.status).toMatchObject({
+        phase: 'Succeeded',
+        observedRunId: 1,
+        result: { statusCode: 200, body: 'hello from node v2' },
+      });
+      const runPods = (
+        await listObjects<KubeObject>(env.http, POD, {
+          namespace: env.ns,
+          labels: { 'sless.dev/functionjob': 'once' },
+        })
+      ).items;
+      expect(runPods).toHaveLength(1);
+      expect((runPods[0]?.status as { phase?: string } | undefined)?.phase).toBe('Succeeded');
+    },
+    BUILD_MS * 2,
+  );
+});
