@@ -25,6 +25,7 @@ import { LocalCronScheduler } from './platform/local/cron-scheduler.js';
 import { FunctionLogBuffer } from './platform/local/function-logs.js';
 import { LocalJobRunner } from './platform/local/job-runner.js';
 import { LocalPlatform } from './platform/local/local-platform.js';
+import { LocalState } from './platform/local/local-state.js';
 import { MemoryStore } from './platform/local/memory-store.js';
 import { PinFile } from './platform/local/pin-file.js';
 import { LocalSourceReaderFactory } from './platform/local/source-readers.js';
@@ -40,6 +41,8 @@ export interface LocalSystem {
   platform: LocalPlatform;
   builder: LocalBuilder;
   scheduler: LocalCronScheduler;
+  /** What survives a restart; `platform.pinnedBuildDirs()` is what build GC must keep. */
+  state: LocalState;
   url: string;
   stop(): Promise<void>;
 }
@@ -137,7 +140,13 @@ export async function startLocalSystem(
   options: { logger?: Logger; source?: GitSource } = {},
 ): Promise<LocalSystem> {
   const logger = options.logger ?? createLogger(config);
-  const store = new MemoryStore();
+  // What the last run left comes first: the objects it had applied (with their status), the revisions
+  // that served and the builds that failed. A restart then starts from there, not from nothing.
+  const state = await LocalState.open(config.stateDir, logger);
+  const store: MemoryStore = new MemoryStore({
+    ...(state.storeSnapshot ? { initial: state.storeSnapshot } : {}),
+    persist: () => state.saveStore(() => store.snapshot()),
+  });
   const authenticator = createAuthenticator(config.auth);
   if (config.authDisabled)
     logger.warn(
@@ -169,6 +178,7 @@ export async function startLocalSystem(
     logs,
     launcher,
     ...(config.scaleToZeroAfterSeconds ? { defaultIdleSeconds: config.scaleToZeroAfterSeconds } : {}),
+    serving: state.serving,
   });
   const metrics = new SlessMetrics({
     readyFunctions: () => readyFunctionCounts(store),
@@ -181,7 +191,9 @@ export async function startLocalSystem(
     logger,
     launcher,
     onBuildFinished: buildRecorder(metrics, history),
+    failedBuilds: state.failedBuilds,
   });
+  await builder.removeStaleStaging();
   const scheduler = new LocalCronScheduler({ store, routes: platform, logger });
   const jobs = new LocalJobRunner({
     commandFor: (fn, build) => platform.runtimeCommand(fn, build),
@@ -227,9 +239,21 @@ export async function startLocalSystem(
       functionLogs: logs,
     },
   });
+  // Serve first: the revisions that served before start from their builds on disk while the API starts
+  // listening (a request that arrives meanwhile waits for its function). Only then does the controller
+  // look at git, so an unreachable server or a rejected head cannot delay or undo what served.
+  const restored = platform.restore();
+  let address: string;
+  try {
+    address = await app.listen({ host: config.host, port: config.port });
+  } catch (error) {
+    await restored;
+    await platform.stopAll();
+    throw error;
+  }
+  await restored;
   await controller.start();
   if (options.source) await store.apply(await pins.restore(options.source));
-  const address = await app.listen({ host: config.host, port: config.port });
   ready = true;
   return {
     app,
@@ -238,6 +262,7 @@ export async function startLocalSystem(
     platform,
     builder,
     scheduler,
+    state,
     url: address,
     stop: once(async () => {
       ready = false;

@@ -1,10 +1,10 @@
-import { existsSync } from 'node:fs';
-import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { type Dirent, existsSync } from 'node:fs';
+import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { asError, BuildError } from '../core/errors.js';
 import type { Builder, BuildRequest, ProcessLauncher } from '../core/interfaces.js';
-import type { BuildRecord, SlessFunction } from '../core/resources.js';
+import { ANNOTATION_BUILD_KEY, type BuildRecord, type SlessFunction } from '../core/resources.js';
 import type { RuntimeName } from '../core/schemas.js';
 import { materializeFunction } from './materialize.js';
 import { runCommand, tail } from './run-command.js';
@@ -20,7 +20,18 @@ export interface LocalBuilderOptions {
   launcher: ProcessLauncher;
   stepTimeoutMs?: number;
   onBuildFinished?: (record: BuildRecord, fn: SlessFunction) => void;
+  /** Failed builds by build key, kept across restarts; without it a failure is forgotten on restart. */
+  failedBuilds?: FailedBuildLedger;
 }
+
+/** Where failed builds are remembered, so the same code is not built again until someone asks. */
+export interface FailedBuildLedger {
+  get(fn: SlessFunction, buildKey: string): BuildRecord | undefined;
+  set(fn: SlessFunction, buildKey: string, record: BuildRecord): Promise<void>;
+  delete(fn: SlessFunction, buildKey: string): Promise<void>;
+}
+
+const STAGING = '.staging-';
 
 interface Step {
   command: string;
@@ -84,6 +95,40 @@ export class LocalBuilder implements Builder {
     }
   }
 
+  async lookupFailed(fn: SlessFunction, buildKey: string): Promise<BuildRecord | undefined> {
+    return this.options.failedBuilds?.get(fn, buildKey);
+  }
+
+  async discardFailed(fn: SlessFunction): Promise<void> {
+    const buildKey = fn.metadata.annotations?.[ANNOTATION_BUILD_KEY];
+    if (buildKey) await this.options.failedBuilds?.delete(fn, buildKey);
+  }
+
+  /**
+   * Removes the staging directories of builds that a kill cut short. Called once at start, before any
+   * build runs: the state directory belongs to one sless at a time, so no staging directory found then
+   * can still be in use. Returns how many were removed.
+   */
+  async removeStaleStaging(): Promise<number> {
+    const root = join(this.options.stateDir, 'builds');
+    let removed = 0;
+    const list = (dir: string) => readdir(dir, { withFileTypes: true }).catch(() => [] as Dirent[]);
+    for (const ns of await list(root)) {
+      if (!ns.isDirectory()) continue;
+      for (const fn of await list(join(root, ns.name))) {
+        if (!fn.isDirectory()) continue;
+        for (const entry of await list(join(root, ns.name, fn.name))) {
+          if (!entry.name.includes(STAGING)) continue;
+          await rm(join(root, ns.name, fn.name, entry.name), { recursive: true, force: true });
+          removed++;
+        }
+      }
+    }
+    if (removed > 0)
+      this.options.logger.info({ removed }, 'removed staging directories of interrupted builds');
+    return removed;
+  }
+
   build(request: BuildRequest): Promise<BuildRecord> {
     const dir = this.buildDir(request.fn, request.buildKey);
     const running = this.inFlight.get(dir);
@@ -96,12 +141,18 @@ export class LocalBuilder implements Builder {
   private async buildOnce(request: BuildRequest, dir: string): Promise<BuildRecord> {
     const existing = await this.lookup(request.fn, request.buildKey);
     if (existing) return existing;
+    // This code failed to build before (maybe before a restart): the verdict stands until a rebuild.
+    const verdict = this.options.failedBuilds?.get(request.fn, request.buildKey);
+    if (verdict)
+      throw Object.assign(new BuildError(verdict.message ?? 'build failed', verdict.logTail ?? ''), {
+        record: verdict,
+      });
     const started = Date.now();
     const log = this.options.logger.child({
       function: `${request.fn.metadata.namespace}/${request.fn.metadata.name}`,
       buildKey: request.buildKey,
     });
-    const staging = `${dir}.staging-${process.pid}-${started}`;
+    const staging = `${dir}${STAGING}${process.pid}-${started}`;
     const record: BuildRecord = {
       buildKey: request.buildKey,
       commit: request.commit,
@@ -179,6 +230,7 @@ export class LocalBuilder implements Builder {
         logTail,
       };
       log.warn({ err: error.message }, 'build failed');
+      await this.options.failedBuilds?.set(request.fn, request.buildKey, failed);
       this.options.onBuildFinished?.(failed, request.fn);
       throw Object.assign(new BuildError(error.message, logTail, error), { record: failed });
     }

@@ -61,6 +61,11 @@ export interface Builder {
    * (the API's rebuild). Builders whose failures are durable (a failed kaniko Job) need it.
    */
   discardFailed?(fn: SlessFunction): Promise<void>;
+  /**
+   * The recorded failure of this build key, if the builder keeps failures across restarts; the
+   * reconciler then reports it without trying the build again.
+   */
+  lookupFailed?(fn: SlessFunction, buildKey: string): Promise<BuildRecord | undefined>;
 }
 
 export type WatchEventType = 'ADDED' | 'MODIFIED' | 'DELETED';

@@ -102,7 +102,9 @@ export async function reconcileFunction(
 
   let build = await deps.builder.lookup(fn, buildKey);
   if (!build) {
-    const failed = deps.failedBuilds.get(key);
+    const remembered = deps.failedBuilds.get(key);
+    const failed =
+      remembered?.buildKey === buildKey ? remembered : await deps.builder.lookupFailed?.(fn, buildKey);
     if (failed && failed.buildKey === buildKey) {
       status.lastBuild = failed;
       const failure = failureOf(failed, `build ${buildKey.slice(0, 12)} failed: ${failed.message}`);

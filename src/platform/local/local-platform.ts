@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type {
@@ -9,6 +10,7 @@ import type {
 } from '../../core/interfaces.js';
 import type { BuildRecord, SlessFunction } from '../../core/resources.js';
 import type { FunctionLogBuffer } from './function-logs.js';
+import type { PinnedBuilds, ServingRecord, ServingRecords } from './local-state.js';
 import { type RuntimeCommand, RuntimeProcess } from './runtime-process.js';
 import { SocketDirs } from './socket-dirs.js';
 
@@ -28,6 +30,8 @@ export interface LocalPlatformOptions {
    * idle functions then cost no process, which is what lets a repository of a thousand functions fit.
    */
   defaultIdleSeconds?: number;
+  /** Where the serving revision of each function is kept across restarts; none: nothing survives. */
+  serving?: ServingRecords;
 }
 
 /** Threads count too (Python serves each request on one): room for a busy server, not a fork bomb. */
@@ -74,7 +78,7 @@ export function hostEnv(): Record<string, string> {
  * revision, waits for /healthz, switches the route in one assignment, then drains and stops the old
  * process: requests never see a gap.
  */
-export class LocalPlatform implements WorkloadPlatform, RouteResolver {
+export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBuilds {
   private readonly options: LocalPlatformOptions;
   private readonly slots = new Map<string, Slot>();
   private readonly retiring = new Set<Promise<void>>();
@@ -86,6 +90,68 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver {
 
   currentRevision(namespace: string, name: string): string | undefined {
     return this.slots.get(`${namespace}/${name}`)?.revisionId;
+  }
+
+  /** Builds that serve now or would after a restart; build garbage collection must keep them. */
+  pinnedBuildDirs(): ReadonlySet<string> {
+    const dirs = new Set(this.options.serving?.pinnedBuildDirs() ?? []);
+    for (const slot of this.slots.values()) {
+      const build = slot.current?.build ?? slot.parked?.build;
+      if (build?.image) dirs.add(build.image);
+    }
+    return dirs;
+  }
+
+  /**
+   * Serves again what served before the last stop, from the builds on disk, before anything else
+   * runs: no git, no build, no reconcile. Each revision is registered at once (a request that comes
+   * while it starts waits for it, as for a scale-to-zero wake-up); scale-to-zero revisions stay parked.
+   * A revision whose build is gone or that no longer starts is forgotten, so the reconcile that
+   * follows deploys the function afresh.
+   */
+  async restore(): Promise<void> {
+    const records = this.options.serving?.all() ?? [];
+    await Promise.all(records.map(([key, record]) => this.restoreOne(key, record)));
+  }
+
+  private async restoreOne(key: string, record: ServingRecord): Promise<void> {
+    const log = this.options.logger.child({ function: key, revision: record.revision });
+    const buildDir = record.build.image ?? '';
+    if (!existsSync(join(buildDir, 'build.json'))) {
+      log.warn(
+        { buildDir },
+        'the build that served before the restart is gone; the function is deployed afresh',
+      );
+      await this.options.serving?.forget(key);
+      return;
+    }
+    const slot: Slot = {
+      revisionId: record.revision,
+      enabled: record.enabled,
+      restarts: 0,
+      totalRestarts: 0,
+      lastStart: 0,
+      removed: false,
+    };
+    this.slots.set(key, slot);
+    if (!record.enabled) return;
+    slot.parked = { fn: record.fn, build: record.build, id: record.revision };
+    if (this.idleSecondsOf(record.fn) !== undefined) return;
+    slot.waking = this.wake(key, slot).finally(() => {
+      slot.waking = undefined;
+    });
+    try {
+      await slot.waking;
+      log.info('serving again from the build on disk');
+    } catch (error) {
+      log.warn(
+        { err: (error as Error).message },
+        'the revision that served before the restart does not start',
+      );
+      if (this.slots.get(key) === slot) this.slots.delete(key);
+      slot.removed = true;
+      await this.options.serving?.forget(key);
+    }
   }
 
   restartCount(namespace: string, name: string): number {
@@ -138,6 +204,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver {
       return;
     }
     if (!options.enabled) {
+      await this.options.serving?.record({ fn, build, revision: options.revision, enabled: false });
       const previous = slot.current;
       slot.current = undefined;
       slot.enabled = false;
@@ -149,6 +216,13 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver {
     }
     const revision = await this.startRevision(fn, build, options.revision);
     if (slot.removed) {
+      await revision.process.stop();
+      return;
+    }
+    // Recorded before the route switches: whatever a client has seen served, a restart serves too.
+    await this.options.serving?.record({ fn, build, revision: options.revision, enabled: true });
+    if (slot.removed) {
+      await this.options.serving?.forget(key);
       await revision.process.stop();
       return;
     }
@@ -189,6 +263,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver {
   async remove(namespace: string, name: string): Promise<void> {
     const key = `${namespace}/${name}`;
     const slot = this.slots.get(key);
+    await this.options.serving?.forget(key);
     if (!slot) return;
     slot.removed = true;
     clearTimeout(slot.restarting);

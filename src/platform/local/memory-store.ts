@@ -12,6 +12,23 @@ function clone<T>(value: T): T {
   return structuredClone(value);
 }
 
+/** Everything the store holds, as written to and read from the state directory. */
+export interface StoreSnapshot {
+  objects: AnyResource[];
+  namespaces: string[];
+  resourceVersion: number;
+}
+
+export interface MemoryStoreOptions {
+  /** What a previous run left: objects come back with their status, as they would from an API server. */
+  initial?: StoreSnapshot;
+  /**
+   * Makes the current contents durable. Every change waits for it before anyone hears of the change,
+   * so nothing acts on state that a restart would not find again.
+   */
+  persist?: () => Promise<void>;
+}
+
 /**
  * The local platform's desired state, with the semantics the Kubernetes API gives the kube platform:
  * apply replaces what the manager owns, generation moves only when spec moves, and status is written
@@ -23,6 +40,28 @@ export class MemoryStore implements ObjectStore, NamespaceRegistry {
   private readonly namespaces = new Set<string>(['default']);
   private readonly listeners = new Set<(event: StoreEvent) => void>();
   private resourceVersion = 0;
+  private readonly persist: () => Promise<void>;
+
+  constructor(options: MemoryStoreOptions = {}) {
+    this.persist = options.persist ?? (async () => undefined);
+    const initial = options.initial;
+    if (!initial) return;
+    for (const object of initial.objects)
+      this.objects.set(keyOf(object.kind, object.metadata.namespace, object.metadata.name), clone(object));
+    for (const namespace of initial.namespaces) this.namespaces.add(namespace);
+    let highest = initial.resourceVersion;
+    for (const object of initial.objects)
+      highest = Math.max(highest, Number(object.metadata.resourceVersion ?? 0) || 0);
+    this.resourceVersion = highest;
+  }
+
+  /** A copy of everything held, sorted, for the state directory. */
+  snapshot(): StoreSnapshot {
+    const objects = [...this.objects.entries()]
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+      .map(([, object]) => clone(object));
+    return { objects, namespaces: [...this.namespaces].sort(), resourceVersion: this.resourceVersion };
+  }
 
   async get(kind: KindName, namespace: string, name: string): Promise<AnyResource | undefined> {
     const found = this.objects.get(keyOf(kind, namespace, name));
@@ -58,6 +97,7 @@ export class MemoryStore implements ObjectStore, NamespaceRegistry {
       };
       delete created.status;
       this.objects.set(key, created);
+      await this.persist();
       this.emit({ type: 'ADDED', object: created, statusOnly: false });
       return clone(created);
     }
@@ -78,6 +118,7 @@ export class MemoryStore implements ObjectStore, NamespaceRegistry {
       },
     } as AnyResource;
     this.objects.set(key, updated);
+    await this.persist();
     this.emit({ type: 'MODIFIED', object: updated, statusOnly: false });
     return clone(updated);
   }
@@ -96,6 +137,7 @@ export class MemoryStore implements ObjectStore, NamespaceRegistry {
       metadata: { ...existing.metadata, resourceVersion: String(++this.resourceVersion) },
     } as AnyResource;
     this.objects.set(key, updated);
+    await this.persist();
     this.emit({ type: 'MODIFIED', object: updated, statusOnly: true });
   }
 
@@ -104,6 +146,7 @@ export class MemoryStore implements ObjectStore, NamespaceRegistry {
     const existing = this.objects.get(key);
     if (!existing) return false;
     this.objects.delete(key);
+    await this.persist();
     this.emit({ type: 'DELETED', object: existing, statusOnly: false });
     return true;
   }
@@ -117,6 +160,7 @@ export class MemoryStore implements ObjectStore, NamespaceRegistry {
     // Check and record with no await in between, so of concurrent calls exactly one creates it.
     const existed = this.namespaces.has(namespace) || this.holdsObjects(namespace);
     this.namespaces.add(namespace);
+    if (!existed) await this.persist();
     return !existed;
   }
 

@@ -1,0 +1,165 @@
+import { mkdir, open, readdir, readFile, rename, rm } from 'node:fs/promises';
+import { basename, dirname, join } from 'node:path';
+import type { Logger } from 'pino';
+import { asError } from '../../core/errors.js';
+
+export interface StateFileOptions<T> {
+  path: string;
+  /** The format this code writes; a file of another version is set aside, never guessed at. */
+  version: number;
+  logger: Logger;
+  /** Checks the payload's shape and returns it typed; throws (with the reason) when it is not. */
+  decode(payload: unknown): T;
+}
+
+/**
+ * One JSON document in the state directory, `{ "version": N, "data": … }`, that survives kill -9 and
+ * power loss: every write goes to a temporary file, is flushed to disk, then renamed over the old one,
+ * so a reader sees either the previous document or the new one, never half of one.
+ *
+ * Writes are coalesced: callers that ask while a write runs share the next one, which serialises the
+ * state as it is when that write starts. Each caller's promise resolves once a write that includes its
+ * change is on disk, so what a caller does next (start a process, report a status) never runs ahead
+ * of what a restart would find.
+ */
+export class StateFile<T> {
+  private readonly options: StateFileOptions<T>;
+  private waiters: { resolve: () => void }[] = [];
+  private writing = false;
+  private latest: (() => T) | undefined;
+
+  constructor(options: StateFileOptions<T>) {
+    this.options = options;
+  }
+
+  get path(): string {
+    return this.options.path;
+  }
+
+  /**
+   * The stored document, or undefined when there is none. A file that cannot be read, does not parse,
+   * has the wrong shape or comes from a newer sless is renamed aside (kept for a person to look at) and
+   * reported as a warning: sless then starts as if it had no state, and never crashes on it.
+   */
+  async load(): Promise<T | undefined> {
+    const { path, version, logger } = this.options;
+    await this.removeTemporaryFiles();
+    let text: string;
+    try {
+      text = await readFile(path, 'utf8');
+    } catch (thrown) {
+      if ((thrown as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+      return this.setAside(`cannot be read: ${asError(thrown).message}`);
+    }
+    let document: unknown;
+    try {
+      document = JSON.parse(text);
+    } catch (thrown) {
+      return this.setAside(`is not JSON: ${asError(thrown).message}`);
+    }
+    const found = (document as { version?: unknown } | null)?.version;
+    if (typeof found !== 'number' || !Number.isInteger(found))
+      return this.setAside('has no integer "version" field');
+    if (found !== version)
+      return this.setAside(
+        found > version
+          ? `has version ${found}, written by a newer sless (this one reads version ${version})`
+          : `has version ${found}, which this sless no longer reads (it reads version ${version})`,
+      );
+    try {
+      return this.options.decode((document as { data?: unknown }).data);
+    } catch (thrown) {
+      return this.setAside(`has an unexpected shape: ${asError(thrown).message}`);
+    } finally {
+      logger.debug({ path }, 'state loaded');
+    }
+  }
+
+  /** Writes the document `snapshot()` returns at write time; see the class comment for ordering. */
+  save(snapshot: () => T): Promise<void> {
+    this.latest = snapshot;
+    return new Promise((resolve) => {
+      this.waiters.push({ resolve });
+      if (!this.writing) void this.drain();
+    });
+  }
+
+  private async drain(): Promise<void> {
+    this.writing = true;
+    while (this.waiters.length > 0) {
+      const batch = this.waiters.splice(0);
+      const snapshot = this.latest;
+      if (snapshot) await this.writeNow(snapshot());
+      for (const waiter of batch) waiter.resolve();
+    }
+    this.writing = false;
+  }
+
+  private async writeNow(data: T): Promise<void> {
+    const { path, version, logger } = this.options;
+    const temporary = `${path}.tmp-${process.pid}`;
+    try {
+      await mkdir(dirname(path), { recursive: true });
+      const handle = await open(temporary, 'w');
+      try {
+        await handle.writeFile(`${JSON.stringify({ version, data }, null, 1)}\n`);
+        await handle.sync();
+      } finally {
+        await handle.close();
+      }
+      await rename(temporary, path);
+    } catch (thrown) {
+      // Serving goes on without durability rather than stopping: the next write may well succeed
+      // (a full disk freed), and a restart then loses only what changed in between.
+      logger.error(
+        { path, err: asError(thrown).message },
+        'cannot write state; it will not survive a restart',
+      );
+      await rm(temporary, { force: true }).catch(() => undefined);
+    }
+  }
+
+  private async setAside(reason: string): Promise<undefined> {
+    const { path, logger } = this.options;
+    const aside = `${path}.set-aside-${new Date().toISOString().replace(/[:.]/g, '-')}`;
+    try {
+      await rename(path, aside);
+      logger.warn(
+        { path, movedTo: aside },
+        `state file ${path} ${reason}; moved it aside and started without it`,
+      );
+    } catch (thrown) {
+      logger.warn(
+        { path, err: asError(thrown).message },
+        `state file ${path} ${reason}; it could not be moved aside, so it is ignored`,
+      );
+    }
+    return undefined;
+  }
+
+  /** Temporary files of writes cut short by a kill; the renamed document never depends on them. */
+  private async removeTemporaryFiles(): Promise<void> {
+    const prefix = `${basename(this.options.path)}.tmp-`;
+    const dir = dirname(this.options.path);
+    const entries = await readdir(dir).catch(() => [] as string[]);
+    for (const entry of entries)
+      if (entry.startsWith(prefix)) await rm(join(dir, entry), { force: true }).catch(() => undefined);
+  }
+}
+
+/** Decoding helpers: each names what is wrong, since the message ends up in a warning. */
+export function expectRecord(value: unknown, what: string): Record<string, unknown> {
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    throw new Error(`${what} must be an object`);
+  return value as Record<string, unknown>;
+}
+
+export function expectArray(value: unknown, what: string): unknown[] {
+  if (!Array.isArray(value)) throw new Error(`${what} must be an array`);
+  return value;
+}
+
+export function expectString(value: unknown, what: string): string {
+  if (typeof value !== 'string' || value === '') throw new Error(`${what} must be a non-empty string`);
+  return value;
+}
