@@ -152,7 +152,8 @@ export async function reconcileFunction(
       status.lastBuild = record;
       status.lastError = error.message;
       log.warn({ err: error.message }, 'build failed; the previous revision keeps serving');
-      const failure = failureOf(record, `build failed: ${error.message}`);
+      // Worded as the remembered failure above words it, so the report reads the same on every pass.
+      const failure = failureOf(record, `build ${buildKey.slice(0, 12)} failed: ${error.message}`);
       setPhase(
         'Failed',
         (await deps.platform.currentRevision(namespace, name)) ? 'True' : 'False',

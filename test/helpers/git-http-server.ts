@@ -20,9 +20,23 @@ export async function startGitHttpServer(
   root: string,
   /** Basic auth required when set: `username` (default x-access-token) and `token` as the password. */
   options: { token?: string; username?: string } = {},
-): Promise<{ url: string; server: Server; requests: GitHttpRequest[]; close(): Promise<void> }> {
+): Promise<{
+  url: string;
+  server: Server;
+  requests: GitHttpRequest[];
+  /** An outage: while false every request gets 503, as from a git host that is down for maintenance. */
+  setAvailable(available: boolean): void;
+  close(): Promise<void>;
+}> {
   const requests: GitHttpRequest[] = [];
+  let available = true;
   const server = createServer((request, response) => {
+    if (!available) {
+      request.resume();
+      response.writeHead(503, { 'content-type': 'text/plain' });
+      response.end('down for maintenance\n');
+      return;
+    }
     if (options.token) {
       const user = options.username ?? 'x-access-token';
       const expected = `Basic ${Buffer.from(`${user}:${options.token}`).toString('base64')}`;
@@ -95,6 +109,9 @@ export async function startGitHttpServer(
     url: `http://127.0.0.1:${port}`,
     server,
     requests,
+    setAvailable: (value) => {
+      available = value;
+    },
     close: () => new Promise((resolve) => server.close(() => resolve())),
   };
 }
