@@ -206,13 +206,17 @@ export class KanikoBuilder implements Builder {
       return record;
     } catch (thrown) {
       const error = asError(thrown);
+      // A failed Job keeps its own times, so attaching to it again (after a controller restart)
+      // reports the very same build, not a new one that failed just now.
+      const started = (error instanceof JobFailedError && error.startedAt) || startedAt;
+      const finished = (error instanceof JobFailedError && error.finishedAt) || new Date().toISOString();
       const record: BuildRecord = {
         buildKey,
         commit,
         result: 'Failed',
-        startedAt,
-        finishedAt: new Date().toISOString(),
-        durationMs: Date.now() - Date.parse(startedAt),
+        startedAt: started,
+        finishedAt: finished,
+        durationMs: Math.max(0, Date.parse(finished) - Date.parse(started)),
         message: error.message,
         logTail: error instanceof BuildError ? error.logTail : '',
       };
@@ -245,9 +249,11 @@ export class KanikoBuilder implements Builder {
       } else if (jobFailed(job)) {
         const reason = jobCondition(job, 'Failed');
         const logTail = await this.logTail(name);
-        throw new BuildError(
+        throw new JobFailedError(
           `build Job ${name} failed: ${reason?.message ?? reason?.reason ?? 'kaniko exited with an error'}`,
           logTail,
+          jobStatus(job).startTime ?? job.metadata.creationTimestamp,
+          reason?.lastTransitionTime,
         );
       }
       await new Promise((r) => setTimeout(r, poll));
@@ -326,5 +332,16 @@ export class KanikoBuilder implements Builder {
       // Tag for people, digest for the kubelet: the exact bytes that were built (lesson 1).
       image: `${tag}@${digest}`,
     };
+  }
+}
+
+/** A build Job that failed, with the times the Job itself recorded. */
+class JobFailedError extends BuildError {
+  readonly startedAt: string | undefined;
+  readonly finishedAt: string | undefined;
+  constructor(message: string, logTail: string, startedAt?: string, finishedAt?: string) {
+    super(message, logTail);
+    this.startedAt = startedAt;
+    this.finishedAt = finishedAt;
   }
 }
