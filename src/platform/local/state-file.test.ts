@@ -1,0 +1,156 @@
+import { mkdtemp, readdir, readFile, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pino } from 'pino';
+import { describe, expect, it } from 'vitest';
+import type { SlessFunction } from '../../core/resources.js';
+import { LocalState } from './local-state.js';
+import { MemoryStore } from './memory-store.js';
+import { expectRecord, StateFile } from './state-file.js';
+
+interface Counter {
+  count: number;
+}
+
+function decodeCounter(payload: unknown): Counter {
+  const data = expectRecord(payload, 'data');
+  if (typeof data.count !== 'number') throw new Error('data.count must be a number');
+  return { count: data.count };
+}
+
+async function setUp() {
+  const dir = await mkdtemp(join(tmpdir(), 'sless-state-file-'));
+  const warnings: string[] = [];
+  const logger = pino({ level: 'warn' }, { write: (line: string) => warnings.push(JSON.parse(line).msg) });
+  const path = join(dir, 'counter.json');
+  const file = new StateFile<Counter>({ path, version: 3, logger, decode: decodeCounter });
+  return { dir, path, file, warnings };
+}
+
+describe('StateFile', () => {
+  it('writes {version, data} and reads it back', async () => {
+    const { path, file } = await setUp();
+    expect(await file.load()).toBeUndefined();
+    await file.save(() => ({ count: 7 }));
+    expect(JSON.parse(await readFile(path, 'utf8'))).toEqual({ version: 3, data: { count: 7 } });
+    expect(await file.load()).toEqual({ count: 7 });
+  });
+
+  it('coalesces: saves asked for during a write share the next one, which has the latest state', async () => {
+    const { path, file, dir } = await setUp();
+    let state = 0;
+    let serialised = 0;
+    const snapshot = () => {
+      serialised++;
+      return { count: state };
+    };
+    const saves: Promise<void>[] = [];
+    for (let i = 1; i <= 50; i++) {
+      state = i;
+      saves.push(file.save(snapshot));
+    }
+    await Promise.all(saves);
+    // The first write started at once; the 49 asked for meanwhile were served by one more write.
+    expect(serialised).toBe(2);
+    expect(JSON.parse(await readFile(path, 'utf8')).data).toEqual({ count: 50 });
+    expect((await readdir(dir)).sort()).toEqual(['counter.json']);
+  });
+
+  it.each([
+    ['not JSON', '{"version": 3, "data": {"cou', 'is not JSON: '],
+    ['without a version', '{"data": {"count": 1}}', 'has no integer "version" field'],
+    [
+      'from a newer sless',
+      '{"version": 4, "data": {"count": 1}}',
+      'has version 4, written by a newer sless (this one reads version 3)',
+    ],
+    [
+      'from an older format',
+      '{"version": 2, "data": {"count": 1}}',
+      'has version 2, which this sless no longer reads (it reads version 3)',
+    ],
+    [
+      'of the wrong shape',
+      '{"version": 3, "data": {"count": "x"}}',
+      'has an unexpected shape: data.count must be a number',
+    ],
+  ])('sets a file %s aside with a warning, never throwing', async (_what, content, reason) => {
+    const { dir, path, file, warnings } = await setUp();
+    await writeFile(path, content);
+    expect(await file.load()).toBeUndefined();
+    const entries = await readdir(dir);
+    const aside = entries.filter((e) => e.startsWith('counter.json.set-aside-'));
+    expect(aside).toHaveLength(1);
+    expect(entries).not.toContain('counter.json');
+    expect(await readFile(join(dir, aside[0] as string), 'utf8')).toBe(content);
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toContain(`state file ${path} ${reason}`);
+    expect(warnings[0]).toMatch(/moved it aside and started without it$/);
+    // The next save writes a fresh file in its place.
+    await file.save(() => ({ count: 1 }));
+    expect(await file.load()).toEqual({ count: 1 });
+  });
+
+  it('removes temporary files a killed write left behind', async () => {
+    const { dir, path, file } = await setUp();
+    await writeFile(`${path}.tmp-12345`, '{"version": 3, "da');
+    await file.save(() => ({ count: 2 }));
+    expect(await file.load()).toEqual({ count: 2 });
+    expect(await readdir(dir)).toEqual(['counter.json']);
+  });
+});
+
+describe('LocalState', () => {
+  const fn = (name: string): SlessFunction => ({
+    apiVersion: 'sless.dev/v1alpha1',
+    kind: 'Function',
+    metadata: { name, namespace: 'default' },
+    spec: { runtime: 'nodejs20', entrypoint: 'handler.handle', memoryMb: 128, timeoutSec: 30, replicas: 1 },
+  });
+
+  it('brings back the store (with status), the serving records and failed verdicts', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'sless-local-state-'));
+    const logger = pino({ level: 'silent' });
+    const state = await LocalState.open(dir, logger);
+    const store: MemoryStore = new MemoryStore({ persist: () => state.saveStore(() => store.snapshot()) });
+    const applied = await store.apply(fn('a'));
+    await store.patchStatus(applied, { phase: 'Ready' });
+    await store.ensureNamespace('team');
+    const build = {
+      buildKey: 'k1',
+      commit: 'c1',
+      result: 'Succeeded' as const,
+      startedAt: 't',
+      image: '/b/k1',
+    };
+    await state.serving.record({ fn: fn('a'), build, revision: 'k1-cfg', enabled: true });
+    await state.failedBuilds.set(fn('a'), 'k2', {
+      ...build,
+      buildKey: 'k2',
+      result: 'Failed',
+      message: 'no',
+    });
+
+    const again = await LocalState.open(dir, logger);
+    const restored = new MemoryStore(again.storeSnapshot ? { initial: again.storeSnapshot } : {});
+    expect(await restored.get('Function', 'default', 'a')).toEqual(
+      await store.get('Function', 'default', 'a'),
+    );
+    expect((await restored.get('Function', 'default', 'a'))?.status).toEqual({ phase: 'Ready' });
+    expect(await restored.namespaceExists('team')).toBe(true);
+    // Resource versions go on from where they were, never back.
+    const next = await restored.apply({ ...fn('b') });
+    expect(Number(next.metadata.resourceVersion)).toBeGreaterThan(
+      Number(applied.metadata.resourceVersion) + 1,
+    );
+    expect(again.serving.get('default/a')).toEqual({ fn: fn('a'), build, revision: 'k1-cfg', enabled: true });
+    expect([...again.serving.pinnedBuildDirs()]).toEqual(['/b/k1']);
+    expect(again.failedBuilds.get(fn('a'), 'k2')?.message).toBe('no');
+    expect(again.failedBuilds.get(fn('a'), 'k1')).toBeUndefined();
+    await again.failedBuilds.delete(fn('a'), 'k2');
+    await again.serving.forget('default/a');
+    const third = await LocalState.open(dir, logger);
+    expect(third.failedBuilds.get(fn('a'), 'k2')).toBeUndefined();
+    expect(third.serving.all()).toEqual([]);
+  });
+});
