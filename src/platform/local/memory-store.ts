@@ -32,7 +32,8 @@ export interface MemoryStoreOptions {
 /**
  * The local platform's desired state, with the semantics the Kubernetes API gives the kube platform:
  * apply replaces what the manager owns, generation moves only when spec moves, and status is written
- * separately. Callers always get copies, so nobody mutates stored state by accident.
+ * separately. Callers always get copies, so nobody mutates stored state by accident. With `persist`,
+ * every change is on disk before it is announced, so a restart finds what the API server would hold.
  */
 export class MemoryStore implements ObjectStore, NamespaceRegistry {
   private readonly objects = new Map<string, AnyResource>();
