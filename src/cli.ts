@@ -57,13 +57,22 @@ async function dev(argv: string[]): Promise<void> {
     metadata: { name: config.sourceName, namespace: config.namespace },
     spec: { url: repo, branch, path: '.', interval: config.interval, suspend: false },
   };
-  const system = await startLocalSystem(config, { logger, source });
+  // Handlers come first: a start serves restored revisions at once, and a signal that arrives while it
+  // does must still stop them cleanly rather than kill sless outright.
+  const starting = startLocalSystem(config, { logger, source });
+  let stopping = false;
   const shutdown = (signal: string) => {
+    stopping = true;
     logger.info({ signal }, 'stopping: every function process is stopped first');
-    void system.stop().then(() => process.exit(0));
+    void starting
+      .then((system) => system.stop())
+      .catch(() => undefined)
+      .then(() => process.exit(0));
   };
   process.once('SIGINT', () => shutdown('SIGINT'));
   process.once('SIGTERM', () => shutdown('SIGTERM'));
+  const system = await starting;
+  if (stopping) return;
 
   await system.controller.syncNow(config.namespace, config.sourceName);
   await system.controller.idle();

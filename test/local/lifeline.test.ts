@@ -4,7 +4,7 @@
  */
 import { execFile, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { readFile, writeFile } from 'node:fs/promises';
+import { readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { pino } from 'pino';
@@ -53,7 +53,7 @@ describe('runtime lifeline', () => {
       'f/function.yaml': `apiVersion: sless.dev/v1alpha1\nkind: Function\nmetadata: { name: f }\nspec: { runtime: ${runtime}, entrypoint: handler.handle }\n`,
       [`f/${file}`]: code,
     });
-    const stateDir = join(repo.dir, '..', `${runtime}-state`);
+    const stateDir = await tempDir(`${runtime}-state`);
     const sless = spawn(
       process.execPath,
       [
@@ -90,6 +90,7 @@ describe('runtime lifeline', () => {
     if (signal !== 'SIGKILL') expect(exitCode).toBe(0);
     await eventually(async () => !alive(pid), 5_000, 'runtime exited');
     await repo.remove();
+    await rm(stateDir, { recursive: true, force: true });
   });
 });
 

@@ -327,7 +327,8 @@ class Restart extends Step {
     super();
   }
   async run(m: Model, r: Real): Promise<void> {
-    await r.sless.stop(this.signal);
+    const [code] = await r.sless.stop(this.signal);
+    if (this.signal === 'SIGTERM') expect(code, 'exit code after SIGTERM').toBe(0);
     r.sless = await SlessProcess.start({ repo: r.repo.url, stateDir: r.stateDir, port: r.port });
     r.processes.push(r.sless);
     // At once: what served before the restart serves from the first request.
