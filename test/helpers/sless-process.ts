@@ -96,7 +96,7 @@ export class SlessProcess {
         if (!this.alive) throw new Error(`sless exited (${this.child.exitCode ?? this.child.signalCode})`);
         return (await fetch(`${this.url}/healthz`)).ok;
       },
-      60_000,
+      120_000,
       'sless listening',
     );
   }

@@ -107,11 +107,19 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
    * runs: no git, no build, no reconcile. Each revision is registered at once (a request that comes
    * while it starts waits for it, as for a scale-to-zero wake-up); scale-to-zero revisions stay parked.
    * A revision whose build is gone or that no longer starts is forgotten, so the reconcile that
-   * follows deploys the function afresh.
+   * follows deploys the function afresh; so is one of a function the store no longer holds (its state
+   * file was set aside), since no reconcile would ever stop it.
    */
   async restore(): Promise<void> {
     const records = this.options.serving?.all() ?? [];
-    await Promise.all(records.map(([key, record]) => this.restoreOne(key, record)));
+    await Promise.all(
+      records.map(async ([key, record]) => {
+        const { namespace, name } = record.fn.metadata;
+        if (await this.options.store.get('Function', namespace, name)) return this.restoreOne(key, record);
+        this.options.logger.warn({ function: key }, 'no Function for the revision that served; not restored');
+        await this.options.serving?.forget(key);
+      }),
+    );
   }
 
   private async restoreOne(key: string, record: ServingRecord): Promise<void> {
