@@ -41,10 +41,12 @@ export class MemoryStore implements ObjectStore, NamespaceRegistry {
   private readonly namespaces = new Set<string>(['default']);
   private readonly listeners = new Set<(event: StoreEvent) => void>();
   private resourceVersion = 0;
-  private readonly persist: () => Promise<void>;
+  private readonly save: () => Promise<void>;
+  /** The last write asked for; once it is done, every earlier change is on disk too. */
+  private durable: Promise<void> = Promise.resolve();
 
   constructor(options: MemoryStoreOptions = {}) {
-    this.persist = options.persist ?? (async () => undefined);
+    this.save = options.persist ?? (async () => undefined);
     const initial = options.initial;
     if (!initial) return;
     for (const object of initial.objects)
@@ -56,6 +58,19 @@ export class MemoryStore implements ObjectStore, NamespaceRegistry {
     this.resourceVersion = highest;
   }
 
+  private persist(): Promise<void> {
+    this.durable = this.save();
+    return this.durable;
+  }
+
+  /**
+   * Reads wait for a write in flight, so nobody (the API included) sees a change that a kill -9 right
+   * after could still lose: what was reported before a restart is what the restart finds.
+   */
+  private async settled(): Promise<void> {
+    await this.durable;
+  }
+
   /** A copy of everything held, sorted, for the state directory. */
   snapshot(): StoreSnapshot {
     const objects = [...this.objects.entries()]
@@ -65,11 +80,13 @@ export class MemoryStore implements ObjectStore, NamespaceRegistry {
   }
 
   async get(kind: KindName, namespace: string, name: string): Promise<AnyResource | undefined> {
+    await this.settled();
     const found = this.objects.get(keyOf(kind, namespace, name));
     return found ? clone(found) : undefined;
   }
 
   async list(kind: KindName, options: ListOptions = {}): Promise<AnyResource[]> {
+    await this.settled();
     const out: AnyResource[] = [];
     for (const object of this.objects.values()) {
       if (object.kind !== kind) continue;
@@ -154,6 +171,7 @@ export class MemoryStore implements ObjectStore, NamespaceRegistry {
 
   /** A namespace exists when it was ensured, is `default`, or holds any object. */
   async namespaceExists(namespace: string): Promise<boolean> {
+    await this.settled();
     return this.namespaces.has(namespace) || this.holdsObjects(namespace);
   }
 

@@ -153,4 +153,28 @@ describe('LocalState', () => {
     expect(third.failedBuilds.get(fn('a'), 'k2')).toBeUndefined();
     expect(third.serving.all()).toEqual([]);
   });
+
+  it('lets no reader see a change before it is on disk', async () => {
+    let finishWrite: () => void = () => undefined;
+    let writes = 0;
+    const store = new MemoryStore({
+      persist: () => {
+        writes++;
+        return new Promise<void>((resolve) => {
+          finishWrite = resolve;
+        });
+      },
+    });
+    const applying = store.apply(fn('a'));
+    let seen: unknown = 'not yet';
+    const reading = store.get('Function', 'default', 'a').then((found) => {
+      seen = found?.metadata.name;
+    });
+    await new Promise((r) => setTimeout(r, 20));
+    expect(writes).toBe(1);
+    expect(seen).toBe('not yet');
+    finishWrite();
+    await Promise.all([applying, reading]);
+    expect(seen).toBe('a');
+  });
 });
