@@ -272,6 +272,7 @@ export async function startLocalSystem(
       await platform.stopAll();
       await gitHttp.close();
       await launcher.close();
+      await state.close();
     }),
   };
 }

@@ -70,6 +70,10 @@ export class ServingRecords implements PinnedBuilds {
     return this.save();
   }
 
+  close(): Promise<void> {
+    return this.file.close();
+  }
+
   pinnedBuildDirs(): ReadonlySet<string> {
     const dirs = new Set<string>();
     for (const record of this.records.values()) if (record.build.image) dirs.add(record.build.image);
@@ -104,6 +108,10 @@ export class FailedBuildVerdicts {
   delete(fn: SlessFunction, buildKey: string): Promise<void> {
     if (!this.verdicts.delete(`${functionKey(fn)}/${buildKey}`)) return Promise.resolve();
     return this.save();
+  }
+
+  close(): Promise<void> {
+    return this.file.close();
   }
 
   private save(): Promise<void> {
@@ -154,6 +162,11 @@ export class LocalState {
 
   saveStore(snapshot: () => StoreSnapshot): Promise<void> {
     return this.storeFile.save(snapshot);
+  }
+
+  /** Writes what was asked for so far; later changes are not written (see StateFile.close). */
+  async close(): Promise<void> {
+    await Promise.all([this.storeFile.close(), this.serving.close(), this.failedBuilds.close()]);
   }
 }
 

@@ -91,6 +91,16 @@ describe('StateFile', () => {
     expect(await file.load()).toEqual({ count: 1 });
   });
 
+  it('finishes the writes asked for when closed, and writes nothing after', async () => {
+    const { path, file } = await setUp();
+    const saved = file.save(() => ({ count: 1 }));
+    await file.close();
+    await saved;
+    expect(await file.load()).toEqual({ count: 1 });
+    await file.save(() => ({ count: 2 }));
+    expect(JSON.parse(await readFile(path, 'utf8')).data).toEqual({ count: 1 });
+  });
+
   it('removes temporary files a killed write left behind', async () => {
     const { dir, path, file } = await setUp();
     await writeFile(`${path}.tmp-12345`, '{"version": 3, "da');

@@ -25,8 +25,9 @@ export interface StateFileOptions<T> {
 export class StateFile<T> {
   private readonly options: StateFileOptions<T>;
   private waiters: { resolve: () => void }[] = [];
-  private writing = false;
+  private writing: Promise<void> | undefined;
   private latest: (() => T) | undefined;
+  private closed = false;
 
   constructor(options: StateFileOptions<T>) {
     this.options = options;
@@ -77,22 +78,32 @@ export class StateFile<T> {
 
   /** Writes the document `snapshot()` returns at write time; see the class comment for ordering. */
   save(snapshot: () => T): Promise<void> {
+    if (this.closed) return Promise.resolve();
     this.latest = snapshot;
     return new Promise((resolve) => {
       this.waiters.push({ resolve });
-      if (!this.writing) void this.drain();
+      this.writing ??= this.drain().finally(() => {
+        this.writing = undefined;
+      });
     });
   }
 
+  /**
+   * Finishes the writes asked for so far and ignores later ones: after a stop, work still winding
+   * down must not write into a state directory that its owner may be removing or handing on.
+   */
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.writing;
+  }
+
   private async drain(): Promise<void> {
-    this.writing = true;
     while (this.waiters.length > 0) {
       const batch = this.waiters.splice(0);
       const snapshot = this.latest;
       if (snapshot) await this.writeNow(snapshot());
       for (const waiter of batch) waiter.resolve();
     }
-    this.writing = false;
   }
 
   private async writeNow(data: T): Promise<void> {
