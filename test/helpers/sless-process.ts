@@ -22,6 +22,7 @@ export class SlessProcess {
   readonly logs: LogLine[] = [];
   /** Plain (non-JSON) stdout lines: the banner `sless dev` prints once its first sync has settled. */
   readonly printed: string[] = [];
+  private errors = '';
   private readonly child: ChildProcess;
   private readonly exited: Promise<[number | null, NodeJS.Signals | null]>;
 
@@ -42,6 +43,7 @@ export class SlessProcess {
         }
       });
     child.stderr?.on('data', (chunk: Buffer) => {
+      this.errors = (this.errors + chunk.toString('utf8')).slice(-8192);
       if (process.env.SLESS_TEST_LOG) process.stderr.write(chunk);
     });
   }
@@ -68,7 +70,7 @@ export class SlessProcess {
         '--state-dir',
         options.stateDir,
         '--interval',
-        options.interval ?? '300ms',
+        options.interval ?? '1s',
         '--json',
       ],
       {
@@ -91,14 +93,21 @@ export class SlessProcess {
   }
 
   async listening(): Promise<void> {
-    await eventually(
-      async () => {
-        if (!this.alive) throw new Error(`sless exited (${this.child.exitCode ?? this.child.signalCode})`);
-        return (await fetch(`${this.url}/healthz`)).ok;
-      },
-      120_000,
-      'sless listening',
-    );
+    const deadline = Date.now() + 120_000;
+    for (;;) {
+      // An exit (a config error, a crash) fails at once, with what the process said.
+      if (!this.alive)
+        throw new Error(
+          `sless exited (${this.child.exitCode ?? this.child.signalCode}): ${this.errors.trim().slice(-2000)}`,
+        );
+      const ok = await fetch(`${this.url}/healthz`).then(
+        (r) => r.ok,
+        () => false,
+      );
+      if (ok) return;
+      if (Date.now() > deadline) throw new Error('sless did not answer /healthz within 120 s');
+      await new Promise((r) => setTimeout(r, 25));
+    }
   }
 
   /** Resolves once the first sync and every reconcile it caused have finished (the banner is out). */
