@@ -76,7 +76,13 @@ export class SlessProcess {
       {
         cwd: PACKAGE_ROOT,
         stdio: ['ignore', 'pipe', 'pipe'],
-        env: { ...process.env, SLESS_LOG_LEVEL: 'info', ...options.env },
+        // The test git server is on loopback, which the outbound policy refuses unless allowed.
+        env: {
+          ...process.env,
+          SLESS_LOG_LEVEL: 'info',
+          SLESS_OUTBOUND_ALLOW: '127.0.0.1/32',
+          ...options.env,
+        },
       },
     );
     const sless = new SlessProcess(child, options.port);
