@@ -117,8 +117,12 @@ describe('code security gate on the local platform', () => {
       method: 'POST',
     });
     expect(rebuild.status).toBe(202);
+    // The retry passes through Building (a new startedAt) before the refusal: wait for the refusal.
     await eventually(
-      async () => (await status('f'))?.lastBuild?.startedAt !== refused.lastBuild?.startedAt,
+      async () => {
+        const s = await status('f');
+        return s?.lastBuild?.startedAt !== refused.lastBuild?.startedAt && s?.lastBuild?.result === 'Failed';
+      },
       30_000,
       'the rebuild to be refused again',
     );
