@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { SlessFunction } from '../core/resources.js';
-import { type KanikoSettings, kanikoArgs } from './kaniko-job.js';
+import { type KanikoSettings, kanikoArgs, mirroredImage } from './kaniko-job.js';
 
 const fn = {
   apiVersion: 'sless.dev/v1alpha1',
@@ -23,8 +23,8 @@ const sha = 'a'.repeat(40);
 describe('kaniko arguments', () => {
   it('are the golden list for a plain registry', () => {
     expect(kanikoArgs(settings, fn, sha)).toEqual([
-      `--context=s3://builds/contexts/team-a/hello/${sha}.tar.gz`,
-      '--dockerfile=Dockerfile',
+      '--context=dir:///workspace',
+      '--dockerfile=/sless/dockerfile/Dockerfile',
       `--destination=10.0.0.5:5000/sless/team-a-hello:${sha}`,
       '--digest-file=/dev/termination-log',
       '--cache=true',
@@ -50,5 +50,18 @@ describe('kaniko arguments', () => {
       '--insecure-registry=10.0.0.5:5000',
       '--insecure-registry=mirror.local:5001',
     ]);
+  });
+
+  it("pull the pod's own images through the registry map too, first mirror of the registry wins", () => {
+    const map = ['index.docker.io=10.0.0.5:5000', 'gcr.io=mirror.local:5001/gcr', 'docker.io=second:1'];
+    expect(mirroredImage('node:20.20.2-bookworm-slim', map)).toBe(
+      '10.0.0.5:5000/library/node:20.20.2-bookworm-slim',
+    );
+    expect(mirroredImage('docker.io/bitnami/kubectl:1.30', map)).toBe('10.0.0.5:5000/bitnami/kubectl:1.30');
+    expect(mirroredImage('gcr.io/distroless/static:nonroot', map)).toBe(
+      'mirror.local:5001/gcr/distroless/static:nonroot',
+    );
+    expect(mirroredImage('quay.io/x/y:1', map)).toBe('quay.io/x/y:1');
+    expect(mirroredImage('node:20', [])).toBe('node:20');
   });
 });

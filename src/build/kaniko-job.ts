@@ -95,6 +95,29 @@ function insecureHosts(settings: KanikoSettings): string[] {
   return [...new Set([hostOf(settings.registry), ...mirrors])].sort();
 }
 
+/**
+ * The pod's own images go through the same registry map as kaniko's base images: a cluster that
+ * needs a mirror for FROM lines (air-gapped, or the test node) cannot pull them from their origin
+ * either. The kubelet takes one reference, so the first mirror of the image's registry wins.
+ */
+export function mirroredImage(image: string, registryMap: readonly string[] = []): string {
+  const slash = image.indexOf('/');
+  const first = slash === -1 ? '' : image.slice(0, slash);
+  const explicitHost = first.includes('.') || first.includes(':') || first === 'localhost';
+  const registry = normalizeRegistry(explicitHost ? first : 'index.docker.io');
+  let path = explicitHost ? image.slice(slash + 1) : image;
+  if (registry === 'index.docker.io' && !path.includes('/')) path = `library/${path}`;
+  for (const entry of registryMap) {
+    const equals = entry.indexOf('=');
+    if (normalizeRegistry(entry.slice(0, equals)) === registry) return `${entry.slice(equals + 1)}/${path}`;
+  }
+  return image;
+}
+
+function normalizeRegistry(host: string): string {
+  return host === 'docker.io' || host === 'registry-1.docker.io' ? 'index.docker.io' : host;
+}
+
 export function kanikoJob(
   settings: KanikoSettings,
   options: {
@@ -155,7 +178,7 @@ export function kanikoJob(
             {
               // Tenant code runs here, and only here: no secret, no token, no credential of any kind.
               name: INSTALL_CONTAINER,
-              image: INSTALL_IMAGES[runtime],
+              image: mirroredImage(INSTALL_IMAGES[runtime], settings.registryMap),
               command: ['sh', '-c', installScript(runtime)],
               env: [
                 { name: 'SLESS_CONTEXT_URL', value: contextUrl },
@@ -181,7 +204,7 @@ export function kanikoJob(
             {
               // sless's own step, after the tenant's has exited: no link may lead kaniko out of the build.
               name: SANITIZE_CONTAINER,
-              image: INSTALL_IMAGES[runtime],
+              image: mirroredImage(INSTALL_IMAGES[runtime], settings.registryMap),
               command: ['sh', '-c', sanitizeScript()],
               securityContext: unprivileged,
               resources,
