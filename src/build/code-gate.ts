@@ -8,7 +8,7 @@ import { Ajv } from 'ajv';
 import type { Logger } from 'pino';
 import { request } from 'undici';
 import type { CodeGateSettings } from '../config/code-gate.js';
-import { BuildError, BuildFailedError } from '../core/errors.js';
+import { BuildFailedError } from '../core/errors.js';
 import type { Builder, BuildRequest } from '../core/interfaces.js';
 import type { BuildRecord, CodeCheck, SlessFunction } from '../core/resources.js';
 import { type CodeText, collectCodeText, MAX_CHECKED_BYTES } from './code-text.js';

@@ -193,9 +193,10 @@ describe('kube platform: Ready means serving', () => {
     });
     await eventually('edited Deployment put back', async () => {
       const d = await getObject<KubeObject>(env.http, DEPLOYMENT, env.ns, 'alpha');
-      const c = (
-        d?.spec as { template: { spec: { containers: { env?: { name: string; value?: string }[] }[] } } }
-      ).template.spec.containers[0];
+      const spec = d?.spec as
+        | { template: { spec: { containers: { env?: { name: string; value?: string }[] }[] } } }
+        | undefined;
+      const c = spec?.template.spec.containers[0];
       return c?.env?.find((e) => e.name === 'WORD')?.value === 'two' && (c.env?.length ?? 0) > 1;
     });
   });
@@ -261,10 +262,10 @@ describe('kube platform: Ready means serving', () => {
     // Plays the Deployment controller and kubelet: three pods of the new revision are up.
     await markDeploymentAvailable(env.http, env.ns, 'alpha');
     await eventually('Ready at WORD=three', kubectlWaitSatisfied);
-    expect(
-      ((await getObject<KubeObject>(env.http, DEPLOYMENT, env.ns, 'alpha'))?.spec as { replicas?: number })
-        .replicas,
-    ).toBe(3);
+    const scaled = (await getObject<KubeObject>(env.http, DEPLOYMENT, env.ns, 'alpha'))?.spec as
+      | { replicas?: number }
+      | undefined;
+    expect(scaled?.replicas).toBe(3);
   });
 
   it('a GitSource deleted while no controller runs is finalized, and its Functions pruned, once one starts', async () => {
