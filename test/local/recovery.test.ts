@@ -92,7 +92,7 @@ describe('a source recovers by itself and coalesces syncs', () => {
     system = await startTestSystem({
       url: `${proxy.url}/fns.git`,
       interval: '1s',
-      env: { SLESS_WEBHOOK_SECRET_TEST: SECRET },
+      env: { SLESS_WEBHOOK_SECRET_DEFAULT__TEST: SECRET },
     });
     await eventually(
       async () => (await bodyOf(system, '/fn/default/hello')).text === '"first"',
