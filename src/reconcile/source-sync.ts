@@ -161,7 +161,10 @@ export async function syncSource(
     }
     const plan = await planSource(source, snapshot, loaded);
     deps.planned?.(plan);
-    const applied = await applyPlan(deps.store, source, plan);
+    const prunedNames: string[] = [];
+    const applied = await applyPlan(deps.store, source, plan, (kind, name) =>
+      prunedNames.push(`${kind}/${name}`),
+    );
     status.lastSyncedCommit = head;
     status.shortCommit = head.slice(0, 12);
     status.lastSyncTime = new Date().toISOString();
@@ -182,7 +185,7 @@ export async function syncSource(
       commit: head,
       plan,
       message: `${syncedMessage(plan.objects.length, head)} (${applied.changed} changed, ${applied.pruned} pruned)`,
-      pruned: applied.prunedNames,
+      pruned: prunedNames,
     });
   } catch (thrown) {
     const error = asError(thrown);
@@ -251,7 +254,8 @@ export async function applyPlan(
   store: ObjectStore,
   source: GitSource,
   plan: Plan,
-): Promise<{ changed: number; pruned: number; prunedNames: string[] }> {
+  onPruned?: (kind: string, name: string) => void,
+): Promise<{ changed: number; pruned: number }> {
   const wanted = new Set(plan.objects.map((o) => refKey(refOf(o))));
   const existing = new Map<string, AnyResource>();
   for (const kind of REPO_KINDS)
@@ -279,16 +283,15 @@ export async function applyPlan(
     if (after.metadata.resourceVersion !== before?.metadata.resourceVersion) changed++;
   }
   let pruned = 0;
-  const prunedNames: string[] = [];
   for (const kind of [...REPO_KINDS].reverse()) {
     for (const [key, object] of existing) {
       if (object.kind !== kind || wanted.has(key)) continue;
       await store.delete(kind, object.metadata.namespace, object.metadata.name);
       pruned++;
-      prunedNames.push(`${kind}/${object.metadata.name}`);
+      onPruned?.(kind, object.metadata.name);
     }
   }
-  return { changed, pruned, prunedNames };
+  return { changed, pruned };
 }
 
 /** Same labels, spec and annotations, the commit annotation aside. */
