@@ -22,9 +22,11 @@ import type {
 import { DEFAULT_QUOTAS, type Quotas } from '../core/quotas.js';
 import {
   ANNOTATION_COMMIT,
+  type BaseStatus,
   type BuildRecord,
   type FunctionJob,
   type GitSource,
+  type GitSourceStatus,
   LABEL_SOURCE,
   type SlessFunction,
   type Trigger,
@@ -207,7 +209,7 @@ export class Controller {
         if (!object) return;
         const reason = error instanceof SlessError ? error.reason : Reason.ReconcileFailed;
         const message = `${error.message}; retrying in ${Math.ceil(retryInMs / 1000)}s`;
-        const update = new StatusUpdate(object)
+        const update = new StatusUpdate<BaseStatus>(object)
           .set('Ready', false, reason, message)
           .set('Reconciling', true, Reason.ProgressingWithRetry, message);
         await update.write(this.options.store, object);
@@ -482,7 +484,7 @@ export class Controller {
       } catch (thrown) {
         const error = asError(thrown);
         const reason = error instanceof SlessError ? error.reason : Reason.SourceFailed;
-        const update = new StatusUpdate(source).set('Ready', false, reason, error.message);
+        const update = new StatusUpdate<GitSourceStatus>(source).set('Ready', false, reason, error.message);
         update.status.phase = 'Failed';
         await update.write(this.options.store, source);
         // A missing secret or an unreachable server may be fixed without a change to the source.
