@@ -319,6 +319,8 @@ export async function startKubeSystem(
     { kubeWebhookSecrets },
     { KubeWorkloads },
     { KubeFunctionLogs },
+    { DriftWatch },
+    { KubeEventRecorder },
   ] = await Promise.all([
     import('@aws-sdk/client-s3'),
     import('@kubernetes/client-node'),
@@ -335,6 +337,8 @@ export async function startKubeSystem(
     import('./platform/kube/webhook-secrets.js'),
     import('./platform/kube/workloads.js'),
     import('./platform/kube/function-logs.js'),
+    import('./platform/kube/drift-watch.js'),
+    import('./platform/kube/events.js'),
   ]);
   const kc =
     options.kubeConfig ??
@@ -366,6 +370,8 @@ export async function startKubeSystem(
     http,
     imagePullSecrets: config.imagePullSecrets,
     prepareNamespace: (ns) => namespaces.prepare(ns),
+    rolloutDeadlineMs: config.rolloutDeadlineMs,
+    ...(options.pollMs ? { pollMs: options.pollMs } : {}),
   });
   const cleanup = new FunctionCleanup({
     http,
@@ -374,11 +380,17 @@ export async function startKubeSystem(
     controllerNamespace: config.controllerNamespace,
     workloads,
   });
+  // The store finalizes sources through the controller, which needs the store first.
+  const late: { controller?: Controller } = {};
   const store = new KubeStore({
     http,
     logger,
     ...(config.watchNamespaces ? { namespaces: config.watchNamespaces } : {}),
     onFunctionDeleting: (fn) => cleanup.run(fn),
+    onSourceDeleting: async (source) => {
+      if (!late.controller) throw new Error('the controller is not started yet');
+      await late.controller.finalizeSource(source.metadata.namespace, source.metadata.name);
+    },
   });
   const routes = new KubeRouteResolver({
     http,
@@ -423,10 +435,12 @@ export async function startKubeSystem(
     jobs,
     functionConcurrency: 32,
     quotas: config.tenancy.quotas,
+    events: new KubeEventRecorder({ http, logger }),
     logger,
     externalUrl: config.externalUrl,
     observer: metricsObserver(metrics),
   });
+  late.controller = controller;
   let ready = false;
   const app = await buildApp({
     logger,
@@ -445,6 +459,17 @@ export async function startKubeSystem(
     },
   });
   await controller.start();
+  // A Deployment or Service deleted or edited behind the controller's back is put back at once.
+  const drift = new DriftWatch({
+    http,
+    logger,
+    ...(config.watchNamespaces ? { namespaces: config.watchNamespaces } : {}),
+    onDrift: (ns, name) => {
+      logger.info({ function: `${ns}/${name}` }, 'workload drifted; reconciling');
+      controller.enqueueFunction(ns, name);
+    },
+  });
+  drift.start();
   const address = await app.listen({ host: config.host, port: config.port });
   ready = true;
   return {
@@ -457,6 +482,7 @@ export async function startKubeSystem(
     url: address,
     stop: once(async () => {
       ready = false;
+      drift.stop();
       await controller.stop();
       builder.stop();
       jobs.stop();

@@ -8,7 +8,7 @@ import { Ajv } from 'ajv';
 import type { Logger } from 'pino';
 import { request } from 'undici';
 import type { CodeGateSettings } from '../config/code-gate.js';
-import { BuildError } from '../core/errors.js';
+import { BuildFailedError } from '../core/errors.js';
 import type { Builder, BuildRequest } from '../core/interfaces.js';
 import type { BuildRecord, CodeCheck, SlessFunction } from '../core/resources.js';
 import { type CodeText, collectCodeText, MAX_CHECKED_BYTES } from './code-text.js';
@@ -158,11 +158,9 @@ async function readBounded(body: AsyncIterable<Buffer> & { destroy(): void }): P
 }
 
 /** The typed error of a refused build: its reason becomes the condition reason. */
-export class CodeValidationError extends BuildError {
-  readonly record: BuildRecord;
+export class CodeValidationError extends BuildFailedError {
   constructor(reason: string, record: BuildRecord) {
-    super(`code validation failed: ${reason}`, '', undefined, 'CodeValidationFailed');
-    this.record = record;
+    super({ ...record, message: `code validation failed: ${reason}` }, undefined, 'CodeValidationFailed');
   }
 }
 
@@ -223,8 +221,8 @@ export class GatedBuilder implements Builder {
       const record = await this.inner.build(request);
       return { ...record, codeCheck: check };
     } catch (error) {
-      const record = (error as { record?: BuildRecord }).record;
-      if (record) Object.assign(error as object, { record: { ...record, codeCheck: check } });
+      if (error instanceof BuildFailedError)
+        throw new BuildFailedError({ ...error.record, codeCheck: check }, error, error.reason);
       throw error;
     }
   }

@@ -10,7 +10,7 @@
 import { GetObjectCommand, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import type { Logger } from 'pino';
-import { asError, BuildError } from '../core/errors.js';
+import { asError, BuildError, BuildFailedError } from '../core/errors.js';
 import { sha256Hex } from '../core/hash.js';
 import type { Builder, BuildRequest } from '../core/interfaces.js';
 import { boundedName, buildName } from '../core/naming.js';
@@ -222,7 +222,9 @@ export class KanikoBuilder implements Builder {
       };
       log.warn({ err: error.message }, 'build failed');
       this.options.onBuildFinished?.(record, fn);
-      throw Object.assign(new BuildError(error.message, record.logTail ?? '', error), { record });
+      // A failed Job is final for this code; S3, the API or a vanished Job may pass on retry.
+      if (error instanceof BuildError) throw new BuildFailedError(record, error);
+      throw error;
     }
   }
 
@@ -238,7 +240,8 @@ export class KanikoBuilder implements Builder {
         continue;
       }
       const job = read.value;
-      if (!job) throw new BuildError(`build Job ${ns}/${name} disappeared`, '');
+      // Not a verdict on the code: the retry creates the Job again.
+      if (!job) throw new Error(`build Job ${ns}/${name} disappeared`);
       if (jobSucceeded(job)) {
         const digest = job.metadata.annotations?.[ANNOTATION_DIGEST] ?? (await this.recordDigest(job));
         if (digest) return this.recordOf(job, buildKey, digest, startedAt);

@@ -2,7 +2,7 @@ import { type Dirent, existsSync } from 'node:fs';
 import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
-import { asError, BuildError } from '../core/errors.js';
+import { asError, BuildError, BuildFailedError } from '../core/errors.js';
 import type { Builder, BuildRequest, ProcessLauncher } from '../core/interfaces.js';
 import { ANNOTATION_BUILD_KEY, type BuildRecord, type SlessFunction } from '../core/resources.js';
 import type { RuntimeName } from '../core/schemas.js';
@@ -89,7 +89,10 @@ export class LocalBuilder implements Builder {
     if (!existsSync(file)) return undefined;
     try {
       const record = JSON.parse(await readFile(file, 'utf8')) as BuildRecord;
-      return record.result === 'Succeeded' ? record : undefined;
+      if (record.result !== 'Succeeded') return undefined;
+      // Builds made before the boundary existed get it on first use, so they load as in a container.
+      await writeModuleBoundary(this.buildDir(fn, buildKey));
+      return record;
     } catch {
       return undefined;
     }
@@ -170,6 +173,7 @@ export class LocalBuilder implements Builder {
         target: codeDir,
       });
       output += `[sless] wrote ${count} files from ${request.codeDir || '.'} at ${request.commit.slice(0, 12)}\n`;
+      await writeModuleBoundary(staging);
       const tenant = request.fn.metadata.namespace;
       const cacheDir = await this.tenantCache(tenant);
       // The install step writes only here and to its namespace's cache; it sees no other build.
@@ -232,7 +236,9 @@ export class LocalBuilder implements Builder {
       log.warn({ err: error.message }, 'build failed');
       await this.options.failedBuilds?.set(request.fn, request.buildKey, failed);
       this.options.onBuildFinished?.(failed, request.fn);
-      throw Object.assign(new BuildError(error.message, logTail, error), { record: failed });
+      // Only the function's own build failing is final; a file system error may pass on retry.
+      if (error instanceof BuildError) throw new BuildFailedError(failed, error);
+      throw error;
     }
   }
 
@@ -291,6 +297,18 @@ export class LocalBuilder implements Builder {
   }
 }
 
-export function buildRecordOf(error: unknown): BuildRecord | undefined {
-  return (error as { record?: BuildRecord } | undefined)?.record;
+/**
+ * In a function's image the code sits at `/sless/code` with no `package.json` above it, so Node
+ * decides each file's module type from the code's own `package.json` or, without one, from its
+ * syntax. A local build directory sits wherever the state directory is, often under sless's own
+ * `package.json` with `"type": "module"`, which would force CommonJS handlers to load as ES modules
+ * and fail. A typeless `package.json` at the build root ends Node's lookup there, as `/` does in the
+ * image. Python needs nothing here: its import path never depends on parent directories.
+ */
+export const MODULE_BOUNDARY_FILE = 'package.json';
+
+async function writeModuleBoundary(buildRoot: string): Promise<void> {
+  const file = join(buildRoot, MODULE_BOUNDARY_FILE);
+  if (existsSync(file)) return;
+  await writeFile(file, '{}\n');
 }

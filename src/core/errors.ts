@@ -1,3 +1,5 @@
+import type { BuildRecord } from './resources.js';
+
 /**
  * Typed errors. Each carries a condition reason (for status) and an HTTP status (for the API),
  * so callers never map error strings to codes by hand.
@@ -63,6 +65,41 @@ export class BuildError extends SlessError {
   constructor(message: string, logTail: string, cause?: unknown, reason = 'BuildFailed') {
     super(message, { reason, httpStatus: 502, cause });
     this.logTail = logTail;
+  }
+}
+
+/**
+ * A build that ran and failed on the function's code or its dependencies: the same code fails the
+ * same way again, so it is not retried until the code changes or someone asks for a rebuild.
+ * Anything else thrown while building (storage, the API, a fetch) may pass and is retried.
+ */
+export class BuildFailedError extends BuildError {
+  readonly record: BuildRecord;
+  constructor(record: BuildRecord, cause?: unknown, reason = 'BuildFailed') {
+    super(record.message ?? 'build failed', record.logTail ?? '', cause, reason);
+    this.record = record;
+  }
+}
+
+/**
+ * A new revision that did not start serving: its process exited, or its pods never became available
+ * (`CrashLoopBackOff`, `ImagePullBackOff`, …). The platform's other errors (the API failing for a
+ * moment) are not this: they are retried without calling the revision failed.
+ */
+export class RolloutError extends SlessError {
+  constructor(message: string, cause?: unknown) {
+    super(message, { reason: 'RolloutFailed', httpStatus: 502, cause });
+  }
+}
+
+/**
+ * A failure the reconciler already wrote to status that a later attempt may fix (a rollout whose
+ * pods are not available yet): the work queue retries it with backoff without rewriting status.
+ */
+export class RecordedFailure extends Error {
+  constructor(message: string, cause?: unknown) {
+    super(message, cause === undefined ? undefined : { cause });
+    this.name = 'RecordedFailure';
   }
 }
 

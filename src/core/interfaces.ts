@@ -114,10 +114,30 @@ export interface RouteResolver {
   resolve(namespace: string, name: string): Promise<RouteState>;
 }
 
+export type EventType = 'Normal' | 'Warning';
+
+/**
+ * Tells people what happened to an object (`kubectl describe`): syncs, builds, rollouts, prunes.
+ * Fire and forget: a lost event never fails a reconcile.
+ */
+export interface EventRecorder {
+  record(object: AnyResource, type: EventType, reason: string, message: string): void;
+}
+
 /** Runs functions: processes for `local`, Deployments and Services for `kube`. */
 export interface WorkloadPlatform {
   /** Rolls the function to this build; resolves once the new revision is serving (or rejects). */
   deploy(
+    fn: SlessFunction,
+    build: BuildRecord,
+    options: { revision: string; enabled: boolean },
+  ): Promise<void>;
+  /**
+   * Called when the revision is already the current one: puts back what drifted from it (a workload
+   * deleted or edited by hand) and resolves once it serves. Platforms that watch their own workloads
+   * (local processes are restarted when they exit) leave it out.
+   */
+  ensure?(
     fn: SlessFunction,
     build: BuildRecord,
     options: { revision: string; enabled: boolean },

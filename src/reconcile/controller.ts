@@ -5,10 +5,11 @@
  */
 import type { Logger } from 'pino';
 import { parseDuration } from '../core/duration.js';
-import { asError, SourceError } from '../core/errors.js';
+import { asError, RecordedFailure, SlessError, SourceError } from '../core/errors.js';
 import { FairGate, GateStoppedError } from '../core/fair-gate.js';
 import type {
   Builder,
+  EventRecorder,
   JobRunner,
   ObjectStore,
   SourceReader,
@@ -21,15 +22,18 @@ import type {
 import { DEFAULT_QUOTAS, type Quotas } from '../core/quotas.js';
 import {
   ANNOTATION_COMMIT,
+  type BaseStatus,
   type BuildRecord,
   type FunctionJob,
   type GitSource,
+  type GitSourceStatus,
   LABEL_SOURCE,
   type SlessFunction,
   type Trigger,
 } from '../core/resources.js';
-import { REPO_KINDS } from '../core/schemas.js';
-import { WorkQueue } from '../core/work-queue.js';
+import { type KindName, REPO_KINDS } from '../core/schemas.js';
+import { Reason, StatusUpdate } from '../core/status.js';
+import { type BackoffOptions, WorkQueue } from '../core/work-queue.js';
 import { loadManifests, ParsedManifestCache } from '../manifest/load.js';
 import { reconcileFunction } from './function-reconcile.js';
 import { reconcileJob } from './job-reconcile.js';
@@ -56,11 +60,27 @@ export interface ControllerOptions {
   functionConcurrency?: number;
   /** Per-namespace limits; DEFAULT_QUOTAS when omitted. */
   quotas?: Quotas;
+  /**
+   * Every Function, Trigger and FunctionJob is reconciled again at this period (default 10 min),
+   * event or not: what drifted without an event (a workload deleted behind our back, a missed watch
+   * event) is put back. Sources have their own period, their poll interval.
+   */
+  resyncMs?: number;
+  /** Retry delays of failed reconciles (defaults: 250 ms doubling to 5 min, ±20%, 10/s). */
+  backoff?: BackoffOptions;
+  /** Where syncs, builds, rollouts and prunes are told (Kubernetes Events on the kube platform). */
+  events?: EventRecorder;
 }
 
 export interface ControllerObserver {
   syncFinished?(source: GitSource, result: SyncResult, durationMs: number): void;
   buildStarted?(fn: SlessFunction): void;
+}
+
+/** Per source: the sync waiting to run after the one running now, which later requests join. */
+interface SyncSlot {
+  pending?: Promise<SyncResult | undefined>;
+  force: boolean;
 }
 
 interface SourceHandle {
@@ -85,6 +105,9 @@ export class Controller {
   private readonly processes: ProcessQuota;
   private readonly triggerQueue: WorkQueue;
   private readonly jobQueue: WorkQueue;
+  private readonly sourceQueue: WorkQueue;
+  private readonly syncSlots = new Map<string, SyncSlot>();
+  private resyncTimer: NodeJS.Timeout | undefined;
   private unsubscribe: (() => void) | undefined;
   private stopped = false;
 
@@ -93,7 +116,9 @@ export class Controller {
     const quotas = options.quotas ?? DEFAULT_QUOTAS;
     this.processes = new ProcessQuota(quotas.maxProcesses);
     this.functionGate = new FairGate({ slots: options.functionConcurrency ?? 4 });
+    const backoff = options.backoff ? { backoff: options.backoff } : {};
     this.functionQueue = new WorkQueue({
+      ...backoff,
       // The queue keeps one worker per key and coalesces; how many run, and in which order, is the
       // fair gate's call, so the queue itself lets every key through to the gate.
       concurrency: Number.POSITIVE_INFINITY,
@@ -118,18 +143,19 @@ export class Controller {
               snapshotFor: (fn) => this.snapshotFor(fn),
               onBuildStarted: (fn) => options.observer?.buildStarted?.(fn),
               processes: this.processes,
+              ...(options.events ? { events: options.events } : {}),
             },
             namespace,
             name,
           ),
         );
       },
-      onError: (key, error) => {
-        if (!(error instanceof GateStoppedError))
-          options.logger.error({ function: key, err: asError(error).message }, 'reconcile failed');
+      onError: (key, error, retryInMs) => {
+        if (!(error instanceof GateStoppedError)) this.onReconcileError('Function', key, error, retryInMs);
       },
     });
     this.triggerQueue = new WorkQueue({
+      ...backoff,
       handler: (key) => {
         const [namespace, name] = key.split('/') as [string, string];
         return reconcileTrigger(
@@ -138,10 +164,10 @@ export class Controller {
           name,
         );
       },
-      onError: (key, error) =>
-        options.logger.error({ trigger: key, err: asError(error).message }, 'trigger reconcile failed'),
+      onError: (key, error, retryInMs) => this.onReconcileError('Trigger', key, error, retryInMs),
     });
     this.jobQueue = new WorkQueue({
+      ...backoff,
       handler: (key) => {
         const [namespace, name] = key.split('/') as [string, string];
         return reconcileJob(
@@ -150,26 +176,72 @@ export class Controller {
           name,
         );
       },
-      onError: (key, error) =>
-        options.logger.error({ job: key, err: asError(error).message }, 'job reconcile failed'),
+      onError: (key, error, retryInMs) => this.onReconcileError('FunctionJob', key, error, retryInMs),
     });
+    this.sourceQueue = new WorkQueue({
+      ...backoff,
+      handler: async (key) => {
+        const [namespace, name] = key.split('/') as [string, string];
+        const source = (await options.store.get('GitSource', namespace, name)) as GitSource | undefined;
+        if (source) await this.upsertSource(source);
+        else await this.removeSource(namespace, name);
+      },
+      onError: (key, error, retryInMs) => this.onReconcileError('GitSource', key, error, retryInMs),
+    });
+  }
+
+  /**
+   * A reconcile threw: the queue retries it after `retryInMs`. Unless the reconciler already wrote
+   * why, status says that it is retrying, so a transient failure is visible and then clears itself.
+   */
+  private onReconcileError(kind: KindName, key: string, thrown: unknown, retryInMs: number): void {
+    const error = asError(thrown);
+    this.options.logger.warn(
+      { [kind]: key, err: error.message, retryInMs },
+      `${kind} reconcile failed; retrying`,
+    );
+    if (error instanceof RecordedFailure || this.stopped) return;
+    const [namespace, name] = key.split('/') as [string, string];
+    this.background(
+      'record the retry',
+      (async () => {
+        const object = await this.options.store.get(kind, namespace, name);
+        if (!object) return;
+        const reason = error instanceof SlessError ? error.reason : Reason.ReconcileFailed;
+        const message = `${error.message}; retrying in ${Math.ceil(retryInMs / 1000)}s`;
+        const update = new StatusUpdate<BaseStatus>(object)
+          .set('Ready', false, reason, message)
+          .set('Reconciling', true, Reason.ProgressingWithRetry, message);
+        await update.write(this.options.store, object);
+      })(),
+    );
   }
 
   async start(): Promise<void> {
     this.unsubscribe = this.options.store.subscribe((event) => this.onEvent(event));
     for (const source of (await this.options.store.list('GitSource')) as GitSource[])
-      await this.upsertSource(source);
-    for (const fn of await this.options.store.list('Function'))
-      this.functionQueue.add(`${fn.metadata.namespace}/${fn.metadata.name}`);
-    for (const t of await this.options.store.list('Trigger'))
-      this.triggerQueue.add(`${t.metadata.namespace}/${t.metadata.name}`);
-    for (const j of await this.options.store.list('FunctionJob'))
-      this.jobQueue.add(`${j.metadata.namespace}/${j.metadata.name}`);
+      this.sourceQueue.add(keyOf(source));
+    await this.sourceQueue.idle();
+    await this.resync();
+    this.resyncTimer = setInterval(
+      () => this.background('resync', this.resync()),
+      this.options.resyncMs ?? 600_000,
+    );
+    this.resyncTimer.unref();
+  }
+
+  /** Queues every Function, Trigger and FunctionJob, as an informer's resync does. */
+  private async resync(): Promise<void> {
+    for (const fn of await this.options.store.list('Function')) this.functionQueue.add(keyOf(fn));
+    for (const t of await this.options.store.list('Trigger')) this.triggerQueue.add(keyOf(t));
+    for (const j of await this.options.store.list('FunctionJob')) this.jobQueue.add(keyOf(j));
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
+    clearInterval(this.resyncTimer);
     this.unsubscribe?.();
+    this.sourceQueue.stop();
     this.functionQueue.stop();
     this.functionGate.stop();
     this.triggerQueue.stop();
@@ -182,6 +254,11 @@ export class Controller {
   async idle(): Promise<void> {
     await this.functionQueue.idle();
     await this.triggerQueue.idle();
+  }
+
+  /** Reconciles one Function soon (its workload drifted, for instance). */
+  enqueueFunction(namespace: string, name: string): void {
+    if (!this.stopped) this.functionQueue.add(`${namespace}/${name}`);
   }
 
   /** Forgets a failed build so the next reconcile tries again (the API's "rebuild"). */
@@ -232,40 +309,86 @@ export class Controller {
     return this.syncNow(namespace, name, { force: true });
   }
 
-  /** Syncs one source now (webhooks, the sync endpoint); syncs of one source never overlap. */
-  async syncNow(
+  /**
+   * Syncs one source soon (webhooks, polls, the sync endpoint). Syncs of one source never overlap,
+   * and at most one waits behind the running one: every request made meanwhile joins that one, since
+   * a sync started after a request sees everything the request could have asked for. A storm of
+   * webhooks thus costs two syncs, not one per delivery.
+   */
+  syncNow(
     namespace: string,
     name: string,
     options: { force?: boolean } = {},
   ): Promise<SyncResult | undefined> {
     const key = `${namespace}/${name}`;
-    return this.exclusive(key, async () => {
-      const source = (await this.options.store.get('GitSource', namespace, name)) as GitSource | undefined;
-      if (!source || this.stopped) return undefined;
-      let handle = this.sources.get(key);
-      if (!handle) {
-        await this.upsertSource(source, false);
-        handle = this.sources.get(key);
-      }
-      if (!handle) return undefined;
-      const started = Date.now();
-      const result = await syncSource(
-        {
-          store: this.options.store,
-          logger: this.options.logger,
-          manifests: this.parsedManifests,
-          maxFunctions: (this.options.quotas ?? DEFAULT_QUOTAS).maxFunctions,
-          // Known before anything is applied, so the reconciles the apply starts need not read again.
-          planned: (plan) =>
-            this.manifestFiles.set(`${key}@${plan.commit}`, Promise.resolve(plan.manifestFiles)),
-        },
-        source,
-        handle.reader,
-        options,
-      );
-      this.options.observer?.syncFinished?.(source, result, Date.now() - started);
-      return result;
+    let slot = this.syncSlots.get(key);
+    if (!slot) {
+      slot = { force: false };
+      this.syncSlots.set(key, slot);
+    }
+    if (options.force) slot.force = true;
+    if (slot.pending) return slot.pending;
+    const joined = slot;
+    const pending = this.exclusive(key, () => {
+      joined.pending = undefined;
+      const force = joined.force;
+      joined.force = false;
+      return this.syncOnce(namespace, name, { force });
     });
+    joined.pending = pending;
+    return pending;
+  }
+
+  private async syncOnce(
+    namespace: string,
+    name: string,
+    options: { force: boolean },
+  ): Promise<SyncResult | undefined> {
+    const key = `${namespace}/${name}`;
+    const source = (await this.options.store.get('GitSource', namespace, name)) as GitSource | undefined;
+    if (!source || this.stopped) return undefined;
+    let handle = this.sources.get(key);
+    if (!handle) {
+      await this.upsertSource(source, false).catch(() => undefined);
+      handle = this.sources.get(key);
+    }
+    if (!handle) return undefined;
+    const started = Date.now();
+    const result = await syncSource(
+      {
+        store: this.options.store,
+        logger: this.options.logger,
+        manifests: this.parsedManifests,
+        maxFunctions: (this.options.quotas ?? DEFAULT_QUOTAS).maxFunctions,
+        // Known before anything is applied, so the reconciles the apply starts need not read again.
+        planned: (plan) =>
+          this.manifestFiles.set(`${key}@${plan.commit}`, Promise.resolve(plan.manifestFiles)),
+      },
+      source,
+      handle.reader,
+      options,
+    );
+    this.recordSync(source, result);
+    this.options.observer?.syncFinished?.(source, result, Date.now() - started);
+    return result;
+  }
+
+  private recordSync(source: GitSource, result: SyncResult): void {
+    const events = this.options.events;
+    if (!events) return;
+    if (result.outcome === 'synced') {
+      events.record(
+        source,
+        'Normal',
+        Reason.Synced,
+        result.message ?? `synced ${result.commit?.slice(0, 12)}`,
+      );
+      for (const pruned of result.pruned ?? [])
+        events.record(source, 'Normal', Reason.Pruned, `pruned ${pruned} (no longer in the repository)`);
+    } else if (result.outcome === 'invalid')
+      events.record(source, 'Warning', Reason.ValidationFailed, result.message ?? 'manifests rejected');
+    else if (result.outcome === 'failed')
+      events.record(source, 'Warning', Reason.SyncFailed, result.message ?? 'sync failed');
   }
 
   private exclusive<T>(key: string, task: () => Promise<T>): Promise<T> {
@@ -295,8 +418,7 @@ export class Controller {
     const key = `${object.metadata.namespace}/${object.metadata.name}`;
     switch (object.kind) {
       case 'GitSource':
-        if (event.type === 'DELETED') this.background('remove source', this.removeSource(object));
-        else if (!event.statusOnly) this.background('open source', this.upsertSource(object));
+        if (event.type === 'DELETED' || !event.statusOnly) this.sourceQueue.add(key);
         break;
       case 'Function':
         if (!event.statusOnly) {
@@ -361,21 +483,12 @@ export class Controller {
         });
       } catch (thrown) {
         const error = asError(thrown);
-        this.options.logger.error({ source: key, err: error.message }, 'cannot open source');
-        await this.options.store.patchStatus(source, {
-          phase: 'Failed',
-          conditions: [
-            {
-              type: 'Ready',
-              status: 'False',
-              reason: 'SourceFailed',
-              message: error.message,
-              observedGeneration: source.metadata.generation ?? 1,
-              lastTransitionTime: new Date().toISOString(),
-            },
-          ],
-        });
-        return;
+        const reason = error instanceof SlessError ? error.reason : Reason.SourceFailed;
+        const update = new StatusUpdate<GitSourceStatus>(source).set('Ready', false, reason, error.message);
+        update.status.phase = 'Failed';
+        await update.write(this.options.store, source);
+        // A missing secret or an unreachable server may be fixed without a change to the source.
+        throw new RecordedFailure(`cannot open source ${key}: ${error.message}`, error);
       }
     }
     clearInterval(handle.timer);
@@ -389,18 +502,21 @@ export class Controller {
       this.background('sync', this.syncNow(source.metadata.namespace, source.metadata.name));
   }
 
-  private async removeSource(source: GitSource): Promise<void> {
-    const key = `${source.metadata.namespace}/${source.metadata.name}`;
+  /** Prunes everything a deleted source applied (its finalizer waits for this). */
+  finalizeSource(namespace: string, name: string): Promise<void> {
+    return this.removeSource(namespace, name);
+  }
+
+  private async removeSource(namespace: string, name: string): Promise<void> {
+    const key = `${namespace}/${name}`;
     const handle = this.sources.get(key);
     if (handle) this.closeHandle(handle);
     this.sources.delete(key);
+    this.syncSlots.delete(key);
     // What a source applied goes with it, as a Kustomization's prune does.
     await this.exclusive(key, async () => {
       for (const kind of [...REPO_KINDS].reverse()) {
-        const owned = await this.options.store.list(kind, {
-          namespace: source.metadata.namespace,
-          labels: { [LABEL_SOURCE]: source.metadata.name },
-        });
+        const owned = await this.options.store.list(kind, { namespace, labels: { [LABEL_SOURCE]: name } });
         for (const o of owned) await this.options.store.delete(kind, o.metadata.namespace, o.metadata.name);
       }
     });
@@ -445,4 +561,8 @@ export class Controller {
     }
     return { snapshot, manifestFiles: await files };
   }
+}
+
+function keyOf(object: { metadata: { namespace: string; name: string } }): string {
+  return `${object.metadata.namespace}/${object.metadata.name}`;
 }

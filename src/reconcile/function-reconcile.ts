@@ -4,9 +4,15 @@
  * reset: the lesson of the seeds' 94 kaniko Jobs.
  */
 import type { Logger } from 'pino';
-import { type Condition, setCondition } from '../core/conditions.js';
-import { asError, BuildError } from '../core/errors.js';
-import type { Builder, ObjectStore, SourceSnapshot, WorkloadPlatform } from '../core/interfaces.js';
+import type { ConditionStatus } from '../core/conditions.js';
+import { BuildFailedError, RecordedFailure, RolloutError } from '../core/errors.js';
+import type {
+  Builder,
+  EventRecorder,
+  ObjectStore,
+  SourceSnapshot,
+  WorkloadPlatform,
+} from '../core/interfaces.js';
 import { functionPath } from '../core/naming.js';
 import {
   ANNOTATION_BUILD_KEY,
@@ -20,6 +26,7 @@ import {
   type SlessFunction,
   type Trigger,
 } from '../core/resources.js';
+import { Reason, StatusUpdate } from '../core/status.js';
 import type { ProcessQuota } from './process-quota.js';
 
 export interface FunctionReconcileDeps {
@@ -35,6 +42,7 @@ export interface FunctionReconcileDeps {
   onBuildStarted?: (fn: SlessFunction) => void;
   /** The running-process limit of each namespace; no limit when omitted. */
   processes?: ProcessQuota;
+  events?: EventRecorder;
 }
 
 export function revisionOf(buildKey: string, configHash: string, enabled: boolean): string {
@@ -63,34 +71,21 @@ export async function reconcileFunction(
   const commit = annotations[ANNOTATION_COMMIT];
   const key = `${namespace}/${name}`;
   const log = deps.logger.child({ function: key });
-  const generation = fn.metadata.generation ?? 1;
-  const status: FunctionStatus = { ...(fn.status ?? {}) };
+  const update = new StatusUpdate<FunctionStatus>(fn);
+  const status = update.status;
   status.url = `${deps.externalUrl}${functionPath(namespace, name)}`;
-  const setPhase = (phase: FunctionPhase, ready: Condition['status'], reason: string, message: string) => {
+  const setPhase = (phase: FunctionPhase, ready: ConditionStatus, reason: Reason, message: string) => {
     status.phase = phase;
-    status.observedGeneration = generation;
-    status.conditions = setCondition(status.conditions, {
-      type: 'Ready',
-      status: ready,
-      reason,
-      message,
-      observedGeneration: generation,
-    });
-    status.conditions = setCondition(status.conditions, {
-      type: 'Reconciling',
-      status: phase === 'Building' || phase === 'Deploying' ? 'True' : 'False',
-      reason,
-      message,
-      observedGeneration: generation,
-    });
+    update.set('Ready', ready, reason, message);
+    update.set('Reconciling', phase === 'Building' || phase === 'Deploying', reason, message);
   };
-  const write = () => deps.store.patchStatus(fn, status);
+  const write = () => update.write(deps.store, fn);
 
   if (!buildKey || !configHash || !commit) {
     setPhase(
       'Failed',
       'False',
-      'MissingAnnotations',
+      Reason.MissingAnnotations,
       `Function was not applied by a GitSource (needs ${LABEL_SOURCE} and build annotations)`,
     );
     await write();
@@ -120,12 +115,18 @@ export async function reconcileFunction(
     setPhase(
       'Building',
       status.servingRevision ? 'True' : 'False',
-      'Building',
+      Reason.Building,
       `building ${buildKey.slice(0, 12)} at ${commit.slice(0, 12)}`,
     );
     status.lastBuild = { buildKey, commit, result: 'Running', startedAt: new Date().toISOString() };
     await write();
     deps.onBuildStarted?.(fn);
+    deps.events?.record(
+      fn,
+      'Normal',
+      Reason.Building,
+      `building ${buildKey.slice(0, 12)} at ${commit.slice(0, 12)}`,
+    );
     try {
       const { snapshot, manifestFiles } = await deps.snapshotFor(fn);
       build = await deps.builder.build({
@@ -137,18 +138,25 @@ export async function reconcileFunction(
         snapshot,
       });
       deps.failedBuilds.delete(key);
+      deps.events?.record(
+        fn,
+        'Normal',
+        Reason.BuildSucceeded,
+        `built ${buildKey.slice(0, 12)} at ${commit.slice(0, 12)}${build.image ? `: ${build.image}` : ''}`,
+      );
     } catch (thrown) {
-      const error = asError(thrown);
-      const record: BuildRecord = (thrown as { record?: BuildRecord }).record ?? {
-        buildKey,
-        commit,
-        result: 'Failed',
-        startedAt: status.lastBuild.startedAt,
-        finishedAt: new Date().toISOString(),
-        message: error.message,
-        logTail: error instanceof BuildError ? error.logTail : '',
-      };
+      // Anything but a verdict on the code (the source or storage failing for a moment) goes back to
+      // the work queue, which retries with backoff; the controller records the retry in status.
+      if (!(thrown instanceof BuildFailedError)) throw thrown;
+      const error = thrown;
+      const record = thrown.record;
       deps.failedBuilds.set(key, record);
+      deps.events?.record(
+        fn,
+        'Warning',
+        Reason.BuildFailed,
+        `build ${buildKey.slice(0, 12)} failed: ${record.message ?? ''}`,
+      );
       status.lastBuild = record;
       status.lastError = error.message;
       log.warn({ err: error.message }, 'build failed; the previous revision keeps serving');
@@ -179,47 +187,73 @@ export async function reconcileFunction(
     setPhase(
       'Failed',
       (await deps.platform.currentRevision(namespace, name)) ? 'True' : 'False',
-      'QuotaExceeded',
+      Reason.QuotaExceeded,
       await servingNote(deps, fn, refusal),
     );
     await write();
     return;
   }
-  if ((await deps.platform.currentRevision(namespace, name)) !== revision) {
-    setPhase('Deploying', status.servingRevision ? 'True' : 'False', 'Deploying', `rolling out ${revision}`);
-    await write();
+  const rolledOut = (await deps.platform.currentRevision(namespace, name)) === revision;
+  if (!rolledOut || deps.platform.ensure) {
+    if (!rolledOut) {
+      setPhase(
+        'Deploying',
+        status.servingRevision ? 'True' : 'False',
+        Reason.Deploying,
+        `rolling out ${revision}`,
+      );
+      await write();
+      deps.events?.record(fn, 'Normal', Reason.Deploying, `rolling out ${revision}`);
+    }
     try {
-      await deps.platform.deploy(fn, build, { revision, enabled });
-      status.restarts = 0;
+      if (rolledOut) await deps.platform.ensure?.(fn, build, { revision, enabled });
+      else {
+        await deps.platform.deploy(fn, build, { revision, enabled });
+        status.restarts = 0;
+      }
     } catch (thrown) {
-      const error = asError(thrown);
+      // The API failing for a moment is not a failed revision: the work queue retries it.
+      if (!(thrown instanceof RolloutError)) throw thrown;
+      const error = thrown;
       status.lastError = error.message;
       log.warn({ err: error.message }, 'rollout failed; the previous revision keeps serving');
       if (!(await deps.platform.currentRevision(namespace, name))) deps.processes?.release(namespace, name);
+      deps.events?.record(fn, 'Warning', Reason.RolloutFailed, error.message);
+      // What served last is what status recorded as serving, not what the platform was told to roll.
+      const serving = status.servingRevision;
       setPhase(
         'Failed',
-        (await deps.platform.currentRevision(namespace, name)) ? 'True' : 'False',
-        'RolloutFailed',
-        await servingNote(deps, fn, error.message),
+        serving ? 'True' : 'False',
+        Reason.RolloutFailed,
+        serving && serving !== revision ? `${error.message}; still serving ${serving}` : error.message,
       );
       await write();
-      return;
+      // A revision that did not start may start later (an image pull that failed, a dependency
+      // that was down): retried with backoff, like a crash-looping container.
+      throw new RecordedFailure(`rollout of ${revision} failed: ${error.message}`, error);
     }
   }
+  if (status.servingRevision !== revision)
+    deps.events?.record(
+      fn,
+      'Normal',
+      Reason.Serving,
+      `serving ${revision} (built at ${build.commit.slice(0, 12)})`,
+    );
   status.servingRevision = revision;
   status.servingCommit = build.commit;
   delete status.lastError;
   if (enabled)
-    setPhase('Ready', 'True', 'Serving', `serving ${revision} (built at ${build.commit.slice(0, 12)})`);
-  else setPhase('Disabled', 'False', 'Disabled', 'a trigger disabled this function (enabled: false)');
+    setPhase('Ready', 'True', Reason.Serving, `serving ${revision} (built at ${build.commit.slice(0, 12)})`);
+  else setPhase('Disabled', 'False', Reason.Disabled, 'a trigger disabled this function (enabled: false)');
   await write();
 }
 
 /** A build the code security gate refused says so in its own words; other failures are build failures. */
-function failureOf(record: BuildRecord, buildFailed: string): { reason: string; message: string } {
+function failureOf(record: BuildRecord, buildFailed: string): { reason: Reason; message: string } {
   if (record.codeCheck?.result === 'Refused')
-    return { reason: 'CodeValidationFailed', message: record.message ?? 'code validation failed' };
-  return { reason: 'BuildFailed', message: buildFailed };
+    return { reason: Reason.CodeValidationFailed, message: record.message ?? 'code validation failed' };
+  return { reason: Reason.BuildFailed, message: buildFailed };
 }
 
 async function servingNote(deps: FunctionReconcileDeps, fn: SlessFunction, message: string): Promise<string> {

@@ -4,7 +4,6 @@
  * reconciling the same run twice never starts it twice.
  */
 import type { Logger } from 'pino';
-import { setCondition } from '../core/conditions.js';
 import { asError } from '../core/errors.js';
 import type { Builder, JobRunner, ObjectStore } from '../core/interfaces.js';
 import {
@@ -14,6 +13,7 @@ import {
   type JobPhase,
   type SlessFunction,
 } from '../core/resources.js';
+import { Reason, StatusUpdate } from '../core/status.js';
 
 export interface JobReconcileDeps {
   store: ObjectStore;
@@ -26,31 +26,25 @@ export async function reconcileJob(deps: JobReconcileDeps, namespace: string, na
   const job = (await deps.store.get('FunctionJob', namespace, name)) as FunctionJob | undefined;
   if (!job) return;
   const runId = job.spec.runId ?? 0;
-  const generation = job.metadata.generation ?? 1;
   const current = job.status ?? {};
   const write = (
     phase: JobPhase,
     fields: FunctionJobStatus,
     ready: boolean,
-    reason: string,
+    reason: Reason,
     message: string,
-  ) =>
-    deps.store.patchStatus(job, {
+  ) => {
+    const update = new StatusUpdate<FunctionJobStatus>(job, {
       ...fields,
       phase,
-      observedGeneration: generation,
       message,
-      conditions: setCondition(current.conditions, {
-        type: 'Ready',
-        status: ready ? 'True' : 'False',
-        reason,
-        message,
-        observedGeneration: generation,
-      }),
+      ...(current.conditions ? { conditions: current.conditions } : {}),
     });
+    return update.set('Ready', ready, reason, message).write(deps.store, job);
+  };
 
   if (runId === 0) {
-    await write('Skipped', { observedRunId: 0 }, true, 'Skipped', 'runId is 0: not run');
+    await write('Skipped', { observedRunId: 0 }, true, Reason.Skipped, 'runId is 0: not run');
     return;
   }
   const finished = current.phase === 'Succeeded' || current.phase === 'Failed';
@@ -62,7 +56,7 @@ export async function reconcileJob(deps: JobReconcileDeps, namespace: string, na
       'Failed',
       { observedRunId: runId },
       false,
-      'FunctionNotFound',
+      Reason.FunctionNotFound,
       `function "${job.spec.function}" not found in namespace ${namespace}`,
     );
     return;
@@ -86,7 +80,7 @@ export async function reconcileJob(deps: JobReconcileDeps, namespace: string, na
       'Pending',
       { observedRunId: current.observedRunId },
       false,
-      'WaitingForBuild',
+      Reason.WaitingForBuild,
       `waiting for a build of function "${fn.metadata.name}"`,
     );
     return;
@@ -104,7 +98,7 @@ export async function reconcileJob(deps: JobReconcileDeps, namespace: string, na
       result: undefined,
     },
     false,
-    'Running',
+    Reason.Running,
     `run ${runId} started`,
   );
   try {
@@ -114,7 +108,7 @@ export async function reconcileJob(deps: JobReconcileDeps, namespace: string, na
       outcome.phase,
       { ...outcome, observedRunId: runId },
       ok,
-      ok ? 'Succeeded' : 'Failed',
+      ok ? Reason.Succeeded : Reason.Failed,
       outcome.message ?? `run ${runId} ${ok ? 'succeeded' : 'failed'}`,
     );
   } catch (thrown) {
@@ -124,7 +118,7 @@ export async function reconcileJob(deps: JobReconcileDeps, namespace: string, na
       'Failed',
       { observedRunId: runId, startTime, completionTime: new Date().toISOString() },
       false,
-      'RunFailed',
+      Reason.RunFailed,
       error.message,
     );
   }

@@ -3,7 +3,6 @@
  * head, read manifests, plan, apply, prune, and write status once at the end.
  */
 import type { Logger } from 'pino';
-import { setCondition } from '../core/conditions.js';
 import { asError, formatIssue, SlessError } from '../core/errors.js';
 import { stableStringify } from '../core/hash.js';
 import type { ObjectStore, SourceReader } from '../core/interfaces.js';
@@ -18,6 +17,7 @@ import {
   refOf,
 } from '../core/resources.js';
 import { REPO_KINDS } from '../core/schemas.js';
+import { Reason, StatusUpdate } from '../core/status.js';
 import { loadManifests, type ParsedManifestCache } from '../manifest/load.js';
 import { type Plan, planSource } from './plan.js';
 
@@ -26,6 +26,8 @@ export interface SyncResult {
   commit?: string;
   plan?: Plan;
   message?: string;
+  /** Objects this sync pruned, as `Kind/name`. */
+  pruned?: string[];
 }
 
 export interface SyncDeps {
@@ -39,39 +41,34 @@ export interface SyncDeps {
   manifests?: ParsedManifestCache;
 }
 
-const MAX_MESSAGE = 4000;
-
 export async function syncSource(
   deps: SyncDeps,
   source: GitSource,
   reader: SourceReader,
   options: { force?: boolean } = {},
 ): Promise<SyncResult> {
-  const status: GitSourceStatus = { ...(source.status ?? {}) };
-  const generation = source.metadata.generation ?? 1;
+  const update = new StatusUpdate<GitSourceStatus>(source);
+  const status = update.status;
+  const generation = update.generation;
   const condition = (
     type: 'Ready' | 'Reconciling' | 'Stalled',
     ok: boolean,
     reason: string,
     message: string,
-  ) => {
-    status.conditions = setCondition(status.conditions, {
-      type,
-      status: ok ? 'True' : 'False',
-      reason,
-      message: message.slice(0, MAX_MESSAGE),
-      observedGeneration: generation,
-    });
-  };
+  ) => update.set(type, ok, reason, message);
   const finish = async (result: SyncResult) => {
-    status.observedGeneration = generation;
     status.phase = readyPhase(status);
-    await deps.store.patchStatus(source, status);
+    await update.write(deps.store, source);
     return result;
   };
 
   if (source.spec.suspend) {
-    condition('Ready', status.lastSyncedCommit !== undefined, 'Suspended', 'reconciliation is suspended');
+    condition(
+      'Ready',
+      status.lastSyncedCommit !== undefined,
+      Reason.Suspended,
+      'reconciliation is suspended',
+    );
     return finish({ outcome: 'suspended' });
   }
 
@@ -80,7 +77,7 @@ export async function syncSource(
     head = await reader.resolveHead();
   } catch (thrown) {
     const error = asError(thrown);
-    const reason = error instanceof SlessError ? error.reason : 'SourceFailed';
+    const reason = error instanceof SlessError ? error.reason : Reason.SourceFailed;
     condition('Ready', false, reason, error.message);
     deps.logger.warn(
       { source: source.metadata.name, reason, err: error.message },
@@ -101,7 +98,20 @@ export async function syncSource(
     target === status.lastAttemptedCommit &&
     status.observedGeneration === generation &&
     !options.force;
-  if (unchanged || alreadyRejected) return { outcome: 'unchanged', commit: target };
+  if (alreadyRejected) return { outcome: 'unchanged', commit: target };
+  if (unchanged) {
+    // What was applied at this commit is still what runs. An error since then (the branch gone for a
+    // while, the server unreachable) or a rejected commit that the branch moved back from is over:
+    // say so, or the status would keep the error until the next commit.
+    const ready = update.get('Ready');
+    if (ready?.status === 'True' && ready.reason === Reason.Synced && !stalled)
+      return { outcome: 'unchanged', commit: target };
+    update.remove('Stalled');
+    status.lastAttemptedCommit = target;
+    condition('Ready', true, Reason.Synced, syncedMessage(status.objects ?? 0, target));
+    deps.logger.info({ source: source.metadata.name, commit: target.slice(0, 12) }, 'source recovered');
+    return finish({ outcome: 'unchanged', commit: target });
+  }
 
   status.lastAttemptedCommit = target;
   // Undefined, not deleted: status is written as a merge, where only an explicit absence removes a field.
@@ -131,10 +141,10 @@ export async function syncSource(
       condition(
         'Ready',
         false,
-        'ValidationFailed',
+        Reason.ValidationFailed,
         `commit ${head.slice(0, 12)} rejected, ${status.lastSyncedCommit ? `still serving ${status.lastSyncedCommit.slice(0, 12)}` : 'nothing applied'}: ${message}`,
       );
-      condition('Stalled', true, 'ValidationFailed', message);
+      condition('Stalled', true, Reason.ValidationFailed, message);
       deps.logger.warn(
         { source: source.metadata.name, commit: head, issues: loaded.issues.length },
         `manifests rejected: ${message}`,
@@ -151,26 +161,35 @@ export async function syncSource(
     }
     const plan = await planSource(source, snapshot, loaded);
     deps.planned?.(plan);
-    const applied = await applyPlan(deps.store, source, plan);
+    const prunedNames: string[] = [];
+    const applied = await applyPlan(deps.store, source, plan, (kind, name) =>
+      prunedNames.push(`${kind}/${name}`),
+    );
     status.lastSyncedCommit = head;
     status.shortCommit = head.slice(0, 12);
     status.lastSyncTime = new Date().toISOString();
     status.objects = plan.objects.length;
-    status.conditions = (status.conditions ?? []).filter((c) => c.type !== 'Stalled');
+    update.remove('Stalled');
     condition(
       'Ready',
       true,
-      'Synced',
-      `applied ${plan.objects.length} objects at ${head.slice(0, 12)} (${applied.changed} changed, ${applied.pruned} pruned)`,
+      Reason.Synced,
+      `${syncedMessage(plan.objects.length, head)} (${applied.changed} changed, ${applied.pruned} pruned)`,
     );
     deps.logger.info(
       { source: source.metadata.name, commit: head.slice(0, 12), ...applied },
       'source synced',
     );
-    return finish({ outcome: 'synced', commit: head, plan });
+    return finish({
+      outcome: 'synced',
+      commit: head,
+      plan,
+      message: `${syncedMessage(plan.objects.length, head)} (${applied.changed} changed, ${applied.pruned} pruned)`,
+      pruned: prunedNames,
+    });
   } catch (thrown) {
     const error = asError(thrown);
-    const reason = error instanceof SlessError ? error.reason : 'SyncFailed';
+    const reason = error instanceof SlessError ? error.reason : Reason.SyncFailed;
     condition('Ready', false, reason, error.message);
     deps.logger.error({ source: source.metadata.name, err: error.message }, 'sync failed');
     return finish({ outcome: 'failed', commit: head, message: error.message });
@@ -214,10 +233,14 @@ async function pinProblem(
   }
 }
 
+function syncedMessage(objects: number, commit: string): string {
+  return `applied ${objects} objects at ${commit.slice(0, 12)}`;
+}
+
 function readyPhase(status: GitSourceStatus): string {
   const ready = status.conditions?.find((c) => c.type === 'Ready');
   if (!ready) return 'Pending';
-  return ready.status === 'True' ? 'Ready' : ready.reason === 'Suspended' ? 'Suspended' : 'Failed';
+  return ready.status === 'True' ? 'Ready' : ready.reason === Reason.Suspended ? 'Suspended' : 'Failed';
 }
 
 /**
@@ -231,6 +254,7 @@ export async function applyPlan(
   store: ObjectStore,
   source: GitSource,
   plan: Plan,
+  onPruned?: (kind: string, name: string) => void,
 ): Promise<{ changed: number; pruned: number }> {
   const wanted = new Set(plan.objects.map((o) => refKey(refOf(o))));
   const existing = new Map<string, AnyResource>();
@@ -250,7 +274,7 @@ export async function applyPlan(
     const owner = before?.metadata.labels?.[LABEL_SOURCE];
     if (before && owner !== undefined && owner !== source.metadata.name) {
       throw new SlessError(`${object.kind} "${object.metadata.name}" is already owned by source "${owner}"`, {
-        reason: 'OwnershipConflict',
+        reason: Reason.OwnershipConflict,
         httpStatus: 409,
       });
     }
@@ -264,6 +288,7 @@ export async function applyPlan(
       if (object.kind !== kind || wanted.has(key)) continue;
       await store.delete(kind, object.metadata.namespace, object.metadata.name);
       pruned++;
+      onPruned?.(kind, object.metadata.name);
     }
   }
   return { changed, pruned };

@@ -1,8 +1,8 @@
-import { setCondition } from '../core/conditions.js';
 import { asError } from '../core/errors.js';
 import type { ObjectStore, TriggerScheduler } from '../core/interfaces.js';
 import { functionPath } from '../core/naming.js';
 import type { SlessFunction, Trigger, TriggerStatus } from '../core/resources.js';
+import { Reason, StatusUpdate } from '../core/status.js';
 
 export interface TriggerReconcileDeps {
   store: ObjectStore;
@@ -21,19 +21,18 @@ export async function reconcileTrigger(
     await deps.scheduler.remove(namespace, name);
     return;
   }
-  const generation = trigger.metadata.generation ?? 1;
   const fn = (await deps.store.get('Function', namespace, trigger.spec.function)) as
     | SlessFunction
     | undefined;
-  let status: TriggerStatus = { observedGeneration: generation };
+  let status: TriggerStatus = {};
   let ready = fn !== undefined;
-  let reason = fn ? 'Scheduled' : 'FunctionNotFound';
+  let reason: Reason = fn ? Reason.Scheduled : Reason.FunctionNotFound;
   let message = fn ? '' : `function "${trigger.spec.function}" not found`;
   if (trigger.spec.type === 'http') {
     await deps.scheduler.remove(namespace, name);
     status.url = `${deps.externalUrl}${functionPath(namespace, trigger.spec.function)}`;
     if (fn) {
-      reason = 'Published';
+      reason = Reason.Published;
       message = `serving at ${status.url}`;
     }
   } else {
@@ -41,20 +40,17 @@ export async function reconcileTrigger(
       status = { ...status, ...(await deps.scheduler.apply(trigger, fn)) };
       if (fn)
         message = trigger.spec.enabled === false ? 'disabled' : `next run ${status.nextRun ?? 'unknown'}`;
-      if (fn && trigger.spec.enabled === false) reason = 'Disabled';
+      if (fn && trigger.spec.enabled === false) reason = Reason.Disabled;
     } catch (thrown) {
       ready = false;
-      reason = 'ScheduleFailed';
+      reason = Reason.ScheduleFailed;
       message = asError(thrown).message;
     }
   }
   status.phase = ready ? (trigger.spec.enabled === false ? 'Disabled' : 'Ready') : 'Failed';
-  status.conditions = setCondition(trigger.status?.conditions, {
-    type: 'Ready',
-    status: ready ? 'True' : 'False',
-    reason,
-    message,
-    observedGeneration: generation,
+  const update = new StatusUpdate<TriggerStatus>(trigger, {
+    ...status,
+    ...(trigger.status?.conditions ? { conditions: trigger.status.conditions } : {}),
   });
-  await deps.store.patchStatus(trigger, status);
+  await update.set('Ready', ready, reason, message).write(deps.store, trigger);
 }

@@ -31,13 +31,18 @@ import {
   kubeEnv,
   logger,
   markBuildSucceeded,
+  playHealthyKubelet,
 } from './harness.js';
 
 let env: KubeEnv;
+let stopKubelet: () => void;
 beforeAll(async () => {
   env = await kubeEnv('builds');
+  // Plays the Deployment controller and kubelet: every rollout succeeds; these tests are about builds.
+  stopKubelet = playHealthyKubelet(env.http, env.ns);
 });
 afterAll(async () => {
+  stopKubelet?.();
   await env?.close();
 });
 
@@ -66,7 +71,7 @@ describe('build once', () => {
     const store = new KubeStore({ http: env.http, logger });
     for (const object of plan.objects) await store.apply(object);
     const replicas = [builder(), builder()];
-    const platform = new KubeWorkloads({ http: env.http });
+    const platform = new KubeWorkloads({ http: env.http, pollMs: 100 });
     const reconciles = Array.from({ length: 50 }, (_, i) =>
       reconcileFunction(
         {

@@ -4,7 +4,8 @@
  * Services, through the same Controller as the local platform.
  *
  * There is no kubelet, Job controller or kaniko here: where one of them would act, the test plays its
- * part (markBuildSucceeded / markBuildFailed / markDeploymentAvailable in harness.ts) and says so.
+ * part (markBuildSucceeded / markBuildFailed / markDeploymentAvailable / playHealthyKubelet in
+ * harness.ts) and says so.
  * Fakes: with no pods, a plain HTTP server stands in for every function's Service. It answers with
  * the image of the Deployment the Service would route to (read from the apiserver per request), so a
  * test can tell which revision served it.
@@ -32,6 +33,7 @@ import {
   markBuildFailed,
   markBuildSucceeded,
   markDeploymentAvailable,
+  playHealthyKubelet,
   specOf,
 } from './harness.js';
 
@@ -52,6 +54,7 @@ describe('kube platform: GitOps loop', () => {
   let upstream: Server;
   let first: string;
   let lastAlphaCommit = '';
+  let stopKubelet: (() => void) | undefined;
 
   const push = () => git(work.dir, 'push', '--quiet', 'origin', 'main');
   const fn = async (name: string) =>
@@ -120,6 +123,7 @@ describe('kube platform: GitOps loop', () => {
   });
 
   afterAll(async () => {
+    stopKubelet?.();
     await system?.stop();
     await new Promise((r) => upstream?.close(r));
     await gitServer?.close();
@@ -249,14 +253,16 @@ describe('kube platform: GitOps loop', () => {
     });
     const svc = await getObject<KubeObject>(env.http, SERVICE, env.ns, 'alpha');
     expect(specOf<{ ports: { port: number }[] }>(svc).ports[0]?.port).toBe(8080);
-    await eventually('alpha Ready', async () => (await status('alpha'))?.phase === 'Ready');
-    expect((await status('alpha'))?.image).toBe(c.image);
+    // Ready means serving: no pod is available yet, so the rollout is still under way.
+    await eventually('alpha Deploying', async () => (await status('alpha'))?.phase === 'Deploying');
+    expect((await status('alpha'))?.conditions?.find((c) => c.type === 'Ready')?.status).toBe('False');
   });
 
-  it('routes /fn/{ns}/{name} only once the Deployment has available replicas; 404 for unknown', async () => {
+  it('routes /fn/{ns}/{name} and turns Ready only once the Deployment has available replicas; 404 for unknown', async () => {
     const call = (path: string) => fetch(`${system.url}${path}`);
     expect((await call(`/fn/${env.ns}/alpha/x`)).status).toBe(503);
     expect((await call(`/fn/${env.ns}/nope/x`)).status).toBe(404);
+    expect((await status('alpha'))?.phase).toBe('Deploying');
     // Plays the Deployment controller + kubelet: the pods became ready.
     await markDeploymentAvailable(env.http, env.ns, 'alpha');
     const ok = await eventually('alpha routed', async () => {
@@ -264,6 +270,13 @@ describe('kube platform: GitOps loop', () => {
       return r.status === 200 ? r : undefined;
     });
     expect(await ok.json()).toEqual({ served: '/x', image: containerOf(await deployment('alpha')).image });
+    const ready = await eventually('alpha Ready', async () => {
+      const s = await status('alpha');
+      return s?.phase === 'Ready' ? s : undefined;
+    });
+    expect(ready.image).toBe(containerOf(await deployment('alpha')).image);
+    // From here on, every rollout in the namespace succeeds, as healthy pods would make it.
+    stopKubelet = playHealthyKubelet(env.http, env.ns);
   });
 
   it('settles: no status-write loop and no new Jobs once Ready (seeds: 94 kaniko Jobs)', async () => {
@@ -347,6 +360,12 @@ describe('kube platform: GitOps loop', () => {
         .annotations['sless.dev/revision'],
     );
     expect(await buildJobs('alpha')).toHaveLength(1);
+    // Ready once the new revision rolled out (the kubelet played above makes it available).
+    const revision = after?.metadata.annotations?.['sless.dev/revision'];
+    await eventually('alpha Ready at the new revision', async () => {
+      const s = await status('alpha');
+      return s?.phase === 'Ready' && s.servingRevision === revision;
+    });
   });
 
   it('a bad manifest sets GitSource Ready=False with file and field and leaves running objects untouched', async () => {

@@ -273,6 +273,41 @@ export async function markDeploymentAvailable(
   });
 }
 
+/**
+ * Plays the Deployment controller and kubelet for a whole namespace, for tests about something else:
+ * every Deployment whose status lags its spec is marked rolled out and available, as healthy pods
+ * would make it. Returns the function that stops playing.
+ */
+export function playHealthyKubelet(http: KubeHttp, namespace: string, everyMs = 100): () => void {
+  let stopped = false;
+  void (async () => {
+    while (!stopped) {
+      try {
+        const list = await http.request<{ items: KubeObject[] }>(
+          'GET',
+          `/apis/apps/v1/namespaces/${namespace}/deployments`,
+        );
+        for (const d of list.items ?? []) {
+          const status = (d as { status?: { observedGeneration?: number; availableReplicas?: number } })
+            .status;
+          const replicas = (d.spec as { replicas?: number } | undefined)?.replicas ?? 1;
+          if (
+            status?.observedGeneration !== d.metadata.generation ||
+            (status?.availableReplicas ?? 0) !== replicas
+          )
+            await markDeploymentAvailable(http, namespace, d.metadata.name);
+        }
+      } catch {
+        // The namespace or a Deployment went away meanwhile: look again next round.
+      }
+      await new Promise((r) => setTimeout(r, everyMs));
+    }
+  })();
+  return () => {
+    stopped = true;
+  };
+}
+
 export function fakeDigest(seed: string): string {
   return `sha256:${createHash('sha256').update(seed).digest('hex')}`;
 }

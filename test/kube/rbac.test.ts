@@ -45,6 +45,7 @@ import {
   kubeEnv,
   markBuildSucceeded,
   markJobComplete,
+  playHealthyKubelet,
   suffix,
 } from './harness.js';
 
@@ -53,9 +54,12 @@ const SA = 'system:serviceaccount:sless-system:sless-controller';
 let env: KubeEnv;
 let asController: KubeHttp;
 let saConfig: KubeConfig;
+let stopKubelet: () => void;
 
 beforeAll(async () => {
   env = await kubeEnv('rbac');
+  // Plays the Deployment controller and kubelet: every rollout succeeds; these tests are about RBAC.
+  stopKubelet = playHealthyKubelet(env.http, env.ns);
   const objects = await loadKustomization(DEPLOY_DIR);
   for (const kind of ['Namespace', 'ServiceAccount', 'ClusterRole', 'ClusterRoleBinding'])
     for (const o of objects.filter((x) => x.kind === kind)) await apply(env.http, typeOf(o), o);
@@ -76,6 +80,7 @@ beforeAll(async () => {
   });
 });
 afterAll(async () => {
+  stopKubelet?.();
   asController?.close();
   await env?.close();
 });
@@ -151,6 +156,15 @@ describe('RBAC of deploy/', () => {
         'Ready',
         async () => (await system?.store.get('Function', env.ns, 'rb'))?.status?.phase === 'Ready',
       );
+      // Events were created as the ServiceAccount (rbac.yaml allows events/create).
+      await eventually('Events as the ServiceAccount', async () => {
+        const events = await env.http.request<{ items: { reason: string }[] }>(
+          'GET',
+          `/api/v1/namespaces/${env.ns}/events`,
+          { query: { fieldSelector: 'involvedObject.kind=Function,involvedObject.name=rb' } },
+        );
+        return events.items.some((e) => e.reason === 'Serving');
+      });
       await eventually('CronJob', () => getObject(env.http, CRONJOB, env.ns, 'trigger-rb-cron'));
       await eventually('run Job', () => getObject(env.http, JOB, env.ns, 'run-once-1'));
       await markJobComplete(env.http, env.ns, 'run-once-1');

@@ -22,6 +22,7 @@ import {
   markBuildSucceeded,
   markJobComplete,
   markJobFailed,
+  playHealthyKubelet,
   specOf,
 } from './harness.js';
 
@@ -36,6 +37,7 @@ describe('kube triggers and jobs', () => {
   let server: Awaited<ReturnType<typeof startGitHttpServer>>;
   let system: KubeSystem;
   let first: string;
+  let stopKubelet: (() => void) | undefined;
 
   const commitAndSync = async (files: Record<string, string | null>) => {
     const sha = await work.commit(files);
@@ -66,6 +68,8 @@ describe('kube triggers and jobs', () => {
     await git(work.dir, 'remote', 'add', 'origin', join(root, 't.git'));
     await git(work.dir, 'push', '--quiet', 'origin', 'main');
     first = await git(work.dir, 'rev-parse', 'HEAD');
+    // Plays the Deployment controller and kubelet: every rollout succeeds.
+    stopKubelet = playHealthyKubelet(env.http, env.ns);
     system = await startKubeSystem(env.config, { logger, kubeConfig: env.cluster.kubeConfig, pollMs: 100 });
     await system.store.apply(gitSource('repo', env.ns, `${server.url}/t.git`));
     const name = buildName('tick', first);
@@ -79,6 +83,7 @@ describe('kube triggers and jobs', () => {
   });
 
   afterAll(async () => {
+    stopKubelet?.();
     await system?.stop();
     await server?.close();
     await work?.remove();

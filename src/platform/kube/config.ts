@@ -16,6 +16,7 @@ import {
   PACKAGE_ROOT,
   type TenancySettings,
 } from '../../config/config.js';
+import { parseDuration } from '../../core/duration.js';
 import { isDnsLabel } from '../../core/naming.js';
 
 export interface KubeControllerConfig {
@@ -56,6 +57,8 @@ export interface KubeControllerConfig {
   readonly functionRoute: FunctionRoute;
   readonly buildServiceAccount: string | undefined;
   readonly stateDir: string;
+  /** How long a new revision may take to become available before it counts as failed. */
+  readonly rolloutDeadlineMs: number;
   readonly runtimesDir: string;
   readonly logLevel: string;
   readonly prettyLogs: boolean;
@@ -151,6 +154,14 @@ export function pullSecretConfig(
   return Object.freeze({ source: source || name, name });
 }
 
+function rolloutDeadline(raw: string | undefined): number {
+  try {
+    return parseDuration(raw?.trim() || '3m');
+  } catch {
+    throw new ConfigError(`SLESS_ROLLOUT_DEADLINE: "${raw}" is not a duration like 90s or 3m`);
+  }
+}
+
 function isDnsSubdomain(value: string): boolean {
   return (
     value.length <= 253 && /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/.test(value)
@@ -229,6 +240,7 @@ export function loadKubeControllerConfig(
     functionRoute: parseFunctionRoute(env.SLESS_FUNCTION_ROUTE),
     buildServiceAccount: env.SLESS_BUILD_SERVICE_ACCOUNT || undefined,
     stateDir: resolve(env.SLESS_STATE_DIR ?? '/tmp/sless'),
+    rolloutDeadlineMs: rolloutDeadline(env.SLESS_ROLLOUT_DEADLINE),
     runtimesDir: resolve(PACKAGE_ROOT, 'runtimes'),
     logLevel: String(env.SLESS_LOG_LEVEL ?? env.LOG_LEVEL ?? 'info'),
     prettyLogs: false,

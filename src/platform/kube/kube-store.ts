@@ -29,6 +29,11 @@ export interface KubeStoreOptions {
   namespaces?: readonly string[];
   /** Runs once per deleting Function holding the finalizer; the finalizer is removed when it resolves. */
   onFunctionDeleting?: (fn: AnyResource) => Promise<void>;
+  /**
+   * The same for a deleting GitSource: prunes what it applied. Its finalizer makes that happen even
+   * when the source was deleted while no controller ran; otherwise its Functions would be orphans.
+   */
+  onSourceDeleting?: (source: AnyResource) => Promise<void>;
   /** Delay before a failed watch is retried. */
   retryMs?: number;
   /** Delay before a failed finalizer cleanup is retried. */
@@ -100,7 +105,7 @@ export class KubeStore implements ObjectStore {
     if (labels && Object.keys(labels).length > 0) metadata.labels = labels;
     if (annotations && Object.keys(annotations).length > 0) metadata.annotations = annotations;
     // The finalizer is part of the applied intent, so the same manager owns it and a re-apply keeps it.
-    if (object.kind === 'Function') metadata.finalizers = [FUNCTION_FINALIZER];
+    if (object.kind === 'Function' || object.kind === 'GitSource') metadata.finalizers = [FUNCTION_FINALIZER];
     const applied = await apply<KubeObject>(this.http, slessType(object.kind), {
       apiVersion: object.apiVersion,
       kind: object.kind,
@@ -246,7 +251,10 @@ export class KubeStore implements ObjectStore {
     if (previous?.metadata.resourceVersion === object.metadata.resourceVersion) return;
     this.seen.set(key, object);
     if (isDeleting(object)) {
-      if (object.kind === 'Function' && object.metadata.finalizers?.includes(FUNCTION_FINALIZER))
+      if (
+        (object.kind === 'Function' || object.kind === 'GitSource') &&
+        object.metadata.finalizers?.includes(FUNCTION_FINALIZER)
+      )
         void this.finalize(object);
       if (!previous || !isDeleting(previous))
         this.emit({ type: 'DELETED', object: toResource(object), statusOnly: false });
@@ -268,13 +276,15 @@ export class KubeStore implements ObjectStore {
     this.finalizing.add(key);
     const { namespace, name } = object.metadata;
     try {
-      await this.options.onFunctionDeleting?.(toResource(object));
+      if (object.kind === 'GitSource') await this.options.onSourceDeleting?.(toResource(object));
+      else await this.options.onFunctionDeleting?.(toResource(object));
+      const type = slessType(object.kind as KindName);
       for (let attempt = 0; attempt < 5; attempt++) {
-        const current = await getObject<KubeObject>(this.http, slessType('Function'), namespace, name);
+        const current = await getObject<KubeObject>(this.http, type, namespace, name);
         const index = current?.metadata.finalizers?.indexOf(FUNCTION_FINALIZER) ?? -1;
         if (!current || index < 0) return;
         try {
-          await this.http.request('PATCH', objectPath(slessType('Function'), namespace, name), {
+          await this.http.request('PATCH', objectPath(type, namespace, name), {
             body: [
               { op: 'test', path: `/metadata/finalizers/${index}`, value: FUNCTION_FINALIZER },
               { op: 'remove', path: `/metadata/finalizers/${index}` },
@@ -288,10 +298,7 @@ export class KubeStore implements ObjectStore {
         }
       }
     } catch (thrown) {
-      this.options.logger.error(
-        { function: key, err: asError(thrown).message },
-        'finalizer failed; retrying',
-      );
+      this.options.logger.error({ object: key, err: asError(thrown).message }, 'finalizer failed; retrying');
       // No watch event may come for this object again, so the retry cannot wait for one.
       const retry = setTimeout(() => {
         if (!this.stopped) void this.finalize(object);

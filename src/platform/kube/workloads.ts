@@ -1,31 +1,46 @@
 /** WorkloadPlatform on Kubernetes: one Deployment and one Service per Function, in its namespace. */
+import { RolloutError } from '../../core/errors.js';
 import type { WorkloadPlatform } from '../../core/interfaces.js';
-import type { BuildRecord, SlessFunction } from '../../core/resources.js';
+import { type BuildRecord, FIELD_MANAGER, type SlessFunction } from '../../core/resources.js';
 import type { KubeHttp } from './http.js';
-import { ANNOTATION_REVISION } from './labels.js';
-import { apply, deleteObject, getObject, type KubeObject } from './objects.js';
-import { DEPLOYMENT, SERVICE } from './resource-types.js';
+import { ANNOTATION_REVISION, LABEL_FUNCTION } from './labels.js';
+import { apply, deleteObject, getObject, type KubeObject, listObjects } from './objects.js';
+import { DEPLOYMENT, POD, SERVICE } from './resource-types.js';
+import { podFailureReason, replicasManagedElsewhere, rolloutProgress } from './rollout.js';
 import { deploymentFor, serviceFor, serviceName } from './workload-manifests.js';
 
 export class KubeWorkloads implements WorkloadPlatform {
   private readonly http: KubeHttp;
   private readonly imagePullSecrets: readonly string[];
   private readonly prepareNamespace: ((namespace: string) => Promise<void>) | undefined;
+  private readonly rolloutDeadlineMs: number;
+  private readonly pollMs: number;
 
-  /** `prepareNamespace` readies each namespace deployed to: pull secret (lesson 6), NetworkPolicy. */
+  /**
+   * `prepareNamespace` readies each namespace deployed to: pull secret (lesson 6), NetworkPolicy.
+   * A revision whose pods are not all updated and available within `rolloutDeadlineMs` (default
+   * 3 min) failed; `pollMs` (default 1 s) is how often the Deployment is read meanwhile.
+   */
   constructor(options: {
     http: KubeHttp;
     imagePullSecrets?: readonly string[];
     prepareNamespace?: (namespace: string) => Promise<void>;
+    rolloutDeadlineMs?: number;
+    pollMs?: number;
   }) {
     this.http = options.http;
     this.imagePullSecrets = options.imagePullSecrets ?? [];
     this.prepareNamespace = options.prepareNamespace;
+    this.rolloutDeadlineMs = options.rolloutDeadlineMs ?? 180_000;
+    this.pollMs = options.pollMs ?? 1000;
   }
 
   /**
-   * Applies Service and Deployment. It returns once the API accepted the new revision; the Deployment
-   * controller rolls it out (maxUnavailable 0), and the route resolver only routes to available pods.
+   * Applies Service and Deployment, then waits until the Deployment controller rolled the revision
+   * out: every replica updated and available. The old pods serve meanwhile (maxUnavailable 0), and
+   * keep serving when the new ones never become available, which rejects with a RolloutError naming
+   * the pods' reason. Applying what is already there changes nothing, so this also repairs drift: a
+   * Deployment or Service deleted or edited by hand is put back.
    */
   async deploy(
     fn: SlessFunction,
@@ -35,11 +50,53 @@ export class KubeWorkloads implements WorkloadPlatform {
     // Before the Deployment: its pods must be able to pull from the first try.
     await this.prepareNamespace?.(fn.metadata.namespace);
     await apply(this.http, SERVICE, serviceFor(fn));
-    await apply(
+    const deployment = deploymentFor(fn, build, { ...options, imagePullSecrets: this.imagePullSecrets });
+    // Something else scales this function (an HPA, kubectl scale): its replica count stands. A
+    // disabled function still goes to 0, which is what disabling means.
+    const existing = await getObject<KubeObject>(
       this.http,
       DEPLOYMENT,
-      deploymentFor(fn, build, { ...options, imagePullSecrets: this.imagePullSecrets }),
+      fn.metadata.namespace,
+      fn.metadata.name,
     );
+    if (options.enabled && replicasManagedElsewhere(existing, FIELD_MANAGER))
+      delete (deployment.spec as { replicas?: number }).replicas;
+    await apply(this.http, DEPLOYMENT, deployment);
+    await this.awaitRollout(fn.metadata.namespace, fn.metadata.name, options.revision);
+  }
+
+  /** The revision is already rolled out: put back what drifted and wait until it serves. */
+  ensure(
+    fn: SlessFunction,
+    build: BuildRecord,
+    options: { revision: string; enabled: boolean },
+  ): Promise<void> {
+    return this.deploy(fn, build, options);
+  }
+
+  private async awaitRollout(namespace: string, name: string, revision: string): Promise<void> {
+    const deadline = Date.now() + this.rolloutDeadlineMs;
+    for (;;) {
+      const deployment = await getObject<KubeObject>(this.http, DEPLOYMENT, namespace, name);
+      // Not a verdict on the revision: the retry applies it again.
+      if (!deployment) throw new Error(`Deployment ${namespace}/${name} disappeared during its rollout`);
+      const progress = rolloutProgress(deployment);
+      if (progress.state === 'done') return;
+      if (progress.state === 'failed' || Date.now() >= deadline) {
+        const pods = await listObjects<KubeObject>(this.http, POD, {
+          namespace,
+          labels: { [LABEL_FUNCTION]: name },
+        });
+        const ofRevision = pods.items.filter(
+          (p) => p.metadata.annotations?.[ANNOTATION_REVISION] === revision,
+        );
+        const why = podFailureReason(ofRevision) || progress.message;
+        throw new RolloutError(
+          `revision ${revision} not available after ${Math.round(this.rolloutDeadlineMs / 1000)}s: ${why}`,
+        );
+      }
+      await new Promise((resolve) => setTimeout(resolve, this.pollMs));
+    }
   }
 
   /** Deletes both explicitly; owner references would too, but only where a garbage collector runs. */

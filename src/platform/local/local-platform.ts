@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
+import { asError, RolloutError } from '../../core/errors.js';
 import type {
   ObjectStore,
   ProcessLauncher,
@@ -222,7 +223,12 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
       if (previous) await this.retire(previous);
       return;
     }
-    const revision = await this.startRevision(fn, build, options.revision);
+    let revision: Revision;
+    try {
+      revision = await this.startRevision(fn, build, options.revision);
+    } catch (error) {
+      throw new RolloutError(asError(error).message, error);
+    }
     if (slot.removed) {
       await revision.process.stop();
       return;
@@ -515,6 +521,11 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
           command: process.execPath,
           args: [
             `--max-old-space-size=${Math.max(fn.spec.memoryMb ?? 128, 64)}`,
+            // The build root holds a typeless package.json that the image does not have; without
+            // this, ES module syntax in code with no package.json would warn here and not there.
+            ...(existsSync(join(codeDir, 'package.json'))
+              ? []
+              : ['--disable-warning=MODULE_TYPELESS_PACKAGE_JSON']),
             join(this.options.runtimesDir, 'nodejs20', 'server.js'),
           ],
           cwd: codeDir,
@@ -524,7 +535,9 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
       case 'python3.11':
         return {
           command: 'python3',
-          args: [join(this.options.runtimesDir, 'python3.11', 'server.py')],
+          // -S as in the image: only the standard library, the code and its installed requirements
+          // are importable, never packages that happen to be installed on this host.
+          args: ['-S', join(this.options.runtimesDir, 'python3.11', 'server.py')],
           cwd: codeDir,
           env: {
             ...env,

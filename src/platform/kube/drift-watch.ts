@@ -1,0 +1,140 @@
+/**
+ * Watches the Deployments and Services the controller made for Functions (found by label) and
+ * reports the Function whenever one is deleted or its spec is edited by someone else, so the
+ * reconcile puts it back within moments instead of at the next resync.
+ */
+import { Watch } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import { asError } from '../../core/errors.js';
+import type { KubeHttp } from './http.js';
+import { LABEL_COMPONENT, LABEL_FUNCTION, LABEL_MANAGED_BY, MANAGED_BY } from './labels.js';
+import { type KubeObject, listObjects } from './objects.js';
+import { collectionPath, DEPLOYMENT, labelSelector, type ResourceType, SERVICE } from './resource-types.js';
+
+const OWNED = { [LABEL_MANAGED_BY]: MANAGED_BY, [LABEL_COMPONENT]: 'function' };
+
+export class DriftWatch {
+  private readonly http: KubeHttp;
+  private readonly logger: Logger;
+  private readonly namespaces: readonly (string | undefined)[];
+  private readonly onDrift: (namespace: string, functionName: string) => void;
+  private readonly retryMs: number;
+  private readonly aborts = new Set<AbortController>();
+  private stopped = false;
+
+  constructor(options: {
+    http: KubeHttp;
+    logger: Logger;
+    /** Namespaces to watch; all when absent. */
+    namespaces?: readonly string[];
+    onDrift: (namespace: string, functionName: string) => void;
+    retryMs?: number;
+  }) {
+    this.http = options.http;
+    this.logger = options.logger;
+    this.namespaces = options.namespaces ?? [undefined];
+    this.onDrift = options.onDrift;
+    this.retryMs = options.retryMs ?? 1000;
+  }
+
+  start(): void {
+    for (const type of [DEPLOYMENT, SERVICE])
+      for (const namespace of this.namespaces) void this.run(type, namespace);
+  }
+
+  stop(): void {
+    this.stopped = true;
+    for (const abort of this.aborts) abort.abort();
+  }
+
+  private async run(type: ResourceType, namespace: string | undefined): Promise<void> {
+    // Spec generations (Services have none: their resourceVersion stands in) by object.
+    const seen = new Map<string, { version: string; fn: string; namespace: string }>();
+    const versionOf = (o: KubeObject) =>
+      type === SERVICE ? (o.metadata.resourceVersion ?? '') : String(o.metadata.generation ?? '');
+    const report = (ns: string, fn: string | undefined) => {
+      if (fn && !this.stopped) this.onDrift(ns, fn);
+    };
+    while (!this.stopped) {
+      try {
+        const list = await listObjects<KubeObject>(this.http, type, {
+          ...(namespace ? { namespace } : {}),
+          labels: OWNED,
+        });
+        const present = new Set<string>();
+        for (const o of list.items) {
+          const key = `${o.metadata.namespace}/${o.metadata.name}`;
+          present.add(key);
+          const before = seen.get(key);
+          const fn = o.metadata.labels?.[LABEL_FUNCTION] ?? '';
+          if (before && before.version !== versionOf(o)) report(o.metadata.namespace ?? '', fn);
+          seen.set(key, { version: versionOf(o), fn, namespace: o.metadata.namespace ?? '' });
+        }
+        // Deleted while this watch was down.
+        for (const [key, entry] of seen)
+          if (!present.has(key)) {
+            seen.delete(key);
+            report(entry.namespace, entry.fn);
+          }
+        await this.watch(type, namespace, list.metadata.resourceVersion, (phase, o) => {
+          const key = `${o.metadata.namespace}/${o.metadata.name}`;
+          const fn = o.metadata.labels?.[LABEL_FUNCTION];
+          if (phase === 'DELETED') {
+            seen.delete(key);
+            report(o.metadata.namespace ?? '', fn);
+            return;
+          }
+          const before = seen.get(key);
+          seen.set(key, { version: versionOf(o), fn: fn ?? '', namespace: o.metadata.namespace ?? '' });
+          // Status updates (rollout progress) keep the generation: only spec edits are drift.
+          if (phase === 'MODIFIED' && before && before.version !== versionOf(o))
+            report(o.metadata.namespace ?? '', fn);
+        });
+      } catch (thrown) {
+        if (this.stopped) return;
+        this.logger.warn(
+          { watch: type.plural, err: asError(thrown).message },
+          'drift watch failed; re-listing',
+        );
+        await new Promise((r) => setTimeout(r, this.retryMs));
+      }
+    }
+  }
+
+  /** Watches until the server ends the stream (then the caller re-lists) or it fails. */
+  private watch(
+    type: ResourceType,
+    namespace: string | undefined,
+    resourceVersion: string | undefined,
+    onEvent: (phase: string, object: KubeObject) => void,
+  ): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      let failed: Error | undefined;
+      new Watch(this.http.kubeConfig)
+        .watch(
+          collectionPath(type, namespace),
+          { resourceVersion, labelSelector: labelSelector(OWNED) },
+          (phase: string, object: KubeObject) => {
+            if (phase === 'ERROR') {
+              failed = new Error(`watch of ${type.plural} ended with an error`);
+              return;
+            }
+            if (phase === 'ADDED' || phase === 'MODIFIED' || phase === 'DELETED') onEvent(phase, object);
+          },
+          (error: unknown) => {
+            if (failed) reject(failed);
+            else if (error && !this.stopped && (error as { name?: string }).name !== 'AbortError')
+              reject(asError(error));
+            else resolve();
+          },
+        )
+        .then(
+          (abort) => {
+            this.aborts.add(abort);
+            if (this.stopped) abort.abort();
+          },
+          (error: unknown) => reject(asError(error)),
+        );
+    });
+  }
+}
