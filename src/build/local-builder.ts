@@ -146,10 +146,7 @@ export class LocalBuilder implements Builder {
     if (existing) return existing;
     // This code failed to build before (maybe before a restart): the verdict stands until a rebuild.
     const verdict = this.options.failedBuilds?.get(request.fn, request.buildKey);
-    if (verdict)
-      throw Object.assign(new BuildError(verdict.message ?? 'build failed', verdict.logTail ?? ''), {
-        record: verdict,
-      });
+    if (verdict) throw new BuildFailedError(verdict);
     const started = Date.now();
     const log = this.options.logger.child({
       function: `${request.fn.metadata.namespace}/${request.fn.metadata.name}`,
