@@ -141,15 +141,16 @@ export class FunctionProxy {
     const timeoutMs = route.timeoutSec * 1000 + 1000;
     const hasBody = req.method !== 'GET' && req.method !== 'HEAD';
     let released = false;
+    let current = route;
     const release = () => {
       if (!released) {
         released = true;
-        route.release?.();
+        current.release?.();
       }
     };
-    try {
-      const upstream = await this.agentFor(route.socketPath).request({
-        origin: route.origin,
+    const send = (target: typeof route) =>
+      this.agentFor(target.socketPath).request({
+        origin: target.origin,
         path,
         method: (req.method ?? 'GET') as Method,
         headers,
@@ -157,6 +158,22 @@ export class FunctionProxy {
         headersTimeout: timeoutMs,
         bodyTimeout: timeoutMs,
       });
+    try {
+      let upstream: Awaited<ReturnType<typeof send>>;
+      try {
+        upstream = await send(route);
+      } catch (error) {
+        // A kept-alive connection that the old revision closed while it drained fails before any
+        // response byte; a request without a body may be sent again (as nginx's
+        // proxy_next_upstream does), to whatever the route serves now.
+        if (hasBody || !isConnectionDropped(error)) throw error;
+        const again = await this.options.routes.resolve(ns, name);
+        if (again.state !== 'ready') throw error;
+        release();
+        released = false;
+        current = again;
+        upstream = await send(again);
+      }
       const responseHeaders = stripHopByHop(upstream.headers as Record<string, string | string[]>);
       finish(upstream.statusCode);
       res.writeHead(upstream.statusCode, responseHeaders);
@@ -182,4 +199,11 @@ export class FunctionProxy {
       sendJson(res, 502, { error: `function ${ns}/${name} is unreachable: ${message}` });
     }
   }
+}
+
+const DROPPED_CONNECTION_CODES = new Set(['ECONNRESET', 'EPIPE', 'ECONNREFUSED', 'UND_ERR_SOCKET']);
+
+function isConnectionDropped(error: unknown): boolean {
+  const code = (error as { code?: unknown } | undefined)?.code;
+  return typeof code === 'string' && DROPPED_CONNECTION_CODES.has(code);
 }
