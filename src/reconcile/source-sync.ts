@@ -265,9 +265,7 @@ export async function applyPlan(
     }))
       existing.set(refKey(refOf(object)), object);
   let changed = 0;
-  // Functions first, so a trigger or job never refers to a function that is not there yet.
-  const ordered = [...plan.objects].sort((a, b) => kindOrder(a) - kindOrder(b));
-  for (const object of ordered) {
+  const applyOne = async (object: AnyResource) => {
     const key = refKey(refOf(object));
     const before =
       existing.get(key) ?? (await store.get(object.kind, object.metadata.namespace, object.metadata.name));
@@ -278,20 +276,53 @@ export async function applyPlan(
         httpStatus: 409,
       });
     }
-    if (before && sameIntent(before, object)) continue;
+    if (before && sameIntent(before, object)) return;
     const after = await store.apply(object);
     if (after.metadata.resourceVersion !== before?.metadata.resourceVersion) changed++;
-  }
+  };
+  // Functions first, so a trigger or job never refers to a function that is not there yet. Within a
+  // kind the writes are independent, and a few at a time let a durable store write them together
+  // instead of once per object (a commit of thousands of functions).
+  for (const kind of REPO_KINDS)
+    await forEachBounded(
+      plan.objects.filter((o) => o.kind === kind),
+      APPLY_CONCURRENCY,
+      applyOne,
+    );
   let pruned = 0;
   for (const kind of [...REPO_KINDS].reverse()) {
-    for (const [key, object] of existing) {
-      if (object.kind !== kind || wanted.has(key)) continue;
+    const gone = [...existing].filter(([key, object]) => object.kind === kind && !wanted.has(key));
+    await forEachBounded(gone, APPLY_CONCURRENCY, async ([, object]) => {
       await store.delete(kind, object.metadata.namespace, object.metadata.name);
       pruned++;
       onPruned?.(kind, object.metadata.name);
-    }
+    });
   }
   return { changed, pruned };
+}
+
+const APPLY_CONCURRENCY = 32;
+
+/** Runs `work` over `items` with at most `limit` in flight; the first failure is thrown after all settle. */
+async function forEachBounded<T>(
+  items: readonly T[],
+  limit: number,
+  work: (item: T) => Promise<void>,
+): Promise<void> {
+  let next = 0;
+  let failure: { error: unknown } | undefined;
+  const worker = async () => {
+    while (next < items.length) {
+      const item = items[next++] as T;
+      try {
+        await work(item);
+      } catch (error) {
+        failure ??= { error };
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  if (failure) throw failure.error;
 }
 
 /** Same labels, spec and annotations, the commit annotation aside. */
@@ -301,8 +332,4 @@ function sameIntent(current: AnyResource, planned: AnyResource): boolean {
     return stableStringify({ labels: object.metadata.labels ?? {}, annotations, spec: object.spec });
   };
   return intent(current) === intent(planned);
-}
-
-function kindOrder(object: AnyResource): number {
-  return REPO_KINDS.indexOf(object.kind);
 }
