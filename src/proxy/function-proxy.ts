@@ -42,14 +42,17 @@ function sendJson(
  * both ways; the function's timeout bounds the wait (504 after it). It works below fastify so that
  * the hot path pays for no routing, hooks or reply machinery; fastify's /fn/ routes call it too.
  */
+/** Kept-alive upstream connections, the same over TCP and over a function's unix socket. */
+const UPSTREAM_AGENT_OPTIONS = {
+  keepAliveTimeout: 30_000,
+  keepAliveMaxTimeout: 60_000,
+  connections: 256,
+  pipelining: 1,
+} as const;
+
 export class FunctionProxy {
   private readonly options: FunctionProxyOptions;
-  private readonly agent = new Agent({
-    keepAliveTimeout: 30_000,
-    keepAliveMaxTimeout: 60_000,
-    connections: 256,
-    pipelining: 1,
-  });
+  private readonly agent = new Agent(UPSTREAM_AGENT_OPTIONS);
 
   /** One agent per unix socket (a sandboxed local function), dropped once its socket is gone. */
   private readonly socketAgents = new Map<string, Agent>();
@@ -67,14 +70,8 @@ export class FunctionProxy {
           this.socketAgents.delete(path);
           void idle.close();
         }
-      agent = new Agent({
-        keepAliveTimeout: 30_000,
-        keepAliveMaxTimeout: 60_000,
-        connections: 256,
-        pipelining: 1,
-        // The top-level option, not connect.socketPath: that one measured 3-5x slower here.
-        socketPath,
-      });
+      // The top-level option, not connect.socketPath: that one measured 3-5x slower here.
+      agent = new Agent({ ...UPSTREAM_AGENT_OPTIONS, socketPath });
       this.socketAgents.set(socketPath, agent);
     }
     return agent;
