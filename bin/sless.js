@@ -44,4 +44,4 @@ function compile() {
 // The controller image ships dist/ without src/: nothing to check there.
 if (existsSync(join(root, 'src')) && (!existsSync(stamp) || newestMtime(join(root, 'src')) > statSync(stamp).mtimeMs))
   compile();
-await import('../dist/cli.js');
+await import('../dist/cli/index.js');

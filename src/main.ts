@@ -10,17 +10,17 @@ import { buildApp } from './api/app.js';
 import { createAuthenticator } from './api/auth/factory.js';
 import { BuildHistory } from './api/build-history.js';
 import { SlessMetrics } from './api/metrics.js';
-import { withCodeGate } from './build/code-gate.js';
-import type { KanikoBuilder } from './build/kaniko-builder.js';
-import { LocalBuilder } from './build/local-builder.js';
 import { webhookSecretFor } from './config/auth.js';
 import { ConfigError, type LocalConfig, type TenancySettings } from './config/config.js';
+import type { KubeControllerConfig } from './config/kube.js';
 import type { ObjectStore } from './core/interfaces.js';
 import type { BuildRecord, GitSource, SlessFunction } from './core/resources.js';
-import type { KubeControllerConfig } from './platform/kube/config.js';
+import { withCodeGate } from './gate/code-gate.js';
+import type { KanikoBuilder } from './platform/kube/build/kaniko-builder.js';
 import type { KubeStore } from './platform/kube/kube-store.js';
 import type { KubeRouteResolver } from './platform/kube/routes.js';
 import type { KubeWorkloads } from './platform/kube/workloads.js';
+import { LocalBuilder } from './platform/local/build/local-builder.js';
 import { LocalCronScheduler } from './platform/local/cron-scheduler.js';
 import { FunctionLogBuffer } from './platform/local/function-logs.js';
 import { LocalJobRunner } from './platform/local/job-runner.js';
@@ -324,7 +324,7 @@ export async function startKubeSystem(
   ] = await Promise.all([
     import('@aws-sdk/client-s3'),
     import('@kubernetes/client-node'),
-    import('./build/kaniko-builder.js'),
+    import('./platform/kube/build/kaniko-builder.js'),
     import('./platform/kube/cleanup.js'),
     import('./platform/kube/cron-scheduler.js'),
     import('./platform/kube/http.js'),

@@ -3,8 +3,8 @@
  * flags, and is validated before anything connects.
  */
 import { parseArgs } from 'node:util';
+import { loadKubeControllerConfig } from '../config/kube.js';
 import { createLogger, startKubeSystem } from '../main.js';
-import { loadKubeControllerConfig } from '../platform/kube/config.js';
 
 export const CONTROLLER_USAGE =
   'usage: sless controller [--host H] [--port P] [--namespace CONTROLLER_NS] [--watch-namespaces a,b] [--registry HOST/PATH]';

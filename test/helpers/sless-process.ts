@@ -61,7 +61,7 @@ export class SlessProcess {
       [
         '--import',
         'tsx',
-        join(PACKAGE_ROOT, 'src/cli.ts'),
+        join(PACKAGE_ROOT, 'src/cli/index.ts'),
         'dev',
         '--repo',
         options.repo,

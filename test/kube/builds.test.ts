@@ -8,11 +8,11 @@
  */
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { KanikoBuilder } from '../../src/build/kaniko-builder.js';
 import { buildName } from '../../src/core/naming.js';
 import type { SlessFunction } from '../../src/core/resources.js';
 import { type KubeSystem, startKubeSystem } from '../../src/main.js';
 import { loadManifests } from '../../src/manifest/load.js';
+import type { KanikoBuilder } from '../../src/platform/kube/build/kaniko-builder.js';
 import { KubeStore } from '../../src/platform/kube/kube-store.js';
 import { getObject, type KubeObject, listObjects } from '../../src/platform/kube/objects.js';
 import { DEPLOYMENT, JOB } from '../../src/platform/kube/resource-types.js';

@@ -16,14 +16,14 @@ import { existsSync, lstatSync, readlinkSync } from 'node:fs';
 import { chown, mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { NON_EXECUTING_INSTRUCTIONS } from '../../src/build/install-step.js';
+import type { SlessFunction } from '../../src/core/resources.js';
+import { NON_EXECUTING_INSTRUCTIONS } from '../../src/packaging/install-step.js';
 import {
   ANNOTATION_DOCKERFILE,
   INSTALL_CONTAINER,
   KANIKO_CONTAINER,
   SANITIZE_CONTAINER,
-} from '../../src/build/kaniko-job.js';
-import type { SlessFunction } from '../../src/core/resources.js';
+} from '../../src/platform/kube/build/kaniko-job.js';
 import { getObject, type KubeObject } from '../../src/platform/kube/objects.js';
 import { JOB } from '../../src/platform/kube/resource-types.js';
 import { LocalRepositoryReader } from '../../src/source/readers.js';

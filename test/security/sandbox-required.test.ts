@@ -24,7 +24,7 @@ function runSless(env: Record<string, string>, stateDir: string, ready: RegExp):
     [
       '--import',
       'tsx',
-      join(PACKAGE_ROOT, 'src/cli.ts'),
+      join(PACKAGE_ROOT, 'src/cli/index.ts'),
       'dev',
       '--repo',
       stateDir,

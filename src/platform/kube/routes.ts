@@ -1,8 +1,9 @@
 /** `/fn/{ns}/{name}` → the function's Service, only while it has a ready revision. */
+
+import type { FunctionRoute } from '../../config/kube.js';
 import { getCondition } from '../../core/conditions.js';
 import type { ObjectStore, RouteResolver, RouteState } from '../../core/interfaces.js';
 import type { SlessFunction } from '../../core/resources.js';
-import type { FunctionRoute } from './config.js';
 import type { KubeHttp } from './http.js';
 import { FUNCTION_PORT } from './labels.js';
 import { getObject, type KubeObject } from './objects.js';

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigError } from '../../config/config.js';
+import { loadKubeControllerConfig, pullSecretConfig } from '../../config/kube.js';
 import type { SlessFunction, Trigger } from '../../core/resources.js';
-import { loadKubeControllerConfig, pullSecretConfig } from './config.js';
 import { cronJobFor } from './cron-scheduler.js';
 import {
   FUNCTION_POD_SELECTOR,

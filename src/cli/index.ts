@@ -7,13 +7,13 @@
 import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { parseArgs, promisify } from 'node:util';
-import { runController } from './cli/controller.js';
-import { ensureExamplesRepository } from './cli/examples-repo.js';
-import { LOGS_USAGE, printLogs } from './cli/logs.js';
-import { UsageError, VALIDATE_USAGE, validateWorkingTree } from './cli/validate.js';
-import { ConfigError, loadLocalConfig } from './config/config.js';
-import type { GitSource, SlessFunction } from './core/resources.js';
-import { createLogger, startLocalSystem } from './main.js';
+import { ConfigError, loadLocalConfig } from '../config/config.js';
+import type { GitSource, SlessFunction } from '../core/resources.js';
+import { createLogger, startLocalSystem } from '../main.js';
+import { runController } from './controller.js';
+import { ensureExamplesRepository } from './examples-repo.js';
+import { LOGS_USAGE, printLogs } from './logs.js';
+import { UsageError, VALIDATE_USAGE, validateWorkingTree } from './validate.js';
 
 const USAGE = `usage: sless dev [--repo PATH|URL] [--branch B] [--port P] [--host H] [--interval 10s] [--scale-to-zero-after 5m] [--state-dir DIR] [--sandbox auto|off] [--json]\n       ${VALIDATE_USAGE}\n       ${LOGS_USAGE}`;
 

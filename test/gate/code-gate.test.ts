@@ -7,12 +7,12 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { pino } from 'pino';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { ChatCompletionsCodeChecker, CODE_CHECK_PROMPT, GatedBuilder } from '../../src/build/code-gate.js';
 import { loadCodeGateSettings } from '../../src/config/code-gate.js';
 import { BuildError } from '../../src/core/errors.js';
 import type { Builder, BuildRequest, SourceSnapshot, TreeFile } from '../../src/core/interfaces.js';
 import { isWithin } from '../../src/core/paths.js';
 import type { BuildRecord, SlessFunction } from '../../src/core/resources.js';
+import { ChatCompletionsCodeChecker, CODE_CHECK_PROMPT, GatedBuilder } from '../../src/gate/code-gate.js';
 import {
   type ChatCompletionsServer,
   completion,

@@ -5,8 +5,10 @@
  */
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
-import type { AuthSettings, WebhookSecretSettings } from '../../config/auth.js';
-import type { CodeGateSettings } from '../../config/code-gate.js';
+import { parseDuration } from '../core/duration.js';
+import { isDnsLabel } from '../core/naming.js';
+import type { AuthSettings, WebhookSecretSettings } from './auth.js';
+import type { CodeGateSettings } from './code-gate.js';
 import {
   ConfigError,
   loadAuth,
@@ -15,9 +17,7 @@ import {
   loadWebhookSecretSettings,
   PACKAGE_ROOT,
   type TenancySettings,
-} from '../../config/config.js';
-import { parseDuration } from '../../core/duration.js';
-import { isDnsLabel } from '../../core/naming.js';
+} from './config.js';
 
 export interface KubeControllerConfig {
   readonly platform: 'kube';

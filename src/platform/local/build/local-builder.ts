@@ -2,11 +2,11 @@ import { type Dirent, existsSync } from 'node:fs';
 import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
-import { asError, BuildError, BuildFailedError } from '../core/errors.js';
-import type { Builder, BuildRequest, ProcessLauncher } from '../core/interfaces.js';
-import { ANNOTATION_BUILD_KEY, type BuildRecord, type SlessFunction } from '../core/resources.js';
-import type { RuntimeName } from '../core/schemas.js';
-import { materializeFunction } from './materialize.js';
+import { asError, BuildError, BuildFailedError } from '../../../core/errors.js';
+import type { Builder, BuildRequest, ProcessLauncher } from '../../../core/interfaces.js';
+import { ANNOTATION_BUILD_KEY, type BuildRecord, type SlessFunction } from '../../../core/resources.js';
+import type { RuntimeName } from '../../../core/schemas.js';
+import { materializeFunction } from '../../../packaging/materialize.js';
 import { runCommand, tail } from './run-command.js';
 
 export interface LocalBuilderOptions {

@@ -3,7 +3,14 @@
  * push credentials live; tenants never see push credentials. The tenant's dependency install runs in
  * an init container that holds no credential at all (see install-step.ts).
  */
-import type { SlessFunction } from '../core/resources.js';
+import type { SlessFunction } from '../../../core/resources.js';
+import {
+  finalDockerfile,
+  INSTALL_IMAGES,
+  installScript,
+  sanitizeScript,
+  WORKSPACE,
+} from '../../../packaging/install-step.js';
 import {
   ANNOTATION_COMMIT_FULL,
   ANNOTATION_IMAGE,
@@ -13,9 +20,8 @@ import {
   LABEL_FUNCTION_NAMESPACE,
   LABEL_MANAGED_BY,
   MANAGED_BY,
-} from '../platform/kube/labels.js';
-import type { KubeObject } from '../platform/kube/objects.js';
-import { finalDockerfile, INSTALL_IMAGES, installScript, sanitizeScript, WORKSPACE } from './install-step.js';
+} from '../labels.js';
+import type { KubeObject } from '../objects.js';
 
 /**
  * A maintained kaniko fork (osscontainertools, published as martizih/kaniko), pinned by digest: the

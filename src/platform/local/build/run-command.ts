@@ -1,4 +1,4 @@
-import type { LaunchSpec, ProcessLauncher } from '../core/interfaces.js';
+import type { LaunchSpec, ProcessLauncher } from '../../../core/interfaces.js';
 
 export interface CommandResult {
   exitCode: number | null;

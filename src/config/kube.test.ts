@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { ConfigError } from '../../config/config.js';
-import { loadKubeControllerConfig } from './config.js';
+import { ConfigError } from './config.js';
+import { loadKubeControllerConfig } from './kube.js';
 
 const base = {
   SLESS_CONTROLLER_NAMESPACE: 'sless-system',

@@ -10,18 +10,19 @@
 import { GetObjectCommand, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import type { Logger } from 'pino';
-import { asError, BuildError, BuildFailedError } from '../core/errors.js';
-import { sha256Hex } from '../core/hash.js';
-import type { Builder, BuildRequest } from '../core/interfaces.js';
-import { boundedName, buildName } from '../core/naming.js';
+import { asError, BuildError, BuildFailedError } from '../../../core/errors.js';
+import { sha256Hex } from '../../../core/hash.js';
+import type { Builder, BuildRequest } from '../../../core/interfaces.js';
+import { boundedName, buildName } from '../../../core/naming.js';
 import {
   ANNOTATION_BUILD_KEY,
   ANNOTATION_COMMIT,
   type BuildRecord,
   type SlessFunction,
-} from '../core/resources.js';
-import { isStatus, type KubeHttp, MERGE_PATCH } from '../platform/kube/http.js';
-import { jobCondition, jobFailed, jobStatus, jobSucceeded } from '../platform/kube/job-status.js';
+} from '../../../core/resources.js';
+import { createBuildContext } from '../../../packaging/build-context.js';
+import { isStatus, type KubeHttp, MERGE_PATCH } from '../http.js';
+import { jobCondition, jobFailed, jobStatus, jobSucceeded } from '../job-status.js';
 import {
   ANNOTATION_COMMIT_FULL,
   ANNOTATION_DIGEST,
@@ -29,12 +30,11 @@ import {
   LABEL_BUILD_KEY,
   LABEL_FUNCTION,
   LABEL_FUNCTION_NAMESPACE,
-} from '../platform/kube/labels.js';
-import { getObject, type KubeObject, listObjects } from '../platform/kube/objects.js';
-import { readPodLog } from '../platform/kube/pod-log.js';
-import { PollReader } from '../platform/kube/poll.js';
-import { JOB, objectPath, POD } from '../platform/kube/resource-types.js';
-import { createBuildContext } from './build-context.js';
+} from '../labels.js';
+import { getObject, type KubeObject, listObjects } from '../objects.js';
+import { readPodLog } from '../pod-log.js';
+import { PollReader } from '../poll.js';
+import { JOB, objectPath, POD } from '../resource-types.js';
 import {
   contextKey,
   INSTALL_CONTAINER,

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { SlessFunction } from '../core/resources.js';
+import type { SlessFunction } from '../../../core/resources.js';
 import { type KanikoSettings, kanikoArgs, mirroredImage } from './kaniko-job.js';
 
 const fn = {
