@@ -63,7 +63,12 @@ export class KubeRouteResolver implements RouteResolver {
         : serviceOrigin(namespace, name);
     if (!origin) return unavailable(`function ${namespace}/${name} has no Service address yet`);
     const revision = fn.status?.servingRevision;
-    return { state: 'ready', origin, timeoutSec: fn.spec.timeoutSec ?? 30, ...(revision ? { revision } : {}) };
+    return {
+      state: 'ready',
+      origin,
+      timeoutSec: fn.spec.timeoutSec ?? 30,
+      ...(revision ? { revision } : {}),
+    };
   }
 
   private async clusterIpOrigin(namespace: string, name: string): Promise<string | undefined> {
