@@ -96,10 +96,11 @@ export class FunctionProxy {
     const pool = this.revisionAgents.get(origin);
     if (pool?.revision === revision) return pool.agent;
     if (pool?.previous?.revision === revision) return pool.previous.agent;
-    if (pool?.previous) void pool.previous.agent.close();
+    // close() lets its requests finish first; nothing else holds the agent once it leaves the map.
+    if (pool?.previous) pool.previous.agent.close().catch(() => {});
     if (!pool && this.revisionAgents.size >= 10_000) {
       // Origins of deleted functions are never asked for again: start over rather than grow.
-      for (const old of this.revisionAgents.values()) void this.closePool(old);
+      for (const old of this.revisionAgents.values()) this.closePool(old).catch(() => {});
       this.revisionAgents.clear();
     }
     const agent = new Agent(UPSTREAM_AGENT_OPTIONS);

@@ -135,12 +135,13 @@ export function deploymentFor(fn: SlessFunction, build: BuildRecord, options: Wo
               ports: [{ name: 'http', containerPort: FUNCTION_PORT, protocol: 'TCP' }],
               env: runtimeEnv(fn),
               resources: resourcesFor(fn),
-              // The kubelet probes readiness once as the container starts (too early: the runtime is
-              // still loading the handler) and then every periodSeconds, so a new revision waited up to
-              // 5 s to be Ready. A startup probe asks every second until /healthz first answers; the
-              // kubelet then probes readiness at once. It stops after that first answer, so the steady
-              // cost is the readiness probe's. Its budget is that of the liveness probe it replaces
-              // while starting (10 s delay + 3 × 20 s): a handler that takes longer to load is restarted.
+              // The kubelet probes readiness at once only while it syncs the pod just after the
+              // container started, then every periodSeconds: a handler still loading then (imports,
+              // a slow machine) waited up to 5 s more to be Ready. A startup probe asks every second
+              // until /healthz first answers, and the kubelet then probes readiness at once. It stops
+              // after that first answer, so the steady cost is the readiness probe's. Its budget is
+              // that of the liveness probe it stands in for while starting (10 s + 3 × 20 s): a
+              // handler that takes longer to load is restarted, as before.
               startupProbe: {
                 httpGet: { path: '/healthz', port: FUNCTION_PORT },
                 periodSeconds: 1,
