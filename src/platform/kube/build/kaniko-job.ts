@@ -83,9 +83,8 @@ export function imageTag(registry: string, fn: SlessFunction, commit: string): s
  *   warm kaniko run for a Node function on the test node (its base: 135 MB gzipped, 359 MB as tar).
  *   The osscontainertools fork's FF_KANIKO_REPRODUCIBLE_PRESERVE_BASE_LAYERS puts the base layers
  *   back only after that same rewrite, so it saves pushing, not the work. Without the flag the
- *   base layers go to the registry as they are (cross-repository mounts, no new bytes) and are the
- *   very blobs the build pod's install image and every other function on the runtime already share on
- *   a node. What it bought, and what sless keeps instead: the same code tree gives the same image
+ *   base layers are pushed unchanged (skipped where the registry has them already) and are the very
+ *   blobs the build pod's install image and every other function on the runtime share on a node. What it bought, and what sless keeps instead: the same code tree gives the same image
  *   because a function's build is found by its build key (`lookup` reads the succeeded Job labelled
  *   with it, which lives as long as the Function) and never run twice. What is lost: building the same
  *   tree again where that Job is gone (the Function deleted and re-created, another cluster, a Job
