@@ -7,6 +7,9 @@
 //          container start),
 //   ready  container started → the new body is served through /fn/ (readiness probe, endpoints,
 //          kube-proxy, the controller's status).
+// and, on a second line, two parts the four leave out or lump together:
+//   notice Job complete → new function pod created (the controller sees the build, rolls the Deployment),
+//   probe  container started → the pod's Ready condition (the part of "ready" the probes decide).
 // Also: the node fixture's start time and the first build (kaniko cache cold) of this run.
 // Run: npx tsx bench/node-commit-to-serve.ts
 import { type KubeObject, listObjects } from '../src/platform/kube/objects.js';
@@ -45,7 +48,15 @@ async function main(): Promise<void> {
   await served('v0');
   const firstServe = performance.now() - firstMs;
 
-  const rows: { total: number; sync: number; build: number; pull: number; ready: number }[] = [];
+  const rows: {
+    total: number;
+    sync: number;
+    build: number;
+    pull: number;
+    ready: number;
+    notice: number;
+    probe: number;
+  }[] = [];
   for (let i = 1; i <= RUNS; i++) {
     const start = Date.now();
     const sha = await env.commit({ 'hello/handler.js': nodeHandler(`return 'v${i}';`) });
@@ -74,9 +85,12 @@ async function main(): Promise<void> {
     );
     const pod = pods[0];
     const podCreated = Date.parse(pod?.metadata.creationTimestamp ?? '');
-    const started = Date.parse(
-      (pod?.status as { containerStatuses?: { state?: { running?: { startedAt?: string } } }[] } | undefined)
-        ?.containerStatuses?.[0]?.state?.running?.startedAt ?? '',
+    const podStatus = pod?.status as
+      | { containerStatuses?: { state?: { running?: { startedAt?: string } } }[]; conditions?: Condition[] }
+      | undefined;
+    const started = Date.parse(podStatus?.containerStatuses?.[0]?.state?.running?.startedAt ?? '');
+    const podReady = Date.parse(
+      podStatus?.conditions?.find((c) => c.type === 'Ready' && c.status === 'True')?.lastTransitionTime ?? '',
     );
     rows.push({
       total: end - start,
@@ -84,6 +98,8 @@ async function main(): Promise<void> {
       build: jobDone - jobCreated,
       pull: started - podCreated,
       ready: end - started,
+      notice: podCreated - jobDone,
+      probe: podReady - started,
     });
     process.stderr.write(`run ${i}: ${JSON.stringify(rows.at(-1))}\n`);
   }
@@ -94,6 +110,7 @@ async function main(): Promise<void> {
   console.log(`first build and serve (cold cache):   ${(firstServe / 1000).toFixed(1)} s`);
   console.log(`commit → new body served, median of ${RUNS}: ${col('total')}`);
   console.log(`  sync ${col('sync')}, build ${col('build')}, pull ${col('pull')}, ready ${col('ready')}`);
+  console.log(`  (notice ${col('notice')} between build and pull; probe ${col('probe')} of ready)`);
   console.log('(timestamps from the API server have 1 s resolution; the parts need not add up exactly)');
 }
 

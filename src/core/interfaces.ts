@@ -99,6 +99,11 @@ export type RouteState =
       origin: string;
       /** A unix socket to dial instead of the origin's host and port (a sandboxed local function). */
       socketPath?: string;
+      /**
+       * The revision behind the origin, when one address fronts every revision (a Service): a new
+       * revision gets connections of its own, since a kept-alive one stays with the pod it reached.
+       */
+      revision?: string;
       timeoutSec: number;
       release?: () => void;
     }

@@ -89,3 +89,104 @@ describe('FunctionProxy and a dropped upstream connection', () => {
     expect(proxy.releases).toEqual([only.origin]);
   });
 });
+
+// A real upstream that answers with the number of the connection each request came on, and holds a
+// request whose path says so until it is told to answer.
+async function connectionCounter(): Promise<{
+  server: Server;
+  origin: string;
+  holding: Promise<void>;
+  answerHeld: () => void;
+}> {
+  let connections = 0;
+  const held: (() => void)[] = [];
+  let arrived = () => {};
+  const holding = new Promise<void>((resolve) => {
+    arrived = resolve;
+  });
+  const server = createServer((req, res) => {
+    const answer = () => res.writeHead(200).end(`connection ${(req.socket as { n?: number }).n}`);
+    if (req.url === '/hold') {
+      held.push(answer);
+      arrived();
+    } else answer();
+  });
+  server.on('connection', (socket) => {
+    (socket as { n?: number }).n = ++connections;
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    server,
+    origin: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    holding,
+    answerHeld: () => {
+      for (const answer of held.splice(0)) answer();
+    },
+  };
+}
+
+function get(port: number, path = '/'): Promise<string> {
+  return new Promise((resolve, reject) => {
+    request({ host: '127.0.0.1', port, path: `/fn/team/hello${path}` }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => {
+        body += chunk;
+      });
+      res.on('end', () => resolve(`${res.statusCode} ${body}`));
+    })
+      .on('error', reject)
+      .end();
+  });
+}
+
+describe('FunctionProxy and a Service that fronts every revision', () => {
+  const servers: Server[] = [];
+  afterEach(async () => {
+    for (const server of servers.splice(0)) {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    }
+  });
+
+  it('opens new connections for a new revision, keeps the previous one for stragglers, and lets its requests finish', async () => {
+    const service = await connectionCounter();
+    servers.push(service.server);
+    let revision: string | undefined = 'r1';
+    const proxy = await proxyServer(() => ({
+      state: 'ready',
+      origin: service.origin,
+      timeoutSec: 5,
+      ...(revision ? { revision } : {}),
+    }));
+    servers.push(proxy.server);
+
+    // Kept alive: the same revision stays on its connection.
+    expect(await get(proxy.port)).toBe('200 connection 1');
+    expect(await get(proxy.port)).toBe('200 connection 1');
+    // A new revision does not reuse it, idle as it is.
+    revision = 'r2';
+    expect(await get(proxy.port)).toBe('200 connection 2');
+    expect(await get(proxy.port)).toBe('200 connection 2');
+    // A request that resolved the route just before it changed still goes through the previous
+    // revision's agent.
+    revision = 'r1';
+    expect(await get(proxy.port)).toBe('200 connection 1');
+    const heldOnFirst = get(proxy.port, '/hold');
+    await service.holding;
+    // A third revision closes the first one's agent, once its held request has its answer.
+    revision = 'r3';
+    expect(await get(proxy.port)).toBe('200 connection 3');
+    service.answerHeld();
+    expect(await heldOnFirst).toBe('200 connection 1');
+  });
+
+  it('shares connections across routes that name no revision', async () => {
+    const service = await connectionCounter();
+    servers.push(service.server);
+    const proxy = await proxyServer(() => ({ state: 'ready', origin: service.origin, timeoutSec: 5 }));
+    servers.push(proxy.server);
+    expect(await get(proxy.port)).toBe('200 connection 1');
+    expect(await get(proxy.port)).toBe('200 connection 1');
+  });
+});

@@ -57,11 +57,26 @@ export class FunctionProxy {
   /** One agent per unix socket (a sandboxed local function), dropped once its socket is gone. */
   private readonly socketAgents = new Map<string, Agent>();
 
+  /**
+   * Per origin that fronts every revision (a Service's address): the agent of the revision it serves
+   * and of the one before. A kept-alive connection stays with the pod it was opened to, so through
+   * one shared agent the replaced pod kept answering until it stopped listening, its preStop sleep
+   * and more after the new revision was serving. New connections reach the new pods; the previous
+   * agent stays open for requests that resolved the route just before it changed, and is closed
+   * (after its requests end) when a third revision arrives.
+   */
+  private readonly revisionAgents = new Map<
+    string,
+    { revision: string; agent: Agent; previous?: { revision: string; agent: Agent } }
+  >();
+
   constructor(options: FunctionProxyOptions) {
     this.options = options;
   }
 
-  private agentFor(socketPath: string | undefined): Agent {
+  private agentFor(target: { origin: string; socketPath?: string; revision?: string }): Agent {
+    const { socketPath, revision } = target;
+    if (!socketPath && revision !== undefined) return this.revisionAgent(target.origin, revision);
     if (!socketPath) return this.agent;
     let agent = this.socketAgents.get(socketPath);
     if (!agent) {
@@ -77,13 +92,42 @@ export class FunctionProxy {
     return agent;
   }
 
+  private revisionAgent(origin: string, revision: string): Agent {
+    const pool = this.revisionAgents.get(origin);
+    if (pool?.revision === revision) return pool.agent;
+    if (pool?.previous?.revision === revision) return pool.previous.agent;
+    // close() lets its requests finish first; nothing else holds the agent once it leaves the map.
+    if (pool?.previous) pool.previous.agent.close().catch(() => {});
+    if (!pool && this.revisionAgents.size >= 10_000) {
+      // Origins of deleted functions are never asked for again: start over rather than grow.
+      for (const old of this.revisionAgents.values()) this.closePool(old).catch(() => {});
+      this.revisionAgents.clear();
+    }
+    const agent = new Agent(UPSTREAM_AGENT_OPTIONS);
+    this.revisionAgents.set(origin, {
+      revision,
+      agent,
+      ...(pool ? { previous: { revision: pool.revision, agent: pool.agent } } : {}),
+    });
+    return agent;
+  }
+
+  private async closePool(pool: { agent: Agent; previous?: { agent: Agent } }): Promise<void> {
+    await Promise.all([pool.agent.close(), pool.previous?.agent.close()]);
+  }
+
   static matches(url: string | undefined): boolean {
     return url?.startsWith('/fn/') ?? false;
   }
 
   async close(): Promise<void> {
-    await Promise.all([this.agent.close(), ...[...this.socketAgents.values()].map((agent) => agent.close())]);
+    await Promise.all([
+      this.agent.close(),
+      ...[...this.socketAgents.values()].map((agent) => agent.close()),
+      ...[...this.revisionAgents.values()].map((pool) => this.closePool(pool)),
+    ]);
     this.socketAgents.clear();
+    this.revisionAgents.clear();
   }
 
   /** Never rejects: it runs outside fastify's error handling, where a rejection would be unhandled. */
@@ -146,7 +190,7 @@ export class FunctionProxy {
       }
     };
     const send = (target: typeof route) =>
-      this.agentFor(target.socketPath).request({
+      this.agentFor(target).request({
         origin: target.origin,
         path,
         method: (req.method ?? 'GET') as Method,

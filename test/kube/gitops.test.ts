@@ -166,8 +166,6 @@ describe('kube platform: GitOps loop', () => {
         '--context=dir:///workspace',
         `--destination=${registry}/${env.ns}-alpha:${first}`,
         '--digest-file=/dev/termination-log',
-        '--cache=true',
-        `--cache-repo=${registry}/cache`,
       ]),
     );
     expect(c.args?.some((a) => a.includes(':latest'))).toBe(false);

@@ -143,6 +143,8 @@ describe('kube platform: Ready means serving', () => {
     expect(failed.servingRevision).toBe(served);
     // The old pods keep answering.
     expect((await fetch(`${system.url}/fn/${env.ns}/alpha/x`)).status).toBe(200);
+    // The proxy's connections belong to the serving revision (a new one gets new connections).
+    expect(await system.routes.resolve(env.ns, 'alpha')).toMatchObject({ state: 'ready', revision: served });
 
     // The pod comes up after all (a dependency was back): the retry finds the rollout done.
     await markDeploymentAvailable(env.http, env.ns, 'alpha');
@@ -155,6 +157,10 @@ describe('kube platform: Ready means serving', () => {
       DEADLINE_MS + 30_000,
     );
     expect(recovered.conditions?.find((c) => c.type === 'Ready')?.reason).toBe('Serving');
+    await eventually('the route names the new revision', async () => {
+      const route = await system.routes.resolve(env.ns, 'alpha');
+      return route.state === 'ready' && route.revision === revision ? route : undefined;
+    });
     expect(await kubectlWaitSatisfied()).toBe(true);
   });
 

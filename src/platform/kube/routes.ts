@@ -62,7 +62,13 @@ export class KubeRouteResolver implements RouteResolver {
         ? await this.clusterIpOrigin(namespace, name)
         : serviceOrigin(namespace, name);
     if (!origin) return unavailable(`function ${namespace}/${name} has no Service address yet`);
-    return { state: 'ready', origin, timeoutSec: fn.spec.timeoutSec ?? 30 };
+    const revision = fn.status?.servingRevision;
+    return {
+      state: 'ready',
+      origin,
+      timeoutSec: fn.spec.timeoutSec ?? 30,
+      ...(revision ? { revision } : {}),
+    };
   }
 
   private async clusterIpOrigin(namespace: string, name: string): Promise<string | undefined> {

@@ -65,6 +65,19 @@ describe('workload manifests', () => {
       containers: { lifecycle: unknown }[];
     };
     expect(podSpec.containers[0]?.lifecycle).toEqual({ preStop: { sleep: { seconds: 5 } } });
+    // A new revision is probed every second until it first answers, then readiness is probed at once
+    // (the e2e benchmark's "ready" part); steady state keeps the 5 s readiness period.
+    const probes = podSpec.containers[0] as unknown as Record<string, unknown>;
+    expect(probes.startupProbe).toEqual({
+      httpGet: { path: '/healthz', port: 8080 },
+      periodSeconds: 1,
+      failureThreshold: 70,
+    });
+    expect(probes.readinessProbe).toEqual({
+      httpGet: { path: '/healthz', port: 8080 },
+      periodSeconds: 5,
+      failureThreshold: 2,
+    });
     // The fixture function has timeoutSec 10: the sleep, the timeout, 5 s of slack.
     expect(podSpec.terminationGracePeriodSeconds).toBe(5 + 10 + 5);
     expect(serviceFor(fn({})).metadata.ownerReferences).toEqual([

@@ -88,6 +88,9 @@ export function resourcesFor(fn: SlessFunction): {
 /** How long a replaced pod keeps serving before it is told to stop (see the preStop hook). */
 export const PRE_STOP_SLEEP_SECONDS = 5;
 
+/** How long a new container may take to first answer /healthz before the kubelet restarts it. */
+const STARTUP_BUDGET_SECONDS = 70;
+
 export function deploymentFor(fn: SlessFunction, build: BuildRecord, options: WorkloadOptions): KubeObject {
   if (!build.image) throw new Error(`build ${build.buildKey} of ${fn.metadata.name} has no image`);
   const labels = functionLabels(fn);
@@ -132,6 +135,18 @@ export function deploymentFor(fn: SlessFunction, build: BuildRecord, options: Wo
               ports: [{ name: 'http', containerPort: FUNCTION_PORT, protocol: 'TCP' }],
               env: runtimeEnv(fn),
               resources: resourcesFor(fn),
+              // The kubelet probes readiness at once only while it syncs the pod just after the
+              // container started, then every periodSeconds: a handler still loading then (imports,
+              // a slow machine) waited up to 5 s more to be Ready. A startup probe asks every second
+              // until /healthz first answers, and the kubelet then probes readiness at once. It stops
+              // after that first answer, so the steady cost is the readiness probe's. Its budget is
+              // that of the liveness probe it stands in for while starting (10 s + 3 × 20 s): a
+              // handler that takes longer to load is restarted, as before.
+              startupProbe: {
+                httpGet: { path: '/healthz', port: FUNCTION_PORT },
+                periodSeconds: 1,
+                failureThreshold: STARTUP_BUDGET_SECONDS,
+              },
               readinessProbe: {
                 httpGet: { path: '/healthz', port: FUNCTION_PORT },
                 periodSeconds: 5,

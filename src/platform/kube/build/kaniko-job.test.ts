@@ -27,9 +27,6 @@ describe('kaniko arguments', () => {
       '--dockerfile=/sless/dockerfile/Dockerfile',
       `--destination=10.0.0.5:5000/sless/team-a-hello:${sha}`,
       '--digest-file=/dev/termination-log',
-      '--cache=true',
-      '--cache-repo=10.0.0.5:5000/sless/cache',
-      '--reproducible',
       '--snapshot-mode=redo',
     ]);
   });
@@ -44,7 +41,7 @@ describe('kaniko arguments', () => {
       fn,
       sha,
     );
-    expect(args.slice(8)).toEqual([
+    expect(args.slice(5)).toEqual([
       '--registry-map=index.docker.io=10.0.0.5:5000',
       '--registry-map=gcr.io=mirror.local:5001/gcr',
       '--insecure-registry=10.0.0.5:5000',
