@@ -55,11 +55,15 @@ interface ManagedFieldsEntry {
  * Whether a manager other than `ours` (an HPA, `kubectl scale`) sets the Deployment's replicas. Its
  * value must then be left alone: applying ours would take the field over and undo the scaling.
  */
-export function replicasManagedElsewhere(deployment: KubeObject | undefined, ours: string): boolean {
+export function replicasManagedElsewhere(
+  deployment: KubeObject | undefined,
+  ours: string | readonly string[],
+): boolean {
   const entries = (deployment?.metadata.managedFields ?? []) as ManagedFieldsEntry[];
+  const own = new Set(typeof ours === 'string' ? [ours] : ours);
   return entries.some(
     (e) =>
-      e.manager !== ours &&
+      !own.has(e.manager ?? '') &&
       e.fieldsV1?.['f:spec'] !== undefined &&
       'f:replicas' in (e.fieldsV1['f:spec'] ?? {}),
   );

@@ -7,6 +7,7 @@ import { ANNOTATION_REVISION, LABEL_FUNCTION } from './labels.js';
 import { apply, deleteObject, getObject, type KubeObject, listObjects } from './objects.js';
 import { DEPLOYMENT, POD, SERVICE } from './resource-types.js';
 import { podFailureReason, replicasManagedElsewhere, rolloutProgress } from './rollout.js';
+import { idleSecondsOf, SCALER_MANAGER } from './scaler.js';
 import { deploymentFor, serviceFor, serviceName } from './workload-manifests.js';
 
 export class KubeWorkloads implements WorkloadPlatform {
@@ -51,15 +52,17 @@ export class KubeWorkloads implements WorkloadPlatform {
     await this.prepareNamespace?.(fn.metadata.namespace);
     await apply(this.http, SERVICE, serviceFor(fn));
     const deployment = deploymentFor(fn, build, { ...options, imagePullSecrets: this.imagePullSecrets });
-    // Something else scales this function (an HPA, kubectl scale): its replica count stands. A
-    // disabled function still goes to 0, which is what disabling means.
+    // Something else scales this function (an HPA, kubectl scale, the scale-to-zero scaler): its
+    // replica count stands. A disabled function still goes to 0, which is what disabling means; a
+    // function that no longer scales to zero takes its count back from the scaler.
     const existing = await getObject<KubeObject>(
       this.http,
       DEPLOYMENT,
       fn.metadata.namespace,
       fn.metadata.name,
     );
-    if (options.enabled && replicasManagedElsewhere(existing, FIELD_MANAGER))
+    const ours = idleSecondsOf(fn) === undefined ? [FIELD_MANAGER, SCALER_MANAGER] : [FIELD_MANAGER];
+    if (options.enabled && replicasManagedElsewhere(existing, ours))
       delete (deployment.spec as { replicas?: number }).replicas;
     await apply(this.http, DEPLOYMENT, deployment);
     await this.awaitRollout(fn.metadata.namespace, fn.metadata.name, options.revision);
@@ -103,6 +106,14 @@ export class KubeWorkloads implements WorkloadPlatform {
   async remove(namespace: string, name: string): Promise<void> {
     await deleteObject(this.http, DEPLOYMENT, namespace, name);
     await deleteObject(this.http, SERVICE, namespace, serviceName(name));
+  }
+
+  /** A scale-to-zero function whose Deployment runs no replica now. */
+  async scaledToZero(fn: SlessFunction): Promise<boolean | undefined> {
+    if (idleSecondsOf(fn) === undefined) return undefined;
+    const { namespace, name } = fn.metadata;
+    const deployment = await getObject<KubeObject>(this.http, DEPLOYMENT, namespace, name);
+    return (deployment?.spec as { replicas?: number } | undefined)?.replicas === 0;
   }
 
   /** Read from the Deployment itself, the durable record of what was rolled out. */
