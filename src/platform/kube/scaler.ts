@@ -12,8 +12,8 @@
  *
  * Idleness must be known across replicas: each replica notes its requests on the Deployment
  * (`sless.dev/last-request`, at most every quarter of the idle time), and the leader reads that
- * beside its own. The scaler owns `spec.replicas` under its own field manager; the controller's
- * apply then leaves the field out (see KubeWorkloads.deploy), so the two never fight over it.
+ * beside its own. Once the scaler has set `spec.replicas`, the controller's apply leaves the field
+ * out (see KubeWorkloads.deploy), so the two never fight over it.
  */
 import type { Logger } from 'pino';
 import { asError } from '../../core/errors.js';
@@ -23,7 +23,7 @@ import { isStatus, type KubeHttp, MERGE_PATCH } from './http.js';
 import { FUNCTION_PORT, LABEL_COMPONENT, LABEL_FUNCTION, LABEL_MANAGED_BY, MANAGED_BY } from './labels.js';
 import { type KubeObject, listObjects } from './objects.js';
 import { DEPLOYMENT, ENDPOINT_SLICE, objectPath, POD } from './resource-types.js';
-import { podFailureReason, replicasManagedElsewhere } from './rollout.js';
+import { podFailureReason, replicasOwners } from './rollout.js';
 import { serviceName } from './workload-manifests.js';
 
 /** The field manager of `spec.replicas` once a function scaled: never the controller's own. */
@@ -200,14 +200,11 @@ export class KubeScaler {
     replicas: number,
   ): Promise<boolean> {
     try {
-      await this.options.http.request('PUT', objectPath(DEPLOYMENT, namespace, name, 'scale'), {
+      // A merge patch that carries the resourceVersion is refused (409) when it is stale.
+      await this.options.http.request('PATCH', objectPath(DEPLOYMENT, namespace, name, 'scale'), {
         query: { fieldManager: SCALER_MANAGER },
-        body: {
-          apiVersion: 'autoscaling/v1',
-          kind: 'Scale',
-          metadata: { name, namespace, resourceVersion: scale.metadata.resourceVersion },
-          spec: { replicas },
-        },
+        contentType: MERGE_PATCH,
+        body: { metadata: { resourceVersion: scale.metadata.resourceVersion }, spec: { replicas } },
       });
       return true;
     } catch (error) {
@@ -329,8 +326,8 @@ export class KubeScaler {
       this.runningSince.delete(key);
       return;
     }
-    // An HPA or a person scales it: not ours to stop.
-    if (replicasManagedElsewhere(deployment, [FIELD_MANAGER, SCALER_MANAGER])) return;
+    // An HPA or a person scales it (where the API server records it): not ours to stop.
+    if (replicasOwners(deployment).some((m) => m !== FIELD_MANAGER && m !== SCALER_MANAGER)) return;
     const now = Date.now();
     if (!this.runningSince.has(key)) this.runningSince.set(key, now);
     const local = this.activity.get(key);

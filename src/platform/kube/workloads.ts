@@ -6,8 +6,8 @@ import type { KubeHttp } from './http.js';
 import { ANNOTATION_REVISION, LABEL_FUNCTION } from './labels.js';
 import { apply, deleteObject, getObject, type KubeObject, listObjects } from './objects.js';
 import { DEPLOYMENT, POD, SERVICE } from './resource-types.js';
-import { podFailureReason, replicasManagedElsewhere, rolloutProgress } from './rollout.js';
-import { idleSecondsOf, SCALER_MANAGER } from './scaler.js';
+import { podFailureReason, replicasManagedElsewhere, replicasOwners, rolloutProgress } from './rollout.js';
+import { idleSecondsOf } from './scaler.js';
 import { deploymentFor, serviceFor, serviceName } from './workload-manifests.js';
 
 export class KubeWorkloads implements WorkloadPlatform {
@@ -52,18 +52,25 @@ export class KubeWorkloads implements WorkloadPlatform {
     await this.prepareNamespace?.(fn.metadata.namespace);
     await apply(this.http, SERVICE, serviceFor(fn));
     const deployment = deploymentFor(fn, build, { ...options, imagePullSecrets: this.imagePullSecrets });
-    // Something else scales this function (an HPA, kubectl scale, the scale-to-zero scaler): its
-    // replica count stands. A disabled function still goes to 0, which is what disabling means; a
-    // function that no longer scales to zero takes its count back from the scaler.
+    // Something else scales this function (an HPA, kubectl scale): its replica count stands. A
+    // disabled function still goes to 0, which is what disabling means.
     const existing = await getObject<KubeObject>(
       this.http,
       DEPLOYMENT,
       fn.metadata.namespace,
       fn.metadata.name,
     );
-    const ours = idleSecondsOf(fn) === undefined ? [FIELD_MANAGER, SCALER_MANAGER] : [FIELD_MANAGER];
-    if (options.enabled && replicasManagedElsewhere(existing, ours))
-      delete (deployment.spec as { replicas?: number }).replicas;
+    const spec = deployment.spec as { replicas?: number };
+    if (options.enabled && existing && idleSecondsOf(fn) !== undefined) {
+      // The scaler sets the count of a function that scales to zero, through the scale subresource,
+      // which takes the field from us and (as of Kubernetes 1.37) records no owner in its place. So:
+      // once it is not ours, it is the scaler's, and left out; while it is still ours (nothing scaled
+      // since the Deployment was made), the count there is kept, since dropping the field from our
+      // apply would reset it to the default.
+      if (replicasOwners(existing).includes(FIELD_MANAGER))
+        spec.replicas = (existing.spec as { replicas?: number } | undefined)?.replicas ?? spec.replicas;
+      else delete spec.replicas;
+    } else if (options.enabled && replicasManagedElsewhere(existing, FIELD_MANAGER)) delete spec.replicas;
     await apply(this.http, DEPLOYMENT, deployment);
     await this.awaitRollout(fn.metadata.namespace, fn.metadata.name, options.revision);
   }
