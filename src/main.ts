@@ -209,7 +209,7 @@ export async function startLocalSystem(
     jobs,
     observer: metricsObserver(metrics),
     store,
-    builder: withCodeGate(builder, config.codeGate, logger),
+    builder: withCodeGate(builder, config.codeGate, logger, state.codeVerdicts),
     platform,
     readers: new LocalSourceReaderFactory({
       stateDir: config.stateDir,
@@ -335,6 +335,7 @@ export async function startKubeSystem(
     { DriftWatch },
     { KubeEventRecorder },
     { KubeScaler },
+    { KubeCodeVerdicts },
   ] = await Promise.all([
     import('@aws-sdk/client-s3'),
     import('@kubernetes/client-node'),
@@ -354,6 +355,7 @@ export async function startKubeSystem(
     import('./platform/kube/drift-watch.js'),
     import('./platform/kube/events.js'),
     import('./platform/kube/scaler.js'),
+    import('./platform/kube/code-verdicts.js'),
   ]);
   const kc =
     options.kubeConfig ??
@@ -457,7 +459,12 @@ export async function startKubeSystem(
   });
   const controller = new Controller({
     store,
-    builder: withCodeGate(builder, config.codeGate, logger),
+    builder: withCodeGate(
+      builder,
+      config.codeGate,
+      logger,
+      new KubeCodeVerdicts({ http, controllerNamespace: config.controllerNamespace }),
+    ),
     platform: workloads,
     readers: new KubeSourceReaderFactory({ http, stateDir: config.stateDir, gitHttp }),
     scheduler: new KubeCronScheduler({ http }),
