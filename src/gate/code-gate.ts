@@ -11,7 +11,12 @@ import type { CodeGateSettings } from '../config/code-gate.js';
 import type { CodeVerdictStore, StoredCodeVerdict } from '../core/code-verdicts.js';
 import { BuildFailedError } from '../core/errors.js';
 import type { Builder, BuildRequest } from '../core/interfaces.js';
-import type { BuildRecord, CodeCheck, SlessFunction } from '../core/resources.js';
+import {
+  ANNOTATION_BUILD_KEY,
+  type BuildRecord,
+  type CodeCheck,
+  type SlessFunction,
+} from '../core/resources.js';
 import { type CodeText, collectCodeText, MAX_CHECKED_BYTES } from './code-text.js';
 
 export const CODE_CHECK_PROMPT = [
@@ -177,7 +182,8 @@ export class GatedBuilder implements Builder {
   private readonly stored: CodeVerdictStore | undefined;
   private readonly verdicts = new Map<string, StoredCodeVerdict>();
   private readonly asking = new Map<string, Promise<StoredCodeVerdict>>();
-  readonly discardFailed?: Builder['discardFailed'];
+  private readonly rebuilding = new Set<string>();
+  readonly discardFailed: NonNullable<Builder['discardFailed']>;
 
   constructor(options: {
     inner: Builder;
@@ -190,8 +196,13 @@ export class GatedBuilder implements Builder {
     this.checker = options.checker;
     this.logger = options.logger;
     this.stored = options.verdicts;
-    if (options.inner.discardFailed)
-      this.discardFailed = (fn) => this.inner.discardFailed?.(fn) ?? Promise.resolve();
+    // A rebuild request reports a refusal afresh (without asking again): the next lookupFailed of
+    // that key leaves the stored refusal out, so the reconcile goes through build().
+    this.discardFailed = async (fn) => {
+      const buildKey = fn.metadata.annotations?.[ANNOTATION_BUILD_KEY];
+      if (buildKey) this.rebuilding.add(buildKey);
+      await this.inner.discardFailed?.(fn);
+    };
   }
 
   async lookup(fn: SlessFunction, buildKey: string): Promise<BuildRecord | undefined> {
@@ -204,11 +215,13 @@ export class GatedBuilder implements Builder {
   async lookupFailed(fn: SlessFunction, buildKey: string): Promise<BuildRecord | undefined> {
     const failed = await this.inner.lookupFailed?.(fn, buildKey);
     if (failed) return failed;
+    if (this.rebuilding.delete(buildKey)) return undefined;
     const verdict = this.verdicts.get(buildKey) ?? (await this.readStored(buildKey));
     return verdict?.check.result === 'Refused' ? refusalRecord(buildKey, verdict) : undefined;
   }
 
   async build(request: BuildRequest): Promise<BuildRecord> {
+    const attempt = new Date().toISOString();
     const verdict = await this.verdictFor(request);
     const check = verdict.check;
     const log = this.logger.child({
@@ -217,7 +230,12 @@ export class GatedBuilder implements Builder {
     });
     if (check.result === 'Refused') {
       log.warn({ reason: check.message }, 'code validation failed: the build is refused');
-      throw new CodeValidationError(check.message, refusalRecord(request.buildKey, verdict));
+      // A verdict asked for this attempt is timed as the attempt; an earlier one is reported afresh.
+      const timed =
+        verdict.startedAt >= attempt
+          ? verdict
+          : { ...verdict, startedAt: attempt, finishedAt: new Date().toISOString() };
+      throw new CodeValidationError(check.message, refusalRecord(request.buildKey, timed));
     }
     if (check.result === 'Unavailable' || check.result === 'Skipped')
       log.warn(`${check.message}; building without a verdict`);
