@@ -310,7 +310,7 @@ export async function startKubeSystem(
      * there is no leader election.
      */
     isLeader?: () => boolean;
-    /** How often idle functions are looked for (default 1 s). */
+    /** How often idle functions are looked for (default 5 s). */
     idleSweepMs?: number;
   } = {},
 ): Promise<KubeSystem> {

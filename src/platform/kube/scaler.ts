@@ -44,7 +44,7 @@ export interface ScalerOptions {
   maxHeldPerFunction?: number;
   /** How often a starting function's endpoints are read (default 100 ms). */
   pollMs?: number;
-  /** How often the leader looks for idle functions (default 1 s). */
+  /** How often the leader looks for idle functions (default 5 s: each look lists the Functions). */
   sweepMs?: number;
   /** Namespaces whose functions are scaled; all when absent. */
   namespaces?: readonly string[];
@@ -89,7 +89,7 @@ export class KubeScaler {
   }
 
   start(): void {
-    const every = this.options.sweepMs ?? 1000;
+    const every = this.options.sweepMs ?? 5000;
     const tick = () => {
       this.timer = setTimeout(async () => {
         await this.sweep();
