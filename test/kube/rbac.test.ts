@@ -274,7 +274,8 @@ describe('RBAC of deploy/', () => {
       }).activate(fn),
     ).rejects.toThrow(/did not start within/);
     expect(
-      ((await getObject(env.http, DEPLOYMENT, env.ns, 'sz'))?.spec as { replicas?: number }).replicas,
+      ((await getObject(env.http, DEPLOYMENT, env.ns, 'sz'))?.spec as { replicas?: number } | undefined)
+        ?.replicas,
     ).toBe(1);
     const verdicts = new KubeCodeVerdicts({ http: asController, controllerNamespace: env.controllerNs });
     const verdict = {
