@@ -54,7 +54,11 @@ async function main(): Promise<void> {
   const names = Object.keys(FUNCTIONS);
   for (;;) {
     const fns = await system.store.list('Function');
-    if (fns.length === names.length && fns.every((f) => f.status?.phase === 'Ready')) break;
+    if (
+      fns.length === names.length &&
+      fns.every((f) => f.status?.phase === 'Ready' || f.status?.phase === 'ScaledToZero')
+    )
+      break;
     await new Promise((r) => setTimeout(r, 100));
   }
   console.log('runtime       cold (parked) median   warm median   ratio');

@@ -122,7 +122,8 @@ async function readyCount(sless: Sless): Promise<number> {
     const list = await json<{ items: { status?: { phase?: string } }[] }>(
       `${sless.url}/v1/namespaces/default/functions`,
     );
-    return list.items.filter((f) => f.status?.phase === 'Ready').length;
+    // A parked function serves too (its phase is ScaledToZero).
+    return list.items.filter((f) => f.status?.phase === 'Ready' || f.status?.phase === 'ScaledToZero').length;
   } catch {
     return -1;
   }

@@ -19,6 +19,7 @@ import { withCodeGate } from './gate/code-gate.js';
 import type { KanikoBuilder } from './platform/kube/build/kaniko-builder.js';
 import type { KubeStore } from './platform/kube/kube-store.js';
 import type { KubeRouteResolver } from './platform/kube/routes.js';
+import type { KubeScaler } from './platform/kube/scaler.js';
 import type { KubeWorkloads } from './platform/kube/workloads.js';
 import { LocalBuilder } from './platform/local/build/local-builder.js';
 import { LocalCronScheduler } from './platform/local/cron-scheduler.js';
@@ -171,6 +172,8 @@ export async function startLocalSystem(
   const gitHttp = guardedGitHttp(outboundPolicy(config.tenancy, logger));
   const pins = new PinFile(join(config.stateDir, 'pins.json'));
   const logs = new FunctionLogBuffer();
+  // The platform reports scaling to the controller, which needs the platform first.
+  const late: { controller?: Controller } = {};
   const platform = new LocalPlatform({
     runtimesDir: config.runtimesDir,
     store,
@@ -179,6 +182,7 @@ export async function startLocalSystem(
     launcher,
     ...(config.scaleToZeroAfterSeconds ? { defaultIdleSeconds: config.scaleToZeroAfterSeconds } : {}),
     serving: state.serving,
+    onScaled: (ns, name) => late.controller?.enqueueFunction(ns, name),
   });
   const metrics = new SlessMetrics({
     readyFunctions: () => readyFunctionCounts(store),
@@ -205,7 +209,7 @@ export async function startLocalSystem(
     jobs,
     observer: metricsObserver(metrics),
     store,
-    builder: withCodeGate(builder, config.codeGate, logger),
+    builder: withCodeGate(builder, config.codeGate, logger, state.codeVerdicts),
     platform,
     readers: new LocalSourceReaderFactory({
       stateDir: config.stateDir,
@@ -216,6 +220,7 @@ export async function startLocalSystem(
     externalUrl: config.externalUrl,
     quotas: config.tenancy.quotas,
   });
+  late.controller = controller;
   let ready = false;
   const app = await buildApp({
     logger,
@@ -284,6 +289,7 @@ export interface KubeSystem {
   workloads: KubeWorkloads;
   builder: KanikoBuilder;
   routes: KubeRouteResolver;
+  scaler: KubeScaler;
   url: string;
   stop(): Promise<void>;
 }
@@ -299,6 +305,13 @@ export async function startKubeSystem(
     kubeConfig?: KubeConfig;
     originOf?: (namespace: string, name: string) => string;
     pollMs?: number;
+    /**
+     * Whether this replica may run what only one replica should (the idle scale-down); true when
+     * there is no leader election.
+     */
+    isLeader?: () => boolean;
+    /** How often idle functions are looked for (default 5 s). */
+    idleSweepMs?: number;
   } = {},
 ): Promise<KubeSystem> {
   const logger = options.logger ?? createLogger(config);
@@ -321,6 +334,8 @@ export async function startKubeSystem(
     { KubeFunctionLogs },
     { DriftWatch },
     { KubeEventRecorder },
+    { KubeScaler },
+    { KubeCodeVerdicts },
   ] = await Promise.all([
     import('@aws-sdk/client-s3'),
     import('@kubernetes/client-node'),
@@ -339,6 +354,8 @@ export async function startKubeSystem(
     import('./platform/kube/function-logs.js'),
     import('./platform/kube/drift-watch.js'),
     import('./platform/kube/events.js'),
+    import('./platform/kube/scaler.js'),
+    import('./platform/kube/code-verdicts.js'),
   ]);
   const kc =
     options.kubeConfig ??
@@ -392,9 +409,23 @@ export async function startKubeSystem(
       await late.controller.finalizeSource(source.metadata.namespace, source.metadata.name);
     },
   });
+  const events = new KubeEventRecorder({ http, logger });
+  // Every replica holds requests and scales up; only the leader scales idle functions down.
+  const scaler = new KubeScaler({
+    http,
+    store,
+    logger,
+    events,
+    isLeader: options.isLeader ?? (() => true),
+    activationTimeoutMs: config.activationTimeoutMs,
+    maxHeldPerFunction: config.activationQueue,
+    ...(options.idleSweepMs ? { sweepMs: options.idleSweepMs } : {}),
+    ...(config.watchNamespaces ? { namespaces: config.watchNamespaces } : {}),
+  });
   const routes = new KubeRouteResolver({
     http,
     store,
+    scaler,
     route: config.functionRoute,
     ...(options.originOf ? { originOf: options.originOf } : {}),
   });
@@ -428,14 +459,19 @@ export async function startKubeSystem(
   });
   const controller = new Controller({
     store,
-    builder: withCodeGate(builder, config.codeGate, logger),
+    builder: withCodeGate(
+      builder,
+      config.codeGate,
+      logger,
+      new KubeCodeVerdicts({ http, controllerNamespace: config.controllerNamespace }),
+    ),
     platform: workloads,
     readers: new KubeSourceReaderFactory({ http, stateDir: config.stateDir, gitHttp }),
     scheduler: new KubeCronScheduler({ http }),
     jobs,
     functionConcurrency: 32,
     quotas: config.tenancy.quotas,
-    events: new KubeEventRecorder({ http, logger }),
+    events,
     logger,
     externalUrl: config.externalUrl,
     observer: metricsObserver(metrics),
@@ -470,6 +506,7 @@ export async function startKubeSystem(
     },
   });
   drift.start();
+  scaler.start();
   const address = await app.listen({ host: config.host, port: config.port });
   ready = true;
   return {
@@ -479,10 +516,12 @@ export async function startKubeSystem(
     workloads,
     builder,
     routes,
+    scaler,
     url: address,
     stop: once(async () => {
       ready = false;
       drift.stop();
+      scaler.stop();
       await controller.stop();
       builder.stop();
       jobs.stop();

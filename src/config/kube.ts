@@ -59,6 +59,10 @@ export interface KubeControllerConfig {
   readonly stateDir: string;
   /** How long a new revision may take to become available before it counts as failed. */
   readonly rolloutDeadlineMs: number;
+  /** How long `/fn/` holds a request for a function at zero while it starts, before a 503. */
+  readonly activationTimeoutMs: number;
+  /** How many requests one function at zero may hold while it starts; more get a 503 at once. */
+  readonly activationQueue: number;
   readonly runtimesDir: string;
   readonly logLevel: string;
   readonly prettyLogs: boolean;
@@ -154,12 +158,20 @@ export function pullSecretConfig(
   return Object.freeze({ source: source || name, name });
 }
 
-function rolloutDeadline(raw: string | undefined): number {
+function durationSetting(name: string, raw: string | undefined, fallback: string): number {
   try {
-    return parseDuration(raw?.trim() || '3m');
+    return parseDuration(raw?.trim() || fallback);
   } catch {
-    throw new ConfigError(`SLESS_ROLLOUT_DEADLINE: "${raw}" is not a duration like 90s or 3m`);
+    throw new ConfigError(`${name}: "${raw}" is not a duration like 90s or 3m`);
   }
+}
+
+function positiveInteger(name: string, raw: string | undefined, fallback: number): number {
+  if (raw === undefined || raw.trim() === '') return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < 1 || value > 1_000_000)
+    throw new ConfigError(`${name}: "${raw}" must be a whole number from 1 to 1000000`);
+  return value;
 }
 
 function isDnsSubdomain(value: string): boolean {
@@ -240,7 +252,9 @@ export function loadKubeControllerConfig(
     functionRoute: parseFunctionRoute(env.SLESS_FUNCTION_ROUTE),
     buildServiceAccount: env.SLESS_BUILD_SERVICE_ACCOUNT || undefined,
     stateDir: resolve(env.SLESS_STATE_DIR ?? '/tmp/sless'),
-    rolloutDeadlineMs: rolloutDeadline(env.SLESS_ROLLOUT_DEADLINE),
+    rolloutDeadlineMs: durationSetting('SLESS_ROLLOUT_DEADLINE', env.SLESS_ROLLOUT_DEADLINE, '3m'),
+    activationTimeoutMs: durationSetting('SLESS_ACTIVATION_TIMEOUT', env.SLESS_ACTIVATION_TIMEOUT, '60s'),
+    activationQueue: positiveInteger('SLESS_ACTIVATION_QUEUE', env.SLESS_ACTIVATION_QUEUE, 1000),
     runtimesDir: resolve(PACKAGE_ROOT, 'runtimes'),
     logLevel: String(env.SLESS_LOG_LEVEL ?? env.LOG_LEVEL ?? 'info'),
     prettyLogs: false,

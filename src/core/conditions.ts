@@ -1,5 +1,5 @@
 export type ConditionStatus = 'True' | 'False' | 'Unknown';
-export type ConditionType = 'Ready' | 'Reconciling' | 'Stalled';
+export type ConditionType = 'Ready' | 'Reconciling' | 'Stalled' | 'ScaledToZero';
 
 export interface Condition {
   type: ConditionType;

@@ -150,6 +150,12 @@ export interface WorkloadPlatform {
   /** Stops the function and removes its route. */
   remove(namespace: string, name: string): Promise<void>;
   /**
+   * True while a function that scales to zero runs nothing (it still serves: the next request starts
+   * it), false while it runs, undefined for a function that does not scale to zero. Platforms that do
+   * not report it leave it out.
+   */
+  scaledToZero?(fn: SlessFunction): Promise<boolean | undefined>;
+  /**
    * The revision serving now, if any. May be async: the kube platform reads it from the Deployment,
    * the durable record, rather than from a cache that could go stale.
    */

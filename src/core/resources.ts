@@ -59,7 +59,14 @@ export function pinnedCommitOf(source: GitSource): string | undefined {
   return source.spec.ref?.commit;
 }
 
-export type FunctionPhase = 'Pending' | 'Building' | 'Deploying' | 'Ready' | 'Failed' | 'Disabled';
+export type FunctionPhase =
+  | 'Pending'
+  | 'Building'
+  | 'Deploying'
+  | 'Ready'
+  | 'ScaledToZero'
+  | 'Failed'
+  | 'Disabled';
 
 /**
  * What the code security gate said about a build key: Passed and Refused are the endpoint's verdict;

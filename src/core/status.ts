@@ -26,6 +26,7 @@ export const Reason = {
   Deploying: 'Deploying',
   RolloutFailed: 'RolloutFailed',
   Serving: 'Serving',
+  ScaledToZero: 'ScaledToZero',
   Disabled: 'Disabled',
   // Trigger
   Published: 'Published',

@@ -8,9 +8,15 @@ import { Ajv } from 'ajv';
 import type { Logger } from 'pino';
 import { request } from 'undici';
 import type { CodeGateSettings } from '../config/code-gate.js';
+import type { CodeVerdictStore, StoredCodeVerdict } from '../core/code-verdicts.js';
 import { BuildFailedError } from '../core/errors.js';
 import type { Builder, BuildRequest } from '../core/interfaces.js';
-import type { BuildRecord, CodeCheck, SlessFunction } from '../core/resources.js';
+import {
+  ANNOTATION_BUILD_KEY,
+  type BuildRecord,
+  type CodeCheck,
+  type SlessFunction,
+} from '../core/resources.js';
 import { type CodeText, collectCodeText, MAX_CHECKED_BYTES } from './code-text.js';
 
 export const CODE_CHECK_PROMPT = [
@@ -166,54 +172,70 @@ export class CodeValidationError extends BuildFailedError {
 
 /**
  * A Builder that asks the gate before the inner builder starts, on either platform. One verdict per
- * build key: the same code is never sent twice (Unavailable is no verdict, so it is asked again when
- * the build is retried).
+ * build key: the same code is never sent twice, across restarts too when a verdict store is given
+ * (Unavailable is no verdict, so it is asked again when the build is retried).
  */
 export class GatedBuilder implements Builder {
   private readonly inner: Builder;
   private readonly checker: Pick<ChatCompletionsCodeChecker, 'check'>;
   private readonly logger: Logger;
-  private readonly verdicts = new Map<string, CodeCheck>();
-  private readonly asking = new Map<string, Promise<CodeCheck>>();
-  readonly discardFailed?: Builder['discardFailed'];
+  private readonly stored: CodeVerdictStore | undefined;
+  private readonly verdicts = new Map<string, StoredCodeVerdict>();
+  private readonly asking = new Map<string, Promise<StoredCodeVerdict>>();
+  private readonly rebuilding = new Set<string>();
+  readonly discardFailed: NonNullable<Builder['discardFailed']>;
 
   constructor(options: {
     inner: Builder;
     checker: Pick<ChatCompletionsCodeChecker, 'check'>;
     logger: Logger;
+    /** Where verdicts outlive a restart; none: they are kept in memory only. */
+    verdicts?: CodeVerdictStore;
   }) {
     this.inner = options.inner;
     this.checker = options.checker;
     this.logger = options.logger;
-    if (options.inner.discardFailed)
-      this.discardFailed = (fn) => this.inner.discardFailed?.(fn) ?? Promise.resolve();
+    this.stored = options.verdicts;
+    // A rebuild request reports a refusal afresh (without asking again): the next lookupFailed of
+    // that key leaves the stored refusal out, so the reconcile goes through build().
+    this.discardFailed = async (fn) => {
+      const buildKey = fn.metadata.annotations?.[ANNOTATION_BUILD_KEY];
+      if (buildKey) this.rebuilding.add(buildKey);
+      await this.inner.discardFailed?.(fn);
+    };
   }
 
   async lookup(fn: SlessFunction, buildKey: string): Promise<BuildRecord | undefined> {
     const record = await this.inner.lookup(fn, buildKey);
     const verdict = this.verdicts.get(buildKey);
-    return record && verdict && !record.codeCheck ? { ...record, codeCheck: verdict } : record;
+    return record && verdict && !record.codeCheck ? { ...record, codeCheck: verdict.check } : record;
+  }
+
+  /** The inner builder's recorded failure, or the gate's stored refusal of this code. */
+  async lookupFailed(fn: SlessFunction, buildKey: string): Promise<BuildRecord | undefined> {
+    const failed = await this.inner.lookupFailed?.(fn, buildKey);
+    if (failed) return failed;
+    if (this.rebuilding.delete(buildKey)) return undefined;
+    const verdict = this.verdicts.get(buildKey) ?? (await this.readStored(buildKey));
+    return verdict?.check.result === 'Refused' ? refusalRecord(buildKey, verdict) : undefined;
   }
 
   async build(request: BuildRequest): Promise<BuildRecord> {
-    const startedAt = new Date().toISOString();
-    const check = await this.verdictFor(request);
+    const attempt = new Date().toISOString();
+    const verdict = await this.verdictFor(request);
+    const check = verdict.check;
     const log = this.logger.child({
       function: `${request.fn.metadata.namespace}/${request.fn.metadata.name}`,
       buildKey: request.buildKey,
     });
     if (check.result === 'Refused') {
       log.warn({ reason: check.message }, 'code validation failed: the build is refused');
-      const record: BuildRecord = {
-        buildKey: request.buildKey,
-        commit: request.commit,
-        result: 'Failed',
-        startedAt,
-        finishedAt: new Date().toISOString(),
-        message: `code validation failed: ${check.message}`,
-        codeCheck: check,
-      };
-      throw new CodeValidationError(check.message, record);
+      // A verdict asked for this attempt is timed as the attempt; an earlier one is reported afresh.
+      const timed =
+        verdict.startedAt >= attempt
+          ? verdict
+          : { ...verdict, startedAt: attempt, finishedAt: new Date().toISOString() };
+      throw new CodeValidationError(check.message, refusalRecord(request.buildKey, timed));
     }
     if (check.result === 'Unavailable' || check.result === 'Skipped')
       log.warn(`${check.message}; building without a verdict`);
@@ -227,9 +249,9 @@ export class GatedBuilder implements Builder {
     }
   }
 
-  private verdictFor(request: BuildRequest): Promise<CodeCheck> {
+  private verdictFor(request: BuildRequest): Promise<StoredCodeVerdict> {
     const known = this.verdicts.get(request.buildKey);
-    if (known && known.result !== 'Unavailable') return Promise.resolve(known);
+    if (known && known.check.result !== 'Unavailable') return Promise.resolve(known);
     let pending = this.asking.get(request.buildKey);
     if (!pending) {
       pending = this.ask(request).finally(() => this.asking.delete(request.buildKey));
@@ -238,7 +260,22 @@ export class GatedBuilder implements Builder {
     return pending;
   }
 
-  private async ask(request: BuildRequest): Promise<CodeCheck> {
+  /** A verdict an earlier run stored; a store that cannot be read counts as none (the code is asked about). */
+  private async readStored(buildKey: string): Promise<StoredCodeVerdict | undefined> {
+    try {
+      const verdict = await this.stored?.get(buildKey);
+      if (verdict) this.remember(buildKey, verdict);
+      return verdict;
+    } catch (error) {
+      this.logger.warn({ buildKey, err: (error as Error).message }, 'cannot read a stored code verdict');
+      return undefined;
+    }
+  }
+
+  private async ask(request: BuildRequest): Promise<StoredCodeVerdict> {
+    const stored = await this.readStored(request.buildKey);
+    if (stored && stored.check.result !== 'Unavailable') return stored;
+    const startedAt = new Date().toISOString();
     const code = await collectCodeText(request);
     let check: CodeCheck;
     if (code.overLimit)
@@ -249,23 +286,65 @@ export class GatedBuilder implements Builder {
     else if (code.files.length === 0)
       check = { result: 'Skipped', message: 'code check skipped: no text files to check' };
     else check = await this.checker.check(code);
+    const verdict: StoredCodeVerdict = {
+      check,
+      commit: request.commit,
+      startedAt,
+      finishedAt: new Date().toISOString(),
+    };
     // Unavailable is kept too, so status keeps showing the warning, but it is no verdict: a retried
-    // build asks again.
-    if (this.verdicts.size >= VERDICT_CACHE_LIMIT) {
+    // build asks again, and it is not stored.
+    this.remember(request.buildKey, verdict);
+    if (check.result !== 'Unavailable')
+      await this.stored
+        ?.set(request.buildKey, verdict)
+        .catch((error: unknown) =>
+          this.logger.warn(
+            { buildKey: request.buildKey, err: (error as Error).message },
+            'cannot store the code verdict; it is kept in memory until the next restart',
+          ),
+        );
+    return verdict;
+  }
+
+  private remember(buildKey: string, verdict: StoredCodeVerdict): void {
+    if (this.verdicts.size >= VERDICT_CACHE_LIMIT && !this.verdicts.has(buildKey)) {
       const oldest = this.verdicts.keys().next().value;
       if (oldest !== undefined) this.verdicts.delete(oldest);
     }
-    this.verdicts.set(request.buildKey, check);
-    return check;
+    this.verdicts.set(buildKey, verdict);
   }
 }
 
+/** A refused build, worded and timed the same whenever it is reported. */
+function refusalRecord(buildKey: string, verdict: StoredCodeVerdict): BuildRecord {
+  return {
+    buildKey,
+    commit: verdict.commit,
+    result: 'Failed',
+    startedAt: verdict.startedAt,
+    finishedAt: verdict.finishedAt,
+    message: `code validation failed: ${verdict.check.message}`,
+    codeCheck: verdict.check,
+  };
+}
+
 /** The builder to use: the inner one, gated when the settings turn the gate on. */
-export function withCodeGate(inner: Builder, settings: CodeGateSettings, logger: Logger): Builder {
+export function withCodeGate(
+  inner: Builder,
+  settings: CodeGateSettings,
+  logger: Logger,
+  verdicts?: CodeVerdictStore,
+): Builder {
   if (!settings.enabled) return inner;
   logger.info(
     { endpoint: settings.endpoint, model: settings.model, timeoutMs: settings.timeoutMs },
     'code security gate is on: code is checked before each build',
   );
-  return new GatedBuilder({ inner, checker: new ChatCompletionsCodeChecker(settings), logger });
+  return new GatedBuilder({
+    inner,
+    checker: new ChatCompletionsCodeChecker(settings),
+    logger,
+    ...(verdicts ? { verdicts } : {}),
+  });
 }

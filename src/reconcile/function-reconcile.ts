@@ -243,9 +243,25 @@ export async function reconcileFunction(
   status.servingRevision = revision;
   status.servingCommit = build.commit;
   delete status.lastError;
-  if (enabled)
-    setPhase('Ready', 'True', Reason.Serving, `serving ${revision} (built at ${build.commit.slice(0, 12)})`);
-  else setPhase('Disabled', 'False', Reason.Disabled, 'a trigger disabled this function (enabled: false)');
+  // Undefined where the platform does not report it or the function does not scale to zero.
+  const atZero = enabled ? await deps.platform.scaledToZero?.(fn) : undefined;
+  const serving = `serving ${revision} (built at ${build.commit.slice(0, 12)})`;
+  if (!enabled)
+    setPhase('Disabled', 'False', Reason.Disabled, 'a trigger disabled this function (enabled: false)');
+  else if (atZero) {
+    // Still Ready: the next request starts it (`kubectl wait --for=condition=Ready` holds).
+    setPhase(
+      'ScaledToZero',
+      'True',
+      Reason.ScaledToZero,
+      `${serving}; scaled to zero, the next request starts it`,
+    );
+    update.set('ScaledToZero', 'True', Reason.ScaledToZero, 'nothing runs until the next request');
+  } else {
+    setPhase('Ready', 'True', Reason.Serving, serving);
+    if (atZero === false) update.set('ScaledToZero', 'False', Reason.Serving, 'running');
+  }
+  if (atZero === undefined) update.remove('ScaledToZero');
   await write();
 }
 

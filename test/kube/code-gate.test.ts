@@ -7,12 +7,12 @@
 import { join } from 'node:path';
 import { ListObjectsV2Command } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadCodeGateSettings } from '../../src/config/code-gate.js';
+import { type CodeGateSettings, loadCodeGateSettings } from '../../src/config/code-gate.js';
 import { buildName } from '../../src/core/naming.js';
 import type { FunctionStatus } from '../../src/core/resources.js';
 import { type KubeSystem, startKubeSystem } from '../../src/main.js';
 import { getObject, type KubeObject, listObjects } from '../../src/platform/kube/objects.js';
-import { JOB } from '../../src/platform/kube/resource-types.js';
+import { CONFIG_MAP, JOB } from '../../src/platform/kube/resource-types.js';
 import {
   type ChatCompletionsServer,
   sentCode,
@@ -20,7 +20,15 @@ import {
 } from '../helpers/chat-completions-server.js';
 import { functionManifest, git, gitSource, nodeHandler, TestRepo, tempDir } from '../helpers/git.js';
 import { startGitHttpServer } from '../helpers/git-http-server.js';
-import { eventually, type KubeEnv, kubeEnv, logger } from './harness.js';
+import {
+  eventually,
+  fakeDigest,
+  type KubeEnv,
+  kubeEnv,
+  logger,
+  markBuildSucceeded,
+  playHealthyKubelet,
+} from './harness.js';
 
 describe('kube platform: code security gate', () => {
   let env: KubeEnv;
@@ -29,6 +37,7 @@ describe('kube platform: code security gate', () => {
   let gitServer: Awaited<ReturnType<typeof startGitHttpServer>>;
   let system: KubeSystem;
   let commit: string;
+  let codeGate: CodeGateSettings;
 
   const status = async (name: string) =>
     (await system.store.get('Function', env.ns, name))?.status as FunctionStatus | undefined;
@@ -54,7 +63,7 @@ describe('kube platform: code security gate', () => {
     await git(work.dir, 'remote', 'add', 'origin', join(root, 'fns.git'));
     await git(work.dir, 'push', '--quiet', 'origin', 'main');
     commit = await git(work.dir, 'rev-parse', 'HEAD');
-    const codeGate = loadCodeGateSettings({ LLM_ENABLED: 'true', LLM_ENDPOINT: llm.url, LLM_TIMEOUT: '10s' });
+    codeGate = loadCodeGateSettings({ LLM_ENABLED: 'true', LLM_ENDPOINT: llm.url, LLM_TIMEOUT: '10s' });
     system = await startKubeSystem(
       { ...env.config, codeGate },
       { logger, kubeConfig: env.cluster.kubeConfig, pollMs: 100 },
@@ -98,5 +107,32 @@ describe('kube platform: code security gate', () => {
       '=== handler.js ===',
       '=== handler.js ===',
     ]);
+  });
+
+  it('keeps its verdicts across a restart: the refused code is not sent again and reads the same', async () => {
+    const before = await status('shell');
+    // Let the safe function finish (kaniko and the kubelet played), so the controller can go idle.
+    await markBuildSucceeded(env.http, env.controllerNs, buildName('good', commit), fakeDigest('good'));
+    const stopKubelet = playHealthyKubelet(env.http, env.ns);
+    try {
+      await eventually('good Ready', async () => (await status('good'))?.phase === 'Ready');
+      const verdicts = await listObjects<KubeObject>(env.http, CONFIG_MAP, {
+        namespace: env.controllerNs,
+        labels: { 'app.kubernetes.io/component': 'code-verdict' },
+      });
+      expect(verdicts.items).toHaveLength(2);
+      await system.stop();
+      system = await startKubeSystem(
+        { ...env.config, codeGate },
+        { logger, kubeConfig: env.cluster.kubeConfig, pollMs: 100 },
+      );
+      // The positive signal: the new controller reconciled every function once and went idle.
+      await system.controller.syncNow(env.ns, 'repo', { force: true });
+      await system.controller.idle();
+      expect(llm.requests).toHaveLength(2);
+      expect(await status('shell')).toEqual(before);
+    } finally {
+      stopKubelet();
+    }
   });
 });

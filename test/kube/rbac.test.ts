@@ -14,8 +14,9 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildName } from '../../src/core/naming.js';
-import type { FunctionJob } from '../../src/core/resources.js';
+import type { FunctionJob, SlessFunction } from '../../src/core/resources.js';
 import { type KubeSystem, startKubeSystem } from '../../src/main.js';
+import { KubeCodeVerdicts } from '../../src/platform/kube/code-verdicts.js';
 import { KubeApiError, KubeHttp } from '../../src/platform/kube/http.js';
 import { KubeNamespaces } from '../../src/platform/kube/namespaces.js';
 import { apply, getObject } from '../../src/platform/kube/objects.js';
@@ -28,6 +29,7 @@ import {
   SERVICE,
   slessType,
 } from '../../src/platform/kube/resource-types.js';
+import { KubeScaler } from '../../src/platform/kube/scaler.js';
 import {
   FUNCTIONS_POLICY_NAME,
   functionsNetworkPolicy,
@@ -35,6 +37,7 @@ import {
   PullSecretSync,
   type SecretObject,
 } from '../../src/platform/kube/tenant.js';
+import { MemoryStore } from '../../src/platform/local/memory-store.js';
 import { functionManifest, git, nodeHandler, TestRepo, tempDir } from '../helpers/git.js';
 import { startGitHttpServer } from '../helpers/git-http-server.js';
 import { DEPLOY_DIR, loadKustomization, typeOf } from './deploy-manifests.js';
@@ -239,6 +242,53 @@ describe('RBAC of deploy/', () => {
       await server.close();
       await work.remove();
     }
+  });
+
+  it('the controller can scale a function at zero, read its endpoints and keep code verdicts, as its ServiceAccount', async () => {
+    await apply(env.http, DEPLOYMENT, {
+      apiVersion: 'apps/v1',
+      kind: 'Deployment',
+      metadata: { name: 'sz', namespace: env.ns },
+      spec: {
+        replicas: 0,
+        selector: { matchLabels: { app: 'sz' } },
+        template: {
+          metadata: { labels: { app: 'sz' } },
+          spec: { containers: [{ name: 'c', image: 'x:1' }] },
+        },
+      },
+    });
+    const scaler = new KubeScaler({
+      http: asController,
+      store: new MemoryStore(),
+      logger: pino({ level: 'silent' }),
+    });
+    expect(await scaler.readyEndpoint(env.ns, 'sz')).toBeUndefined();
+    const fn = { metadata: { namespace: env.ns, name: 'sz' }, spec: {} } as SlessFunction;
+    await expect(
+      new KubeScaler({
+        http: asController,
+        store: new MemoryStore(),
+        logger: pino({ level: 'silent' }),
+        activationTimeoutMs: 1,
+      }).activate(fn),
+    ).rejects.toThrow(/did not start within/);
+    expect(
+      ((await getObject(env.http, DEPLOYMENT, env.ns, 'sz'))?.spec as { replicas?: number } | undefined)
+        ?.replicas,
+    ).toBe(1);
+    const verdicts = new KubeCodeVerdicts({ http: asController, controllerNamespace: env.controllerNs });
+    const verdict = {
+      check: { result: 'Refused' as const, message: 'mines coins' },
+      commit: 'c'.repeat(40),
+      startedAt: '2026-01-01T00:00:00.000Z',
+      finishedAt: '2026-01-01T00:00:01.000Z',
+    };
+    await verdicts.set('k'.repeat(32), verdict);
+    expect(await verdicts.get('k'.repeat(32))).toEqual(verdict);
+    // A verdict is never overwritten, not even by the controller.
+    await verdicts.set('k'.repeat(32), { ...verdict, check: { result: 'Passed', message: 'fine' } });
+    expect(await verdicts.get('k'.repeat(32))).toEqual(verdict);
   });
 
   it('denies what the controller must never do', async () => {

@@ -31,6 +31,17 @@ describe('code security gate on the local platform', () => {
     (await system.store.get('Function', 'default', name))?.status as FunctionStatus | undefined;
   const body = async (name: string) => (await fetch(`${system.url}/fn/default/${name}`)).text();
   const sync = () => system.controller.syncNow('default', 'test');
+  const start = () =>
+    startLocalSystem(
+      loadLocalConfig(
+        { port: '0', 'state-dir': stateDir, interval: '1h' },
+        { SLESS_LLM_ENABLED: 'true', LLM_ENDPOINT: llm.url, LLM_API_KEY: API_KEY, LLM_TIMEOUT: '5s' },
+      ),
+      {
+        logger: pino({ level: 'info' }, { write: (line: string) => logs.push(line) }),
+        source: gitSource('test', 'default', repo.dir, { interval: '1h' }),
+      },
+    );
 
   beforeAll(async () => {
     llm = await startChatCompletionsServer();
@@ -43,15 +54,7 @@ describe('code security gate on the local platform', () => {
       'f/handler.js': nodeHandler(`return 'version one';`),
     });
     stateDir = await tempDir('gate-state');
-    const config = loadLocalConfig(
-      { port: '0', 'state-dir': stateDir, interval: '1h' },
-      { SLESS_LLM_ENABLED: 'true', LLM_ENDPOINT: llm.url, LLM_API_KEY: API_KEY, LLM_TIMEOUT: '5s' },
-    );
-    const logger = pino({ level: 'info' }, { write: (line: string) => logs.push(line) });
-    system = await startLocalSystem(config, {
-      logger,
-      source: gitSource('test', 'default', repo.dir, { interval: '1h' }),
-    });
+    system = await start();
     await eventually(async () => (await status('f'))?.phase === 'Ready', 60_000, 'f ready');
   });
 
@@ -130,6 +133,24 @@ describe('code security gate on the local platform', () => {
       'CodeValidationFailed',
     );
     expect(llm.requests).toHaveLength(asked);
+  });
+
+  it('keeps the refusal across a restart: the code is not sent again, and the old revision serves', async () => {
+    const before = await status('f');
+    expect(before?.lastBuild?.codeCheck?.result).toBe('Refused');
+    const asked = llm.requests.length;
+    await system.stop();
+    system = await start();
+    // The positive signal: the restarted controller synced and reconciled everything it holds.
+    await sync();
+    await system.controller.idle();
+    expect(llm.requests).toHaveLength(asked);
+    const after = await status('f');
+    expect(after?.conditions?.find((c) => c.type === 'Ready')?.reason).toBe('CodeValidationFailed');
+    // Word for word; timed as when the code was checked (the rebuild above reported it afresh).
+    const { startedAt: _s, finishedAt: _f, ...refusal } = before?.lastBuild ?? {};
+    expect(after?.lastBuild).toMatchObject(refusal);
+    expect(await body('f')).toBe('"version one"');
   });
 
   it('builds on with a warning in status and the log when the endpoint fails', async () => {

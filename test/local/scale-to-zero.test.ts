@@ -14,8 +14,9 @@ describe('scale to zero (local)', () => {
       'lazy/handler.js': `const instance = require('node:crypto').randomUUID();\n${nodeHandler('return { instance };')}`,
     });
     system = await startTestSystem({ url: repo.dir });
+    // Deployed parked (lazy start): it serves, and its status says it runs nothing yet.
     await eventually(
-      async () => (await system.functionStatus('lazy'))?.phase === 'Ready',
+      async () => (await system.functionStatus('lazy'))?.phase === 'ScaledToZero',
       30_000,
       'lazy ready',
     );
@@ -52,7 +53,20 @@ describe('scale to zero (local)', () => {
     expect(instances.size).toBe(1);
     expect(instances.has(first.instance)).toBe(false);
     expect(system.platform.isParked('default', 'lazy')).toBe(false);
-    expect((await system.functionStatus('lazy'))?.phase).toBe('Ready');
+    const running = await eventually(
+      async () => {
+        const s = await system.functionStatus('lazy');
+        return s?.phase === 'Ready' ? s : undefined;
+      },
+      10_000,
+      'status Ready while it runs',
+    );
+    expect(running.conditions?.find((c) => c.type === 'ScaledToZero')?.status).toBe('False');
+    await eventually(
+      async () => (await system.functionStatus('lazy'))?.phase === 'ScaledToZero',
+      10_000,
+      'status ScaledToZero once idle',
+    );
   });
 });
 
@@ -70,7 +84,11 @@ describe('platform-wide scale to zero with lazy start (local)', () => {
       'idle/handler.js': nodeHandler(`return { pid: process.pid, version: 1 };`),
     });
     system = await startTestSystem({ url: repo.dir, scaleToZeroAfter: '1s' });
-    await eventually(async () => (await system.functionStatus('idle'))?.phase === 'Ready', 30_000, 'ready');
+    await eventually(
+      async () => (await system.functionStatus('idle'))?.phase === 'ScaledToZero',
+      30_000,
+      'ready',
+    );
   });
 
   afterAll(async () => {
@@ -96,7 +114,9 @@ describe('platform-wide scale to zero with lazy start (local)', () => {
     await repo.commit({ 'idle/handler.js': nodeHandler(`return { pid: process.pid, version: 2 };`) });
     await system.controller.syncNow('default', 'test');
     await system.controller.idle();
-    expect((await system.functionStatus('idle'))?.phase).toBe('Ready');
+    const status = await system.functionStatus('idle');
+    expect(status?.phase).toBe('ScaledToZero');
+    expect(status?.conditions?.find((c) => c.type === 'Ready')?.status).toBe('True');
     expect(system.platform.isParked('default', 'idle')).toBe(true);
     const response = await system.call('/fn/default/idle');
     expect(response.status).toBe(200);

@@ -28,7 +28,19 @@ export const CRONJOB: ResourceType = {
   namespaced: true,
 };
 export const POD: ResourceType = { apiVersion: 'v1', kind: 'Pod', plural: 'pods', namespaced: true };
+export const CONFIG_MAP: ResourceType = {
+  apiVersion: 'v1',
+  kind: 'ConfigMap',
+  plural: 'configmaps',
+  namespaced: true,
+};
 export const SECRET: ResourceType = { apiVersion: 'v1', kind: 'Secret', plural: 'secrets', namespaced: true };
+export const ENDPOINT_SLICE: ResourceType = {
+  apiVersion: 'discovery.k8s.io/v1',
+  kind: 'EndpointSlice',
+  plural: 'endpointslices',
+  namespaced: true,
+};
 export const NAMESPACE: ResourceType = {
   apiVersion: 'v1',
   kind: 'Namespace',

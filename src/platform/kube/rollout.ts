@@ -51,18 +51,20 @@ interface ManagedFieldsEntry {
   fieldsV1?: { 'f:spec'?: Record<string, unknown> };
 }
 
+/** The field managers that set the Deployment's `spec.replicas`. */
+export function replicasOwners(deployment: KubeObject | undefined): string[] {
+  const entries = (deployment?.metadata.managedFields ?? []) as ManagedFieldsEntry[];
+  return entries
+    .filter((e) => e.fieldsV1?.['f:spec'] !== undefined && 'f:replicas' in (e.fieldsV1['f:spec'] ?? {}))
+    .map((e) => e.manager ?? '');
+}
+
 /**
  * Whether a manager other than `ours` (an HPA, `kubectl scale`) sets the Deployment's replicas. Its
  * value must then be left alone: applying ours would take the field over and undo the scaling.
  */
 export function replicasManagedElsewhere(deployment: KubeObject | undefined, ours: string): boolean {
-  const entries = (deployment?.metadata.managedFields ?? []) as ManagedFieldsEntry[];
-  return entries.some(
-    (e) =>
-      e.manager !== ours &&
-      e.fieldsV1?.['f:spec'] !== undefined &&
-      'f:replicas' in (e.fieldsV1['f:spec'] ?? {}),
-  );
+  return replicasOwners(deployment).some((manager) => manager !== ours);
 }
 
 interface ContainerState {

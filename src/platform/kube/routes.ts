@@ -1,13 +1,20 @@
-/** `/fn/{ns}/{name}` → the function's Service, only while it has a ready revision. */
+/**
+ * `/fn/{ns}/{name}` → the function's Service, only while it has a ready revision. A function that
+ * scales to zero is reached at a ready endpoint of its Service instead, read from its EndpointSlices:
+ * when it runs nothing, the request is held while the scaler starts it (see scaler.ts), and a pod
+ * that just became ready is reachable at once, before kube-proxy on any node has learnt of it.
+ */
 
 import type { FunctionRoute } from '../../config/kube.js';
 import { getCondition } from '../../core/conditions.js';
+import { asError } from '../../core/errors.js';
 import type { ObjectStore, RouteResolver, RouteState } from '../../core/interfaces.js';
 import type { SlessFunction } from '../../core/resources.js';
 import type { KubeHttp } from './http.js';
 import { FUNCTION_PORT } from './labels.js';
 import { getObject, type KubeObject } from './objects.js';
 import { DEPLOYMENT, SERVICE } from './resource-types.js';
+import { idleSecondsOf, type KubeScaler } from './scaler.js';
 import { serviceName } from './workload-manifests.js';
 
 export interface KubeRouteOptions {
@@ -19,6 +26,14 @@ export interface KubeRouteOptions {
   originOf?: (namespace: string, name: string) => string;
   /** How long one resolution is reused, to keep per-request API calls down. 0 disables. */
   cacheMs?: number;
+  /** Holds requests for functions at zero and starts them; without it they answer 503. */
+  scaler?: KubeScaler;
+}
+
+interface Resolved {
+  state: RouteState;
+  /** Set for a function that scales to zero: its requests are counted as activity. */
+  scalesToZero?: SlessFunction;
 }
 
 export function serviceOrigin(namespace: string, name: string): string {
@@ -27,7 +42,7 @@ export function serviceOrigin(namespace: string, name: string): string {
 
 export class KubeRouteResolver implements RouteResolver {
   private readonly options: KubeRouteOptions;
-  private readonly cache = new Map<string, { at: number; state: RouteState }>();
+  private readonly cache = new Map<string, { at: number; resolved: Resolved }>();
 
   constructor(options: KubeRouteOptions) {
     this.options = options;
@@ -37,21 +52,42 @@ export class KubeRouteResolver implements RouteResolver {
     const key = `${namespace}/${name}`;
     const ttl = this.options.cacheMs ?? 1000;
     const cached = this.cache.get(key);
-    if (cached && Date.now() - cached.at < ttl) return cached.state;
-    const state = await this.lookup(namespace, name);
-    if (ttl > 0) this.cache.set(key, { at: Date.now(), state });
-    if (this.cache.size > 10_000) this.cache.clear();
-    return state;
+    let resolved: Resolved;
+    if (cached && Date.now() - cached.at < ttl) resolved = cached.resolved;
+    else {
+      resolved = await this.lookup(namespace, name);
+      // A refused activation is not kept: the next request may join a new one.
+      if (ttl > 0 && !(resolved.scalesToZero && resolved.state.state !== 'ready'))
+        this.cache.set(key, { at: Date.now(), resolved });
+      if (this.cache.size > 10_000) this.cache.clear();
+    }
+    const { state, scalesToZero } = resolved;
+    if (state.state !== 'ready' || !scalesToZero || !this.options.scaler) return state;
+    return { ...state, release: this.options.scaler.requestStarted(scalesToZero) };
   }
 
-  private async lookup(namespace: string, name: string): Promise<RouteState> {
+  private async lookup(namespace: string, name: string): Promise<Resolved> {
     const fn = (await this.options.store.get('Function', namespace, name)) as SlessFunction | undefined;
-    if (!fn) return { state: 'unknown' };
-    const unavailable = (message: string): RouteState => ({ state: 'unavailable', status: 503, message });
+    if (!fn) return { state: { state: 'unknown' } };
+    const unavailable = (message: string): Resolved => ({
+      state: { state: 'unavailable', status: 503, message },
+    });
     if (getCondition(fn.status?.conditions, 'Ready')?.status !== 'True')
       return unavailable(
         `function ${namespace}/${name} has no ready revision (${fn.status?.phase ?? 'Pending'})`,
       );
+    const timeoutSec = fn.spec.timeoutSec ?? 30;
+    const scaler = this.options.scaler;
+    if (scaler && idleSecondsOf(fn) !== undefined) {
+      let endpoint: string;
+      try {
+        endpoint = (await scaler.readyEndpoint(namespace, name)) ?? (await scaler.activate(fn));
+      } catch (error) {
+        return { ...unavailable(asError(error).message), scalesToZero: fn };
+      }
+      const origin = this.options.originOf ? this.options.originOf(namespace, name) : endpoint;
+      return { state: { state: 'ready', origin, timeoutSec, ...revisionOf(fn) }, scalesToZero: fn };
+    }
     const deployment = await getObject<KubeObject>(this.options.http, DEPLOYMENT, namespace, name);
     const available =
       (deployment?.status as { availableReplicas?: number } | undefined)?.availableReplicas ?? 0;
@@ -62,13 +98,7 @@ export class KubeRouteResolver implements RouteResolver {
         ? await this.clusterIpOrigin(namespace, name)
         : serviceOrigin(namespace, name);
     if (!origin) return unavailable(`function ${namespace}/${name} has no Service address yet`);
-    const revision = fn.status?.servingRevision;
-    return {
-      state: 'ready',
-      origin,
-      timeoutSec: fn.spec.timeoutSec ?? 30,
-      ...(revision ? { revision } : {}),
-    };
+    return { state: { state: 'ready', origin, timeoutSec, ...revisionOf(fn) } };
   }
 
   private async clusterIpOrigin(namespace: string, name: string): Promise<string | undefined> {
@@ -77,4 +107,10 @@ export class KubeRouteResolver implements RouteResolver {
     if (!ip || ip === 'None') return undefined;
     return `http://${ip.includes(':') ? `[${ip}]` : ip}:${FUNCTION_PORT}`;
   }
+}
+
+/** The serving revision, so the proxy opens fresh connections when it changes behind one address. */
+function revisionOf(fn: SlessFunction): { revision?: string } {
+  const revision = fn.status?.servingRevision;
+  return revision ? { revision } : {};
 }

@@ -149,7 +149,9 @@ export function deploymentFor(fn: SlessFunction, build: BuildRecord, options: Wo
               },
               readinessProbe: {
                 httpGet: { path: '/healthz', port: FUNCTION_PORT },
-                periodSeconds: 5,
+                // A function started from zero has requests waiting for it: a probe that comes
+                // before the server listens must not cost them a whole period.
+                periodSeconds: fn.spec.scaleToZero ? 1 : 5,
                 failureThreshold: 2,
               },
               livenessProbe: {

@@ -6,7 +6,8 @@ import type { KubeHttp } from './http.js';
 import { ANNOTATION_REVISION, LABEL_FUNCTION } from './labels.js';
 import { apply, deleteObject, getObject, type KubeObject, listObjects } from './objects.js';
 import { DEPLOYMENT, POD, SERVICE } from './resource-types.js';
-import { podFailureReason, replicasManagedElsewhere, rolloutProgress } from './rollout.js';
+import { podFailureReason, replicasManagedElsewhere, replicasOwners, rolloutProgress } from './rollout.js';
+import { idleSecondsOf } from './scaler.js';
 import { deploymentFor, serviceFor, serviceName } from './workload-manifests.js';
 
 export class KubeWorkloads implements WorkloadPlatform {
@@ -59,8 +60,17 @@ export class KubeWorkloads implements WorkloadPlatform {
       fn.metadata.namespace,
       fn.metadata.name,
     );
-    if (options.enabled && replicasManagedElsewhere(existing, FIELD_MANAGER))
-      delete (deployment.spec as { replicas?: number }).replicas;
+    const spec = deployment.spec as { replicas?: number };
+    if (options.enabled && existing && idleSecondsOf(fn) !== undefined) {
+      // The scaler sets the count of a function that scales to zero, through the scale subresource,
+      // which takes the field from us and (as of Kubernetes 1.37) records no owner in its place. So:
+      // once it is not ours, it is the scaler's, and left out; while it is still ours (nothing scaled
+      // since the Deployment was made), the count there is kept, since dropping the field from our
+      // apply would reset it to the default.
+      if (replicasOwners(existing).includes(FIELD_MANAGER))
+        spec.replicas = (existing.spec as { replicas?: number } | undefined)?.replicas ?? spec.replicas;
+      else delete spec.replicas;
+    } else if (options.enabled && replicasManagedElsewhere(existing, FIELD_MANAGER)) delete spec.replicas;
     await apply(this.http, DEPLOYMENT, deployment);
     await this.awaitRollout(fn.metadata.namespace, fn.metadata.name, options.revision);
   }
@@ -103,6 +113,14 @@ export class KubeWorkloads implements WorkloadPlatform {
   async remove(namespace: string, name: string): Promise<void> {
     await deleteObject(this.http, DEPLOYMENT, namespace, name);
     await deleteObject(this.http, SERVICE, namespace, serviceName(name));
+  }
+
+  /** A scale-to-zero function whose Deployment runs no replica now. */
+  async scaledToZero(fn: SlessFunction): Promise<boolean | undefined> {
+    if (idleSecondsOf(fn) === undefined) return undefined;
+    const { namespace, name } = fn.metadata;
+    const deployment = await getObject<KubeObject>(this.http, DEPLOYMENT, namespace, name);
+    return (deployment?.spec as { replicas?: number } | undefined)?.replicas === 0;
   }
 
   /** Read from the Deployment itself, the durable record of what was rolled out. */

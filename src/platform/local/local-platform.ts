@@ -33,6 +33,8 @@ export interface LocalPlatformOptions {
   defaultIdleSeconds?: number;
   /** Where the serving revision of each function is kept across restarts; none: nothing survives. */
   serving?: ServingRecords;
+  /** Told when a scale-to-zero function stops or starts, so its status can say so. */
+  onScaled?: (namespace: string, name: string) => void;
 }
 
 /** Threads count too (Python serves each request on one): room for a busy server, not a fork bomb. */
@@ -346,6 +348,11 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     return fn.spec.scaleToZero?.idleSeconds ?? this.options.defaultIdleSeconds;
   }
 
+  async scaledToZero(fn: SlessFunction): Promise<boolean | undefined> {
+    if (this.idleSecondsOf(fn) === undefined) return undefined;
+    return this.isParked(fn.metadata.namespace, fn.metadata.name);
+  }
+
   /** True while a scale-to-zero function has no process. */
   isParked(namespace: string, name: string): boolean {
     const slot = this.slots.get(`${namespace}/${name}`);
@@ -365,6 +372,8 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     slot.lastStart = Date.now();
     this.watchCrash(key, slot, revision);
     this.scheduleIdleCheck(slot, revision);
+    if (this.idleSecondsOf(parked.fn) !== undefined)
+      this.options.onScaled?.(parked.fn.metadata.namespace, parked.fn.metadata.name);
   }
 
   /** Stops a scale-to-zero revision once it has been idle for `idleSeconds`. */
@@ -387,6 +396,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
         'scaled to zero',
       );
       void revision.process.stop();
+      this.options.onScaled?.(revision.fn.metadata.namespace, revision.fn.metadata.name);
     };
     slot.idleTimer = setTimeout(check, idleMs);
   }

@@ -6,12 +6,19 @@
  *   rejected head's report; the Functions, Triggers and FunctionJobs that commit applied);
  * - `state/serving.json`: per function, the revision that serves and the build it runs;
  * - `state/failed-builds.json`: per build key, a failed build's verdict, so a restart does not try it
- *   again (a rebuild request clears it; a commit that changes the code has a new build key).
+ *   again (a rebuild request clears it; a commit that changes the code has a new build key);
+ * - `state/code-verdicts.json`: per build key, the code security gate's verdict, so no code is sent
+ *   to the endpoint twice, restarts included.
  *
  * Each file is versioned and written atomically (see StateFile).
  */
 import { join } from 'node:path';
 import type { Logger } from 'pino';
+import {
+  type CodeVerdictStore,
+  decodeStoredVerdict,
+  type StoredCodeVerdict,
+} from '../../core/code-verdicts.js';
 import type { AnyResource, BuildRecord, SlessFunction } from '../../core/resources.js';
 import { KIND_NAMES } from '../../core/schemas.js';
 import type { StoreSnapshot } from './memory-store.js';
@@ -121,11 +128,50 @@ export class FailedBuildVerdicts {
   }
 }
 
+/** The gate's verdicts by build key; the oldest go past 10,000 (the code is then asked about again). */
+export class CodeVerdicts implements CodeVerdictStore {
+  static readonly LIMIT = 10_000;
+  private readonly verdicts: Map<string, StoredCodeVerdict>;
+  private readonly file: StateFile<Record<string, StoredCodeVerdict>>;
+
+  constructor(
+    file: StateFile<Record<string, StoredCodeVerdict>>,
+    initial: Record<string, StoredCodeVerdict> = {},
+  ) {
+    this.file = file;
+    this.verdicts = new Map(
+      Object.entries(initial).sort(([, a], [, b]) => (a.finishedAt < b.finishedAt ? -1 : 1)),
+    );
+  }
+
+  async get(buildKey: string): Promise<StoredCodeVerdict | undefined> {
+    const verdict = this.verdicts.get(buildKey);
+    return verdict ? structuredClone(verdict) : undefined;
+  }
+
+  set(buildKey: string, verdict: StoredCodeVerdict): Promise<void> {
+    if (this.verdicts.has(buildKey)) return Promise.resolve();
+    this.verdicts.set(buildKey, structuredClone(verdict));
+    for (const oldest of this.verdicts.keys()) {
+      if (this.verdicts.size <= CodeVerdicts.LIMIT) break;
+      this.verdicts.delete(oldest);
+    }
+    return this.file.save(() =>
+      Object.fromEntries([...this.verdicts.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))),
+    );
+  }
+
+  close(): Promise<void> {
+    return this.file.close();
+  }
+}
+
 export class LocalState {
   /** The store as the last run left it; undefined on a first start (or when the file was set aside). */
   readonly storeSnapshot: StoreSnapshot | undefined;
   readonly serving: ServingRecords;
   readonly failedBuilds: FailedBuildVerdicts;
+  readonly codeVerdicts: CodeVerdicts;
   private readonly storeFile: StateFile<StoreSnapshot>;
 
   private constructor(parts: {
@@ -133,11 +179,13 @@ export class LocalState {
     storeSnapshot: StoreSnapshot | undefined;
     serving: ServingRecords;
     failedBuilds: FailedBuildVerdicts;
+    codeVerdicts: CodeVerdicts;
   }) {
     this.storeFile = parts.storeFile;
     this.storeSnapshot = parts.storeSnapshot;
     this.serving = parts.serving;
     this.failedBuilds = parts.failedBuilds;
+    this.codeVerdicts = parts.codeVerdicts;
   }
 
   static async open(stateDir: string, logger: Logger): Promise<LocalState> {
@@ -147,16 +195,19 @@ export class LocalState {
     const storeFile = file('objects.json', decodeStoreSnapshot);
     const servingFile = file('serving.json', decodeServing);
     const failedFile = file('failed-builds.json', decodeFailedBuilds);
-    const [storeSnapshot, serving, failed] = await Promise.all([
+    const verdictsFile = file('code-verdicts.json', decodeCodeVerdicts);
+    const [storeSnapshot, serving, failed, verdicts] = await Promise.all([
       storeFile.load(),
       servingFile.load(),
       failedFile.load(),
+      verdictsFile.load(),
     ]);
     return new LocalState({
       storeFile,
       storeSnapshot,
       serving: new ServingRecords(servingFile, serving),
       failedBuilds: new FailedBuildVerdicts(failedFile, failed),
+      codeVerdicts: new CodeVerdicts(verdictsFile, verdicts),
     });
   }
 
@@ -166,7 +217,12 @@ export class LocalState {
 
   /** Writes what was asked for so far; later changes are not written (see StateFile.close). */
   async close(): Promise<void> {
-    await Promise.all([this.storeFile.close(), this.serving.close(), this.failedBuilds.close()]);
+    await Promise.all([
+      this.storeFile.close(),
+      this.serving.close(),
+      this.failedBuilds.close(),
+      this.codeVerdicts.close(),
+    ]);
   }
 }
 
@@ -222,5 +278,12 @@ export function decodeFailedBuilds(payload: unknown): Record<string, BuildRecord
   const data = expectRecord(payload, 'data');
   const out: Record<string, BuildRecord> = {};
   for (const [key, value] of Object.entries(data)) out[key] = decodeBuildRecord(value, `data["${key}"]`);
+  return out;
+}
+
+export function decodeCodeVerdicts(payload: unknown): Record<string, StoredCodeVerdict> {
+  const data = expectRecord(payload, 'data');
+  const out: Record<string, StoredCodeVerdict> = {};
+  for (const [key, value] of Object.entries(data)) out[key] = decodeStoredVerdict(value, `data["${key}"]`);
   return out;
 }

@@ -1,0 +1,138 @@
+// Cold start from zero through /fn/ on the real node (test/cluster/node.ts; root only), per runtime:
+// a function at 0 replicas gets one request through the controller's /fn/ proxy, which holds it,
+// scales the Deployment up and sends it on once an endpoint is ready. Median of RUNS (default 5),
+// broken into
+//   scale-up    request sent → the Deployment's replicas are 1 (the activator's scale-subresource write),
+//   pod start   replicas 1 → the pod is Ready (scheduling, container start, runtime load, readiness probe),
+//   first byte  pod Ready → the response's first byte (EndpointSlice update, the activator, the proxy).
+// Baseline in the same run: a warm request to the same function (median of RUNS). Between runs the
+// function is put back to 0 through the scale subresource, as the idle scale-down does, and the old
+// pod is waited out. Go is not measured yet: the test node has no Go base image.
+// Run: npx tsx bench/kube-cold-start.ts
+
+import { MERGE_PATCH } from '../src/platform/kube/http.js';
+import { type KubeObject, listObjects } from '../src/platform/kube/objects.js';
+import { DEPLOYMENT, objectPath, POD } from '../src/platform/kube/resource-types.js';
+import { callFunction, startE2e } from '../test/e2e/harness.ts';
+import { functionManifest, nodeHandler } from '../test/helpers/git.js';
+import { report } from './report.ts';
+import { median } from './stats.js';
+
+const RUNS = Number(process.env.RUNS ?? 5);
+const TARGET_NODE_MS = 3000;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+const FUNCTIONS: Record<string, Record<string, string>> = {
+  'cold-node': {
+    'cold-node/function.yaml': functionManifest('cold-node', { scaleToZero: { idleSeconds: 3600 } }),
+    'cold-node/handler.js': nodeHandler(`return 'node';`),
+  },
+  'cold-python': {
+    'cold-python/function.yaml': functionManifest('cold-python', {
+      runtime: 'python3.11',
+      scaleToZero: { idleSeconds: 3600 },
+    }),
+    'cold-python/handler.py': `def handle(event, context):\n    return "python"\n`,
+  },
+};
+interface Sample {
+  total: number;
+  scaleUp: number;
+  podStart: number;
+  firstByte: number;
+}
+
+async function main(): Promise<void> {
+  const env = await startE2e('coldbench', Object.assign({}, ...Object.values(FUNCTIONS)));
+  const replicas = async (name: string) =>
+    (
+      (await env.http.request<KubeObject>('GET', objectPath(DEPLOYMENT, env.ns, name))).spec as {
+        replicas?: number;
+      }
+    ).replicas ?? 1;
+  const pods = async (name: string) =>
+    (
+      await listObjects<KubeObject>(env.http, POD, {
+        namespace: env.ns,
+        labels: { 'sless.dev/function': name },
+      })
+    ).items;
+  const podReady = (pod: KubeObject) =>
+    ((pod.status as { conditions?: { type: string; status: string }[] } | undefined)?.conditions ?? []).some(
+      (c) => c.type === 'Ready' && c.status === 'True',
+    );
+  const toZero = async (name: string) => {
+    await env.http.request('PATCH', objectPath(DEPLOYMENT, env.ns, name, 'scale'), {
+      query: { fieldManager: 'sless-scaler' },
+      contentType: MERGE_PATCH,
+      body: { spec: { replicas: 0 } },
+    });
+    while ((await pods(name)).length > 0) await sleep(200);
+  };
+  try {
+    for (const name of Object.keys(FUNCTIONS)) {
+      const deadline = Date.now() + 15 * 60_000;
+      for (;;) {
+        const [code] = await callFunction(env, name).catch(() => [0] as const);
+        if (code === 200) break;
+        if (Date.now() > deadline) throw new Error(`${name} never served`);
+        await sleep(1000);
+      }
+      const samples: Sample[] = [];
+      const warm: number[] = [];
+      for (let run = 1; run <= RUNS; run++) {
+        await toZero(name);
+        let scaledAt = 0;
+        let readyAt = 0;
+        let watching = true;
+        const watcher = (async () => {
+          while (watching) {
+            const now = performance.now();
+            if (!scaledAt && (await replicas(name).catch(() => 0)) > 0) scaledAt = now;
+            if (scaledAt && !readyAt && (await pods(name).catch(() => [])).some(podReady)) readyAt = now;
+            await sleep(20);
+          }
+        })();
+        const sent = performance.now();
+        const response = await fetch(`${env.system.url}/fn/${env.ns}/${name}/`, {
+          signal: AbortSignal.timeout(120_000),
+        });
+        const firstByte = performance.now();
+        await response.text();
+        watching = false;
+        await watcher;
+        if (response.status !== 200) throw new Error(`${name}: cold request answered ${response.status}`);
+        const sample = {
+          total: firstByte - sent,
+          scaleUp: scaledAt - sent,
+          podStart: readyAt - scaledAt,
+          firstByte: firstByte - readyAt,
+        };
+        samples.push(sample);
+        const warmSent = performance.now();
+        await (await fetch(`${env.system.url}/fn/${env.ns}/${name}/`)).text();
+        warm.push(performance.now() - warmSent);
+        process.stderr.write(
+          `${name} run ${run}: ${JSON.stringify(sample)} warm ${warm.at(-1)?.toFixed(1)} ms\n`,
+        );
+      }
+      const col = (k: keyof Sample) => median(samples.map((s) => s[k]));
+      const total = col('total');
+      const warmMedian = median(warm);
+      const line = `cold start ${(total / 1000).toFixed(2)} s (scale-up ${col('scaleUp').toFixed(0)} ms, pod start ${col('podStart').toFixed(0)} ms, first byte ${col('firstByte').toFixed(0)} ms), warm ${warmMedian.toFixed(1)} ms`;
+      console.log(`${name}: ${line}, median of ${RUNS}`);
+      report({
+        bench: 'kube-cold-start',
+        measure: `${name} from zero through /fn/ (scale-up ${col('scaleUp').toFixed(0)} ms, pod start ${col('podStart').toFixed(0)} ms, first byte ${col('firstByte').toFixed(0)} ms)`,
+        value: `${(total / 1000).toFixed(2)} s`,
+        baseline: `warm request ${warmMedian.toFixed(1)} ms`,
+        ratio: total / warmMedian,
+        ...(name === 'cold-node' ? { target: '< 3 s', met: total < TARGET_NODE_MS } : {}),
+      });
+    }
+  } finally {
+    await env.close();
+  }
+}
+
+await main();

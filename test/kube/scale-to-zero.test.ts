@@ -1,0 +1,256 @@
+/**
+ * Scale to zero on kube against the real kube-apiserver + etcd, S3 and a git server: the `/fn/` proxy
+ * holds requests for a function at zero, scales its Deployment up through the scale subresource
+ * exactly once, and lets them through once an endpoint is ready; the leader scales an idle function
+ * back to 0, and the controller's own apply never takes `replicas` back from the scaler.
+ *
+ * There is no kubelet, kaniko, Deployment or EndpointSlice controller here: markBuildSucceeded,
+ * playHealthyKubelet and `playEndpoints` below play their parts, and the functions' pods are a local
+ * HTTP server that the route resolver is pointed at.
+ */
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildName } from '../../src/core/naming.js';
+import { FIELD_MANAGER, type FunctionStatus, type SlessFunction } from '../../src/core/resources.js';
+import { type KubeSystem, startKubeSystem } from '../../src/main.js';
+import { apply, getObject, type KubeObject, listObjects } from '../../src/platform/kube/objects.js';
+import { DEPLOYMENT, ENDPOINT_SLICE, JOB } from '../../src/platform/kube/resource-types.js';
+import { replicasOwners } from '../../src/platform/kube/rollout.js';
+import { KubeScaler } from '../../src/platform/kube/scaler.js';
+import { functionManifest, git, gitSource, nodeHandler } from '../helpers/git.js';
+import { type RemoteRepo, startRemoteRepo } from '../helpers/remote-repo.js';
+import {
+  eventually,
+  fakeDigest,
+  type KubeEnv,
+  kubeEnv,
+  logger,
+  markBuildSucceeded,
+  playHealthyKubelet,
+} from './harness.js';
+
+describe('kube platform: scale to zero with /fn/ as the activator', () => {
+  let env: KubeEnv;
+  let repo: RemoteRepo;
+  let upstream: Server;
+  let system: KubeSystem;
+  let stopKubelet: () => void;
+  /** Plays the kubelet's readiness: while false, a pod that was started never turns ready. */
+  let podsBecomeReady = true;
+  let stopEndpoints = false;
+  /** Whether the system's own scaler runs the idle scale-down (as the leader would). */
+  let systemLeads = true;
+
+  const deployment = (name: string) => getObject<KubeObject>(env.http, DEPLOYMENT, env.ns, name);
+  const replicas = async (name: string) =>
+    ((await deployment(name))?.spec as { replicas?: number } | undefined)?.replicas;
+  const status = async (name: string) =>
+    (await system.store.get('Function', env.ns, name))?.status as FunctionStatus | undefined;
+  const call = (name: string) =>
+    fetch(`${system.url}/fn/${env.ns}/${name}/`).then(async (r) => [r.status, await r.text()] as const);
+
+  /**
+   * Plays the EndpointSlice controller and the kubelet's readiness probe: each function Deployment
+   * with replicas gets one ready endpoint (once `podsBecomeReady`), one at zero gets none.
+   */
+  const playEndpoints = async () => {
+    while (!stopEndpoints) {
+      try {
+        const list = await listObjects<KubeObject>(env.http, DEPLOYMENT, { namespace: env.ns });
+        for (const d of list.items) {
+          const running = ((d.spec as { replicas?: number }).replicas ?? 1) > 0 && podsBecomeReady;
+          await apply(env.http, ENDPOINT_SLICE, {
+            apiVersion: 'discovery.k8s.io/v1',
+            kind: 'EndpointSlice',
+            metadata: {
+              name: `${d.metadata.name}-test`,
+              namespace: env.ns,
+              labels: { 'kubernetes.io/service-name': d.metadata.name },
+            },
+            addressType: 'IPv4',
+            endpoints: running ? [{ addresses: ['10.96.7.7'], conditions: { ready: true } }] : [],
+            ports: [{ name: 'http', port: 8080, protocol: 'TCP' }],
+          });
+        }
+      } catch {
+        // A Deployment went away meanwhile: look again next round.
+      }
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  };
+
+  beforeAll(async () => {
+    env = await kubeEnv('s2z');
+    repo = await startRemoteRepo({
+      'lazy/function.yaml': functionManifest('lazy', { scaleToZero: { idleSeconds: 2 } }),
+      'lazy/handler.js': nodeHandler(`return 'lazy';`),
+    });
+    upstream = createServer((req, res) => res.end(JSON.stringify({ served: req.url })));
+    await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
+    const port = (upstream.address() as AddressInfo).port;
+    system = await startKubeSystem(
+      { ...env.config, activationTimeoutMs: 10_000 },
+      {
+        logger,
+        kubeConfig: env.cluster.kubeConfig,
+        originOf: () => `http://127.0.0.1:${port}`,
+        pollMs: 100,
+        idleSweepMs: 200,
+        isLeader: () => systemLeads,
+      },
+    );
+    stopKubelet = playHealthyKubelet(env.http, env.ns);
+    void playEndpoints();
+    await system.store.apply(gitSource('repo', env.ns, repo.url));
+    const commit = await git(repo.work.dir, 'rev-parse', 'HEAD');
+    await eventually('build Job', () =>
+      getObject<KubeObject>(env.http, JOB, env.controllerNs, buildName('lazy', commit)),
+    );
+    await markBuildSucceeded(env.http, env.controllerNs, buildName('lazy', commit), fakeDigest(commit));
+    await eventually('lazy Ready', async () => (await status('lazy'))?.phase === 'Ready');
+  });
+
+  afterAll(async () => {
+    stopEndpoints = true;
+    stopKubelet?.();
+    await system?.stop();
+    await new Promise((r) => upstream?.close(r));
+    await repo?.close();
+    await env?.close();
+  });
+
+  it('scales an idle function to 0 and says so in status, still Ready', async () => {
+    await eventually('lazy at zero', async () => (await replicas('lazy')) === 0, 30_000);
+    const s = await eventually('status ScaledToZero', async () => {
+      const current = await status('lazy');
+      return current?.phase === 'ScaledToZero' ? current : undefined;
+    });
+    const condition = (type: string) => s.conditions?.find((c) => c.type === type);
+    expect(condition('Ready')?.status).toBe('True');
+    expect(condition('ScaledToZero')).toMatchObject({ status: 'True', reason: 'ScaledToZero' });
+    // The scale subresource took the count from the controller, whose apply now leaves it alone.
+    expect(replicasOwners(await deployment('lazy'))).not.toContain(FIELD_MANAGER);
+  });
+
+  it('holds 20 concurrent first requests, scales up once, and answers them all once an endpoint is ready', async () => {
+    await eventually('lazy at zero', async () => (await replicas('lazy')) === 0, 30_000);
+    const before = system.scaler.scaleUpsOf(env.ns, 'lazy');
+    podsBecomeReady = false;
+    let answered = 0;
+    const calls = Array.from({ length: 20 }, () =>
+      call('lazy').then((result) => {
+        answered++;
+        return result;
+      }),
+    );
+    await eventually('scaled up to 1', async () => (await replicas('lazy')) === 1);
+    // Scaled, but no endpoint is ready: every request is still held.
+    await new Promise((r) => setTimeout(r, 300));
+    expect(answered).toBe(0);
+    podsBecomeReady = true;
+    const results = await Promise.all(calls);
+    expect(results.map(([code]) => code)).toEqual(Array(20).fill(200));
+    expect(system.scaler.scaleUpsOf(env.ns, 'lazy') - before).toBe(1);
+    await eventually('status Ready again', async () => (await status('lazy'))?.phase === 'Ready');
+    expect((await status('lazy'))?.conditions?.find((c) => c.type === 'ScaledToZero')?.status).toBe('False');
+  });
+
+  it('a second replica that sees the function at zero at the same time does not scale it again', async () => {
+    await eventually('lazy at zero', async () => (await replicas('lazy')) === 0, 30_000);
+    const fn = (await system.store.get('Function', env.ns, 'lazy')) as SlessFunction;
+    const other = new KubeScaler({ http: env.http, store: system.store, logger, isLeader: () => false });
+    const before = system.scaler.scaleUpsOf(env.ns, 'lazy');
+    const [a, b] = await Promise.all([system.scaler.activate(fn), other.activate(fn)]);
+    expect([a, b]).toEqual(['http://10.96.7.7:8080', 'http://10.96.7.7:8080']);
+    expect(system.scaler.scaleUpsOf(env.ns, 'lazy') - before + other.scaleUpsOf(env.ns, 'lazy')).toBe(1);
+  });
+
+  it('scales down only where isLeader says so', async () => {
+    systemLeads = false;
+    try {
+      await call('lazy');
+      await eventually('lazy running', async () => (await replicas('lazy')) === 1);
+      const follower = new KubeScaler({ http: env.http, store: system.store, logger, isLeader: () => false });
+      const leader = new KubeScaler({ http: env.http, store: system.store, logger });
+      // A new leader counts idle time from when it first sees the function running.
+      await leader.sweep();
+      await new Promise((r) => setTimeout(r, 2100));
+      await follower.sweep();
+      expect(await replicas('lazy')).toBe(1);
+      await leader.sweep();
+      expect(await replicas('lazy')).toBe(0);
+    } finally {
+      systemLeads = true;
+    }
+  });
+
+  it('a held request gets a 503 with the reason when no endpoint is ready in time, or when the queue is full', async () => {
+    await eventually('lazy at zero', async () => (await replicas('lazy')) === 0, 30_000);
+    podsBecomeReady = false;
+    const fn = (await system.store.get('Function', env.ns, 'lazy')) as SlessFunction;
+    const bounded = new KubeScaler({
+      http: env.http,
+      store: system.store,
+      logger,
+      activationTimeoutMs: 1000,
+      maxHeldPerFunction: 2,
+    });
+    try {
+      const held = [bounded.activate(fn), bounded.activate(fn)];
+      await expect(bounded.activate(fn)).rejects.toThrow(
+        `function ${env.ns}/lazy is starting from zero and already holds 2 requests; try again`,
+      );
+      for (const outcome of await Promise.allSettled(held))
+        expect(outcome).toMatchObject({
+          status: 'rejected',
+          reason: { message: `function ${env.ns}/lazy did not start within 1s: no pod became ready` },
+        });
+      // Through /fn/: the same reason, as a 503.
+      const [code, body] = await call('lazy');
+      expect(code).toBe(503);
+      expect(JSON.parse(body)).toEqual({
+        error: `function ${env.ns}/lazy did not start within 10s: no pod became ready`,
+      });
+    } finally {
+      podsBecomeReady = true;
+    }
+  });
+
+  it("the controller's apply leaves replicas to the scaler: a new revision at zero stays at zero", async () => {
+    await eventually('lazy at zero', async () => (await replicas('lazy')) === 0, 30_000);
+    const generation = (await deployment('lazy'))?.metadata.generation ?? 0;
+    const revision = (await status('lazy'))?.servingRevision;
+    await repo.push({
+      'lazy/function.yaml': functionManifest('lazy', {
+        scaleToZero: { idleSeconds: 2 },
+        env: { COLOUR: 'blue' },
+      }),
+    });
+    await system.controller.syncNow(env.ns, 'repo');
+    const changed = await eventually('template changed', async () => {
+      const d = await deployment('lazy');
+      return (d?.metadata.generation ?? 0) > generation ? d : undefined;
+    });
+    expect((changed.spec as { replicas?: number }).replicas).toBe(0);
+    expect(JSON.stringify(changed.spec)).toContain('COLOUR');
+    await eventually('status ScaledToZero at the new revision', async () => {
+      const s = await status('lazy');
+      return s?.phase === 'ScaledToZero' && s.servingRevision !== revision;
+    });
+  });
+
+  it('a function that stops scaling to zero takes its replicas back from the scaler', async () => {
+    await eventually('lazy at zero', async () => (await replicas('lazy')) === 0, 30_000);
+    await repo.push({ 'lazy/function.yaml': functionManifest('lazy', { env: { COLOUR: 'blue' } }) });
+    await system.controller.syncNow(env.ns, 'repo');
+    await eventually('lazy back at 1 replica', async () => (await replicas('lazy')) === 1);
+    await eventually('status Ready', async () => {
+      const s = await status('lazy');
+      return s?.phase === 'Ready' && !s.conditions?.some((c) => c.type === 'ScaledToZero');
+    });
+    // Idle for longer than the old idleSeconds: nothing scales it down any more.
+    await new Promise((r) => setTimeout(r, 2500));
+    expect(await replicas('lazy')).toBe(1);
+  });
+});
