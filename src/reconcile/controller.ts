@@ -222,6 +222,8 @@ export class Controller {
     for (const source of (await this.options.store.list('GitSource')) as GitSource[])
       this.sourceQueue.add(keyOf(source));
     await this.sourceQueue.idle();
+    // Stopped meanwhile (this replica lost its lease while starting): nothing more to start.
+    if (this.stopped) return;
     await this.resync();
     this.resyncTimer = setInterval(
       () => this.background('resync', this.resync()),
