@@ -118,12 +118,12 @@ describe('leader election: two replicas in one process, each with its own client
   let b: KubeSystem | undefined;
   let stopKubelet: (() => void) | undefined;
 
-  const configFor = (identity: string): KubeControllerConfig => ({
+  const configFor = (identity: string, timing: typeof FAST): KubeControllerConfig => ({
     ...env.config,
-    leaderElection: { ...env.config.leaderElection, identity, advertiseUrl: undefined, timing: FAST },
+    leaderElection: { ...env.config.leaderElection, identity, advertiseUrl: undefined, timing },
   });
-  const start = (identity: string, port: number) =>
-    startKubeSystem(configFor(identity), {
+  const start = (identity: string, port: number, timing = FAST) =>
+    startKubeSystem(configFor(identity, timing), {
       logger,
       kubeConfig: kubeConfigFromInfo(env.cluster),
       originOf: () => `http://127.0.0.1:${port}`,
@@ -150,7 +150,12 @@ describe('leader election: two replicas in one process, each with its own client
 
   it('exactly one reconciles, both serve /fn/, a follower hands syncs to the leader, and a stopped leader hands over at once', async () => {
     const port = (upstream.address() as AddressInfo).port;
-    a = await start('replica-a', port);
+    // replica-a's Lease lasts 30 s: replica-b leads sooner only if replica-a releases it.
+    a = await start('replica-a', port, {
+      leaseDurationMs: 30_000,
+      renewDeadlineMs: 20_000,
+      retryPeriodMs: 500,
+    });
     b = await start('replica-b', port);
     expect(a.leadership.isLeader()).toBe(true);
     expect(b.leadership.isLeader()).toBe(false);
@@ -212,11 +217,15 @@ describe('leader election: two replicas in one process, each with its own client
     expect(await envOf(env, 'alpha')).toEqual({ N: '2' });
 
     // The leader shuts down (what SIGTERM does): it releases the Lease and the follower leads at once,
-    // long before the released record's lease duration would have run out.
+    // long before replica-a's 30 s lease would have run out.
     const before = await lease(env, 'sless-controller');
+    expect(before?.leaseDurationSeconds).toBe(30);
     await a.stop();
     a = undefined;
-    await eventually('replica-b leads', async () => b?.leadership.isLeader());
+    await eventually('replica-b leads', async () => b?.leadership.isLeader(), 15_000);
+    expect(Date.parse((await lease(env, 'sless-controller'))?.acquireTime ?? '')).toBeLessThan(
+      Date.parse(before?.renewTime ?? '') + 30_000,
+    );
     const after = await lease(env, 'sless-controller');
     expect(after?.holderIdentity).toBe('replica-b');
     expect(after?.leaseTransitions).toBe((before?.leaseTransitions ?? 0) + 1);
