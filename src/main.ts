@@ -509,15 +509,16 @@ export async function startKubeSystem(
       );
     return () => controller.stop();
   });
-  // A Deployment or Service deleted or edited behind the controller's back is put back at once.
+  // A Deployment, Service or CronJob deleted or edited behind the controller's back is put back at once.
   tasks.register('drift watch', () => {
     const drift = new DriftWatch({
       http,
       logger,
       ...(config.watchNamespaces ? { namespaces: config.watchNamespaces } : {}),
-      onDrift: (ns, name) => {
-        logger.info({ function: `${ns}/${name}` }, 'workload drifted; reconciling');
-        term.controller?.enqueueFunction(ns, name);
+      onDrift: (owner, ns, name) => {
+        logger.info({ [owner]: `${ns}/${name}` }, 'owned object drifted; reconciling');
+        if (owner === 'Trigger') term.controller?.enqueueTrigger(ns, name);
+        else term.controller?.enqueueFunction(ns, name);
       },
     });
     drift.start();

@@ -263,6 +263,11 @@ export class Controller {
     if (!this.stopped) this.functionQueue.add(`${namespace}/${name}`);
   }
 
+  /** Reconciles one Trigger soon (its CronJob drifted, for instance). */
+  enqueueTrigger(namespace: string, name: string): void {
+    if (!this.stopped) this.triggerQueue.add(`${namespace}/${name}`);
+  }
+
   /** Forgets a failed build so the next reconcile tries again (the API's "rebuild"). */
   retryBuild(namespace: string, name: string): void {
     const key = `${namespace}/${name}`;
