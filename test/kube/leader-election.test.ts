@@ -238,6 +238,40 @@ describe('leader election: two replicas in one process, each with its own client
     await eventually('an Event from replica-b', async () =>
       (await events(env)).some((e) => e.reportingInstance === 'replica-b'),
     );
+
+    // Another candidate wins the Lease (as one would after replica-b failed to renew): replica-b stops
+    // reconciling at its next look, and its control loop no longer syncs anything.
+    const held = await getObject<KubeObject>(env.http, LEASE, env.controllerNs, 'sless-controller');
+    const now = new Date().toISOString().replace(/\.(\d{3})Z$/, '.$1000Z');
+    await env.http.request(
+      'PUT',
+      `/apis/coordination.k8s.io/v1/namespaces/${env.controllerNs}/leases/sless-controller`,
+      {
+        body: {
+          ...held,
+          metadata: { ...held?.metadata, annotations: {} },
+          spec: {
+            holderIdentity: 'intruder',
+            leaseDurationSeconds: 60,
+            acquireTime: now,
+            renewTime: now,
+            leaseTransitions: 9,
+          },
+        },
+      },
+    );
+    await eventually('replica-b stopped leading', async () => {
+      const info = (await readyz(b?.url ?? ''))?.leader;
+      return info?.holder === 'intruder' && !info.isLeader;
+    });
+    expect(b.leadership.isLeader()).toBe(false);
+    await repo.work.commit({ 'alpha/function.yaml': functionManifest('alpha', { env: { N: '4' } }) });
+    await repo.push();
+    expect(await b.controller.syncNow(env.ns, 'repo')).toBeUndefined();
+    // The leader it would hand the sync to advertises no address: 503, and nothing was applied.
+    const refused = await fetch(`${b.url}/v1/namespaces/${env.ns}/sources/repo/sync`, { method: 'POST' });
+    expect(refused.status).toBe(503);
+    expect(await envOf(env, 'alpha')).toEqual({ N: '3' });
   }, 120_000);
 });
 
