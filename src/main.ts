@@ -9,15 +9,19 @@ import { type DestinationStream, type Logger, type LoggerOptions, pino } from 'p
 import { buildApp } from './api/app.js';
 import { createAuthenticator } from './api/auth/factory.js';
 import { BuildHistory } from './api/build-history.js';
+import { UnavailableError } from './api/errors.js';
 import { SlessMetrics } from './api/metrics.js';
 import { webhookSecretFor } from './config/auth.js';
 import { ConfigError, type LocalConfig, type TenancySettings } from './config/config.js';
 import type { KubeControllerConfig } from './config/kube.js';
+import { asError } from './core/errors.js';
 import type { ObjectStore } from './core/interfaces.js';
+import { ALWAYS_LEADER, type Leadership, LeaderTasks } from './core/leadership.js';
 import type { BuildRecord, GitSource, SlessFunction } from './core/resources.js';
 import { withCodeGate } from './gate/code-gate.js';
 import type { KanikoBuilder } from './platform/kube/build/kaniko-builder.js';
 import type { KubeStore } from './platform/kube/kube-store.js';
+import type { LeaderElector } from './platform/kube/leader-election.js';
 import type { KubeRouteResolver } from './platform/kube/routes.js';
 import type { KubeScaler } from './platform/kube/scaler.js';
 import type { KubeWorkloads } from './platform/kube/workloads.js';
@@ -119,19 +123,21 @@ function buildRecorder(
 
 /** The parts of the API context that are the same on both platforms. */
 function controllerContext(
-  controller: Controller,
+  controller: () => Controller,
   store: ObjectStore,
   history: BuildHistory,
   isReady: () => boolean,
+  leadership: Leadership,
 ) {
   return {
     store,
     buildHistory: (ns: string, name: string) => history.list(ns, name),
-    syncNow: (ns: string, name: string, o?: { force?: boolean }) => controller.syncNow(ns, name, o),
+    syncNow: (ns: string, name: string, o?: { force?: boolean }) => controller().syncNow(ns, name, o),
     pinSource: (ns: string, name: string, commit: string | undefined) =>
-      controller.pinSource(ns, name, commit),
-    retryBuild: (ns: string, name: string) => controller.retryBuild(ns, name),
+      controller().pinSource(ns, name, commit),
+    retryBuild: (ns: string, name: string) => controller().retryBuild(ns, name),
     isReady,
+    leadership,
   };
 }
 
@@ -232,7 +238,13 @@ export async function startLocalSystem(
       namespaceExists: (ns) => store.namespaceExists(ns),
       ensureNamespace: (ns) => store.ensureNamespace(ns),
       webhookSecret: async (ns, source) => webhookSecretFor(config.webhookSecrets, ns, source),
-      ...controllerContext(controller, store, history, () => ready),
+      ...controllerContext(
+        () => controller,
+        store,
+        history,
+        () => ready,
+        ALWAYS_LEADER,
+      ),
       pinSource: async (ns, name, commit) => {
         const result = await controller.pinSource(ns, name, commit);
         const source = await store.get('GitSource', ns, name);
@@ -285,7 +297,12 @@ export async function startLocalSystem(
 export interface KubeSystem {
   app: FastifyInstance;
   store: KubeStore;
-  controller: Controller;
+  /** The control loop of this replica's current term as leader (the last one, once it stopped leading). */
+  readonly controller: Controller;
+  /** Whether this replica reconciles now; leader-only work checks it (or registers with `leaderTasks`). */
+  leadership: Leadership;
+  /** Leader-only work, started when this replica becomes the leader and stopped when it stops being one. */
+  leaderTasks: LeaderTasks;
   workloads: KubeWorkloads;
   builder: KanikoBuilder;
   routes: KubeRouteResolver;
@@ -336,6 +353,7 @@ export async function startKubeSystem(
     { KubeEventRecorder },
     { KubeScaler },
     { KubeCodeVerdicts },
+    { LeaderElector },
   ] = await Promise.all([
     import('@aws-sdk/client-s3'),
     import('@kubernetes/client-node'),
@@ -356,6 +374,7 @@ export async function startKubeSystem(
     import('./platform/kube/events.js'),
     import('./platform/kube/scaler.js'),
     import('./platform/kube/code-verdicts.js'),
+    import('./platform/kube/leader-election.js'),
   ]);
   const kc =
     options.kubeConfig ??
@@ -397,26 +416,42 @@ export async function startKubeSystem(
     controllerNamespace: config.controllerNamespace,
     workloads,
   });
-  // The store finalizes sources through the controller, which needs the store first.
-  const late: { controller?: Controller } = {};
+  // Only the leader reconciles: the control loop, the drift watch and finalizers run while this
+  // replica holds the Lease, and stop the moment it does not. Every replica serves /fn/ and the API.
+  const election = config.leaderElection;
+  const term: { controller?: Controller; elector?: LeaderElector; started?: Promise<void> } = {};
+  const leadership: Leadership = election.enabled
+    ? {
+        isLeader: () => term.elector?.isLeader() ?? false,
+        info: () =>
+          term.elector?.info() ?? { identity: election.identity, holder: undefined, isLeader: false },
+      }
+    : {
+        ...ALWAYS_LEADER,
+        info: () => ({ identity: election.identity, holder: election.identity, isLeader: true }),
+      };
+  const currentController = (): Controller => {
+    if (!term.controller || !leadership.isLeader())
+      throw new UnavailableError('this replica is not the leader; the request goes to the leader');
+    return term.controller;
+  };
   const store = new KubeStore({
     http,
     logger,
     ...(config.watchNamespaces ? { namespaces: config.watchNamespaces } : {}),
+    mayFinalize: () => leadership.isLeader(),
     onFunctionDeleting: (fn) => cleanup.run(fn),
-    onSourceDeleting: async (source) => {
-      if (!late.controller) throw new Error('the controller is not started yet');
-      await late.controller.finalizeSource(source.metadata.namespace, source.metadata.name);
-    },
+    onSourceDeleting: (source) =>
+      currentController().finalizeSource(source.metadata.namespace, source.metadata.name),
   });
-  const events = new KubeEventRecorder({ http, logger });
+  const events = new KubeEventRecorder({ http, logger, instance: election.identity });
   // Every replica holds requests and scales up; only the leader scales idle functions down.
   const scaler = new KubeScaler({
     http,
     store,
     logger,
     events,
-    isLeader: options.isLeader ?? (() => true),
+    isLeader: options.isLeader ?? (() => leadership.isLeader()),
     activationTimeoutMs: config.activationTimeoutMs,
     maxHeldPerFunction: config.activationQueue,
     ...(options.idleSweepMs ? { sweepMs: options.idleSweepMs } : {}),
@@ -457,62 +492,107 @@ export async function startKubeSystem(
     imagePullSecrets: config.imagePullSecrets,
     ...(options.pollMs ? { pollMs: options.pollMs } : {}),
   });
-  const controller = new Controller({
-    store,
-    builder: withCodeGate(
-      builder,
-      config.codeGate,
+  const newController = () =>
+    new Controller({
+      store,
+      builder: withCodeGate(
+        builder,
+        config.codeGate,
+        logger,
+        new KubeCodeVerdicts({ http, controllerNamespace: config.controllerNamespace }),
+      ),
+      platform: workloads,
+      readers: new KubeSourceReaderFactory({ http, stateDir: config.stateDir, gitHttp }),
+      scheduler: new KubeCronScheduler({ http }),
+      jobs,
+      functionConcurrency: 32,
+      quotas: config.tenancy.quotas,
+      events,
       logger,
-      new KubeCodeVerdicts({ http, controllerNamespace: config.controllerNamespace }),
-    ),
-    platform: workloads,
-    readers: new KubeSourceReaderFactory({ http, stateDir: config.stateDir, gitHttp }),
-    scheduler: new KubeCronScheduler({ http }),
-    jobs,
-    functionConcurrency: 32,
-    quotas: config.tenancy.quotas,
-    events,
-    logger,
-    externalUrl: config.externalUrl,
-    observer: metricsObserver(metrics),
-  });
-  late.controller = controller;
+      externalUrl: config.externalUrl,
+      observer: metricsObserver(metrics),
+    });
   let ready = false;
   const app = await buildApp({
     logger,
     routes,
     authenticator,
+    ...(election.enabled ? { leader: { ...leadership, leaderUrl: () => term.elector?.leaderUrl() } } : {}),
     metrics,
     metricsToken: config.tenancy.metricsToken,
     context: {
       namespaceExists: (ns) => namespaces.namespaceExists(ns),
       ensureNamespace: (ns) => namespaces.ensureNamespace(ns),
       webhookSecret: kubeWebhookSecrets({ http, store, fallback: config.webhookSecrets }),
-      ...controllerContext(controller, store, history, () => ready),
+      ...controllerContext(currentController, store, history, () => ready, leadership),
       platformName: 'kube',
       quotas: config.tenancy.quotas,
       functionLogs: new KubeFunctionLogs({ http }),
     },
   });
-  await controller.start();
-  // A Deployment or Service deleted or edited behind the controller's back is put back at once.
-  const drift = new DriftWatch({
-    http,
-    logger,
-    ...(config.watchNamespaces ? { namespaces: config.watchNamespaces } : {}),
-    onDrift: (ns, name) => {
-      logger.info({ function: `${ns}/${name}` }, 'workload drifted; reconciling');
-      controller.enqueueFunction(ns, name);
-    },
+  const tasks = new LeaderTasks({
+    onError: (task, error) =>
+      logger.error({ task, err: asError(error).message }, 'leader-only work failed to start or stop'),
   });
-  drift.start();
+  tasks.register('control loop', () => {
+    const controller = newController();
+    term.controller = controller;
+    term.started = controller
+      .start()
+      .catch((error: unknown) =>
+        logger.error({ err: asError(error).message }, 'the control loop failed to start'),
+      );
+    return () => controller.stop();
+  });
+  // A Deployment, Service or CronJob deleted or edited behind the controller's back is put back at once.
+  tasks.register('drift watch', () => {
+    const drift = new DriftWatch({
+      http,
+      logger,
+      ...(config.watchNamespaces ? { namespaces: config.watchNamespaces } : {}),
+      onDrift: (owner, ns, name) => {
+        logger.info({ [owner]: `${ns}/${name}` }, 'owned object drifted; reconciling');
+        if (owner === 'Trigger') term.controller?.enqueueTrigger(ns, name);
+        else term.controller?.enqueueFunction(ns, name);
+      },
+    });
+    drift.start();
+    return () => drift.stop();
+  });
+  // The scaler runs on every replica: each holds requests and scales up; it scales down only while
+  // this replica leads.
   scaler.start();
   const address = await app.listen({ host: config.host, port: config.port });
+  if (election.enabled) {
+    term.elector = new LeaderElector({
+      http,
+      logger,
+      namespace: config.controllerNamespace,
+      name: election.leaseName,
+      identity: election.identity,
+      url: election.advertiseUrl ?? address,
+      timing: election.timing,
+      onStartedLeading: () => void tasks.startAll(),
+      onStoppedLeading: () => void tasks.stopAll(),
+    });
+    await term.elector.start();
+  }
+  // A replica that leads at once (the only one, or the Lease was free) has its control loop running
+  // before this resolves, as a single controller always had.
+  if (leadership.isLeader()) {
+    await tasks.startAll();
+    await term.started;
+  }
   ready = true;
   return {
     app,
     store,
-    controller,
+    get controller(): Controller {
+      if (!term.controller) throw new Error('this replica has not led yet');
+      return term.controller;
+    },
+    leadership,
+    leaderTasks: tasks,
     workloads,
     builder,
     routes,
@@ -520,9 +600,11 @@ export async function startKubeSystem(
     url: address,
     stop: once(async () => {
       ready = false;
-      drift.stop();
+      // Reconciling stops first; then releasing the Lease lets another replica take over at once
+      // instead of after a whole lease duration.
+      await tasks.stopAll();
+      await term.elector?.stop();
       scaler.stop();
-      await controller.stop();
       builder.stop();
       jobs.stop();
       store.stop();

@@ -10,6 +10,7 @@ import { guardLoopback } from './auth/loopback-guard.js';
 import { requireAuth } from './auth/plugin.js';
 import type { ApiContext } from './context.js';
 import { installErrorHandling } from './errors.js';
+import { forwardToLeader, type LeaderRoute, mustForward } from './leader-forward.js';
 import { SlessMetrics } from './metrics.js';
 import { RouteCollector } from './openapi.js';
 import { functionRoutes } from './routes/functions.js';
@@ -37,6 +38,8 @@ export interface AppOptions {
   version?: string;
   /** A static bearer token Prometheus may scrape /metrics with when auth is on. */
   metricsToken?: string | undefined;
+  /** Replicas with leader election: what needs the control loop goes to the leader. */
+  leader?: LeaderRoute;
 }
 
 export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
@@ -47,11 +50,13 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     onResponse: (ns, name, status, ms) => metrics.proxyResponse(ns, name, status, ms),
     onUpstreamError: (fn, message) => options.logger.warn({ function: fn, err: message }, 'upstream failed'),
   });
+  const leader = options.leader;
   const app = Fastify({
     // /fn/ requests go straight to the proxy: the invocation path skips fastify's routing and hooks.
     serverFactory: (handler) =>
       createServer((req, res) => {
         if (FunctionProxy.matches(req.url)) void proxy.handle(req, res);
+        else if (leader && mustForward(leader, req)) forwardToLeader(leader, req, res);
         else handler(req, res);
       }),
     loggerInstance: options.logger as FastifyBaseLogger,

@@ -1,4 +1,5 @@
 import type { NamespaceRegistry, ObjectStore } from '../core/interfaces.js';
+import type { Leadership } from '../core/leadership.js';
 import type { FunctionLogReader } from '../core/logs.js';
 import type { Quotas } from '../core/quotas.js';
 import type { BuildRecord } from '../core/resources.js';
@@ -11,6 +12,8 @@ export interface ApiContext extends NamespaceRegistry {
   syncNow(namespace: string, name: string, options?: { force?: boolean }): Promise<SyncResult | undefined>;
   retryBuild(namespace: string, name: string): void;
   isReady(): boolean;
+  /** Who reconciles (one leader among replicas); shown by /readyz and GET /v1/leader. */
+  leadership: Leadership;
   /**
    * The shared secret a source's webhooks are signed with. Local mode reads the environment; the kube
    * platform reads a Secret. Undefined means webhooks for that source are refused.

@@ -65,4 +65,35 @@ describe('kube controller config', () => {
     expect(() => load({ SLESS_KANIKO_REGISTRY_MAP: 'docker.io=http://m' })).toThrow('"docker.io=http://m"');
     expect(() => load({ SLESS_FUNCTION_ROUTE: 'dns' })).toThrow('SLESS_FUNCTION_ROUTE');
   });
+
+  it('leader election: client-go periods by default, the pod name and address from the downward API', () => {
+    const config = load(
+      { POD_NAME: 'sless-controller-7d9f-abcde', POD_IP: '10.1.2.3' },
+      { port: '8080', host: '127.0.0.1' },
+    );
+    expect(config.leaderElection).toEqual({
+      enabled: true,
+      leaseName: 'sless-controller',
+      identity: 'sless-controller-7d9f-abcde',
+      advertiseUrl: 'http://10.1.2.3:8080',
+      timing: { leaseDurationMs: 15_000, renewDeadlineMs: 10_000, retryPeriodMs: 2_000 },
+    });
+    expect(load({ POD_IP: 'fd00::5' }, { port: '9000', host: '127.0.0.1' }).leaderElection.advertiseUrl).toBe(
+      'http://[fd00::5]:9000',
+    );
+    expect(load({ SLESS_LEADER_ELECTION: 'false' }).leaderElection.enabled).toBe(false);
+  });
+
+  it.each([
+    [
+      { SLESS_LEASE_DURATION: '10s', SLESS_LEASE_RENEW_DEADLINE: '10s' },
+      'SLESS_LEASE_RENEW_DEADLINE must be shorter',
+    ],
+    [{ SLESS_LEASE_RETRY_PERIOD: '10s' }, 'SLESS_LEASE_RETRY_PERIOD must be shorter'],
+    [{ SLESS_LEASE_DURATION: 'soon' }, 'SLESS_LEASE_DURATION: "soon"'],
+    [{ SLESS_ADVERTISE_URL: '10.1.2.3:8080' }, 'SLESS_ADVERTISE_URL'],
+  ])('refuses leader-election settings %o', (env, message) => {
+    expect(() => load(env)).toThrow(ConfigError);
+    expect(() => load(env)).toThrow(message);
+  });
 });

@@ -4,8 +4,10 @@
  * (lesson 5), the registry must be a bare host[/path] (the tag is added here, never :latest).
  */
 import { readFileSync } from 'node:fs';
+import { hostname } from 'node:os';
 import { resolve } from 'node:path';
 import { parseDuration } from '../core/duration.js';
+import { DEFAULT_LEADER_TIMING, type LeaderElectionTiming } from '../core/leadership.js';
 import { isDnsLabel } from '../core/naming.js';
 import type { AuthSettings, WebhookSecretSettings } from './auth.js';
 import type { CodeGateSettings } from './code-gate.js';
@@ -71,6 +73,21 @@ export interface KubeControllerConfig {
   readonly webhookSecrets: WebhookSecretSettings;
   readonly tenancy: TenancySettings;
   readonly codeGate: CodeGateSettings;
+  readonly leaderElection: LeaderElectionSettings;
+}
+
+/**
+ * Replicas elect one leader through a Lease in the controller namespace; only it reconciles, every
+ * replica serves. `enabled: false` (SLESS_LEADER_ELECTION=false) makes a lone replica lead always.
+ */
+export interface LeaderElectionSettings {
+  readonly enabled: boolean;
+  readonly leaseName: string;
+  /** This replica's name on the Lease: POD_NAME in a pod. */
+  readonly identity: string;
+  /** Where followers reach this replica when it leads (http://POD_IP:port); the listen address if unset. */
+  readonly advertiseUrl: string | undefined;
+  readonly timing: LeaderElectionTiming;
 }
 
 export type FunctionRoute = 'service-dns' | 'cluster-ip';
@@ -174,6 +191,44 @@ function positiveInteger(name: string, raw: string | undefined, fallback: number
   return value;
 }
 
+export function loadLeaderElection(env: NodeJS.ProcessEnv, port: number): LeaderElectionSettings {
+  const timing = {
+    leaseDurationMs: durationSetting(
+      'SLESS_LEASE_DURATION',
+      env.SLESS_LEASE_DURATION,
+      `${DEFAULT_LEADER_TIMING.leaseDurationMs}ms`,
+    ),
+    renewDeadlineMs: durationSetting(
+      'SLESS_LEASE_RENEW_DEADLINE',
+      env.SLESS_LEASE_RENEW_DEADLINE,
+      `${DEFAULT_LEADER_TIMING.renewDeadlineMs}ms`,
+    ),
+    retryPeriodMs: durationSetting(
+      'SLESS_LEASE_RETRY_PERIOD',
+      env.SLESS_LEASE_RETRY_PERIOD,
+      `${DEFAULT_LEADER_TIMING.retryPeriodMs}ms`,
+    ),
+  };
+  // The leader must give up before anyone else may take over, or two would reconcile at once.
+  if (timing.renewDeadlineMs >= timing.leaseDurationMs)
+    throw new ConfigError('SLESS_LEASE_RENEW_DEADLINE must be shorter than SLESS_LEASE_DURATION');
+  if (timing.retryPeriodMs >= timing.renewDeadlineMs)
+    throw new ConfigError('SLESS_LEASE_RETRY_PERIOD must be shorter than SLESS_LEASE_RENEW_DEADLINE');
+  const advertised = env.SLESS_ADVERTISE_URL?.trim();
+  const podIp = env.POD_IP?.trim();
+  return Object.freeze({
+    enabled: env.SLESS_LEADER_ELECTION !== 'false',
+    leaseName: env.SLESS_LEASE_NAME?.trim() || 'sless-controller',
+    identity: env.POD_NAME?.trim() || `${hostname()}-${process.pid}`,
+    advertiseUrl: advertised
+      ? validateEndpoint(advertised, 'SLESS_ADVERTISE_URL')
+      : podIp
+        ? `http://${podIp.includes(':') ? `[${podIp}]` : podIp}:${port}`
+        : undefined,
+    timing: Object.freeze(timing),
+  });
+}
+
 function isDnsSubdomain(value: string): boolean {
   return (
     value.length <= 253 && /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/.test(value)
@@ -263,5 +318,6 @@ export function loadKubeControllerConfig(
     webhookSecrets: loadWebhookSecretSettings(env),
     tenancy: loadTenancy(env),
     codeGate: loadCodeGate(env),
+    leaderElection: loadLeaderElection(env, port),
   } as const);
 }

@@ -16,6 +16,8 @@ export const Reason = {
   SourceFailed: 'SourceFailed',
   SyncFailed: 'SyncFailed',
   OwnershipConflict: 'OwnershipConflict',
+  /** Another field manager owns a field sless would set; sless leaves it (no forced apply). */
+  ApplyConflict: 'ApplyConflict',
   QuotaExceeded: 'QuotaExceeded',
   PinNotOnBranch: 'PinNotOnBranch',
   // Function

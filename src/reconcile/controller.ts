@@ -222,6 +222,8 @@ export class Controller {
     for (const source of (await this.options.store.list('GitSource')) as GitSource[])
       this.sourceQueue.add(keyOf(source));
     await this.sourceQueue.idle();
+    // Stopped meanwhile (this replica lost its lease while starting): nothing more to start.
+    if (this.stopped) return;
     await this.resync();
     this.resyncTimer = setInterval(
       () => this.background('resync', this.resync()),
@@ -259,6 +261,11 @@ export class Controller {
   /** Reconciles one Function soon (its workload drifted, for instance). */
   enqueueFunction(namespace: string, name: string): void {
     if (!this.stopped) this.functionQueue.add(`${namespace}/${name}`);
+  }
+
+  /** Reconciles one Trigger soon (its CronJob drifted, for instance). */
+  enqueueTrigger(namespace: string, name: string): void {
+    if (!this.stopped) this.triggerQueue.add(`${namespace}/${name}`);
   }
 
   /** Forgets a failed build so the next reconcile tries again (the API's "rebuild"). */

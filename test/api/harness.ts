@@ -3,6 +3,7 @@
  * only records calls. That is a test double of the controller, and deliberately so: the controller is
  * tested on its own elsewhere; these suites test the HTTP surface.
  */
+
 import type { FastifyInstance } from 'fastify';
 import { pino } from 'pino';
 import { buildApp } from '../../src/api/app.js';
@@ -10,6 +11,7 @@ import { type Authenticator, NoAuthAuthenticator } from '../../src/api/auth/auth
 import type { ApiContext } from '../../src/api/context.js';
 import { SlessMetrics } from '../../src/api/metrics.js';
 import type { RouteResolver } from '../../src/core/interfaces.js';
+import { ALWAYS_LEADER } from '../../src/core/leadership.js';
 import type { AnyResource } from '../../src/core/resources.js';
 import { MemoryStore } from '../../src/platform/local/memory-store.js';
 import type { SyncResult } from '../../src/reconcile/source-sync.js';
@@ -58,6 +60,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
       rebuilds.push({ namespace, name });
     },
     isReady: options.isReady ?? (() => true),
+    leadership: ALWAYS_LEADER,
     namespaceExists: (ns) => store.namespaceExists(ns),
     ensureNamespace: (ns) => store.ensureNamespace(ns),
     webhookSecret: async (ns, source) => options.secrets?.[`${ns}/${source}`],

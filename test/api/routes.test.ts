@@ -201,7 +201,15 @@ describe('functions, triggers and jobs', () => {
 describe('health, metrics and OpenAPI', () => {
   test('probes and metrics are public and well-formed', async () => {
     expect((await h.app.inject({ url: '/healthz' })).json()).toEqual({ status: 'ok' });
-    expect((await h.app.inject({ url: '/readyz' })).json()).toEqual({ status: 'ready' });
+    expect((await h.app.inject({ url: '/readyz' })).json()).toEqual({
+      status: 'ready',
+      leader: { identity: 'local', holder: 'local', isLeader: true },
+    });
+    expect((await h.app.inject({ url: '/v1/leader' })).json()).toEqual({
+      identity: 'local',
+      holder: 'local',
+      isLeader: true,
+    });
     const metrics = await h.app.inject({ url: '/metrics' });
     expect(metrics.statusCode).toBe(200);
     expect(metrics.headers['content-type']).toContain('text/plain');

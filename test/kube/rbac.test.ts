@@ -66,6 +66,10 @@ beforeAll(async () => {
   const objects = await loadKustomization(DEPLOY_DIR);
   for (const kind of ['Namespace', 'ServiceAccount', 'ClusterRole', 'ClusterRoleBinding'])
     for (const o of objects.filter((x) => x.kind === kind)) await apply(env.http, typeOf(o), o);
+  // The leader-election Role lives in the controller namespace, which is this test's own.
+  for (const kind of ['Role', 'RoleBinding'])
+    for (const o of objects.filter((x) => x.kind === kind))
+      await apply(env.http, typeOf(o), { ...o, metadata: { ...o.metadata, namespace: env.controllerNs } });
   const cluster = env.cluster.kubeConfig.getCurrentCluster();
   if (!cluster) throw new Error('no cluster');
   saConfig = new KubeConfig();
@@ -332,6 +336,21 @@ describe('RBAC of deploy/', () => {
     expect(
       await denied(
         asController.request('DELETE', `/api/v1/namespaces/${env.ns}/secrets/sless-registry-pull`),
+      ),
+    ).toBe(403);
+    // Leases: only its own, and only in its own namespace.
+    const leases = (ns: string) => `/apis/coordination.k8s.io/v1/namespaces/${ns}/leases`;
+    expect(await denied(asController.request('GET', `${leases(env.controllerNs)}/kube-scheduler`))).toBe(403);
+    expect(await denied(asController.request('GET', leases(env.controllerNs)))).toBe(403);
+    expect(
+      await denied(
+        asController.request('POST', leases(env.ns), {
+          body: {
+            apiVersion: 'coordination.k8s.io/v1',
+            kind: 'Lease',
+            metadata: { name: 'sless-controller' },
+          },
+        }),
       ),
     ).toBe(403);
     // NetworkPolicies: only `sless-functions`, and never deleted.

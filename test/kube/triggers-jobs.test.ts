@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildName } from '../../src/core/naming.js';
 import type { FunctionJob, SlessFunction } from '../../src/core/resources.js';
 import { type KubeSystem, startKubeSystem } from '../../src/main.js';
+import { MERGE_PATCH } from '../../src/platform/kube/http.js';
 import { getObject, type KubeObject, listObjects } from '../../src/platform/kube/objects.js';
 import { CRONJOB, DEPLOYMENT, JOB } from '../../src/platform/kube/resource-types.js';
 import { functionManifest, git, gitSource, nodeHandler, TestRepo, tempDir } from '../helpers/git.js';
@@ -112,6 +113,27 @@ describe('kube triggers and jobs', () => {
     };
     expect(status.phase).toBe('Ready');
     expect(Date.parse(status.nextRun ?? '')).toBeGreaterThan(Date.now());
+  });
+
+  it('a CronJob deleted or edited by hand is put back by the drift watch (the resync is 10 min away)', async () => {
+    const cronJob = () => getObject<KubeObject>(env.http, CRONJOB, env.ns, 'trigger-tick-cron');
+    const original = await eventually('CronJob', cronJob);
+    await env.http.request('DELETE', `/apis/batch/v1/namespaces/${env.ns}/cronjobs/trigger-tick-cron`);
+    const recreated = await eventually('CronJob recreated', async () => {
+      const now = await cronJob();
+      return now && now.metadata.uid !== original.metadata.uid ? now : undefined;
+    });
+    expect(specOf<{ schedule: string }>(recreated).schedule).toBe('*/5 * * * *');
+    // An edit by another manager (kubectl edit) is taken back: the controller owns the CronJob.
+    await env.http.request('PATCH', `/apis/batch/v1/namespaces/${env.ns}/cronjobs/trigger-tick-cron`, {
+      body: { spec: { schedule: '0 0 1 1 *' } },
+      contentType: MERGE_PATCH,
+      query: { fieldManager: 'kubectl-edit' },
+    });
+    await eventually(
+      'schedule restored',
+      async () => specOf<{ schedule: string }>(await cronJob()).schedule === '*/5 * * * *',
+    );
   });
 
   it('FunctionJob runId 0 is Skipped and runs nothing', async () => {

@@ -19,6 +19,21 @@ export interface HealthOptions {
 
 const statusBody = { type: 'object', properties: { status: { type: 'string' } } } as const;
 
+/** Which replica reconciles: this one (`isLeader`), and the Lease's holder as last observed. */
+export const leaderBody = {
+  type: 'object',
+  properties: {
+    identity: { type: 'string' },
+    holder: { type: 'string', nullable: true },
+    isLeader: { type: 'boolean' },
+  },
+} as const;
+
+const readyBody = {
+  type: 'object',
+  properties: { status: { type: 'string' }, leader: leaderBody },
+} as const;
+
 /**
  * Metrics carry every tenant's namespace, source and function names. With auth on, only an admin's
  * token (or the operator's scrape token) may read them; without auth the loopback guard applies.
@@ -45,11 +60,15 @@ export async function healthRoutes(app: FastifyInstance, options: HealthOptions)
   app.get(
     '/readyz',
     {
-      schema: { summary: 'Readiness', tags: ['health'], response: { 200: statusBody, 503: errorBody } },
+      schema: {
+        summary: 'Readiness: serving /fn/ and the API (a follower is ready too); says who leads',
+        tags: ['health'],
+        response: { 200: readyBody, 503: errorBody },
+      },
     },
     async (_request, reply) => {
       if (!options.context.isReady()) return reply.code(503).send({ error: 'not ready' });
-      return { status: 'ready' };
+      return { status: 'ready', leader: options.context.leadership.info() };
     },
   );
   app.get(

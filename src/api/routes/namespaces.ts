@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import type { ApiContext } from '../context.js';
 import { errorResponses, nsParams } from '../schemas.js';
 import type { NsParams } from './common.js';
+import { leaderBody } from './health.js';
 
 const ensured = {
   type: 'object',
@@ -28,5 +29,17 @@ export async function namespaceRoutes(app: FastifyInstance, options: { context: 
       const created = await options.context.ensureNamespace(request.params.ns);
       return reply.code(created ? 201 : 200).send({ namespace: request.params.ns, created });
     },
+  );
+
+  app.get(
+    '/v1/leader',
+    {
+      schema: {
+        summary: 'Which replica reconciles: every replica serves, one leader (a Lease on kube) reconciles',
+        tags: ['health'],
+        response: { 200: leaderBody, ...errorResponses(401) },
+      },
+    },
+    async () => options.context.leadership.info(),
   );
 }

@@ -104,7 +104,8 @@ export class KubeCronScheduler implements TriggerScheduler {
   }
 
   async apply(trigger: Trigger, fn: SlessFunction | undefined): Promise<TriggerStatus> {
-    await apply(this.http, CRONJOB, cronJobFor(trigger, fn));
+    // The controller owns its CronJobs by design: an edit by hand is taken back (drift repair).
+    await apply(this.http, CRONJOB, cronJobFor(trigger, fn), { force: true });
     if (trigger.spec.enabled === false || !fn) return { nextRun: undefined };
     const next = new Cron(trigger.spec.schedule ?? '', {
       paused: true,

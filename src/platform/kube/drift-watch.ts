@@ -1,23 +1,49 @@
 /**
- * Watches the Deployments and Services the controller made for Functions (found by label) and
- * reports the Function whenever one is deleted or its spec is edited by someone else, so the
- * reconcile puts it back within moments instead of at the next resync.
+ * Watches what the controller made (found by label): the Deployments and Services of Functions and
+ * the CronJobs of cron Triggers. Whenever one is deleted or its spec is edited by someone else it
+ * reports the owning Function or Trigger, so the reconcile puts it back within moments instead of at
+ * the next resync.
  */
 import { Watch } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { asError } from '../../core/errors.js';
 import type { KubeHttp } from './http.js';
-import { LABEL_COMPONENT, LABEL_FUNCTION, LABEL_MANAGED_BY, MANAGED_BY } from './labels.js';
+import { LABEL_COMPONENT, LABEL_FUNCTION, LABEL_MANAGED_BY, LABEL_TRIGGER, MANAGED_BY } from './labels.js';
 import { type KubeObject, listObjects } from './objects.js';
-import { collectionPath, DEPLOYMENT, labelSelector, type ResourceType, SERVICE } from './resource-types.js';
+import {
+  CRONJOB,
+  collectionPath,
+  DEPLOYMENT,
+  labelSelector,
+  type ResourceType,
+  SERVICE,
+} from './resource-types.js';
 
-const OWNED = { [LABEL_MANAGED_BY]: MANAGED_BY, [LABEL_COMPONENT]: 'function' };
+/** Which sless object a drifted one belongs to. */
+export type DriftOwner = 'Function' | 'Trigger';
+
+interface Watched {
+  type: ResourceType;
+  owner: DriftOwner;
+  /** The label naming the owner. */
+  ownerLabel: string;
+  labels: Record<string, string>;
+}
+
+const FUNCTION_PART = { [LABEL_MANAGED_BY]: MANAGED_BY, [LABEL_COMPONENT]: 'function' };
+const TRIGGER_PART = { [LABEL_MANAGED_BY]: MANAGED_BY, [LABEL_COMPONENT]: 'trigger' };
+
+const WATCHED: readonly Watched[] = [
+  { type: DEPLOYMENT, owner: 'Function', ownerLabel: LABEL_FUNCTION, labels: FUNCTION_PART },
+  { type: SERVICE, owner: 'Function', ownerLabel: LABEL_FUNCTION, labels: FUNCTION_PART },
+  { type: CRONJOB, owner: 'Trigger', ownerLabel: LABEL_TRIGGER, labels: TRIGGER_PART },
+];
 
 export class DriftWatch {
   private readonly http: KubeHttp;
   private readonly logger: Logger;
   private readonly namespaces: readonly (string | undefined)[];
-  private readonly onDrift: (namespace: string, functionName: string) => void;
+  private readonly onDrift: (owner: DriftOwner, namespace: string, name: string) => void;
   private readonly retryMs: number;
   private readonly aborts = new Set<AbortController>();
   private stopped = false;
@@ -27,7 +53,7 @@ export class DriftWatch {
     logger: Logger;
     /** Namespaces to watch; all when absent. */
     namespaces?: readonly string[];
-    onDrift: (namespace: string, functionName: string) => void;
+    onDrift: (owner: DriftOwner, namespace: string, name: string) => void;
     retryMs?: number;
   }) {
     this.http = options.http;
@@ -38,8 +64,7 @@ export class DriftWatch {
   }
 
   start(): void {
-    for (const type of [DEPLOYMENT, SERVICE])
-      for (const namespace of this.namespaces) void this.run(type, namespace);
+    for (const watched of WATCHED) for (const namespace of this.namespaces) void this.run(watched, namespace);
   }
 
   stop(): void {
@@ -47,26 +72,27 @@ export class DriftWatch {
     for (const abort of this.aborts) abort.abort();
   }
 
-  private async run(type: ResourceType, namespace: string | undefined): Promise<void> {
+  private async run(watched: Watched, namespace: string | undefined): Promise<void> {
+    const { type, owner, ownerLabel, labels } = watched;
     // Spec generations (Services have none: their resourceVersion stands in) by object.
     const seen = new Map<string, { version: string; fn: string; namespace: string }>();
     const versionOf = (o: KubeObject) =>
       type === SERVICE ? (o.metadata.resourceVersion ?? '') : String(o.metadata.generation ?? '');
-    const report = (ns: string, fn: string | undefined) => {
-      if (fn && !this.stopped) this.onDrift(ns, fn);
+    const report = (ns: string, name: string | undefined) => {
+      if (name && !this.stopped) this.onDrift(owner, ns, name);
     };
     while (!this.stopped) {
       try {
         const list = await listObjects<KubeObject>(this.http, type, {
           ...(namespace ? { namespace } : {}),
-          labels: OWNED,
+          labels,
         });
         const present = new Set<string>();
         for (const o of list.items) {
           const key = `${o.metadata.namespace}/${o.metadata.name}`;
           present.add(key);
           const before = seen.get(key);
-          const fn = o.metadata.labels?.[LABEL_FUNCTION] ?? '';
+          const fn = o.metadata.labels?.[ownerLabel] ?? '';
           if (before && before.version !== versionOf(o)) report(o.metadata.namespace ?? '', fn);
           seen.set(key, { version: versionOf(o), fn, namespace: o.metadata.namespace ?? '' });
         }
@@ -76,9 +102,9 @@ export class DriftWatch {
             seen.delete(key);
             report(entry.namespace, entry.fn);
           }
-        await this.watch(type, namespace, list.metadata.resourceVersion, (phase, o) => {
+        await this.watch(watched, namespace, list.metadata.resourceVersion, (phase, o) => {
           const key = `${o.metadata.namespace}/${o.metadata.name}`;
-          const fn = o.metadata.labels?.[LABEL_FUNCTION];
+          const fn = o.metadata.labels?.[ownerLabel];
           if (phase === 'DELETED') {
             seen.delete(key);
             report(o.metadata.namespace ?? '', fn);
@@ -103,7 +129,7 @@ export class DriftWatch {
 
   /** Watches until the server ends the stream (then the caller re-lists) or it fails. */
   private watch(
-    type: ResourceType,
+    { type, labels }: Watched,
     namespace: string | undefined,
     resourceVersion: string | undefined,
     onEvent: (phase: string, object: KubeObject) => void,
@@ -113,7 +139,7 @@ export class DriftWatch {
       new Watch(this.http.kubeConfig)
         .watch(
           collectionPath(type, namespace),
-          { resourceVersion, labelSelector: labelSelector(OWNED) },
+          { resourceVersion, labelSelector: labelSelector(labels) },
           (phase: string, object: KubeObject) => {
             if (phase === 'ERROR') {
               failed = new Error(`watch of ${type.plural} ended with an error`);

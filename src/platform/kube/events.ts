@@ -17,11 +17,13 @@ export class KubeEventRecorder implements EventRecorder {
   private readonly http: KubeHttp;
   private readonly logger: Logger;
   private readonly repeatAfterMs: number;
-  private readonly instance = hostname();
+  private readonly instance: string;
   private readonly lastSent = new Map<string, number>();
 
-  constructor(options: { http: KubeHttp; logger: Logger; repeatAfterMs?: number }) {
+  /** `instance`: which replica reports (kubectl's "From"); the host name when not given. */
+  constructor(options: { http: KubeHttp; logger: Logger; repeatAfterMs?: number; instance?: string }) {
     this.http = options.http;
+    this.instance = options.instance ?? hostname();
     this.logger = options.logger;
     this.repeatAfterMs = options.repeatAfterMs ?? 300_000;
   }

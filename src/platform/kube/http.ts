@@ -12,11 +12,14 @@ import type { KubeConfig } from '@kubernetes/client-node';
 export class KubeApiError extends Error {
   readonly code: number;
   readonly reason: string;
-  constructor(code: number, reason: string, message: string) {
+  /** The API server's own words (the Status message), without the request line. */
+  readonly statusMessage: string;
+  constructor(code: number, reason: string, message: string, statusMessage = message) {
     super(message);
     this.name = 'KubeApiError';
     this.code = code;
     this.reason = reason;
+    this.statusMessage = statusMessage;
   }
 }
 
@@ -181,5 +184,5 @@ function apiError(method: string, url: URL, code: number, text: string): KubeApi
   } catch {
     // not a Status object: keep the raw text
   }
-  return new KubeApiError(code, reason, `${method} ${url.pathname}: ${code} ${message}`);
+  return new KubeApiError(code, reason, `${method} ${url.pathname}: ${code} ${message}`, message);
 }

@@ -38,6 +38,11 @@ export interface KubeStoreOptions {
   retryMs?: number;
   /** Delay before a failed finalizer cleanup is retried. */
   finalizerRetryMs?: number;
+  /**
+   * Whether this replica may run finalizers now (only the leader cleans up); while it may not, a
+   * deleting object is looked at again after `finalizerRetryMs`, in case this replica leads by then.
+   */
+  mayFinalize?: () => boolean;
 }
 
 interface Stream {
@@ -273,6 +278,10 @@ export class KubeStore implements ObjectStore {
   private async finalize(object: KubeObject): Promise<void> {
     const key = keyOf(object.kind, object.metadata.namespace, object.metadata.name);
     if (this.finalizing.has(key)) return;
+    if (this.options.mayFinalize && !this.options.mayFinalize()) {
+      this.finalizeLater(object);
+      return;
+    }
     this.finalizing.add(key);
     const { namespace, name } = object.metadata;
     try {
@@ -299,14 +308,20 @@ export class KubeStore implements ObjectStore {
       }
     } catch (thrown) {
       this.options.logger.error({ object: key, err: asError(thrown).message }, 'finalizer failed; retrying');
-      // No watch event may come for this object again, so the retry cannot wait for one.
-      const retry = setTimeout(() => {
-        if (!this.stopped) void this.finalize(object);
-      }, this.options.finalizerRetryMs ?? 10_000);
-      retry.unref();
+      this.finalizeLater(object);
     } finally {
       this.finalizing.delete(key);
     }
+  }
+
+  /** No watch event may come for this object again, so a retry cannot wait for one. */
+  private finalizeLater(object: KubeObject): void {
+    const key = keyOf(object.kind, object.metadata.namespace, object.metadata.name);
+    const retry = setTimeout(() => {
+      // Gone meanwhile (another replica finalized it): nothing left to do.
+      if (!this.stopped && this.seen.has(key)) void this.finalize(object);
+    }, this.options.finalizerRetryMs ?? 10_000);
+    retry.unref();
   }
 
   private emit(event: StoreEvent): void {

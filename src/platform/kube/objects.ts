@@ -1,6 +1,8 @@
 /** Small typed helpers over KubeHttp: server-side apply with the one field manager, get, delete. */
+import { SlessError } from '../../core/errors.js';
 import { FIELD_MANAGER } from '../../core/resources.js';
-import { APPLY_PATCH, isStatus, type KubeHttp } from './http.js';
+import { Reason } from '../../core/status.js';
+import { APPLY_PATCH, isStatus, KubeApiError, type KubeHttp } from './http.js';
 import { collectionPath, labelSelector, objectPath, type ResourceType } from './resource-types.js';
 
 export interface KubeMeta {
@@ -40,9 +42,25 @@ export interface KubeList<T> {
 }
 
 /**
- * Server-side apply as `sless-controller`; `force` takes over fields another manager set. Two forced
- * applies that both create the object race in the API server, and the loser gets 409 AlreadyExists;
- * applying again then updates the object the winner made, so a forced apply retries that case.
+ * A field sless would set is owned by another field manager (a person's `kubectl edit`, another
+ * controller), and sless does not take it: the other manager's value stays and this says which.
+ */
+export class ApplyConflictError extends SlessError {
+  constructor(type: ResourceType, object: KubeObject, apiMessage: string, cause: unknown) {
+    const { namespace, name } = object.metadata;
+    super(
+      `${type.kind} ${namespace ? `${namespace}/` : ''}${name} not applied: ${apiMessage} (sless does not take a field another field manager set: give the field the value in git, or clear that manager's ownership, and the next sync applies)`,
+      { reason: Reason.ApplyConflict, httpStatus: 409, cause },
+    );
+  }
+}
+
+/**
+ * Server-side apply as `sless-controller`. Without `force` a field another manager owns is a conflict
+ * (ApplyConflictError) and the other manager's value stays; only objects the controller owns by
+ * design (its Deployments, Services and CronJobs, which drift repair takes back) are applied with
+ * `force`. Two applies that both create the object race in the API server, and the loser gets 409
+ * AlreadyExists; applying again then updates the object the winner made, so that case is retried.
  */
 export async function apply<T extends KubeObject>(
   http: KubeHttp,
@@ -50,7 +68,7 @@ export async function apply<T extends KubeObject>(
   object: KubeObject,
   options: { force?: boolean; dryRun?: boolean; headers?: Record<string, string> } = {},
 ): Promise<T> {
-  const force = options.force ?? true;
+  const force = options.force ?? false;
   for (let attempt = 1; ; attempt++) {
     try {
       return await http.request<T>(
@@ -68,7 +86,9 @@ export async function apply<T extends KubeObject>(
         },
       );
     } catch (error) {
-      if (!force || attempt >= 5 || !isStatus(error, 409)) throw error;
+      if (!force && error instanceof KubeApiError && error.code === 409 && error.reason === 'Conflict')
+        throw new ApplyConflictError(type, object, error.statusMessage, error);
+      if (attempt >= 5 || !isStatus(error, 409)) throw error;
       await new Promise((r) => setTimeout(r, 20 * attempt));
     }
   }

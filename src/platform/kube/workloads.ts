@@ -50,7 +50,8 @@ export class KubeWorkloads implements WorkloadPlatform {
   ): Promise<void> {
     // Before the Deployment: its pods must be able to pull from the first try.
     await this.prepareNamespace?.(fn.metadata.namespace);
-    await apply(this.http, SERVICE, serviceFor(fn));
+    // Owned by design: the controller's Service and Deployment; an edit by hand is taken back.
+    await apply(this.http, SERVICE, serviceFor(fn), { force: true });
     const deployment = deploymentFor(fn, build, { ...options, imagePullSecrets: this.imagePullSecrets });
     // Something else scales this function (an HPA, kubectl scale): its replica count stands. A
     // disabled function still goes to 0, which is what disabling means.
@@ -71,7 +72,7 @@ export class KubeWorkloads implements WorkloadPlatform {
         spec.replicas = (existing.spec as { replicas?: number } | undefined)?.replicas ?? spec.replicas;
       else delete spec.replicas;
     } else if (options.enabled && replicasManagedElsewhere(existing, FIELD_MANAGER)) delete spec.replicas;
-    await apply(this.http, DEPLOYMENT, deployment);
+    await apply(this.http, DEPLOYMENT, deployment, { force: true });
     await this.awaitRollout(fn.metadata.namespace, fn.metadata.name, options.revision);
   }
 
