@@ -47,6 +47,8 @@ export interface TestNodeInfo extends TestClusterInfo {
   registryHost: string;
   /** Full references of the images pushed into the registry at start. */
   images: { node: string; python: string; kaniko: string; pause: string };
+  /** kubectl of the cluster's version (built by build.sh); pass it `--kubeconfig kubeconfigPath`. */
+  kubectl: string;
   /** The node's temp dir (containerd root, kubelet root, logs). */
   root: string;
 }
@@ -169,7 +171,9 @@ function cniConfig(root: string): string {
           type: 'bridge',
           bridge: BRIDGE,
           isGateway: true,
-          ipMasq: false,
+          // Pods reach beyond the node (npm's registry, for the controller image's `npm ci`) from the
+          // host's address, as on any cluster; the node's own addresses are not masqueraded.
+          ipMasq: true,
           hairpinMode: true,
           ipam: {
             type: 'host-local',
@@ -252,6 +256,7 @@ interface NodeBinaries {
   KUBE_SCHEDULER: string;
   KUBE_PROXY: string;
   NODE_IMAGES: string;
+  KUBECTL: string;
   images: Record<'node' | 'python' | 'kaniko' | 'pause', string>;
 }
 
@@ -271,6 +276,7 @@ async function nodeBinaries(): Promise<NodeBinaries> {
     KUBE_SCHEDULER: need('KUBE_SCHEDULER'),
     KUBE_PROXY: need('KUBE_PROXY'),
     NODE_IMAGES: need('NODE_IMAGES'),
+    KUBECTL: need('KUBECTL'),
     images: {
       node: need('NODE_IMAGE_NODE'),
       python: need('NODE_IMAGE_PYTHON'),
@@ -329,7 +335,7 @@ export async function startTestNode(opts: NodeStartOptions = {}): Promise<TestNo
     run('ip', ['link', 'set', BRIDGE, 'up']);
     createCgroupRoot();
 
-    cluster = await startTestCluster({ serveHost: GATEWAY_IP });
+    cluster = await startTestCluster({ serveHost: GATEWAY_IP, apiServerHost: GATEWAY_IP });
     const pki = join(dirname(cluster.kubeconfigPath), 'pki');
     const registryHost = cluster.registry.url.replace(/^https?:\/\//, '');
     const images = {
@@ -446,6 +452,7 @@ export async function startTestNode(opts: NodeStartOptions = {}): Promise<TestNo
       gatewayIp: GATEWAY_IP,
       registryHost,
       images,
+      kubectl: bins.KUBECTL,
       root,
       stop,
     };
