@@ -18,7 +18,7 @@ import { DEPLOYMENT, JOB, POD, SERVICE } from '../../src/platform/kube/resource-
 import { GATEWAY_IP, startTestNode, type TestNode } from '../cluster/node.ts';
 import { functionManifest, git, nodeHandler, TestRepo, tempDir } from '../helpers/git.js';
 import { startGitHttpServer } from '../helpers/git-http-server.js';
-import { dockerConfigJson, eventually } from '../kube/harness.js';
+import { dockerConfigJson, eventually, specOf } from '../kube/harness.js';
 import { controllerImage, REPO_ROOT } from './controller-image.ts';
 
 const SYSTEM = 'sless-system';
@@ -214,10 +214,8 @@ describe('e2e on a real node: the controller as it ships', () => {
         })
       ).items;
       expect(jobs.map((j) => j.metadata.name)).toEqual([`build-hello-${commit.slice(0, 12)}`]);
-      const fnImage = (
-        (await getObject<KubeObject>(http, DEPLOYMENT, ns, 'hello'))?.spec as {
-          template: { spec: { containers: { image: string }[] } };
-        }
+      const fnImage = specOf<{ template: { spec: { containers: { image: string }[] } } }>(
+        await getObject<KubeObject>(http, DEPLOYMENT, ns, 'hello'),
       ).template.spec.containers[0]?.image;
       expect(fnImage).toMatch(new RegExp(`^${node.registryHost}/${ns}-hello:${commit}@sha256:[0-9a-f]{64}$`));
 
