@@ -10,18 +10,7 @@
  * the key covers. Only the newest layout is kept.
  */
 import { spawn } from 'node:child_process';
-import { createHash } from 'node:crypto';
-import {
-  cpSync,
-  existsSync,
-  mkdirSync,
-  readdirSync,
-  readFileSync,
-  renameSync,
-  rmSync,
-  statSync,
-  writeFileSync,
-} from 'node:fs';
+import { cpSync, existsSync, mkdirSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -29,6 +18,7 @@ import type { KubeHttp } from '../../src/platform/kube/http.js';
 import { apply, getObject, type KubeObject, listObjects } from '../../src/platform/kube/objects.js';
 import { JOB, POD } from '../../src/platform/kube/resource-types.js';
 import { note } from '../cluster/fixture.ts';
+import { contextKey } from '../cluster/image-context.ts';
 import type { TestNode } from '../cluster/node.ts';
 import { eventually } from '../kube/harness.js';
 import { registryDigest } from './harness.ts';
@@ -37,41 +27,6 @@ export const REPO_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..
 const DOCKERFILE = 'deploy/Dockerfile';
 const REPOSITORY = 'sless-test/sless-controller';
 const BUILD_MS = 25 * 60_000;
-
-/** The repository paths the Dockerfile's COPY lines take from the build context (not `--from`). */
-export function copiedPaths(dockerfile: string): string[] {
-  const paths = new Set<string>();
-  for (const line of dockerfile.split('\n')) {
-    const words = line.trim().split(/\s+/);
-    if (words[0]?.toUpperCase() !== 'COPY' || words.some((w) => w.startsWith('--from='))) continue;
-    const args = words.slice(1).filter((w) => !w.startsWith('--'));
-    for (const source of args.slice(0, -1)) paths.add(source.replace(/^\.\//, '').replace(/\/$/, ''));
-  }
-  return [...paths].sort();
-}
-
-function filesUnder(path: string): string[] {
-  const full = join(REPO_ROOT, path);
-  if (!statSync(full).isDirectory()) return [path];
-  return readdirSync(full)
-    .sort()
-    .flatMap((entry) => filesUnder(join(path, entry)));
-}
-
-/** sha256 over the Dockerfile, the files it copies and the images the build starts from. */
-export function contextKey(baseImageDigest: string, kanikoImage: string): { key: string; paths: string[] } {
-  const dockerfile = readFileSync(join(REPO_ROOT, DOCKERFILE), 'utf8');
-  const paths = copiedPaths(dockerfile);
-  const hash = createHash('sha256');
-  hash.update(`dockerfile\0${dockerfile}\0base\0${baseImageDigest}\0kaniko\0${kanikoImage}\0`);
-  for (const file of paths.flatMap(filesUnder).sort()) {
-    const full = join(REPO_ROOT, file);
-    const executable = (statSync(full).mode & 0o111) !== 0;
-    const content = createHash('sha256').update(readFileSync(full)).digest('hex');
-    hash.update(`${file}\0${executable ? 'x' : '-'}\0${content}\n`);
-  }
-  return { key: hash.digest('hex'), paths };
-}
 
 function cacheRoot(): string {
   return (
@@ -187,7 +142,7 @@ export async function controllerImage(
   const [baseRepository, baseTag] = node.images.node.slice(node.registryHost.length + 1).split(':');
   const baseDigest = await registryDigest(node, baseRepository ?? '', baseTag ?? '');
   const kaniko = node.images.kaniko.slice(node.registryHost.length + 1);
-  const { key, paths } = contextKey(baseDigest, kaniko);
+  const { key, paths } = contextKey(REPO_ROOT, DOCKERFILE, [baseDigest, kaniko]);
   const tag = key.slice(0, 20);
   const destination = `${node.registryHost}/${REPOSITORY}:${tag}`;
   const cached = join(cacheRoot(), `controller-image-${tag}`);
