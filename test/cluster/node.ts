@@ -238,8 +238,9 @@ hostnameOverride: ${NODE_NAME}
 clusterCIDR: ${POD_CIDR}
 healthzBindAddress: 127.0.0.1:${healthzPort}
 metricsBindAddress: 127.0.0.1:${metricsPort}
-# Leave the conntrack sysctls alone.
-conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
+# Leave the conntrack table sizes and timeouts alone. Liberal TCP tracking (a sysctl the janitor puts
+# back): out-of-window packets of long downloads through the pods' NAT are passed on, not dropped.
+conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s, tcpBeLiberal: true}
 iptables: {localhostNodePorts: false}
 `;
 }
