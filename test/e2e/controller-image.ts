@@ -19,9 +19,10 @@ import { apply, getObject, type KubeObject, listObjects } from '../../src/platfo
 import { JOB, POD } from '../../src/platform/kube/resource-types.js';
 import { note } from '../cluster/fixture.ts';
 import { contextKey } from '../cluster/image-context.ts';
-import type { TestNode } from '../cluster/node.ts';
+import { GATEWAY_IP, type TestNode } from '../cluster/node.ts';
 import { eventually } from '../kube/harness.js';
 import { registryDigest } from './harness.ts';
+import { startNpmMirror } from './npm-mirror.ts';
 
 export const REPO_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const DOCKERFILE = 'deploy/Dockerfile';
@@ -61,6 +62,7 @@ async function kanikoBuild(
   context: string,
   destination: string,
   podLog: (namespace: string, pod: string) => Promise<string>,
+  npmRegistry: string,
 ): Promise<string> {
   const name = 'build-sless-controller';
   const namespace = 'default';
@@ -92,6 +94,7 @@ async function kanikoBuild(
                 // FROM node:… is Docker Hub's name; the node's registry holds that image.
                 `--registry-map=index.docker.io=${node.registryHost}`,
                 `--insecure-registry=${node.registryHost}`,
+                `--build-arg=NPM_CONFIG_REGISTRY=${npmRegistry}`,
               ],
               terminationMessagePath: '/dev/termination-log',
               terminationMessagePolicy: 'File',
@@ -158,7 +161,11 @@ export async function controllerImage(
       mkdirSync(dirname(join(context, path)), { recursive: true });
       cpSync(join(REPO_ROOT, path), join(context, path), { recursive: true });
     }
-    const digest = await kanikoBuild(node, http, context, destination, podLog);
+    // npm through the host: pods' own way out (NAT) crashed npm ci mid-download on this machine.
+    const mirror = await startNpmMirror(GATEWAY_IP, join(cacheRoot(), 'npm-tarballs'));
+    const digest = await kanikoBuild(node, http, context, destination, podLog, mirror.url).finally(() =>
+      mirror.close(),
+    );
     builtByKaniko = true;
     note(`controller image ${tag} built by kaniko on the node in ${Date.now() - t0} ms (${digest})`);
     const partial = `${cached}.tmp-${process.pid}`;
