@@ -161,18 +161,7 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
 `;
 }
 
-/**
- * The MTU of the host's default route, for the pods' interfaces (as cluster CNIs choose it): a pod
- * MTU above the host's stalls downloads through the NAT when path-MTU discovery is not answered (the
- * controller image's `npm ci` hung on a 1,400-byte host link).
- */
-function hostMtu(): number {
-  const dev = /\bdev (\S+)/.exec(run('ip', ['-4', 'route', 'show', 'default']))?.[1];
-  const mtu = dev ? Number(readFileSync(`/sys/class/net/${dev}/mtu`, 'utf8').trim()) : Number.NaN;
-  return Number.isInteger(mtu) && mtu >= 576 && mtu < 1500 ? mtu : 1500;
-}
-
-function cniConfig(root: string, mtu: number): string {
+function cniConfig(root: string): string {
   return JSON.stringify(
     {
       cniVersion: '1.0.0',
@@ -181,11 +170,8 @@ function cniConfig(root: string, mtu: number): string {
         {
           type: 'bridge',
           bridge: BRIDGE,
-          mtu,
           isGateway: true,
-          // Pods reach beyond the node (npm's registry, for the controller image's `npm ci`) from the
-          // host's address, as on any cluster; the node's own addresses are not masqueraded.
-          ipMasq: true,
+          ipMasq: false,
           hairpinMode: true,
           ipam: {
             type: 'host-local',
@@ -238,9 +224,8 @@ hostnameOverride: ${NODE_NAME}
 clusterCIDR: ${POD_CIDR}
 healthzBindAddress: 127.0.0.1:${healthzPort}
 metricsBindAddress: 127.0.0.1:${metricsPort}
-# Leave the conntrack table sizes and timeouts alone. Liberal TCP tracking (a sysctl the janitor puts
-# back): out-of-window packets of long downloads through the pods' NAT are passed on, not dropped.
-conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s, tcpBeLiberal: true}
+# Leave the conntrack sysctls alone.
+conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
 iptables: {localhostNodePorts: false}
 `;
 }
@@ -343,8 +328,7 @@ export async function startTestNode(opts: NodeStartOptions = {}): Promise<TestNo
 
   try {
     checkSubnetFree();
-    const mtu = hostMtu();
-    run('ip', ['link', 'add', BRIDGE, 'mtu', String(mtu), 'type', 'bridge']);
+    run('ip', ['link', 'add', BRIDGE, 'type', 'bridge']);
     run('ip', ['addr', 'add', `${GATEWAY_IP}/24`, 'dev', BRIDGE]);
     run('ip', ['link', 'set', BRIDGE, 'up']);
     createCgroupRoot();
@@ -371,7 +355,7 @@ export async function startTestNode(opts: NodeStartOptions = {}): Promise<TestNo
       join(root, 'certs.d', registryHost, 'hosts.toml'),
       `server = "http://${registryHost}"\n[host."http://${registryHost}"]\n  capabilities = ["pull", "resolve", "push"]\n  skip_verify = true\n`,
     );
-    writeFileSync(join(root, 'cni', '10-sless-test.conflist'), cniConfig(root, mtu));
+    writeFileSync(join(root, 'cni', '10-sless-test.conflist'), cniConfig(root));
     writeFileSync(join(root, 'containerd.toml'), containerdConfig(root, images.pause));
     const containerd = start('containerd', '/usr/bin/containerd', [
       '--config',

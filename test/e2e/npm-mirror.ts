@@ -51,6 +51,11 @@ export async function startNpmMirror(host: string, cacheDir: string): Promise<Np
         res.end(`npm mirror: ${e.message}\n`);
       });
   });
+  // npm keeps connections alive and reuses them at once: a server that closes an idle one first (Node's
+  // default is 5 s) races npm's next request on it, which then fails with "socket hang up".
+  server.keepAliveTimeout = 10 * 60_000;
+  server.headersTimeout = 10 * 60_000 + 1000;
+  server.requestTimeout = 0;
   await new Promise<void>((resolve) => server.listen(0, host, resolve));
   const { port } = server.address() as AddressInfo;
   return {
