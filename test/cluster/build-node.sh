@@ -38,6 +38,7 @@ node_print_paths() {
   echo "NODE_IMAGE_PYTHON=$PYTHON_BASE_REF"
   echo "NODE_IMAGE_KANIKO=sless-test/kaniko-executor:$KANIKO_VERSION"
   echo "NODE_IMAGE_PAUSE=sless-test/pause:$PAUSE_VERSION"
+  kubectl_print_paths
 }
 
 node_missing_packages() {
@@ -50,7 +51,8 @@ node_missing_packages() {
 
 node_is_built() {
   [ -x "$KUBELET" ] && [ -x "$KUBE_CONTROLLER_MANAGER" ] && [ -x "$KUBE_SCHEDULER" ] && [ -x "$KUBE_PROXY" ] \
-    && [ -x "$KANIKO_EXECUTOR" ] && [ -x "$PAUSE" ] && [ -f "$IMAGES/.complete" ] && [ -z "$(node_missing_packages)" ]
+    && [ -x "$KANIKO_EXECUTOR" ] && [ -x "$PAUSE" ] && [ -f "$IMAGES/.complete" ] && [ -z "$(node_missing_packages)" ] \
+    && kubectl_is_built
 }
 
 node_install_packages() {
@@ -187,4 +189,13 @@ build_node() {
   [ -x "$KANIKO_EXECUTOR" ] || build_kaniko
   [ -x "$PAUSE" ] || build_pause
   [ -f "$IMAGES/.complete" ] || build_images
+  kubectl_is_built || build_kubectl
 }
+
+# --- kubectl (the e2e suite installs the shipped controller with `kubectl apply -k`) ---------------
+# From the same wrapper module as the apiserver and the kubelet, so its version is the cluster's and
+# its kustomize is the one that Kubernetes release vendors.
+KUBECTL="$CACHE/kubectl-$KUBERNETES_VERSION/kubectl"
+kubectl_print_paths() { echo "KUBECTL=$KUBECTL"; }
+kubectl_is_built() { [ -x "$KUBECTL" ]; }
+build_kubectl() { go_build "$HERE/gomod/kube" k8s.io/kubernetes/cmd/kubectl "$KUBECTL" "$(kube_ldflags)"; }

@@ -96,6 +96,7 @@ regen_gomod() {
     echo "	k8s.io/kubernetes/cmd/kube-proxy"
     echo "	k8s.io/kubernetes/cmd/kube-scheduler"
     echo "	k8s.io/kubernetes/cmd/kubelet"
+    echo "	k8s.io/kubernetes/cmd/kubectl"
     echo "	go.etcd.io/etcd/server/v3"
     echo ")"
     echo

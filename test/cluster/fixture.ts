@@ -291,7 +291,7 @@ function openssl(cwd: string, args: string[]): void {
 }
 
 /** CA, API server serving certificate and service-account signing key, with the openssl CLI. */
-function makePki(dir: string): void {
+function makePki(dir: string, apiServerHost: string): void {
   const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
   openssl(dir, [
     'req',
@@ -308,6 +308,7 @@ function makePki(dir: string): void {
   ]);
   const sans = [
     'IP:127.0.0.1',
+    ...(apiServerHost === '127.0.0.1' ? [] : [`IP:${apiServerHost}`]),
     'IP:10.0.0.1',
     'DNS:localhost',
     'DNS:kubernetes',
@@ -423,6 +424,13 @@ export interface StartOptions {
    * bridge's gateway address, where pods (kaniko, the kubelet's pulls) can reach them.
    */
   serveHost?: string;
+  /**
+   * Where the API server listens and what it advertises as the endpoint of the `kubernetes` Service
+   * (default 127.0.0.1, and no endpoint is published). On the real node it is the bridge's gateway
+   * address, so that pods reach the API server through that Service as in any cluster, and pods get
+   * ServiceAccount tokens (the node's controller-manager creates each namespace's ServiceAccount).
+   */
+  apiServerHost?: string;
 }
 
 export async function startTestCluster(opts: StartOptions = {}): Promise<TestCluster> {
@@ -449,6 +457,8 @@ async function startOnce(
 ): Promise<TestCluster> {
   const readyTimeoutMs = opts.readyTimeoutMs ?? 120_000;
   const serveHost = opts.serveHost ?? '127.0.0.1';
+  const apiServerHost = opts.apiServerHost ?? '127.0.0.1';
+  const inCluster = apiServerHost !== '127.0.0.1';
   const t0 = Date.now();
   const root = mkdtempSync(join(tmpdir(), 'sless-cluster-'));
   const procs: Proc[] = [];
@@ -497,7 +507,7 @@ async function startOnce(
   try {
     const pki = join(root, 'pki');
     for (const d of ['pki', 'etcd', 's3', 'registry', 'apiserver']) mkdirSync(join(root, d));
-    makePki(pki);
+    makePki(pki, apiServerHost);
     const caCert = readFileSync(join(pki, 'ca.crt'), 'utf8');
     const adminToken = randomBytes(24).toString('hex');
     writeFileSync(
@@ -589,7 +599,7 @@ async function startOnce(
 
     await waitFor(etcd, 'etcd /health', readyTimeoutMs, () => httpOk(`${etcdUrl}/health`));
 
-    const apiServerUrl = `https://127.0.0.1:${apiPort}`;
+    const apiServerUrl = `https://${apiServerHost}:${apiPort}`;
     const api = startProcess(
       root,
       'kube-apiserver',
@@ -597,8 +607,8 @@ async function startOnce(
       [
         `--etcd-servers=${etcdUrl}`,
         `--etcd-prefix=/sless-${randomBytes(4).toString('hex')}`,
-        '--bind-address=127.0.0.1',
-        '--advertise-address=127.0.0.1',
+        `--bind-address=${apiServerHost}`,
+        `--advertise-address=${apiServerHost}`,
         `--secure-port=${apiPort}`,
         `--cert-dir=${join(root, 'apiserver')}`,
         `--tls-cert-file=${join(pki, 'apiserver.crt')}`,
@@ -616,11 +626,15 @@ async function startOnce(
         '--kubelet-preferred-address-types=InternalIP',
         `--kubelet-client-certificate=${join(pki, 'kubelet-client.crt')}`,
         `--kubelet-client-key=${join(pki, 'kubelet-client.key')}`,
-        // A loopback advertise address is refused by the endpoint reconciler; nothing needs the
-        // "kubernetes" Service endpoints here (envtest does the same).
-        '--endpoint-reconciler-type=none',
-        // No controller-manager runs, so nothing would create the default ServiceAccount pods expect.
-        '--disable-admission-plugins=ServiceAccount',
+        ...(inCluster
+          ? []
+          : [
+              // A loopback advertise address is refused by the endpoint reconciler; nothing needs the
+              // "kubernetes" Service endpoints here (envtest does the same).
+              '--endpoint-reconciler-type=none',
+              // No controller-manager runs, so nothing would create the default ServiceAccount pods expect.
+              '--disable-admission-plugins=ServiceAccount',
+            ]),
         '--v=0',
       ],
       root,

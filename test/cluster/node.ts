@@ -47,6 +47,8 @@ export interface TestNodeInfo extends TestClusterInfo {
   registryHost: string;
   /** Full references of the images pushed into the registry at start. */
   images: { node: string; python: string; kaniko: string; pause: string };
+  /** kubectl of the cluster's version (built by build.sh); pass it `--kubeconfig kubeconfigPath`. */
+  kubectl: string;
   /** The node's temp dir (containerd root, kubelet root, logs). */
   root: string;
 }
@@ -252,6 +254,7 @@ interface NodeBinaries {
   KUBE_SCHEDULER: string;
   KUBE_PROXY: string;
   NODE_IMAGES: string;
+  KUBECTL: string;
   images: Record<'node' | 'python' | 'kaniko' | 'pause', string>;
 }
 
@@ -271,6 +274,7 @@ async function nodeBinaries(): Promise<NodeBinaries> {
     KUBE_SCHEDULER: need('KUBE_SCHEDULER'),
     KUBE_PROXY: need('KUBE_PROXY'),
     NODE_IMAGES: need('NODE_IMAGES'),
+    KUBECTL: need('KUBECTL'),
     images: {
       node: need('NODE_IMAGE_NODE'),
       python: need('NODE_IMAGE_PYTHON'),
@@ -329,7 +333,7 @@ export async function startTestNode(opts: NodeStartOptions = {}): Promise<TestNo
     run('ip', ['link', 'set', BRIDGE, 'up']);
     createCgroupRoot();
 
-    cluster = await startTestCluster({ serveHost: GATEWAY_IP });
+    cluster = await startTestCluster({ serveHost: GATEWAY_IP, apiServerHost: GATEWAY_IP });
     const pki = join(dirname(cluster.kubeconfigPath), 'pki');
     const registryHost = cluster.registry.url.replace(/^https?:\/\//, '');
     const images = {
@@ -446,6 +450,7 @@ export async function startTestNode(opts: NodeStartOptions = {}): Promise<TestNo
       gatewayIp: GATEWAY_IP,
       registryHost,
       images,
+      kubectl: bins.KUBECTL,
       root,
       stop,
     };

@@ -18,8 +18,11 @@ export interface GitHttpRequest {
 
 export async function startGitHttpServer(
   root: string,
-  /** Basic auth required when set: `username` (default x-access-token) and `token` as the password. */
-  options: { token?: string; username?: string } = {},
+  /**
+   * Basic auth required when set: `username` (default x-access-token) and `token` as the password.
+   * `host`: the address to listen on (default 127.0.0.1; pods of the real node reach its bridge address).
+   */
+  options: { token?: string; username?: string; host?: string } = {},
 ): Promise<{
   url: string;
   server: Server;
@@ -103,10 +106,11 @@ export async function startGitHttpServer(
     });
     child.on('close', () => response.end());
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const host = options.host ?? '127.0.0.1';
+  await new Promise<void>((resolve) => server.listen(0, host, resolve));
   const { port } = server.address() as AddressInfo;
   return {
-    url: `http://127.0.0.1:${port}`,
+    url: `http://${host}:${port}`,
     server,
     requests,
     setAvailable: (value) => {

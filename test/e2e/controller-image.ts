@@ -1,0 +1,187 @@
+/**
+ * The sless controller image as it ships: built from deploy/Dockerfile by a kaniko Job on the real
+ * node (its `npm ci` fetches from npm's registry through the node's NAT) and pushed to the node's
+ * registry.
+ *
+ * A build takes minutes, so the image is kept as an OCI layout under the test cache, keyed by a hash
+ * of everything that decides its content: the Dockerfile, every file its COPY lines take from the
+ * repository (path, executable bit, bytes), the base image's digest and the kaniko image. Any change
+ * to any of those is a new key and a new kaniko build; `npm ci` installs exactly the lockfile, which
+ * the key covers. Only the newest layout is kept.
+ */
+import { spawn } from 'node:child_process';
+import { cpSync, existsSync, mkdirSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { KubeHttp } from '../../src/platform/kube/http.js';
+import { apply, getObject, type KubeObject, listObjects } from '../../src/platform/kube/objects.js';
+import { JOB, POD } from '../../src/platform/kube/resource-types.js';
+import { note } from '../cluster/fixture.ts';
+import { contextKey } from '../cluster/image-context.ts';
+import { GATEWAY_IP, type TestNode } from '../cluster/node.ts';
+import { eventually } from '../kube/harness.js';
+import { registryDigest } from './harness.ts';
+import { startNpmMirror } from './npm-mirror.ts';
+
+export const REPO_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+const DOCKERFILE = 'deploy/Dockerfile';
+const REPOSITORY = 'sless-test/sless-controller';
+const BUILD_MS = 25 * 60_000;
+
+function cacheRoot(): string {
+  return (
+    process.env.SLESS_TESTBIN_DIR ??
+    join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'sless', 'testbin')
+  );
+}
+
+function skopeo(args: string[]): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('skopeo', ['copy', '--quiet', ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
+    let err = '';
+    child.stderr.setEncoding('utf8').on('data', (c: string) => {
+      err += c;
+    });
+    child.on('error', reject);
+    child.on('close', (code) =>
+      code === 0 ? resolve() : reject(new Error(`skopeo copy ${args.join(' ')} failed:\n${err}`)),
+    );
+  });
+}
+
+interface PodStatus {
+  phase?: string;
+  containerStatuses?: { state?: { terminated?: { exitCode: number; message?: string; reason?: string } } }[];
+}
+
+/** Runs the kaniko Job and returns the digest kaniko pushed (its termination message). */
+async function kanikoBuild(
+  node: TestNode,
+  http: KubeHttp,
+  context: string,
+  destination: string,
+  podLog: (namespace: string, pod: string) => Promise<string>,
+  npmRegistry: string,
+): Promise<string> {
+  const name = 'build-sless-controller';
+  const namespace = 'default';
+  await apply(http, JOB, {
+    apiVersion: 'batch/v1',
+    kind: 'Job',
+    metadata: { name, namespace },
+    spec: {
+      backoffLimit: 0,
+      activeDeadlineSeconds: BUILD_MS / 1000,
+      template: {
+        metadata: { labels: { 'sless-test/build': name } },
+        spec: {
+          restartPolicy: 'Never',
+          automountServiceAccountToken: false,
+          enableServiceLinks: false,
+          // The node's resolver: npm's registry is resolved as on the host, cluster DNS or not.
+          dnsPolicy: 'Default',
+          containers: [
+            {
+              name: 'kaniko',
+              image: node.images.kaniko,
+              args: [
+                '--context=dir:///workspace',
+                `--dockerfile=/workspace/${DOCKERFILE}`,
+                `--destination=${destination}`,
+                '--digest-file=/dev/termination-log',
+                '--snapshot-mode=redo',
+                // FROM node:… is Docker Hub's name; the node's registry holds that image.
+                `--registry-map=index.docker.io=${node.registryHost}`,
+                `--insecure-registry=${node.registryHost}`,
+                `--build-arg=NPM_CONFIG_REGISTRY=${npmRegistry}`,
+              ],
+              terminationMessagePath: '/dev/termination-log',
+              terminationMessagePolicy: 'File',
+              volumeMounts: [{ name: 'context', mountPath: '/workspace', readOnly: true }],
+            },
+          ],
+          volumes: [{ name: 'context', hostPath: { path: context, type: 'Directory' } }],
+        },
+      },
+    },
+  } as KubeObject);
+  const pod = await eventually(
+    'the controller image build finished',
+    async () => {
+      const pods = await listObjects<KubeObject>(http, POD, {
+        namespace,
+        labels: { 'sless-test/build': name },
+      });
+      const p = pods.items[0];
+      const phase = (p?.status as PodStatus | undefined)?.phase;
+      if (phase === 'Succeeded' || phase === 'Failed') return p;
+      const job = await getObject<KubeObject>(http, JOB, namespace, name);
+      const failed = (job?.status as { failed?: number } | undefined)?.failed;
+      if (failed) throw new Error(`Job ${name} failed: ${JSON.stringify(job?.status)}`);
+      return undefined;
+    },
+    BUILD_MS,
+  );
+  const status = pod.status as PodStatus;
+  const terminated = status.containerStatuses?.[0]?.state?.terminated;
+  if (status.phase !== 'Succeeded' || !terminated?.message?.startsWith('sha256:'))
+    throw new Error(
+      `kaniko could not build ${DOCKERFILE} (${terminated?.reason ?? status.phase}); its log ends:\n` +
+        (await podLog(namespace, pod.metadata.name)).split('\n').slice(-40).join('\n'),
+    );
+  return terminated.message.trim();
+}
+
+/**
+ * Puts the controller image into the node's registry and returns its reference by digest: from the
+ * cache when its key matches, else built by kaniko on the node (and then cached).
+ */
+export async function controllerImage(
+  node: TestNode,
+  http: KubeHttp,
+  podLog: (namespace: string, pod: string) => Promise<string>,
+): Promise<{ image: string; builtByKaniko: boolean; key: string }> {
+  const [baseRepository, baseTag] = node.images.node.slice(node.registryHost.length + 1).split(':');
+  const baseDigest = await registryDigest(node, baseRepository ?? '', baseTag ?? '');
+  const kaniko = node.images.kaniko.slice(node.registryHost.length + 1);
+  const { key, paths } = contextKey(REPO_ROOT, DOCKERFILE, [baseDigest, kaniko]);
+  const tag = key.slice(0, 20);
+  const destination = `${node.registryHost}/${REPOSITORY}:${tag}`;
+  const cached = join(cacheRoot(), `controller-image-${tag}`);
+  const t0 = Date.now();
+  let builtByKaniko = false;
+  if (existsSync(join(cached, '.complete'))) {
+    await skopeo(['--dest-tls-verify=false', `oci:${cached}:controller`, `docker://${destination}`]);
+    note(`controller image ${tag} from the cache ${cached} in ${Date.now() - t0} ms`);
+  } else {
+    // The build context: exactly what the Dockerfile copies, plus the Dockerfile.
+    const context = join(node.root, 'controller-context');
+    for (const path of [...paths, DOCKERFILE]) {
+      mkdirSync(dirname(join(context, path)), { recursive: true });
+      cpSync(join(REPO_ROOT, path), join(context, path), { recursive: true });
+    }
+    // npm through the host: pods' own way out (NAT) crashed npm ci mid-download on this machine.
+    const mirror = await startNpmMirror(GATEWAY_IP, join(cacheRoot(), 'npm-tarballs'));
+    const digest = await kanikoBuild(node, http, context, destination, podLog, mirror.url).finally(() =>
+      mirror.close(),
+    );
+    builtByKaniko = true;
+    note(`controller image ${tag} built by kaniko on the node in ${Date.now() - t0} ms (${digest})`);
+    const partial = `${cached}.tmp-${process.pid}`;
+    rmSync(partial, { recursive: true, force: true });
+    await skopeo([
+      '--src-tls-verify=false',
+      `docker://${destination}@${digest}`,
+      `oci:${partial}:controller`,
+    ]);
+    writeFileSync(join(partial, '.complete'), `${digest}\n`);
+    // One image is enough: the layouts of older keys (about 100 MB each) go.
+    for (const old of readdirSync(cacheRoot()))
+      if (old.startsWith('controller-image-') && join(cacheRoot(), old) !== partial)
+        rmSync(join(cacheRoot(), old), { recursive: true, force: true });
+    renameSync(partial, cached);
+  }
+  const digest = await registryDigest(node, REPOSITORY, tag);
+  return { image: `${node.registryHost}/${REPOSITORY}@${digest}`, builtByKaniko, key };
+}
