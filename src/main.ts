@@ -21,6 +21,7 @@ import type { KubeStore } from './platform/kube/kube-store.js';
 import type { KubeRouteResolver } from './platform/kube/routes.js';
 import type { KubeScaler } from './platform/kube/scaler.js';
 import type { KubeWorkloads } from './platform/kube/workloads.js';
+import { LocalBuildArchive } from './platform/local/build/build-archive.js';
 import { LocalBuilder } from './platform/local/build/local-builder.js';
 import { LocalCronScheduler } from './platform/local/cron-scheduler.js';
 import { FunctionLogBuffer } from './platform/local/function-logs.js';
@@ -30,6 +31,7 @@ import { LocalState } from './platform/local/local-state.js';
 import { MemoryStore } from './platform/local/memory-store.js';
 import { PinFile } from './platform/local/pin-file.js';
 import { LocalSourceReaderFactory } from './platform/local/source-readers.js';
+import { BuildCollector } from './reconcile/build-gc.js';
 import { Controller, type ControllerObserver } from './reconcile/controller.js';
 import { createLauncher, describeIsolation } from './sandbox/probe.js';
 import { guardedGitHttp } from './source/guarded-http.js';
@@ -44,6 +46,8 @@ export interface LocalSystem {
   scheduler: LocalCronScheduler;
   /** What survives a restart; `platform.pinnedBuildDirs()` is what build GC must keep. */
   state: LocalState;
+  /** Build garbage collection past the history limit. */
+  gc: BuildCollector;
   url: string;
   stop(): Promise<void>;
 }
@@ -100,20 +104,25 @@ async function readyFunctionCounts(store: ObjectStore): Promise<Map<string, numb
   return counts;
 }
 
-function metricsObserver(metrics: SlessMetrics): ControllerObserver {
+function controllerObserver(metrics: SlessMetrics, gc: BuildCollector): ControllerObserver {
   return {
     syncFinished: (source, result, ms) => metrics.syncFinished(source, result, ms),
     buildStarted: (fn) => metrics.buildStarted(fn),
+    // A reconcile that succeeded may have made an older build unused: history is trimmed soon after.
+    functionReconciled: () => gc.request(),
   };
 }
 
 function buildRecorder(
   metrics: SlessMetrics,
   history: BuildHistory,
+  gc: () => BuildCollector | undefined,
 ): (record: BuildRecord, fn: SlessFunction) => void {
   return (record, fn) => {
     metrics.buildFinished(record);
     history.record(record, fn);
+    // History grew by one: the oldest may now be past the limit, even if the new one never serves.
+    gc()?.request();
   };
 }
 
@@ -172,8 +181,9 @@ export async function startLocalSystem(
   const gitHttp = guardedGitHttp(outboundPolicy(config.tenancy, logger));
   const pins = new PinFile(join(config.stateDir, 'pins.json'));
   const logs = new FunctionLogBuffer();
-  // The platform reports scaling to the controller, which needs the platform first.
-  const late: { controller?: Controller } = {};
+  // The platform reports scaling to the controller, which needs the platform first; the builder tells
+  // the collector of each finished build, and the collector needs the builder first.
+  const late: { controller?: Controller; gc?: BuildCollector } = {};
   const platform = new LocalPlatform({
     runtimesDir: config.runtimesDir,
     store,
@@ -194,10 +204,20 @@ export async function startLocalSystem(
     runtimesDir: config.runtimesDir,
     logger,
     launcher,
-    onBuildFinished: buildRecorder(metrics, history),
+    onBuildFinished: buildRecorder(metrics, history, () => late.gc),
     failedBuilds: state.failedBuilds,
   });
-  await builder.removeStaleStaging();
+  const archive = new LocalBuildArchive({
+    stateDir: config.stateDir,
+    builder,
+    servingDirs: () => platform.pinnedBuildDirs(),
+    limit: config.buildHistory,
+    logger,
+  });
+  // Nothing builds yet: every staging directory is what a kill left behind.
+  await archive.removeLeftovers();
+  const gc = new BuildCollector({ store, archive, limit: config.buildHistory, logger });
+  late.gc = gc;
   const scheduler = new LocalCronScheduler({ store, routes: platform, logger });
   const jobs = new LocalJobRunner({
     commandFor: (fn, build) => platform.runtimeCommand(fn, build),
@@ -207,7 +227,7 @@ export async function startLocalSystem(
   const controller = new Controller({
     scheduler,
     jobs,
-    observer: metricsObserver(metrics),
+    observer: controllerObserver(metrics, gc),
     store,
     builder: withCodeGate(builder, config.codeGate, logger, state.codeVerdicts),
     platform,
@@ -259,6 +279,9 @@ export async function startLocalSystem(
   await restored;
   await controller.start();
   if (options.source) await store.apply(await pins.restore(options.source));
+  // The first pass removes the history of functions deleted while sless was stopped.
+  gc.start();
+  gc.request();
   ready = true;
   return {
     app,
@@ -268,9 +291,11 @@ export async function startLocalSystem(
     builder,
     scheduler,
     state,
+    gc,
     url: address,
     stop: once(async () => {
       ready = false;
+      await gc.stop();
       await controller.stop();
       scheduler.stopAll();
       await app.close();
@@ -290,6 +315,8 @@ export interface KubeSystem {
   builder: KanikoBuilder;
   routes: KubeRouteResolver;
   scaler: KubeScaler;
+  /** Build garbage collection past the history limit; it runs only while `isLeader` says so. */
+  gc: BuildCollector;
   url: string;
   stop(): Promise<void>;
 }
@@ -306,8 +333,8 @@ export async function startKubeSystem(
     originOf?: (namespace: string, name: string) => string;
     pollMs?: number;
     /**
-     * Whether this replica may run what only one replica should (the idle scale-down); true when
-     * there is no leader election.
+     * Whether this replica may run what only one replica should (the idle scale-down, build garbage
+     * collection); true when there is no leader election.
      */
     isLeader?: () => boolean;
     /** How often idle functions are looked for (default 5 s). */
@@ -336,6 +363,8 @@ export async function startKubeSystem(
     { KubeEventRecorder },
     { KubeScaler },
     { KubeCodeVerdicts },
+    { KubeBuildArchive },
+    { RegistryClient, secretCredentials },
   ] = await Promise.all([
     import('@aws-sdk/client-s3'),
     import('@kubernetes/client-node'),
@@ -356,6 +385,8 @@ export async function startKubeSystem(
     import('./platform/kube/events.js'),
     import('./platform/kube/scaler.js'),
     import('./platform/kube/code-verdicts.js'),
+    import('./platform/kube/build/build-archive.js'),
+    import('./platform/kube/build/registry-client.js'),
   ]);
   const kc =
     options.kubeConfig ??
@@ -390,15 +421,28 @@ export async function startKubeSystem(
     rolloutDeadlineMs: config.rolloutDeadlineMs,
     ...(options.pollMs ? { pollMs: options.pollMs } : {}),
   });
-  const cleanup = new FunctionCleanup({
+  const archive = new KubeBuildArchive({
     http,
     s3,
     bucket: config.s3.bucket,
     controllerNamespace: config.controllerNamespace,
-    workloads,
+    ...(config.watchNamespaces ? { namespaces: config.watchNamespaces } : {}),
+    ...(config.registryDelete
+      ? {
+          registry: new RegistryClient({
+            registry: config.registry,
+            insecure: config.insecureRegistry,
+            // kaniko's push credentials: the only ones allowed to change the registry.
+            credentials: () =>
+              secretCredentials(http, config.controllerNamespace, config.pushSecret, config.registry),
+          }),
+        }
+      : {}),
+    logger,
   });
+  const cleanup = new FunctionCleanup({ s3, bucket: config.s3.bucket, workloads, archive });
   // The store finalizes sources through the controller, which needs the store first.
-  const late: { controller?: Controller } = {};
+  const late: { controller?: Controller; gc?: BuildCollector } = {};
   const store = new KubeStore({
     http,
     logger,
@@ -449,8 +493,17 @@ export async function startKubeSystem(
     registryMap: config.kanikoRegistryMap,
     ...(config.buildServiceAccount ? { serviceAccountName: config.buildServiceAccount } : {}),
     ...(options.pollMs ? { pollMs: options.pollMs } : {}),
-    onBuildFinished: buildRecorder(metrics, history),
+    onBuildFinished: buildRecorder(metrics, history, () => late.gc),
   });
+  const gc = new BuildCollector({
+    store,
+    archive,
+    limit: config.buildHistory,
+    logger,
+    events,
+    ...(options.isLeader ? { shouldRun: options.isLeader } : {}),
+  });
+  late.gc = gc;
   const jobs = new KubeJobRunner({
     http,
     logger,
@@ -474,7 +527,7 @@ export async function startKubeSystem(
     events,
     logger,
     externalUrl: config.externalUrl,
-    observer: metricsObserver(metrics),
+    observer: controllerObserver(metrics, gc),
   });
   late.controller = controller;
   let ready = false;
@@ -507,6 +560,8 @@ export async function startKubeSystem(
   });
   drift.start();
   scaler.start();
+  gc.start();
+  gc.request();
   const address = await app.listen({ host: config.host, port: config.port });
   ready = true;
   return {
@@ -517,9 +572,11 @@ export async function startKubeSystem(
     builder,
     routes,
     scaler,
+    gc,
     url: address,
     stop: once(async () => {
       ready = false;
+      await gc.stop();
       drift.stop();
       scaler.stop();
       await controller.stop();

@@ -12,6 +12,7 @@ import type { CodeGateSettings } from './code-gate.js';
 import {
   ConfigError,
   loadAuth,
+  loadBuildHistory,
   loadCodeGate,
   loadTenancy,
   loadWebhookSecretSettings,
@@ -71,6 +72,13 @@ export interface KubeControllerConfig {
   readonly webhookSecrets: WebhookSecretSettings;
   readonly tenancy: TenancySettings;
   readonly codeGate: CodeGateSettings;
+  /** Finished builds kept per function besides those serving or pinned (`SLESS_BUILD_HISTORY`). */
+  readonly buildHistory: number;
+  /**
+   * Whether pruned builds' images are deleted from the registry (`SLESS_REGISTRY_DELETE`); the
+   * registry must allow deletes (distribution: `storage.delete.enabled`).
+   */
+  readonly registryDelete: boolean;
 }
 
 export type FunctionRoute = 'service-dns' | 'cluster-ip';
@@ -156,6 +164,12 @@ export function pullSecretConfig(
     return undefined;
   }
   return Object.freeze({ source: source || name, name });
+}
+
+function booleanSetting(raw: string | undefined, name: string): boolean {
+  const value = raw?.trim() || 'false';
+  if (value !== 'true' && value !== 'false') throw new ConfigError(`${name}: "${raw}" must be true or false`);
+  return value === 'true';
 }
 
 function durationSetting(name: string, raw: string | undefined, fallback: string): number {
@@ -263,5 +277,7 @@ export function loadKubeControllerConfig(
     webhookSecrets: loadWebhookSecretSettings(env),
     tenancy: loadTenancy(env),
     codeGate: loadCodeGate(env),
+    buildHistory: loadBuildHistory(env.SLESS_BUILD_HISTORY),
+    registryDelete: booleanSetting(env.SLESS_REGISTRY_DELETE, 'SLESS_REGISTRY_DELETE'),
   } as const);
 }
