@@ -25,7 +25,9 @@ async function main(): Promise<void> {
     'hello/handler.js': nodeHandler(`return 'first';`),
   });
   const first = await git(repo.dir, 'rev-parse', 'HEAD');
-  const system = await startTestSystem({ url: repo.dir });
+  // Every run pins the first commit again: its build must outlive more commits than the default
+  // history limit keeps, or the later runs would measure a rebuild instead of a pin.
+  const system = await startTestSystem({ url: repo.dir, env: { SLESS_BUILD_HISTORY: String(RUNS + 2) } });
   const url = `${system.url}/fn/default/hello`;
   const pinUrl = `${system.url}/v1/namespaces/default/sources/test/pin`;
   await until(url, '"first"');

@@ -25,6 +25,7 @@ import type { LeaderElector } from './platform/kube/leader-election.js';
 import type { KubeRouteResolver } from './platform/kube/routes.js';
 import type { KubeScaler } from './platform/kube/scaler.js';
 import type { KubeWorkloads } from './platform/kube/workloads.js';
+import { LocalBuildArchive } from './platform/local/build/build-archive.js';
 import { LocalBuilder } from './platform/local/build/local-builder.js';
 import { LocalCronScheduler } from './platform/local/cron-scheduler.js';
 import { FunctionLogBuffer } from './platform/local/function-logs.js';
@@ -34,6 +35,7 @@ import { LocalState } from './platform/local/local-state.js';
 import { MemoryStore } from './platform/local/memory-store.js';
 import { PinFile } from './platform/local/pin-file.js';
 import { LocalSourceReaderFactory } from './platform/local/source-readers.js';
+import { BuildCollector } from './reconcile/build-gc.js';
 import { Controller, type ControllerObserver } from './reconcile/controller.js';
 import { createLauncher, describeIsolation } from './sandbox/probe.js';
 import { guardedGitHttp } from './source/guarded-http.js';
@@ -48,6 +50,8 @@ export interface LocalSystem {
   scheduler: LocalCronScheduler;
   /** What survives a restart; `platform.pinnedBuildDirs()` is what build GC must keep. */
   state: LocalState;
+  /** Build garbage collection past the history limit. */
+  gc: BuildCollector;
   url: string;
   stop(): Promise<void>;
 }
@@ -104,20 +108,25 @@ async function readyFunctionCounts(store: ObjectStore): Promise<Map<string, numb
   return counts;
 }
 
-function metricsObserver(metrics: SlessMetrics): ControllerObserver {
+function controllerObserver(metrics: SlessMetrics, gc: BuildCollector): ControllerObserver {
   return {
     syncFinished: (source, result, ms) => metrics.syncFinished(source, result, ms),
     buildStarted: (fn) => metrics.buildStarted(fn),
+    // A reconcile that succeeded may have made an older build unused: history is trimmed soon after.
+    functionReconciled: () => gc.request(),
   };
 }
 
 function buildRecorder(
   metrics: SlessMetrics,
   history: BuildHistory,
+  gc: () => BuildCollector | undefined,
 ): (record: BuildRecord, fn: SlessFunction) => void {
   return (record, fn) => {
     metrics.buildFinished(record);
     history.record(record, fn);
+    // History grew by one: the oldest may now be past the limit, even if the new one never serves.
+    gc()?.request();
   };
 }
 
@@ -178,8 +187,9 @@ export async function startLocalSystem(
   const gitHttp = guardedGitHttp(outboundPolicy(config.tenancy, logger));
   const pins = new PinFile(join(config.stateDir, 'pins.json'));
   const logs = new FunctionLogBuffer();
-  // The platform reports scaling to the controller, which needs the platform first.
-  const late: { controller?: Controller } = {};
+  // The platform reports scaling to the controller, which needs the platform first; the builder tells
+  // the collector of each finished build, and the collector needs the builder first.
+  const late: { controller?: Controller; gc?: BuildCollector } = {};
   const platform = new LocalPlatform({
     runtimesDir: config.runtimesDir,
     store,
@@ -200,10 +210,20 @@ export async function startLocalSystem(
     runtimesDir: config.runtimesDir,
     logger,
     launcher,
-    onBuildFinished: buildRecorder(metrics, history),
+    onBuildFinished: buildRecorder(metrics, history, () => late.gc),
     failedBuilds: state.failedBuilds,
   });
-  await builder.removeStaleStaging();
+  const archive = new LocalBuildArchive({
+    stateDir: config.stateDir,
+    builder,
+    servingDirs: () => platform.pinnedBuildDirs(),
+    limit: config.buildHistory,
+    logger,
+  });
+  // Nothing builds yet: every staging directory is what a kill left behind.
+  await archive.removeLeftovers();
+  const gc = new BuildCollector({ store, archive, limit: config.buildHistory, logger });
+  late.gc = gc;
   const scheduler = new LocalCronScheduler({ store, routes: platform, logger });
   const jobs = new LocalJobRunner({
     commandFor: (fn, build) => platform.runtimeCommand(fn, build),
@@ -213,7 +233,7 @@ export async function startLocalSystem(
   const controller = new Controller({
     scheduler,
     jobs,
-    observer: metricsObserver(metrics),
+    observer: controllerObserver(metrics, gc),
     store,
     builder: withCodeGate(builder, config.codeGate, logger, state.codeVerdicts),
     platform,
@@ -271,6 +291,9 @@ export async function startLocalSystem(
   await restored;
   await controller.start();
   if (options.source) await store.apply(await pins.restore(options.source));
+  // The first pass removes the history of functions deleted while sless was stopped.
+  gc.start();
+  gc.request();
   ready = true;
   return {
     app,
@@ -280,9 +303,11 @@ export async function startLocalSystem(
     builder,
     scheduler,
     state,
+    gc,
     url: address,
     stop: once(async () => {
       ready = false;
+      await gc.stop();
       await controller.stop();
       scheduler.stopAll();
       await app.close();
@@ -307,6 +332,8 @@ export interface KubeSystem {
   builder: KanikoBuilder;
   routes: KubeRouteResolver;
   scaler: KubeScaler;
+  /** Build garbage collection past the history limit; it runs only while `isLeader` says so. */
+  gc: BuildCollector;
   url: string;
   stop(): Promise<void>;
 }
@@ -323,8 +350,8 @@ export async function startKubeSystem(
     originOf?: (namespace: string, name: string) => string;
     pollMs?: number;
     /**
-     * Whether this replica may run what only one replica should (the idle scale-down); true when
-     * there is no leader election.
+     * Whether this replica may run what only one replica should (the idle scale-down, build garbage
+     * collection); true when there is no leader election.
      */
     isLeader?: () => boolean;
     /** How often idle functions are looked for (default 5 s). */
@@ -354,6 +381,8 @@ export async function startKubeSystem(
     { KubeScaler },
     { KubeCodeVerdicts },
     { LeaderElector },
+    { KubeBuildArchive },
+    { RegistryClient, secretCredentials },
   ] = await Promise.all([
     import('@aws-sdk/client-s3'),
     import('@kubernetes/client-node'),
@@ -375,6 +404,8 @@ export async function startKubeSystem(
     import('./platform/kube/scaler.js'),
     import('./platform/kube/code-verdicts.js'),
     import('./platform/kube/leader-election.js'),
+    import('./platform/kube/build/build-archive.js'),
+    import('./platform/kube/build/registry-client.js'),
   ]);
   const kc =
     options.kubeConfig ??
@@ -409,13 +440,28 @@ export async function startKubeSystem(
     rolloutDeadlineMs: config.rolloutDeadlineMs,
     ...(options.pollMs ? { pollMs: options.pollMs } : {}),
   });
-  const cleanup = new FunctionCleanup({
+  const archive = new KubeBuildArchive({
     http,
     s3,
     bucket: config.s3.bucket,
     controllerNamespace: config.controllerNamespace,
-    workloads,
+    ...(config.watchNamespaces ? { namespaces: config.watchNamespaces } : {}),
+    ...(config.registryDelete
+      ? {
+          registry: new RegistryClient({
+            registry: config.registry,
+            insecure: config.insecureRegistry,
+            // kaniko's push credentials: the only ones allowed to change the registry.
+            credentials: () =>
+              secretCredentials(http, config.controllerNamespace, config.pushSecret, config.registry),
+          }),
+        }
+      : {}),
+    logger,
   });
+  const cleanup = new FunctionCleanup({ s3, bucket: config.s3.bucket, workloads, archive });
+  // Builds report to the collector, which needs the builder's store first.
+  const late: { gc?: BuildCollector } = {};
   // Only the leader reconciles: the control loop, the drift watch and finalizers run while this
   // replica holds the Lease, and stop the moment it does not. Every replica serves /fn/ and the API.
   const election = config.leaderElection;
@@ -484,8 +530,18 @@ export async function startKubeSystem(
     registryMap: config.kanikoRegistryMap,
     ...(config.buildServiceAccount ? { serviceAccountName: config.buildServiceAccount } : {}),
     ...(options.pollMs ? { pollMs: options.pollMs } : {}),
-    onBuildFinished: buildRecorder(metrics, history),
+    onBuildFinished: buildRecorder(metrics, history, () => late.gc),
   });
+  const gc = new BuildCollector({
+    store,
+    archive,
+    limit: config.buildHistory,
+    logger,
+    events,
+    // Every replica may run it, but a pass prunes only while this replica leads.
+    shouldRun: options.isLeader ?? (() => leadership.isLeader()),
+  });
+  late.gc = gc;
   const jobs = new KubeJobRunner({
     http,
     logger,
@@ -510,7 +566,7 @@ export async function startKubeSystem(
       events,
       logger,
       externalUrl: config.externalUrl,
-      observer: metricsObserver(metrics),
+      observer: controllerObserver(metrics, gc),
     });
   let ready = false;
   const app = await buildApp({
@@ -562,6 +618,8 @@ export async function startKubeSystem(
   // The scaler runs on every replica: each holds requests and scales up; it scales down only while
   // this replica leads.
   scaler.start();
+  gc.start();
+  gc.request();
   const address = await app.listen({ host: config.host, port: config.port });
   if (election.enabled) {
     term.elector = new LeaderElector({
@@ -597,6 +655,7 @@ export async function startKubeSystem(
     builder,
     routes,
     scaler,
+    gc,
     url: address,
     stop: once(async () => {
       ready = false;
@@ -604,6 +663,7 @@ export async function startKubeSystem(
       // instead of after a whole lease duration.
       await tasks.stopAll();
       await term.elector?.stop();
+      await gc.stop();
       scaler.stop();
       builder.stop();
       jobs.stop();

@@ -15,7 +15,7 @@ import { ensureExamplesRepository } from './examples-repo.js';
 import { LOGS_USAGE, printLogs } from './logs.js';
 import { UsageError, VALIDATE_USAGE, validateWorkingTree } from './validate.js';
 
-const USAGE = `usage: sless dev [--repo PATH|URL] [--branch B] [--port P] [--host H] [--interval 10s] [--scale-to-zero-after 5m] [--state-dir DIR] [--sandbox auto|off] [--json]\n       ${VALIDATE_USAGE}\n       ${LOGS_USAGE}`;
+const USAGE = `usage: sless dev [--repo PATH|URL] [--branch B] [--port P] [--host H] [--interval 10s] [--scale-to-zero-after 5m] [--build-history 5] [--state-dir DIR] [--sandbox auto|off] [--json]\n       ${VALIDATE_USAGE}\n       ${LOGS_USAGE}`;
 
 async function currentBranch(path: string): Promise<string> {
   try {
@@ -36,6 +36,7 @@ async function dev(argv: string[]): Promise<void> {
       host: { type: 'string' },
       interval: { type: 'string' },
       'scale-to-zero-after': { type: 'string' },
+      'build-history': { type: 'string' },
       'state-dir': { type: 'string' },
       namespace: { type: 'string' },
       sandbox: { type: 'string' },

@@ -48,6 +48,8 @@ export interface LocalConfig {
   readonly gitSecrets: Readonly<Record<string, string>>;
   /** The code security gate before builds (off by default). */
   readonly codeGate: CodeGateSettings;
+  /** Finished builds kept per function besides those serving or pinned (`SLESS_BUILD_HISTORY`). */
+  readonly buildHistory: number;
 }
 
 /** What limits tenants, the same on both platforms. */
@@ -138,10 +140,29 @@ export function loadLocalConfig(
     webhookSecrets: loadWebhookSecretSettings(env),
     tenancy: loadTenancy(env),
     codeGate: loadCodeGate(env),
+    buildHistory: loadBuildHistory(
+      typeof flags['build-history'] === 'string' ? flags['build-history'] : env.SLESS_BUILD_HISTORY,
+    ),
     gitSecrets: Object.freeze(
       Object.fromEntries(Object.entries(env).filter(([name]) => name.startsWith('SLESS_SECRET_'))),
     ) as Readonly<Record<string, string>>,
   } as const);
+}
+
+/** Builds kept per function when nothing says otherwise: enough to roll back a few commits at once. */
+export const DEFAULT_BUILD_HISTORY = 5;
+
+/**
+ * `SLESS_BUILD_HISTORY` (`--build-history`): how many finished builds of each function are kept,
+ * besides the ones that serve or are pinned, which are never removed. 0 keeps only those.
+ */
+export function loadBuildHistory(value: string | undefined): number {
+  const text = value?.trim();
+  if (!text) return DEFAULT_BUILD_HISTORY;
+  const limit = Number(text);
+  if (!/^[0-9]+$/.test(text) || limit > 1000)
+    throw new ConfigError(`SLESS_BUILD_HISTORY: "${text}" must be a whole number from 0 to 1000`);
+  return limit;
 }
 
 export function loadWebhookSecretSettings(env: NodeJS.ProcessEnv): WebhookSecretSettings {

@@ -49,6 +49,22 @@ describe('kube controller config', () => {
     expect(() => load({}, { host: '0.0.0.0' })).toThrow(/SLESS_AUTH/);
   });
 
+  it('keeps 5 builds per function unless told, and deletes registry images only when enabled', () => {
+    expect(load({})).toMatchObject({ buildHistory: 5, registryDelete: false });
+    expect(load({ SLESS_BUILD_HISTORY: '0', SLESS_REGISTRY_DELETE: 'true' })).toMatchObject({
+      buildHistory: 0,
+      registryDelete: true,
+    });
+    expect(load({ SLESS_BUILD_HISTORY: ' 12 ' }).buildHistory).toBe(12);
+    for (const bad of ['-1', '2.5', 'five', '1001', '1e2'])
+      expect(() => load({ SLESS_BUILD_HISTORY: bad })).toThrow(
+        `SLESS_BUILD_HISTORY: "${bad}" must be a whole number from 0 to 1000`,
+      );
+    expect(() => load({ SLESS_REGISTRY_DELETE: 'yes' })).toThrow(
+      'SLESS_REGISTRY_DELETE: "yes" must be true or false',
+    );
+  });
+
   it('reads the kaniko registry map and the function route, refusing malformed values', () => {
     const config = load({
       SLESS_KANIKO_REGISTRY_MAP: 'index.docker.io=mirror.local:5000/dockerhub; gcr.io=mirror.local:5000',

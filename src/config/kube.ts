@@ -14,6 +14,7 @@ import type { CodeGateSettings } from './code-gate.js';
 import {
   ConfigError,
   loadAuth,
+  loadBuildHistory,
   loadCodeGate,
   loadTenancy,
   loadWebhookSecretSettings,
@@ -74,6 +75,13 @@ export interface KubeControllerConfig {
   readonly tenancy: TenancySettings;
   readonly codeGate: CodeGateSettings;
   readonly leaderElection: LeaderElectionSettings;
+  /** Finished builds kept per function besides those serving or pinned (`SLESS_BUILD_HISTORY`). */
+  readonly buildHistory: number;
+  /**
+   * Whether pruned builds' images are deleted from the registry (`SLESS_REGISTRY_DELETE`); the
+   * registry must allow deletes (distribution: `storage.delete.enabled`).
+   */
+  readonly registryDelete: boolean;
 }
 
 /**
@@ -173,6 +181,12 @@ export function pullSecretConfig(
     return undefined;
   }
   return Object.freeze({ source: source || name, name });
+}
+
+function booleanSetting(raw: string | undefined, name: string): boolean {
+  const value = raw?.trim() || 'false';
+  if (value !== 'true' && value !== 'false') throw new ConfigError(`${name}: "${raw}" must be true or false`);
+  return value === 'true';
 }
 
 function durationSetting(name: string, raw: string | undefined, fallback: string): number {
@@ -319,5 +333,7 @@ export function loadKubeControllerConfig(
     tenancy: loadTenancy(env),
     codeGate: loadCodeGate(env),
     leaderElection: loadLeaderElection(env, port),
+    buildHistory: loadBuildHistory(env.SLESS_BUILD_HISTORY),
+    registryDelete: booleanSetting(env.SLESS_REGISTRY_DELETE, 'SLESS_REGISTRY_DELETE'),
   } as const);
 }

@@ -252,3 +252,37 @@ export interface ProcessLauncher {
    */
   launch(spec: LaunchSpec): import('node:child_process').ChildProcess;
 }
+
+/** One build a platform keeps: a build directory locally; a kaniko Job, its context and image on kube. */
+export interface StoredBuild {
+  /** The platform's handle for it: the build directory, or the Job's name. */
+  id: string;
+  /** The function it was built for (which may no longer exist). */
+  namespace: string;
+  name: string;
+  buildKey: string;
+  /** The commit built, when known. */
+  commit?: string;
+  /** When it finished; history is ordered by it, newest first. Unset while it runs. */
+  finishedAt?: string;
+  /** Still building: never removed. */
+  running: boolean;
+  /** A workload runs this build now (or would again after a restart): never removed. */
+  serving: boolean;
+  /** What runs it: the image (`tag@digest`) on kube, the directory locally. */
+  image?: string;
+}
+
+/**
+ * The builds a platform keeps, for garbage collection past the history limit. Which builds go is the
+ * core's decision (reconcile/build-gc.ts); the platform only lists and removes.
+ */
+export interface BuildArchive {
+  /**
+   * Every build kept, of every function, including functions that no longer exist. Leftovers that no
+   * build owns any more (staging directories of interrupted builds) are removed on the way.
+   */
+  list(): Promise<StoredBuild[]>;
+  /** Removes one build and everything that belongs to it alone. */
+  remove(build: StoredBuild, keep: readonly StoredBuild[]): Promise<void>;
+}

@@ -45,6 +45,7 @@ export const Reason = {
   // Events only
   BuildSucceeded: 'BuildSucceeded',
   Pruned: 'Pruned',
+  HistoryPruned: 'HistoryPruned',
   // Any kind: an error a retry may fix; the work queue retries with backoff.
   ProgressingWithRetry: 'ProgressingWithRetry',
   ReconcileFailed: 'ReconcileFailed',

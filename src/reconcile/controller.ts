@@ -75,6 +75,8 @@ export interface ControllerOptions {
 export interface ControllerObserver {
   syncFinished?(source: GitSource, result: SyncResult, durationMs: number): void;
   buildStarted?(fn: SlessFunction): void;
+  /** A Function reconcile finished without error (its object may be gone: a deletion). */
+  functionReconciled?(namespace: string, name: string): void;
 }
 
 /** Per source: the sync waiting to run after the one running now, which later requests join. */
@@ -131,7 +133,7 @@ export class Controller {
           // Durable on both platforms: a function that has served goes before a cold backlog.
           warm: fn?.status?.servingRevision !== undefined,
         };
-        return this.functionGate.run(task, () =>
+        await this.functionGate.run(task, () =>
           reconcileFunction(
             {
               store: options.store,
@@ -149,6 +151,7 @@ export class Controller {
             name,
           ),
         );
+        options.observer?.functionReconciled?.(namespace, name);
       },
       onError: (key, error, retryInMs) => {
         if (!(error instanceof GateStoppedError)) this.onReconcileError('Function', key, error, retryInMs);

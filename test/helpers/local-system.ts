@@ -14,7 +14,10 @@ export interface TestSystem extends LocalSystem {
   call(path: string, init?: RequestInit): Promise<Response>;
   functionStatus(name: string): Promise<FunctionStatus | undefined>;
   sourceStatus(): Promise<GitSourceStatus | undefined>;
-  /** Successful builds of a function: one directory per build key, so this counts real builds. */
+  /**
+   * Successful builds of a function kept on disk: one directory per build key, so this counts real
+   * builds as long as there are no more than the history limit (`SLESS_BUILD_HISTORY`, default 5).
+   */
   buildCount(name: string): Promise<number>;
   close(): Promise<void>;
 }

@@ -312,6 +312,22 @@ export function fakeDigest(seed: string): string {
   return `sha256:${createHash('sha256').update(seed).digest('hex')}`;
 }
 
+/** The image a function's Deployment runs now, if it exists. */
+export async function deploymentImage(
+  http: KubeHttp,
+  namespace: string,
+  name: string,
+): Promise<string | undefined> {
+  const deployment = await getObject<KubeObject>(
+    http,
+    { apiVersion: 'apps/v1', kind: 'Deployment', plural: 'deployments', namespaced: true },
+    namespace,
+    name,
+  );
+  return (deployment?.spec as { template?: { spec?: { containers?: { image?: string }[] } } } | undefined)
+    ?.template?.spec?.containers?.[0]?.image;
+}
+
 /** The spec of an object that must exist, typed by the caller. */
 export function specOf<T>(object: KubeObject | undefined): T {
   if (!object) throw new Error('object not found');

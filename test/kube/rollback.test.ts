@@ -12,10 +12,11 @@ import { buildName } from '../../src/core/naming.js';
 import type { FunctionStatus, GitSource, GitSourceStatus } from '../../src/core/resources.js';
 import { type KubeSystem, startKubeSystem } from '../../src/main.js';
 import { getObject, type KubeObject, listObjects } from '../../src/platform/kube/objects.js';
-import { DEPLOYMENT, JOB } from '../../src/platform/kube/resource-types.js';
+import { JOB } from '../../src/platform/kube/resource-types.js';
 import { functionManifest, git, gitSource, nodeHandler, TestRepo, tempDir } from '../helpers/git.js';
 import { startGitHttpServer } from '../helpers/git-http-server.js';
 import {
+  deploymentImage,
   eventually,
   fakeDigest,
   type KubeEnv,
@@ -23,7 +24,6 @@ import {
   logger,
   markBuildSucceeded,
   markDeploymentAvailable,
-  specOf,
 } from './harness.js';
 
 describe('kube platform: instant rollback', () => {
@@ -42,13 +42,7 @@ describe('kube platform: instant rollback', () => {
         labels: { 'sless.dev/function': 'f', 'sless.dev/function-namespace': env.ns },
       })
     ).items.map((j) => j.metadata.name);
-  const image = async () => {
-    const dep = await getObject<KubeObject>(env.http, DEPLOYMENT, env.ns, 'f');
-    return dep
-      ? specOf<{ template: { spec: { containers: { image: string }[] } } }>(dep).template.spec.containers[0]
-          ?.image
-      : undefined;
-  };
+  const image = () => deploymentImage(env.http, env.ns, 'f');
   const imageOf = (commit: string) => `${env.config.registry}/${env.ns}-f:${commit}@${fakeDigest(commit)}`;
   /** Waits for the Deployment to run this commit's image, plays the rollout, waits for Ready. */
   const servesCommit = async (commit: string) => {

@@ -1,24 +1,21 @@
 /**
  * What the Function finalizer cleans: the things owner references cannot reach. Build Jobs live in
  * the controller's namespace and cross-namespace owner references never fire (seeds lesson 4); build
- * contexts live in S3. The workload is deleted explicitly too, since GC only runs where a
- * controller-manager does.
+ * contexts live in S3, images in the registry. The workload is deleted explicitly too, since GC only
+ * runs where a controller-manager does.
  */
 import { DeleteObjectsCommand, ListObjectsV2Command, type S3Client } from '@aws-sdk/client-s3';
 import type { AnyResource } from '../../core/resources.js';
-import type { KubeHttp } from './http.js';
-import { LABEL_FUNCTION, LABEL_FUNCTION_NAMESPACE } from './labels.js';
-import { deleteObject, type KubeObject, listObjects } from './objects.js';
-import { JOB } from './resource-types.js';
+import type { KubeBuildArchive } from './build/build-archive.js';
 import type { KubeWorkloads } from './workloads.js';
 
 export class FunctionCleanup {
   private readonly options: {
-    http: KubeHttp;
     s3: S3Client;
     bucket: string;
-    controllerNamespace: string;
     workloads: KubeWorkloads;
+    /** Removes each build whole: Job, pods, context and (where enabled) registry image. */
+    archive: KubeBuildArchive;
   };
 
   constructor(options: FunctionCleanup['options']) {
@@ -28,12 +25,11 @@ export class FunctionCleanup {
   async run(fn: AnyResource): Promise<void> {
     const { namespace, name } = fn.metadata;
     await this.options.workloads.remove(namespace, name);
-    const jobs = await listObjects<KubeObject>(this.options.http, JOB, {
-      namespace: this.options.controllerNamespace,
-      labels: { [LABEL_FUNCTION]: name, [LABEL_FUNCTION_NAMESPACE]: namespace },
-    });
-    for (const job of jobs.items)
-      await deleteObject(this.options.http, JOB, this.options.controllerNamespace, job.metadata.name);
+    const builds = await this.options.archive.list();
+    const mine = (b: { namespace: string; name: string }) => b.namespace === namespace && b.name === name;
+    const others = builds.filter((b) => !mine(b));
+    for (const build of builds.filter(mine)) await this.options.archive.remove(build, others);
+    // Contexts whose Job was never created (the controller stopped in between) have no build to list.
     const prefix = `contexts/${namespace}/${name}/`;
     let token: string | undefined;
     do {

@@ -42,7 +42,11 @@ export class KubeNamespaces implements NamespaceRegistry {
    */
   async prepare(namespace: string): Promise<void> {
     await this.pullSecrets?.ensure(namespace);
-    await apply(this.http, NETWORK_POLICY, functionsNetworkPolicy(namespace, this.controllerNamespace));
+    // Forced: the policy is the tenant boundary, so the controller owns it outright and takes back any
+    // field someone else changed instead of leaving an opened policy in place.
+    await apply(this.http, NETWORK_POLICY, functionsNetworkPolicy(namespace, this.controllerNamespace), {
+      force: true,
+    });
   }
 
   private async createNamespace(namespace: string): Promise<boolean> {

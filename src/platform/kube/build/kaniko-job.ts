@@ -66,7 +66,12 @@ export interface KanikoSettings {
 }
 
 export function contextKey(fn: SlessFunction, commit: string): string {
-  return `contexts/${fn.metadata.namespace}/${fn.metadata.name}/${commit}.tar.gz`;
+  return contextKeyOf(fn.metadata.namespace, fn.metadata.name, commit);
+}
+
+/** Where a function's build context at a commit lives in the bucket. */
+export function contextKeyOf(namespace: string, name: string, commit: string): string {
+  return `contexts/${namespace}/${name}/${commit}.tar.gz`;
 }
 
 /** `{registry}/{ns}-{fn}:{full commit sha}`: the tag is the commit that was built, never :latest. */

@@ -1,5 +1,5 @@
-import { type Dirent, existsSync } from 'node:fs';
-import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { asError, BuildError, BuildFailedError } from '../../../core/errors.js';
@@ -31,7 +31,8 @@ export interface FailedBuildLedger {
   delete(fn: SlessFunction, buildKey: string): Promise<void>;
 }
 
-const STAGING = '.staging-';
+/** Marks a build's staging directory: `{buildDir}.staging-{pid}-{start}`. */
+export const STAGING = '.staging-';
 
 interface Step {
   command: string;
@@ -75,6 +76,7 @@ export const BUILD_MAX_PROCESSES = 1024;
 export class LocalBuilder implements Builder {
   private readonly options: LocalBuilderOptions;
   private readonly inFlight = new Map<string, Promise<BuildRecord>>();
+  private readonly staging = new Set<string>();
 
   constructor(options: LocalBuilderOptions) {
     this.options = options;
@@ -107,29 +109,14 @@ export class LocalBuilder implements Builder {
     if (buildKey) await this.options.failedBuilds?.delete(fn, buildKey);
   }
 
-  /**
-   * Removes the staging directories of builds that a kill cut short. Called once at start, before any
-   * build runs: the state directory belongs to one sless at a time, so no staging directory found then
-   * can still be in use. Returns how many were removed.
-   */
-  async removeStaleStaging(): Promise<number> {
-    const root = join(this.options.stateDir, 'builds');
-    let removed = 0;
-    const list = (dir: string) => readdir(dir, { withFileTypes: true }).catch(() => [] as Dirent[]);
-    for (const ns of await list(root)) {
-      if (!ns.isDirectory()) continue;
-      for (const fn of await list(join(root, ns.name))) {
-        if (!fn.isDirectory()) continue;
-        for (const entry of await list(join(root, ns.name, fn.name))) {
-          if (!entry.name.includes(STAGING)) continue;
-          await rm(join(root, ns.name, fn.name, entry.name), { recursive: true, force: true });
-          removed++;
-        }
-      }
-    }
-    if (removed > 0)
-      this.options.logger.info({ removed }, 'removed staging directories of interrupted builds');
-    return removed;
+  /** True while a build of this directory runs (garbage collection leaves it alone). */
+  isBuilding(dir: string): boolean {
+    return this.inFlight.has(dir);
+  }
+
+  /** Staging directories of the builds running now; any other one was left by an interrupted build. */
+  activeStaging(): ReadonlySet<string> {
+    return this.staging;
   }
 
   build(request: BuildRequest): Promise<BuildRecord> {
@@ -160,6 +147,7 @@ export class LocalBuilder implements Builder {
       startedAt: new Date(started).toISOString(),
     };
     let output = '';
+    this.staging.add(staging);
     try {
       await rm(staging, { recursive: true, force: true });
       const codeDir = join(staging, 'code');
@@ -236,6 +224,8 @@ export class LocalBuilder implements Builder {
       // Only the function's own build failing is final; a file system error may pass on retry.
       if (error instanceof BuildError) throw new BuildFailedError(failed, error);
       throw error;
+    } finally {
+      this.staging.delete(staging);
     }
   }
 

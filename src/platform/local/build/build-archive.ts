@@ -1,0 +1,136 @@
+/**
+ * The local platform's build history: one directory per build, `{stateDir}/builds/{ns}/{fn}/{buildKey}`,
+ * with its `build.json`. Garbage collection lists and removes them here; staging directories left by a
+ * build that a kill cut short are leftovers, removed whenever no running build owns them.
+ */
+import { type Dirent, existsSync } from 'node:fs';
+import { readdir, readFile, rm, rmdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Logger } from 'pino';
+import type { BuildArchive, StoredBuild } from '../../../core/interfaces.js';
+import type { BuildRecord } from '../../../core/resources.js';
+import { type LocalBuilder, STAGING } from './local-builder.js';
+
+export interface LocalBuildArchiveOptions {
+  stateDir: string;
+  builder: Pick<LocalBuilder, 'isBuilding' | 'activeStaging'>;
+  /** Build directories that serve now or would after a restart (`LocalPlatform.pinnedBuildDirs`). */
+  servingDirs(): ReadonlySet<string>;
+  /**
+   * The history limit. A function with no more builds than this has nothing past it, so its records
+   * are not read: a pass with nothing to do costs a directory walk, not a file read per build.
+   */
+  limit: number;
+  logger: Logger;
+}
+
+interface Entry {
+  namespace: string;
+  name: string;
+  entry: string;
+  path: string;
+}
+
+const list = (dir: string) => readdir(dir, { withFileTypes: true }).catch(() => [] as Dirent[]);
+
+export class LocalBuildArchive implements BuildArchive {
+  private readonly options: LocalBuildArchiveOptions;
+
+  constructor(options: LocalBuildArchiveOptions) {
+    this.options = options;
+  }
+
+  private get root(): string {
+    return join(this.options.stateDir, 'builds');
+  }
+
+  /** Every `builds/{ns}/{fn}/{entry}` directory, staging ones included. */
+  private async entries(): Promise<Entry[]> {
+    const found: Entry[] = [];
+    for (const ns of await list(this.root)) {
+      if (!ns.isDirectory()) continue;
+      const functions = (await list(join(this.root, ns.name))).filter((fn) => fn.isDirectory());
+      const listed = await Promise.all(functions.map((fn) => list(join(this.root, ns.name, fn.name))));
+      functions.forEach((fn, i) => {
+        for (const entry of listed[i] ?? [])
+          if (entry.isDirectory())
+            found.push({
+              namespace: ns.name,
+              name: fn.name,
+              entry: entry.name,
+              path: join(this.root, ns.name, fn.name, entry.name),
+            });
+      });
+    }
+    return found;
+  }
+
+  async list(): Promise<StoredBuild[]> {
+    const serving = this.options.servingDirs();
+    const entries = await this.entries();
+    await this.removeStaging(entries);
+    const finished = entries.filter((e) => !e.entry.includes(STAGING));
+    const perFunction = new Map<string, number>();
+    for (const { namespace, name } of finished)
+      perFunction.set(`${namespace}/${name}`, (perFunction.get(`${namespace}/${name}`) ?? 0) + 1);
+    const builds: StoredBuild[] = [];
+    for (const { namespace, name, entry, path } of finished) {
+      const withinLimit = (perFunction.get(`${namespace}/${name}`) ?? 0) <= this.options.limit;
+      const record = withinLimit ? undefined : await readRecord(path);
+      builds.push({
+        id: path,
+        namespace,
+        name,
+        buildKey: entry,
+        ...(record?.commit ? { commit: record.commit } : {}),
+        // A directory without a readable record is no usable build: it sorts as the oldest.
+        finishedAt: record?.finishedAt ?? '',
+        running: this.options.builder.isBuilding(path),
+        serving: serving.has(path),
+      });
+    }
+    return builds;
+  }
+
+  async remove(build: StoredBuild): Promise<void> {
+    await rm(build.id, { recursive: true, force: true });
+    await this.removeIfEmpty(build.namespace, build.name);
+  }
+
+  /** A deleted function's directories go with its last build; rmdir refuses one still in use. */
+  private async removeIfEmpty(namespace: string, name: string): Promise<void> {
+    const fnDir = join(this.root, namespace, name);
+    await rmdir(fnDir).catch(() => undefined);
+    if (!existsSync(fnDir)) await rmdir(join(this.root, namespace)).catch(() => undefined);
+  }
+
+  /**
+   * Removes staging directories that no running build owns: what a kill (or a failed clean-up) left.
+   * At start-up nothing builds yet, so every staging directory found then goes.
+   */
+  removeLeftovers(): Promise<number> {
+    return this.entries().then((entries) => this.removeStaging(entries));
+  }
+
+  private async removeStaging(entries: Entry[]): Promise<number> {
+    const active = this.options.builder.activeStaging();
+    let removed = 0;
+    for (const { namespace, name, entry, path } of entries) {
+      if (!entry.includes(STAGING) || active.has(path)) continue;
+      await rm(path, { recursive: true, force: true });
+      await this.removeIfEmpty(namespace, name);
+      removed++;
+    }
+    if (removed > 0)
+      this.options.logger.info({ removed }, 'removed staging directories of interrupted builds');
+    return removed;
+  }
+}
+
+async function readRecord(dir: string): Promise<BuildRecord | undefined> {
+  try {
+    return JSON.parse(await readFile(join(dir, 'build.json'), 'utf8')) as BuildRecord;
+  } catch {
+    return undefined;
+  }
+}
