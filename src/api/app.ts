@@ -1,4 +1,4 @@
-import { createServer } from 'node:http';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
 import type { Logger } from 'pino';
 import { NotFoundError } from '../core/errors.js';
@@ -9,6 +9,7 @@ import type { Authenticator } from './auth/authenticator.js';
 import { guardLoopback } from './auth/loopback-guard.js';
 import { requireAuth } from './auth/plugin.js';
 import type { ApiContext } from './context.js';
+import type { EarlyListener } from './early-listener.js';
 import { installErrorHandling } from './errors.js';
 import { SlessMetrics } from './metrics.js';
 import { RouteCollector } from './openapi.js';
@@ -37,6 +38,8 @@ export interface AppOptions {
   version?: string;
   /** A static bearer token Prometheus may scrape /metrics with when auth is on. */
   metricsToken?: string | undefined;
+  /** A port bound before the app was built: it serves the app once the app is ready (no `listen`). */
+  listener?: EarlyListener;
 }
 
 export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
@@ -47,13 +50,19 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     onResponse: (ns, name, status, ms) => metrics.proxyResponse(ns, name, status, ms),
     onUpstreamError: (fn, message) => options.logger.warn({ function: fn, err: message }, 'upstream failed'),
   });
+  const { listener } = options;
+  let readyDispatch: ((req: IncomingMessage, res: ServerResponse) => void) | undefined;
   const app = Fastify({
     // /fn/ requests go straight to the proxy: the invocation path skips fastify's routing and hooks.
-    serverFactory: (handler) =>
-      createServer((req, res) => {
+    serverFactory: (handler) => {
+      const dispatch = (req: IncomingMessage, res: ServerResponse) => {
         if (FunctionProxy.matches(req.url)) void proxy.handle(req, res);
         else handler(req, res);
-      }),
+      };
+      if (!listener) return createServer(dispatch);
+      readyDispatch = dispatch;
+      return listener.server;
+    },
     loggerInstance: options.logger as FastifyBaseLogger,
     // Per-request access logs cost throughput on the /fn/ path; metrics count requests instead.
     logController: new LogController({ disableRequestLogging: true }),
@@ -69,6 +78,10 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   collector.attach(app);
   const { context } = options;
   app.addHook('onClose', () => proxy.close());
+  if (listener)
+    app.addHook('onReady', async () => {
+      if (readyDispatch) listener.attach(readyDispatch);
+    });
 
   await app.register(healthRoutes, {
     context,
