@@ -23,12 +23,13 @@ import type { KubeWorkloads } from './platform/kube/workloads.js';
 import type { LocalBuilder } from './platform/local/build/local-builder.js';
 import type { LocalCronScheduler } from './platform/local/cron-scheduler.js';
 import { FunctionLogBuffer } from './platform/local/function-logs.js';
-import { LocalPlatform } from './platform/local/local-platform.js';
+import type { LocalPlatform } from './platform/local/local-platform.js';
 import { LocalState } from './platform/local/local-state.js';
 import { MemoryStore } from './platform/local/memory-store.js';
+import type { FunctionProxy } from './proxy/function-proxy.js';
 import type { Controller, ControllerObserver } from './reconcile/controller.js';
 import { createLauncher, describeIsolation } from './sandbox/probe.js';
-import { type GuardedHttpClient, guardedGitHttp } from './source/guarded-http.js';
+import type { GuardedHttpClient } from './source/guarded-http.js';
 import { OutboundPolicy } from './source/outbound.js';
 
 export interface LocalSystem {
@@ -161,14 +162,19 @@ export async function startLocalSystem(
   // What the last run left comes first: the objects it had applied (with their status), the revisions
   // that served and the builds that failed. A restart then starts from there, not from nothing. The
   // sandbox probe (a few child processes) runs meanwhile.
-  const [state, launcher] = await Promise.all([
-    LocalState.open(config.stateDir, logger),
-    createLauncher({
-      runDir: join(config.stateDir, 'sandbox'),
-      logger,
-      ...(config.sandbox === 'off' ? { disabled: 'turned off with --sandbox off (single-user mode)' } : {}),
-    }),
-  ]);
+  // The probe's children run while the serving path (undici, the proxy, prom-client) loads.
+  const [state, launcher, { LocalPlatform }, { FunctionProxy, observedFunctionProxy }, { SlessMetrics }] =
+    await Promise.all([
+      LocalState.open(config.stateDir, logger),
+      createLauncher({
+        runDir: join(config.stateDir, 'sandbox'),
+        logger,
+        ...(config.sandbox === 'off' ? { disabled: 'turned off with --sandbox off (single-user mode)' } : {}),
+      }),
+      import('./platform/local/local-platform.js'),
+      import('./proxy/function-proxy.js'),
+      import('./api/metrics.js'),
+    ]);
   const store: MemoryStore = new MemoryStore({
     ...(state.storeSnapshot ? { initial: state.storeSnapshot } : {}),
     persist: () => state.saveStore(() => store.snapshot()),
@@ -203,6 +209,14 @@ export async function startLocalSystem(
   // does the controller look at git, so an unreachable server or a rejected head cannot delay or undo
   // what served.
   const restored = platform.restore();
+  // The /fn/ proxy needs only the platform (and the metrics it counts in), so it serves at once.
+  const metrics = new SlessMetrics({
+    readyFunctions: () => readyFunctionCounts(store),
+    isKnownFunction: (ns, name) => platform.currentRevision(ns, name) !== undefined,
+  });
+  const proxy = observedFunctionProxy({ routes: platform, metrics, logger });
+  options.listener?.serveEarly(FunctionProxy.matches, (req, res) => void proxy.handle(req, res));
+  const { guardedGitHttp } = await import('./source/guarded-http.js');
   const gitHttp = guardedGitHttp(outboundPolicy(config.tenancy, logger));
   let parts: Awaited<ReturnType<typeof localControlPlane>>;
   let address: string;
@@ -216,6 +230,8 @@ export async function startLocalSystem(
       logs,
       authenticator,
       gitHttp,
+      metrics,
+      proxy,
       listener: options.listener,
     });
     if (options.listener) {
@@ -225,6 +241,7 @@ export async function startLocalSystem(
   } catch (error) {
     await restored;
     await platform.stopAll();
+    await proxy.close();
     await gitHttp.close();
     await launcher.close();
     throw error;
@@ -269,12 +286,14 @@ async function localControlPlane(
     logs: FunctionLogBuffer;
     authenticator: Authenticator;
     gitHttp: GuardedHttpClient;
+    metrics: SlessMetrics;
+    proxy: FunctionProxy;
     listener: EarlyListener | undefined;
   },
 ) {
-  const { logger, state, store, launcher, platform, logs, authenticator, gitHttp } = parts;
+  const { logger, state, store, launcher, platform, logs, authenticator, gitHttp, metrics } = parts;
   const [
-    { buildApp, BuildHistory, SlessMetrics, withCodeGate, Controller },
+    { buildApp, BuildHistory, withCodeGate, Controller },
     { LocalBuilder },
     { LocalCronScheduler },
     { LocalJobRunner },
@@ -290,10 +309,6 @@ async function localControlPlane(
   ]);
   const history = new BuildHistory();
   const pins = new PinFile(join(config.stateDir, 'pins.json'));
-  const metrics = new SlessMetrics({
-    readyFunctions: () => readyFunctionCounts(store),
-    isKnownFunction: (ns, name) => platform.currentRevision(ns, name) !== undefined,
-  });
   const builder = new LocalBuilder({
     stateDir: config.stateDir,
     ...(config.buildCacheDir ? { cacheDir: config.buildCacheDir } : {}),
@@ -333,6 +348,7 @@ async function localControlPlane(
     authenticator,
     metrics,
     metricsToken: config.tenancy.metricsToken,
+    proxy: parts.proxy,
     ...(parts.listener ? { listener: parts.listener } : {}),
     context: {
       namespaceExists: (ns) => store.namespaceExists(ns),
@@ -393,6 +409,7 @@ export async function startKubeSystem(
   // The Kubernetes client and the AWS SDK cost most of a second to load; local mode never needs them.
   const [
     { buildApp, BuildHistory, SlessMetrics, withCodeGate, Controller },
+    { guardedGitHttp },
     { S3Client },
     { KubeConfig },
     { KanikoBuilder },
@@ -412,6 +429,7 @@ export async function startKubeSystem(
     { KubeEventRecorder },
   ] = await Promise.all([
     controlPlaneModules(),
+    import('./source/guarded-http.js'),
     import('@aws-sdk/client-s3'),
     import('@kubernetes/client-node'),
     import('./platform/kube/build/kaniko-builder.js'),

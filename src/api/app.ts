@@ -3,7 +3,7 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } 
 import type { Logger } from 'pino';
 import { NotFoundError } from '../core/errors.js';
 import type { RouteResolver } from '../core/interfaces.js';
-import { FunctionProxy } from '../proxy/function-proxy.js';
+import { FunctionProxy, observedFunctionProxy } from '../proxy/function-proxy.js';
 import { proxyPlugin } from '../proxy/proxy.js';
 import type { Authenticator } from './auth/authenticator.js';
 import { guardLoopback } from './auth/loopback-guard.js';
@@ -38,6 +38,8 @@ export interface AppOptions {
   version?: string;
   /** A static bearer token Prometheus may scrape /metrics with when auth is on. */
   metricsToken?: string | undefined;
+  /** The /fn/ proxy when it serves before the app is built (see EarlyListener); made here otherwise. */
+  proxy?: FunctionProxy;
   /** A port bound before the app was built: it serves the app once the app is ready (no `listen`). */
   listener?: EarlyListener;
 }
@@ -45,11 +47,8 @@ export interface AppOptions {
 export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   const bodyLimit = options.bodyLimit ?? 1024 * 1024;
   const metrics = options.metrics ?? new SlessMetrics();
-  const proxy = new FunctionProxy({
-    routes: options.routes,
-    onResponse: (ns, name, status, ms) => metrics.proxyResponse(ns, name, status, ms),
-    onUpstreamError: (fn, message) => options.logger.warn({ function: fn, err: message }, 'upstream failed'),
-  });
+  const proxy =
+    options.proxy ?? observedFunctionProxy({ routes: options.routes, metrics, logger: options.logger });
   const { listener } = options;
   let readyDispatch: ((req: IncomingMessage, res: ServerResponse) => void) | undefined;
   const app = Fastify({

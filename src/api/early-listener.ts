@@ -7,12 +7,12 @@ type Handler = (req: IncomingMessage, res: ServerResponse) => void;
  * takes most of the start, and the port is what a user, a supervisor or a script waits for, so it is
  * taken first. Requests that arrive meanwhile are held, not answered: each one goes to the real
  * handler once it is attached, so nothing answers before it can answer truthfully (`/readyz` says
- * 503 until sless is ready, as it always did).
+ * 503 until sless is ready, as it always did). A start that fails exits, which closes the port.
  */
 export class EarlyListener {
   private handler: Handler | undefined;
+  private early: { matches: (url: string | undefined) => boolean; handler: Handler } | undefined;
   private held: Array<[IncomingMessage, ServerResponse]> = [];
-  private failure: string | undefined;
 
   private constructor(readonly server: Server) {}
 
@@ -38,20 +38,23 @@ export class EarlyListener {
     return `http://${host}:${address.port}`;
   }
 
+  /**
+   * Requests `matches` accepts go to `handler` from now on (the /fn/ proxy, which needs only the
+   * platform); the others are still held for `attach`.
+   */
+  serveEarly(matches: (url: string | undefined) => boolean, handler: Handler): void {
+    this.early = { matches, handler };
+    const held = this.held;
+    this.held = [];
+    for (const [req, res] of held) this.dispatch(req, res);
+  }
+
   /** Every request from now on, and those held so far, go to `handler`. */
   attach(handler: Handler): void {
     this.handler = handler;
     const held = this.held;
     this.held = [];
     for (const [req, res] of held) handler(req, res);
-  }
-
-  /** The start failed: held and later requests get 503 with the reason, until the port closes. */
-  fail(reason: string): void {
-    this.failure = reason;
-    const held = this.held;
-    this.held = [];
-    for (const [, res] of held) this.refuse(res);
   }
 
   async close(): Promise<void> {
@@ -61,12 +64,7 @@ export class EarlyListener {
 
   private dispatch(req: IncomingMessage, res: ServerResponse): void {
     if (this.handler) this.handler(req, res);
-    else if (this.failure !== undefined) this.refuse(res);
+    else if (this.early?.matches(req.url)) this.early.handler(req, res);
     else this.held.push([req, res]);
-  }
-
-  private refuse(res: ServerResponse): void {
-    res.writeHead(503, { 'content-type': 'application/json', connection: 'close' });
-    res.end(JSON.stringify({ error: `sless did not start: ${this.failure}` }));
   }
 }
