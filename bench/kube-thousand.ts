@@ -183,6 +183,8 @@ try {
         SLESS_LOG_LEVEL: 'warn',
         SLESS_CONTROLLER_NAMESPACE: controllerNs,
         SLESS_WATCH_NAMESPACES: ns,
+        // The default quota (200 functions per namespace) would refuse the repository.
+        SLESS_QUOTA_FUNCTIONS: String(FUNCTIONS + 10),
         ...env,
       },
     },

@@ -94,7 +94,11 @@ async function startSless(repo: string, stateDir: string): Promise<Sless> {
       '5m',
       '--json',
     ],
-    { stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, SLESS_LOG_LEVEL: 'warn' } },
+    {
+      stdio: ['ignore', 'ignore', 'inherit'],
+      // The default quota (200 functions per namespace) would refuse the repository.
+      env: { ...process.env, SLESS_LOG_LEVEL: 'warn', SLESS_QUOTA_FUNCTIONS: String(FUNCTIONS + 10) },
+    },
   );
   return {
     child,
