@@ -96,8 +96,14 @@ async function startSless(repo: string, stateDir: string): Promise<Sless> {
     ],
     {
       stdio: ['ignore', 'ignore', 'inherit'],
-      // The default quota (200 functions per namespace) would refuse the repository.
-      env: { ...process.env, SLESS_LOG_LEVEL: 'warn', SLESS_QUOTA_FUNCTIONS: String(FUNCTIONS + 10) },
+      // The default quotas (200 functions, 50 processes per namespace) would refuse the repository
+      // and fail builds beyond the 50th.
+      env: {
+        ...process.env,
+        SLESS_LOG_LEVEL: 'warn',
+        SLESS_QUOTA_FUNCTIONS: String(FUNCTIONS + 10),
+        SLESS_QUOTA_PROCESSES: String(FUNCTIONS + 10),
+      },
     },
   );
   return {
