@@ -134,6 +134,11 @@ main().catch((error: unknown) => {
     process.stderr.write(`sless: ${(error as Error).message}\n${USAGE}\n`);
     process.exit(2);
   }
+  // A taken port is the user's to resolve, not a crash: the message says which one.
+  if ((error as { code?: string }).code === 'EADDRINUSE') {
+    process.stderr.write(`sless: ${(error as Error).message}; choose another with --port\n`);
+    process.exit(1);
+  }
   process.stderr.write(`sless: ${(error as Error).stack ?? String(error)}\n`);
   process.exit(1);
 });
