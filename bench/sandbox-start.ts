@@ -21,7 +21,7 @@ async function main(): Promise<void> {
   await writeFile(join(dir, 'handler.js'), 'exports.handle = async () => ({ ok: true });\n');
   // As a build directory is: readable by the tenant's uid.
   await chmod(dir, 0o755);
-  const launcher = createLauncher({ runDir: join(dir, 'run'), logger });
+  const launcher = await createLauncher({ runDir: join(dir, 'run'), logger });
   if (!launcher.report.sandboxed) throw new Error(`no sandbox here: ${launcher.report.notEnforced[0]}`);
   const runtimesDir = join(PACKAGE_ROOT, 'runtimes');
   const command = {

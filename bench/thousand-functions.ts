@@ -94,7 +94,17 @@ async function startSless(repo: string, stateDir: string): Promise<Sless> {
       '5m',
       '--json',
     ],
-    { stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, SLESS_LOG_LEVEL: 'warn' } },
+    {
+      stdio: ['ignore', 'ignore', 'inherit'],
+      // The default quotas (200 functions, 50 processes per namespace) would refuse the repository
+      // and fail builds beyond the 50th.
+      env: {
+        ...process.env,
+        SLESS_LOG_LEVEL: 'warn',
+        SLESS_QUOTA_FUNCTIONS: String(FUNCTIONS + 10),
+        SLESS_QUOTA_PROCESSES: String(FUNCTIONS + 10),
+      },
+    },
   );
   return {
     child,

@@ -6,19 +6,19 @@ import { join } from 'node:path';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { FastifyInstance } from 'fastify';
 import { type DestinationStream, type Logger, type LoggerOptions, pino } from 'pino';
-import { buildApp } from './api/app.js';
+import type { Authenticator } from './api/auth/authenticator.js';
 import { createAuthenticator } from './api/auth/factory.js';
-import { BuildHistory } from './api/build-history.js';
+import type { BuildHistory } from './api/build-history.js';
+import type { EarlyListener } from './api/early-listener.js';
 import { UnavailableError } from './api/errors.js';
-import { SlessMetrics } from './api/metrics.js';
+import type { SlessMetrics } from './api/metrics.js';
 import { webhookSecretFor } from './config/auth.js';
 import { ConfigError, type LocalConfig, type TenancySettings } from './config/config.js';
 import type { KubeControllerConfig } from './config/kube.js';
 import { asError } from './core/errors.js';
-import type { ObjectStore } from './core/interfaces.js';
+import type { ObjectStore, ProcessLauncher } from './core/interfaces.js';
 import { ALWAYS_LEADER, type Leadership, LeaderTasks } from './core/leadership.js';
 import type { BuildRecord, GitSource, SlessFunction } from './core/resources.js';
-import { withCodeGate } from './gate/code-gate.js';
 import type { KanikoBuilder } from './platform/kube/build/kaniko-builder.js';
 import type { KubeStore } from './platform/kube/kube-store.js';
 import type { LeaderElector } from './platform/kube/leader-election.js';
@@ -26,19 +26,17 @@ import type { KubeRouteResolver } from './platform/kube/routes.js';
 import type { KubeScaler } from './platform/kube/scaler.js';
 import type { KubeWorkloads } from './platform/kube/workloads.js';
 import { LocalBuildArchive } from './platform/local/build/build-archive.js';
-import { LocalBuilder } from './platform/local/build/local-builder.js';
-import { LocalCronScheduler } from './platform/local/cron-scheduler.js';
+import type { LocalBuilder } from './platform/local/build/local-builder.js';
+import type { LocalCronScheduler } from './platform/local/cron-scheduler.js';
 import { FunctionLogBuffer } from './platform/local/function-logs.js';
-import { LocalJobRunner } from './platform/local/job-runner.js';
-import { LocalPlatform } from './platform/local/local-platform.js';
+import type { LocalPlatform } from './platform/local/local-platform.js';
 import { LocalState } from './platform/local/local-state.js';
 import { MemoryStore } from './platform/local/memory-store.js';
-import { PinFile } from './platform/local/pin-file.js';
-import { LocalSourceReaderFactory } from './platform/local/source-readers.js';
+import type { FunctionProxy } from './proxy/function-proxy.js';
 import { BuildCollector } from './reconcile/build-gc.js';
-import { Controller, type ControllerObserver } from './reconcile/controller.js';
+import type { Controller, ControllerObserver } from './reconcile/controller.js';
 import { createLauncher, describeIsolation } from './sandbox/probe.js';
-import { guardedGitHttp } from './source/guarded-http.js';
+import type { GuardedHttpClient } from './source/guarded-http.js';
 import { OutboundPolicy } from './source/outbound.js';
 
 export interface LocalSystem {
@@ -150,15 +148,49 @@ function controllerContext(
   };
 }
 
+/**
+ * The API, the controller and what they use (fastify, ajv, isomorphic-git, prom-client): most of what
+ * a start loads. Loaded once restored revisions are starting, so they boot while this compiles.
+ */
+async function controlPlaneModules() {
+  const [app, history, metrics, gate, controller] = await Promise.all([
+    import('./api/app.js'),
+    import('./api/build-history.js'),
+    import('./api/metrics.js'),
+    import('./gate/code-gate.js'),
+    import('./reconcile/controller.js'),
+  ]);
+  return {
+    buildApp: app.buildApp,
+    BuildHistory: history.BuildHistory,
+    SlessMetrics: metrics.SlessMetrics,
+    withCodeGate: gate.withCodeGate,
+    Controller: controller.Controller,
+  };
+}
+
 /** Starts the embedded platform; `source` registers a GitSource once the controller runs. */
 export async function startLocalSystem(
   config: LocalConfig,
-  options: { logger?: Logger; source?: GitSource } = {},
+  options: { logger?: Logger; source?: GitSource; listener?: EarlyListener } = {},
 ): Promise<LocalSystem> {
   const logger = options.logger ?? createLogger(config);
   // What the last run left comes first: the objects it had applied (with their status), the revisions
-  // that served and the builds that failed. A restart then starts from there, not from nothing.
-  const state = await LocalState.open(config.stateDir, logger);
+  // that served and the builds that failed. A restart then starts from there, not from nothing. The
+  // sandbox probe (a few child processes) runs meanwhile.
+  // The probe's children run while the serving path (undici, the proxy, prom-client) loads.
+  const [state, launcher, { LocalPlatform }, { FunctionProxy, observedFunctionProxy }, { SlessMetrics }] =
+    await Promise.all([
+      LocalState.open(config.stateDir, logger),
+      createLauncher({
+        runDir: join(config.stateDir, 'sandbox'),
+        logger,
+        ...(config.sandbox === 'off' ? { disabled: 'turned off with --sandbox off (single-user mode)' } : {}),
+      }),
+      import('./platform/local/local-platform.js'),
+      import('./proxy/function-proxy.js'),
+      import('./api/metrics.js'),
+    ]);
   const store: MemoryStore = new MemoryStore({
     ...(state.storeSnapshot ? { initial: state.storeSnapshot } : {}),
     persist: () => state.saveStore(() => store.snapshot()),
@@ -169,11 +201,6 @@ export async function startLocalSystem(
       `AUTHENTICATION IS OFF: anyone who can reach ${config.host}:${config.port} may use /v1 as an admin (local loopback mode only)`,
     );
   else logger.info({ auth: authenticator.description }, '/v1 requires a bearer token');
-  const launcher = createLauncher({
-    runDir: join(config.stateDir, 'sandbox'),
-    logger,
-    ...(config.sandbox === 'off' ? { disabled: 'turned off with --sandbox off (single-user mode)' } : {}),
-  });
   const isolation = describeIsolation(launcher.report);
   if (!config.authDisabled && !launcher.report.sandboxed) {
     await launcher.close();
@@ -183,9 +210,6 @@ export async function startLocalSystem(
   }
   if (launcher.report.sandboxed && launcher.report.notEnforced.length === 0) logger.info(isolation);
   else logger.warn(isolation);
-  const history = new BuildHistory();
-  const gitHttp = guardedGitHttp(outboundPolicy(config.tenancy, logger));
-  const pins = new PinFile(join(config.stateDir, 'pins.json'));
   const logs = new FunctionLogBuffer();
   // The platform reports scaling to the controller, which needs the platform first; the builder tells
   // the collector of each finished build, and the collector needs the builder first.
@@ -200,10 +224,119 @@ export async function startLocalSystem(
     serving: state.serving,
     onScaled: (ns, name) => late.controller?.enqueueFunction(ns, name),
   });
+  // Serve first: the revisions that served before start from their builds on disk while the API is
+  // built and starts listening (a request that arrives meanwhile waits for its function). Only then
+  // does the controller look at git, so an unreachable server or a rejected head cannot delay or undo
+  // what served.
+  const restored = platform.restore();
+  // The /fn/ proxy needs only the platform (and the metrics it counts in), so it serves at once.
   const metrics = new SlessMetrics({
     readyFunctions: () => readyFunctionCounts(store),
     isKnownFunction: (ns, name) => platform.currentRevision(ns, name) !== undefined,
   });
+  const proxy = observedFunctionProxy({ routes: platform, metrics, logger });
+  options.listener?.serveEarly(FunctionProxy.matches, (req, res) => void proxy.handle(req, res));
+  const { guardedGitHttp } = await import('./source/guarded-http.js');
+  const gitHttp = guardedGitHttp(outboundPolicy(config.tenancy, logger));
+  let parts: Awaited<ReturnType<typeof localControlPlane>>;
+  let address: string;
+  try {
+    parts = await localControlPlane(config, {
+      logger,
+      state,
+      store,
+      launcher,
+      platform,
+      logs,
+      authenticator,
+      gitHttp,
+      metrics,
+      proxy,
+      listener: options.listener,
+      late,
+    });
+    if (options.listener) {
+      await parts.app.ready();
+      address = options.listener.url;
+    } else address = await parts.app.listen({ host: config.host, port: config.port });
+  } catch (error) {
+    await restored;
+    await platform.stopAll();
+    await proxy.close();
+    await gitHttp.close();
+    await launcher.close();
+    throw error;
+  }
+  await restored;
+  const { app, controller, builder, scheduler, pins, gc } = parts;
+  await controller.start();
+  if (options.source) await store.apply(await pins.restore(options.source));
+  // The first pass removes the history of functions deleted while sless was stopped.
+  gc.start();
+  gc.request();
+  parts.markReady();
+  return {
+    app,
+    store,
+    controller,
+    platform,
+    builder,
+    scheduler,
+    state,
+    gc,
+    url: address,
+    stop: once(async () => {
+      parts.markUnready();
+      await gc.stop();
+      await controller.stop();
+      scheduler.stopAll();
+      await app.close();
+      await options.listener?.close();
+      await platform.stopAll();
+      await gitHttp.close();
+      await launcher.close();
+      await state.close();
+    }),
+  };
+}
+
+/** The local builder, scheduler, controller and API around a platform that already serves. */
+async function localControlPlane(
+  config: LocalConfig,
+  parts: {
+    logger: Logger;
+    state: LocalState;
+    store: MemoryStore;
+    launcher: ProcessLauncher;
+    platform: LocalPlatform;
+    logs: FunctionLogBuffer;
+    authenticator: Authenticator;
+    gitHttp: GuardedHttpClient;
+    metrics: SlessMetrics;
+    proxy: FunctionProxy;
+    listener: EarlyListener | undefined;
+    /** Filled in here: the platform and the builder report to the controller and the collector. */
+    late: { controller?: Controller; gc?: BuildCollector };
+  },
+) {
+  const { logger, state, store, launcher, platform, logs, authenticator, gitHttp, metrics, late } = parts;
+  const [
+    { buildApp, BuildHistory, withCodeGate, Controller },
+    { LocalBuilder },
+    { LocalCronScheduler },
+    { LocalJobRunner },
+    { PinFile },
+    { LocalSourceReaderFactory },
+  ] = await Promise.all([
+    controlPlaneModules(),
+    import('./platform/local/build/local-builder.js'),
+    import('./platform/local/cron-scheduler.js'),
+    import('./platform/local/job-runner.js'),
+    import('./platform/local/pin-file.js'),
+    import('./platform/local/source-readers.js'),
+  ]);
+  const history = new BuildHistory();
+  const pins = new PinFile(join(config.stateDir, 'pins.json'));
   const builder = new LocalBuilder({
     stateDir: config.stateDir,
     ...(config.buildCacheDir ? { cacheDir: config.buildCacheDir } : {}),
@@ -254,6 +387,8 @@ export async function startLocalSystem(
     authenticator,
     metrics,
     metricsToken: config.tenancy.metricsToken,
+    proxy: parts.proxy,
+    ...(parts.listener ? { listener: parts.listener } : {}),
     context: {
       namespaceExists: (ns) => store.namespaceExists(ns),
       ensureNamespace: (ns) => store.ensureNamespace(ns),
@@ -276,46 +411,19 @@ export async function startLocalSystem(
       functionLogs: logs,
     },
   });
-  // Serve first: the revisions that served before start from their builds on disk while the API starts
-  // listening (a request that arrives meanwhile waits for its function). Only then does the controller
-  // look at git, so an unreachable server or a rejected head cannot delay or undo what served.
-  const restored = platform.restore();
-  let address: string;
-  try {
-    address = await app.listen({ host: config.host, port: config.port });
-  } catch (error) {
-    await restored;
-    await platform.stopAll();
-    throw error;
-  }
-  await restored;
-  await controller.start();
-  if (options.source) await store.apply(await pins.restore(options.source));
-  // The first pass removes the history of functions deleted while sless was stopped.
-  gc.start();
-  gc.request();
-  ready = true;
   return {
     app,
-    store,
     controller,
-    platform,
     builder,
     scheduler,
-    state,
+    pins,
     gc,
-    url: address,
-    stop: once(async () => {
+    markReady: () => {
+      ready = true;
+    },
+    markUnready: () => {
       ready = false;
-      await gc.stop();
-      await controller.stop();
-      scheduler.stopAll();
-      await app.close();
-      await platform.stopAll();
-      await gitHttp.close();
-      await launcher.close();
-      await state.close();
-    }),
+    },
   };
 }
 
@@ -361,6 +469,8 @@ export async function startKubeSystem(
   const logger = options.logger ?? createLogger(config);
   // The Kubernetes client and the AWS SDK cost most of a second to load; local mode never needs them.
   const [
+    { buildApp, BuildHistory, SlessMetrics, withCodeGate, Controller },
+    { guardedGitHttp },
     { S3Client },
     { KubeConfig },
     { KanikoBuilder },
@@ -384,6 +494,8 @@ export async function startKubeSystem(
     { KubeBuildArchive },
     { RegistryClient, secretCredentials },
   ] = await Promise.all([
+    controlPlaneModules(),
+    import('./source/guarded-http.js'),
     import('@aws-sdk/client-s3'),
     import('@kubernetes/client-node'),
     import('./platform/kube/build/kaniko-builder.js'),

@@ -1,14 +1,15 @@
-import { createServer } from 'node:http';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
 import type { Logger } from 'pino';
 import { NotFoundError } from '../core/errors.js';
 import type { RouteResolver } from '../core/interfaces.js';
-import { FunctionProxy } from '../proxy/function-proxy.js';
+import { FunctionProxy, observedFunctionProxy } from '../proxy/function-proxy.js';
 import { proxyPlugin } from '../proxy/proxy.js';
 import type { Authenticator } from './auth/authenticator.js';
 import { guardLoopback } from './auth/loopback-guard.js';
 import { requireAuth } from './auth/plugin.js';
 import type { ApiContext } from './context.js';
+import type { EarlyListener } from './early-listener.js';
 import { installErrorHandling } from './errors.js';
 import { forwardToLeader, type LeaderRoute, mustForward } from './leader-forward.js';
 import { SlessMetrics } from './metrics.js';
@@ -40,25 +41,32 @@ export interface AppOptions {
   metricsToken?: string | undefined;
   /** Replicas with leader election: what needs the control loop goes to the leader. */
   leader?: LeaderRoute;
+  /** The /fn/ proxy when it serves before the app is built (see EarlyListener); made here otherwise. */
+  proxy?: FunctionProxy;
+  /** A port bound before the app was built: it serves the app once the app is ready (no `listen`). */
+  listener?: EarlyListener;
 }
 
 export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   const bodyLimit = options.bodyLimit ?? 1024 * 1024;
   const metrics = options.metrics ?? new SlessMetrics();
-  const proxy = new FunctionProxy({
-    routes: options.routes,
-    onResponse: (ns, name, status, ms) => metrics.proxyResponse(ns, name, status, ms),
-    onUpstreamError: (fn, message) => options.logger.warn({ function: fn, err: message }, 'upstream failed'),
-  });
+  const proxy =
+    options.proxy ?? observedFunctionProxy({ routes: options.routes, metrics, logger: options.logger });
+  const { listener } = options;
+  let readyDispatch: ((req: IncomingMessage, res: ServerResponse) => void) | undefined;
   const leader = options.leader;
   const app = Fastify({
     // /fn/ requests go straight to the proxy: the invocation path skips fastify's routing and hooks.
-    serverFactory: (handler) =>
-      createServer((req, res) => {
+    serverFactory: (handler) => {
+      const dispatch = (req: IncomingMessage, res: ServerResponse) => {
         if (FunctionProxy.matches(req.url)) void proxy.handle(req, res);
         else if (leader && mustForward(leader, req)) forwardToLeader(leader, req, res);
         else handler(req, res);
-      }),
+      };
+      if (!listener) return createServer(dispatch);
+      readyDispatch = dispatch;
+      return listener.server;
+    },
     loggerInstance: options.logger as FastifyBaseLogger,
     // Per-request access logs cost throughput on the /fn/ path; metrics count requests instead.
     logController: new LogController({ disableRequestLogging: true }),
@@ -74,6 +82,10 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   collector.attach(app);
   const { context } = options;
   app.addHook('onClose', () => proxy.close());
+  if (listener)
+    app.addHook('onReady', async () => {
+      if (readyDispatch) listener.attach(readyDispatch);
+    });
 
   await app.register(healthRoutes, {
     context,

@@ -3,7 +3,7 @@
  * (marked with `x-sless-kind`) go through the manifest validator, so the API reports
  * `spec.memoryMb: must be <= 4096` exactly as a manifest would, and never clamps a value.
  */
-import { Ajv } from 'ajv';
+import { Ajv, type ValidateFunction } from 'ajv';
 import type { FastifySchemaCompiler } from 'fastify';
 import { API_VERSION, KIND_NAMES, type KindName } from '../core/schemas.js';
 import { validateResource } from '../manifest/validate.js';
@@ -66,6 +66,23 @@ export function createValidatorCompiler(): FastifySchemaCompiler<unknown> {
         }
       };
     }
-    return ajv.compile(schema as object);
+    return compiledOnFirstUse(ajv, schema as object);
   };
+}
+
+/**
+ * Fastify compiles every route's schemas while the app starts; compiling each one when its route is
+ * first called takes that work off the start (most routes of a local start are never called).
+ */
+function compiledOnFirstUse(ajv: Ajv, schema: object): (data: unknown) => boolean {
+  let compiled: ValidateFunction | undefined;
+  const validate = (data: unknown): boolean => {
+    compiled ??= ajv.compile(schema);
+    const valid = compiled(data);
+    // Fastify reads a failed validation's errors from the function it was given.
+    validate.errors = compiled.errors;
+    return valid;
+  };
+  validate.errors = undefined as ValidateFunction['errors'];
+  return validate;
 }

@@ -7,13 +7,12 @@
 import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { parseArgs, promisify } from 'node:util';
+import { EarlyListener } from '../api/early-listener.js';
 import { ConfigError, loadLocalConfig } from '../config/config.js';
 import type { GitSource, SlessFunction } from '../core/resources.js';
-import { createLogger, startLocalSystem } from '../main.js';
-import { runController } from './controller.js';
 import { ensureExamplesRepository } from './examples-repo.js';
 import { LOGS_USAGE, printLogs } from './logs.js';
-import { UsageError, VALIDATE_USAGE, validateWorkingTree } from './validate.js';
+import { UsageError, VALIDATE_USAGE } from './usage.js';
 
 const USAGE = `usage: sless dev [--repo PATH|URL] [--branch B] [--port P] [--host H] [--interval 10s] [--scale-to-zero-after 5m] [--build-history 5] [--state-dir DIR] [--sandbox auto|off] [--json]\n       ${VALIDATE_USAGE}\n       ${LOGS_USAGE}`;
 
@@ -44,6 +43,10 @@ async function dev(argv: string[]): Promise<void> {
     },
   });
   const config = loadLocalConfig(values);
+  // The port first: the rest of sless (the API, the proxy, their schemas) loads behind it, and
+  // requests that arrive meanwhile wait for it (see EarlyListener).
+  const listener = await EarlyListener.listen(config.host, config.port);
+  const { createLogger, startLocalSystem } = await import('../main.js');
   const logger = createLogger(config);
   let repo = config.repo;
   if (repo === undefined) {
@@ -60,7 +63,7 @@ async function dev(argv: string[]): Promise<void> {
   };
   // Handlers come first: a start serves restored revisions at once, and a signal that arrives while it
   // does must still stop them cleanly rather than kill sless outright.
-  const starting = startLocalSystem(config, { logger, source });
+  const starting = startLocalSystem(config, { logger, source, listener });
   let stopping = false;
   const shutdown = (signal: string) => {
     stopping = true;
@@ -103,7 +106,7 @@ async function main(): Promise<void> {
       await dev(rest);
       return;
     case 'controller':
-      await runController(rest);
+      await (await import('./controller.js')).runController(rest);
       return;
     case 'logs':
       process.exitCode = await printLogs(rest, {
@@ -112,7 +115,7 @@ async function main(): Promise<void> {
       });
       return;
     case 'validate': {
-      const outcome = await validateWorkingTree(rest);
+      const outcome = await (await import('./validate.js')).validateWorkingTree(rest);
       process.stdout.write(`${outcome.lines.join('\n')}\n`);
       process.exitCode = outcome.exitCode;
       return;
@@ -131,6 +134,11 @@ main().catch((error: unknown) => {
   ) {
     process.stderr.write(`sless: ${(error as Error).message}\n${USAGE}\n`);
     process.exit(2);
+  }
+  // A taken port is the user's to resolve, not a crash: the message says which one.
+  if ((error as { code?: string }).code === 'EADDRINUSE') {
+    process.stderr.write(`sless: ${(error as Error).message}; choose another with --port\n`);
+    process.exit(1);
   }
   process.stderr.write(`sless: ${(error as Error).stack ?? String(error)}\n`);
   process.exit(1);

@@ -4,7 +4,7 @@
  */
 import { parseArgs } from 'node:util';
 import type { LogLine } from '../core/logs.js';
-import { UsageError } from './validate.js';
+import { UsageError } from './usage.js';
 
 export const LOGS_USAGE =
   'sless logs <function> [-n NAMESPACE] [--tail N] [-f|--follow] [--server URL] (token: SLESS_TOKEN)';

@@ -9,10 +9,7 @@ import { parseArgs } from 'node:util';
 import { formatIssue } from '../core/errors.js';
 import { loadManifests } from '../manifest/load.js';
 import { WorkingTreeSnapshot } from '../source/working-tree.js';
-
-export const VALIDATE_USAGE = 'sless validate [dir] [--path P] [--namespace NS]';
-
-export class UsageError extends Error {}
+import { UsageError } from './usage.js';
 
 export interface ValidateOutcome {
   exitCode: 0 | 1;

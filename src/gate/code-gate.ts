@@ -36,15 +36,21 @@ const MAX_ANSWER_BYTES = 1024 * 1024;
 const MAX_REASON = 500;
 const VERDICT_CACHE_LIMIT = 10_000;
 
-const validateVerdict = new Ajv({ strict: true }).compile<{ safe: boolean; reason: string }>({
+interface Verdict {
+  safe: boolean;
+  reason: string;
+}
+interface Completion {
+  choices: { message: { content: string } }[];
+}
+
+const VERDICT_SCHEMA = {
   type: 'object',
   required: ['safe', 'reason'],
   properties: { safe: { type: 'boolean' }, reason: { type: 'string' } },
-});
+};
 
-const validateCompletion = new Ajv({ strict: false }).compile<{
-  choices: { message: { content: string } }[];
-}>({
+const COMPLETION_SCHEMA = {
   type: 'object',
   required: ['choices'],
   properties: {
@@ -60,7 +66,16 @@ const validateCompletion = new Ajv({ strict: false }).compile<{
       },
     },
   },
-});
+};
+
+/**
+ * The answer checks, compiled when a gate is made: most starts have the gate off, and compiling them
+ * at import cost every start time.
+ */
+class AnswerChecks {
+  readonly verdict = new Ajv({ strict: true }).compile<Verdict>(VERDICT_SCHEMA);
+  readonly completion = new Ajv({ strict: false }).compile<Completion>(COMPLETION_SCHEMA);
+}
 
 type EnabledSettings = Extract<CodeGateSettings, { enabled: true }>;
 
@@ -79,6 +94,7 @@ function unfence(content: string): string {
 
 export class ChatCompletionsCodeChecker {
   private readonly settings: EnabledSettings;
+  private readonly checks = new AnswerChecks();
 
   constructor(settings: EnabledSettings) {
     this.settings = settings;
@@ -134,7 +150,7 @@ export class ChatCompletionsCodeChecker {
     } catch {
       throw new UnusableAnswer('endpoint answered something that is not JSON');
     }
-    if (!validateCompletion(completion))
+    if (!this.checks.completion(completion))
       throw new UnusableAnswer('endpoint answered JSON that is not a chat completion');
     const content = completion.choices[0]?.message.content ?? '';
     let verdict: unknown;
@@ -143,7 +159,7 @@ export class ChatCompletionsCodeChecker {
     } catch {
       throw new UnusableAnswer('the model did not answer with JSON');
     }
-    if (!validateVerdict(verdict))
+    if (!this.checks.verdict(verdict))
       throw new UnusableAnswer('the model answered JSON without a boolean "safe" and a string "reason"');
     return verdict;
   }

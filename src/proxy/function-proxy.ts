@@ -13,6 +13,20 @@ export interface FunctionProxyOptions {
   onUpstreamError?: (functionKey: string, message: string) => void;
 }
 
+/** The proxy as both platforms serve it: responses counted in metrics, upstream failures logged. */
+export function observedFunctionProxy(options: {
+  routes: RouteResolver;
+  metrics: { proxyResponse(namespace: string, name: string, statusCode: number, durationMs: number): void };
+  logger: { warn(fields: object, message: string): void };
+}): FunctionProxy {
+  const { metrics, logger } = options;
+  return new FunctionProxy({
+    routes: options.routes,
+    onResponse: (ns, name, status, ms) => metrics.proxyResponse(ns, name, status, ms),
+    onUpstreamError: (fn, message) => logger.warn({ function: fn, err: message }, 'upstream failed'),
+  });
+}
+
 const FN_PATH = /^\/fn\/([^/?#]*)\/([^/?#]*)(.*)$/s;
 
 type Method = 'GET' | 'HEAD' | 'POST' | 'PUT' | 'DELETE' | 'PATCH' | 'OPTIONS';

@@ -1,4 +1,4 @@
-import { execFileSync } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { existsSync, lstatSync, mkdirSync, readlinkSync, realpathSync, writeFileSync } from 'node:fs';
 import { delimiter, dirname, join } from 'node:path';
 import type { Logger } from 'pino';
@@ -35,16 +35,29 @@ function which(command: string): string | undefined {
   return undefined;
 }
 
-function run(command: string, args: string[]): string | undefined {
-  try {
-    return execFileSync(command, args, {
-      encoding: 'utf8',
-      stdio: ['ignore', 'pipe', 'ignore'],
-      timeout: 10_000,
-    }).trim();
-  } catch {
-    return undefined;
-  }
+/**
+ * Runs a probe without blocking the event loop: sless binds its port and loads its API while the
+ * probes run, and they run side by side.
+ */
+function run(
+  command: string,
+  args: string[],
+  env?: NodeJS.ProcessEnv,
+): Promise<{ stdout: string; stderr: string; failure?: Error }> {
+  return new Promise((resolve) => {
+    execFile(
+      command,
+      args,
+      { encoding: 'utf8', timeout: 10_000, ...(env ? { env } : {}) },
+      (error, stdout, stderr) =>
+        resolve({ stdout: stdout.trim(), stderr: stderr.trim(), ...(error ? { failure: error } : {}) }),
+    );
+  });
+}
+
+async function output(command: string, args: string[]): Promise<string | undefined> {
+  const result = await run(command, args);
+  return result.failure ? undefined : result.stdout;
 }
 
 const outsideSystem = (path: string) => !/^\/(usr|bin|lib|lib64|sbin)(\/|$)/.test(path);
@@ -53,19 +66,21 @@ const outsideSystem = (path: string) => !/^\/(usr|bin|lib|lib64|sbin)(\/|$)/.tes
  * Where the toolchains live: Node (this process), Python 3 and Go as found on PATH. Their bin
  * directories lead the sandbox's PATH; installs outside /usr (pyenv, nvm) are bound read-only.
  */
-function toolchains(): { binDirs: string[]; dirs: string[] } {
+async function toolchains(): Promise<{ binDirs: string[]; dirs: string[] }> {
   // The first match on the sandbox's PATH wins: the same python3 and go as on sless's own PATH.
   const binDirs: string[] = [];
   const dirs: string[] = [];
   const node = realpathSync(process.execPath);
   if (outsideSystem(node)) dirs.push(dirname(dirname(node)));
-  const python = run('python3', ['-c', 'import sys; print(sys.executable); print(sys.base_prefix)']);
+  const [python, goRoot] = await Promise.all([
+    output('python3', ['-c', 'import sys; print(sys.executable); print(sys.base_prefix)']),
+    output('go', ['env', 'GOROOT']),
+  ]);
   if (python) {
     const [executable = '', prefix = ''] = python.split('\n');
     if (executable) binDirs.push(dirname(executable));
     if (prefix && outsideSystem(prefix)) dirs.push(prefix);
   }
-  const goRoot = run('go', ['env', 'GOROOT']);
   if (goRoot) {
     binDirs.push(join(goRoot, 'bin'));
     if (outsideSystem(goRoot)) dirs.push(goRoot);
@@ -113,7 +128,7 @@ const HOW_TO =
   'install bubblewrap, slirp4netns and util-linux (Debian: apt-get install bubblewrap slirp4netns util-linux) and run sless as root on a kernel with user namespaces';
 
 /** Runs `true` in a sandbox exactly as tenant code will run; returns why it failed, if it did. */
-function trySandbox(bwrap: string, view: SystemView): string | undefined {
+async function trySandbox(bwrap: string, view: SystemView): Promise<string | undefined> {
   const args = bwrapArgs({
     view,
     cwd: '/',
@@ -124,17 +139,9 @@ function trySandbox(bwrap: string, view: SystemView): string | undefined {
     command: 'true',
     args: [],
   });
-  try {
-    execFileSync(bwrap, args, {
-      env: { PATH: SYSTEM_PATH.join(':') },
-      stdio: ['ignore', 'ignore', 'pipe'],
-      timeout: 10_000,
-    });
-    return undefined;
-  } catch (error) {
-    const stderr = String((error as { stderr?: Buffer }).stderr ?? '').trim();
-    return stderr || (error as Error).message;
-  }
+  const result = await run(bwrap, args, { PATH: SYSTEM_PATH.join(':') });
+  if (!result.failure) return undefined;
+  return result.stderr || result.failure.message;
 }
 
 export interface IsolationOptions {
@@ -161,7 +168,9 @@ export function describeIsolation(report: IsolationReport): string {
  * enforces it: bubblewrap when it works here, plain children otherwise (the caller decides whether
  * that is acceptable). cgroup limits apply either way when the controllers are writable.
  */
-export function createLauncher(options: IsolationOptions): ProcessLauncher & { close(): Promise<void> } {
+export async function createLauncher(
+  options: IsolationOptions,
+): Promise<ProcessLauncher & { close(): Promise<void> }> {
   const cgroups = options.cgroups ?? new CgroupLimits();
   cgroups.sweepStale();
   const enforced: string[] = [];
@@ -177,7 +186,8 @@ export function createLauncher(options: IsolationOptions): ProcessLauncher & { c
   const bwrap = which('bwrap');
   const setpriv = which('setpriv');
   const unshare = which('unshare');
-  const tools = toolchains();
+  // Only a sandbox needs to know where the toolchains are: plain children use sless's own PATH.
+  let tools: { binDirs: string[]; dirs: string[] } | undefined;
   let failure: string | undefined;
   let view: SystemView | undefined;
   if (options.disabled) failure = options.disabled;
@@ -187,11 +197,12 @@ export function createLauncher(options: IsolationOptions): ProcessLauncher & { c
   else if (process.getuid?.() !== 0)
     failure = 'sless is not running as root, which the sandbox needs to switch tenants to their own uid';
   else {
+    tools = await toolchains();
     view = systemView(options.runDir, tools.dirs, setpriv, unshare);
-    const error = trySandbox(bwrap, view);
+    const error = await trySandbox(bwrap, view);
     if (error) failure = `a trial sandbox failed: ${error}`;
   }
-  if (failure || !bwrap || !view) {
+  if (failure || !bwrap || !view || !tools) {
     notEnforced.unshift(
       `sandbox: ${failure}; functions and builds run as sless's own user and can read its environment and files (${HOW_TO})`,
     );

@@ -23,6 +23,8 @@ export interface ApiProxy {
   failed: string[];
   /** Bodies of status subresource writes that went through. */
   statusWrites: string[];
+  /** Every request forwarded to the API server, as `METHOD path?query`, in arrival order. */
+  requests: string[];
   failNext(rule: FailureRule): void;
   close(): Promise<void>;
 }
@@ -32,6 +34,7 @@ export async function startApiProxy(apiServerUrl: string, ca: string, token: str
   const rules: FailureRule[] = [];
   const failed: string[] = [];
   const statusWrites: string[] = [];
+  const requests: string[] = [];
   const server: Server = createServer((req: IncomingMessage, res) => {
     const method = req.method ?? 'GET';
     const url = req.url ?? '/';
@@ -53,6 +56,7 @@ export async function startApiProxy(apiServerUrl: string, ca: string, token: str
       );
       return;
     }
+    requests.push(`${method} ${url}`);
     const isStatusWrite = method === 'PATCH' && url.split('?')[0]?.endsWith('/status');
     const chunks: Buffer[] = [];
     const forward = httpsRequest(
@@ -86,6 +90,7 @@ export async function startApiProxy(apiServerUrl: string, ca: string, token: str
     kubeConfig,
     failed,
     statusWrites,
+    requests,
     failNext: (rule) => rules.push(rule),
     close: () =>
       new Promise<void>((resolve) => {

@@ -9,13 +9,28 @@ import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
 import { pino } from 'pino';
 import { type KubeControllerConfig, loadKubeControllerConfig } from '../../src/config/kube.js';
 import { KanikoBuilder } from '../../src/platform/kube/build/kaniko-builder.js';
-import { KubeHttp, MERGE_PATCH } from '../../src/platform/kube/http.js';
+import { KubeHttp } from '../../src/platform/kube/http.js';
 import { apply, getObject, type KubeObject } from '../../src/platform/kube/objects.js';
 import { SECRET } from '../../src/platform/kube/resource-types.js';
 import { getTestCluster, type SharedTestCluster } from '../cluster/shared.ts';
 import { createNamespace, installCrds } from './install.ts';
+import {
+  markBuildFailed,
+  markBuildSucceeded,
+  markDeploymentAvailable,
+  markJobComplete,
+  playHealthyKubelet,
+} from './play.ts';
 
-export { createNamespace, installCrds };
+export {
+  createNamespace,
+  installCrds,
+  markBuildFailed,
+  markBuildSucceeded,
+  markDeploymentAvailable,
+  markJobComplete,
+  playHealthyKubelet,
+};
 
 export const logger = pino({ level: process.env.SLESS_TEST_LOG ?? 'silent' });
 
@@ -139,172 +154,6 @@ export async function kubeEnv(prefix: string): Promise<KubeEnv> {
       http.close();
       await cluster.release();
     },
-  };
-}
-
-const now = () => new Date().toISOString().replace(/\.\d+Z$/, 'Z');
-
-/**
- * Plays kaniko and the Job controller: marks the build Job Complete through the status subresource,
- * and creates the build Pod whose terminated container carries the digest in `message`, which is what
- * `--digest-file=/dev/termination-log` produces on a real kubelet.
- */
-export async function markBuildSucceeded(
-  http: KubeHttp,
-  namespace: string,
-  job: string,
-  digest: string,
-): Promise<void> {
-  const t = now();
-  await http.request('POST', `/api/v1/namespaces/${namespace}/pods`, {
-    body: {
-      apiVersion: 'v1',
-      kind: 'Pod',
-      metadata: {
-        name: `${job}-pod`,
-        labels: { 'sless.dev/build': job, 'batch.kubernetes.io/job-name': job },
-      },
-      spec: { restartPolicy: 'Never', containers: [{ name: 'kaniko', image: 'kaniko:test' }] },
-    },
-  });
-  await http.request('PATCH', `/api/v1/namespaces/${namespace}/pods/${job}-pod/status`, {
-    contentType: MERGE_PATCH,
-    body: {
-      status: {
-        phase: 'Succeeded',
-        containerStatuses: [
-          {
-            name: 'kaniko',
-            image: 'kaniko:test',
-            imageID: '',
-            ready: false,
-            restartCount: 0,
-            state: {
-              terminated: { exitCode: 0, reason: 'Completed', message: digest, startedAt: t, finishedAt: t },
-            },
-          },
-        ],
-      },
-    },
-  });
-  await markJobComplete(http, namespace, job);
-}
-
-/** Plays the Job controller for a failed kaniko run (no pod log: there is no kubelet to serve one). */
-export async function markBuildFailed(
-  http: KubeHttp,
-  namespace: string,
-  job: string,
-  message: string,
-): Promise<void> {
-  const t = now();
-  await http.request('PATCH', `/apis/batch/v1/namespaces/${namespace}/jobs/${job}/status`, {
-    contentType: MERGE_PATCH,
-    body: {
-      status: {
-        startTime: t,
-        failed: 1,
-        conditions: [
-          {
-            type: 'FailureTarget',
-            status: 'True',
-            reason: 'BackoffLimitExceeded',
-            message,
-            lastTransitionTime: t,
-            lastProbeTime: t,
-          },
-          {
-            type: 'Failed',
-            status: 'True',
-            reason: 'BackoffLimitExceeded',
-            message,
-            lastTransitionTime: t,
-            lastProbeTime: t,
-          },
-        ],
-      },
-    },
-  });
-}
-
-/** Plays the Job controller for a FunctionJob run. */
-export async function markJobComplete(http: KubeHttp, namespace: string, job: string): Promise<void> {
-  const t = now();
-  await http.request('PATCH', `/apis/batch/v1/namespaces/${namespace}/jobs/${job}/status`, {
-    contentType: MERGE_PATCH,
-    body: {
-      status: {
-        startTime: t,
-        completionTime: t,
-        succeeded: 1,
-        conditions: [
-          { type: 'SuccessCriteriaMet', status: 'True', lastTransitionTime: t, lastProbeTime: t },
-          { type: 'Complete', status: 'True', lastTransitionTime: t, lastProbeTime: t },
-        ],
-      },
-    },
-  });
-}
-
-/** Plays the Deployment controller and kubelet: the Deployment reports its replicas available. */
-export async function markDeploymentAvailable(
-  http: KubeHttp,
-  namespace: string,
-  name: string,
-): Promise<void> {
-  const deployment = await getObject<KubeObject>(
-    http,
-    { apiVersion: 'apps/v1', kind: 'Deployment', plural: 'deployments', namespaced: true },
-    namespace,
-    name,
-  );
-  const replicas = (deployment?.spec as { replicas?: number } | undefined)?.replicas ?? 1;
-  await http.request('PATCH', `/apis/apps/v1/namespaces/${namespace}/deployments/${name}/status`, {
-    contentType: MERGE_PATCH,
-    body: {
-      status: {
-        observedGeneration: deployment?.metadata.generation ?? 1,
-        replicas,
-        updatedReplicas: replicas,
-        readyReplicas: replicas,
-        availableReplicas: replicas,
-      },
-    },
-  });
-}
-
-/**
- * Plays the Deployment controller and kubelet for a whole namespace, for tests about something else:
- * every Deployment whose status lags its spec is marked rolled out and available, as healthy pods
- * would make it. Returns the function that stops playing.
- */
-export function playHealthyKubelet(http: KubeHttp, namespace: string, everyMs = 100): () => void {
-  let stopped = false;
-  void (async () => {
-    while (!stopped) {
-      try {
-        const list = await http.request<{ items: KubeObject[] }>(
-          'GET',
-          `/apis/apps/v1/namespaces/${namespace}/deployments`,
-        );
-        for (const d of list.items ?? []) {
-          const status = (d as { status?: { observedGeneration?: number; availableReplicas?: number } })
-            .status;
-          const replicas = (d.spec as { replicas?: number } | undefined)?.replicas ?? 1;
-          if (
-            status?.observedGeneration !== d.metadata.generation ||
-            (status?.availableReplicas ?? 0) !== replicas
-          )
-            await markDeploymentAvailable(http, namespace, d.metadata.name);
-        }
-      } catch {
-        // The namespace or a Deployment went away meanwhile: look again next round.
-      }
-      await new Promise((r) => setTimeout(r, everyMs));
-    }
-  })();
-  return () => {
-    stopped = true;
   };
 }
 
