@@ -79,7 +79,12 @@ function outboundPolicy(tenancy: TenancySettings, logger: Logger): OutboundPolic
       { ranges: tenancy.outboundAllow },
       'SLESS_OUTBOUND_ALLOW: sources may reach these private or loopback ranges',
     );
-  return new OutboundPolicy(tenancy.outboundAllow);
+  if (tenancy.outboundDns.length > 0)
+    logger.info(
+      { servers: tenancy.outboundDns },
+      'SLESS_OUTBOUND_DNS: tenant URLs resolve through these name servers',
+    );
+  return new OutboundPolicy(tenancy.outboundAllow, tenancy.outboundDns);
 }
 
 /** Shutdown may be asked for more than once (signals, tests); it runs once and every caller waits. */

@@ -19,7 +19,13 @@ export interface GitHttpRequest {
 export async function startGitHttpServer(
   root: string,
   /** Basic auth required when set: `username` (default x-access-token) and `token` as the password. */
-  options: { token?: string; username?: string } = {},
+  options: {
+    token?: string;
+    username?: string;
+    /** Where to listen: 127.0.0.1 and a free port unless given. */
+    host?: string;
+    port?: number;
+  } = {},
 ): Promise<{
   url: string;
   server: Server;
@@ -103,10 +109,14 @@ export async function startGitHttpServer(
     });
     child.on('close', () => response.end());
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const host = options.host ?? '127.0.0.1';
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port ?? 0, host, resolve);
+  });
   const { port } = server.address() as AddressInfo;
   return {
-    url: `http://127.0.0.1:${port}`,
+    url: `http://${host}:${port}`,
     server,
     requests,
     setAvailable: (value) => {
