@@ -99,7 +99,7 @@ function once(task: () => Promise<void>): () => Promise<void> {
 /** The ready-functions gauge, per namespace, read at scrape time. */
 async function readyFunctionCounts(store: ObjectStore): Promise<Map<string, number>> {
   const counts = new Map<string, number>();
-  for (const fn of (await store.list('Function')) as SlessFunction[])
+  for (const fn of await store.list('Function'))
     if (fn.status?.phase === 'Ready')
       counts.set(fn.metadata.namespace, (counts.get(fn.metadata.namespace) ?? 0) + 1);
   return counts;

@@ -8,7 +8,7 @@ import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { parseArgs, promisify } from 'node:util';
 import { ConfigError, loadLocalConfig } from '../config/config.js';
-import type { GitSource, SlessFunction } from '../core/resources.js';
+import type { GitSource } from '../core/resources.js';
 import { createLogger, startLocalSystem } from '../main.js';
 import { runController } from './controller.js';
 import { ensureExamplesRepository } from './examples-repo.js';
@@ -76,7 +76,7 @@ async function dev(argv: string[]): Promise<void> {
 
   await system.controller.syncNow(config.namespace, config.sourceName);
   await system.controller.idle();
-  const functions = (await system.store.list('Function', { namespace: config.namespace })) as SlessFunction[];
+  const functions = await system.store.list('Function', { namespace: config.namespace });
   const api = `${config.externalUrl}/v1/namespaces/${config.namespace}`;
   const lines = [
     '',

@@ -172,7 +172,7 @@ describe('RBAC of deploy/', () => {
       await eventually('run Job', () => getObject(env.http, JOB, env.ns, 'run-once-1'));
       await markJobComplete(env.http, env.ns, 'run-once-1');
       await eventually('FunctionJob done', async () => {
-        const job = (await system?.store.get('FunctionJob', env.ns, 'once')) as FunctionJob | undefined;
+        const job = await system?.store.get('FunctionJob', env.ns, 'once');
         return job?.status?.phase === 'Succeeded';
       });
       // The deploy copied the pull secret into the function namespace, as the ServiceAccount.

@@ -8,7 +8,7 @@
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildName } from '../../src/core/naming.js';
-import type { FunctionStatus, SlessFunction } from '../../src/core/resources.js';
+import type { FunctionStatus } from '../../src/core/resources.js';
 import { type KubeSystem, startKubeSystem } from '../../src/main.js';
 import { getObject, type KubeObject } from '../../src/platform/kube/objects.js';
 import { DEPLOYMENT, JOB } from '../../src/platform/kube/resource-types.js';
@@ -35,9 +35,7 @@ describe('kube platform: transient API errors are retried', () => {
   let stopKubelet: (() => void) | undefined;
 
   const status = async () =>
-    ((await system.store.get('Function', env.ns, 'alpha')) as SlessFunction | undefined)?.status as
-      | FunctionStatus
-      | undefined;
+    (await system.store.get('Function', env.ns, 'alpha'))?.status as FunctionStatus | undefined;
 
   beforeAll(async () => {
     env = await kubeEnv('retry');

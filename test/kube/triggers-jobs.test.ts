@@ -7,7 +7,6 @@
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildName } from '../../src/core/naming.js';
-import type { FunctionJob, SlessFunction } from '../../src/core/resources.js';
 import { type KubeSystem, startKubeSystem } from '../../src/main.js';
 import { getObject, type KubeObject, listObjects } from '../../src/platform/kube/objects.js';
 import { CRONJOB, DEPLOYMENT, JOB } from '../../src/platform/kube/resource-types.js';
@@ -45,7 +44,7 @@ describe('kube triggers and jobs', () => {
     await system.controller.syncNow(env.ns, 'repo');
     return sha;
   };
-  const fjob = async () => (await system.store.get('FunctionJob', env.ns, 'once')) as FunctionJob | undefined;
+  const fjob = async () => await system.store.get('FunctionJob', env.ns, 'once');
   const runJobs = async () =>
     (
       await listObjects<KubeObject>(env.http, JOB, {
@@ -189,7 +188,7 @@ describe('kube triggers and jobs', () => {
           await getObject<KubeObject>(env.http, CRONJOB, env.ns, 'trigger-tick-cron'),
         ).suspend,
     );
-    const fn = (await system.store.get('Function', env.ns, 'tick')) as SlessFunction;
+    const fn = await system.store.get('Function', env.ns, 'tick');
     await eventually(
       'Disabled',
       async () => (await system.store.get('Function', env.ns, 'tick'))?.status?.phase === 'Disabled',
