@@ -8,10 +8,11 @@ import { join } from 'node:path';
 import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
 import { pino } from 'pino';
 import { type KubeControllerConfig, loadKubeControllerConfig } from '../../src/config/kube.js';
+import { buildName } from '../../src/core/naming.js';
 import { KanikoBuilder } from '../../src/platform/kube/build/kaniko-builder.js';
 import { KubeHttp, MERGE_PATCH } from '../../src/platform/kube/http.js';
 import { apply, getObject, type KubeObject } from '../../src/platform/kube/objects.js';
-import { SECRET } from '../../src/platform/kube/resource-types.js';
+import { JOB, SECRET } from '../../src/platform/kube/resource-types.js';
 import { getTestCluster, type SharedTestCluster } from '../cluster/shared.ts';
 import { createNamespace, installCrds } from './install.ts';
 
@@ -188,6 +189,24 @@ export async function markBuildSucceeded(
     },
   });
   await markJobComplete(http, namespace, job);
+}
+
+/**
+ * Plays kaniko for one function at one commit: waits for the controller to create the build Job, then
+ * marks it succeeded with the digest of `digestSeed`. Returns the Job's name.
+ */
+export async function completeBuild(
+  env: Pick<KubeEnv, 'http' | 'controllerNs'>,
+  fn: string,
+  commit: string,
+  digestSeed: string,
+): Promise<string> {
+  const job = buildName(fn, commit);
+  await eventually(`build Job ${job}`, () =>
+    getObject<KubeObject>(env.http, JOB, env.controllerNs, job).then((found) => found !== undefined),
+  );
+  await markBuildSucceeded(env.http, env.controllerNs, job, fakeDigest(digestSeed));
+  return job;
 }
 
 /** Plays the Job controller for a failed kaniko run (no pod log: there is no kubelet to serve one). */

@@ -9,21 +9,19 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildName } from '../../src/core/naming.js';
 import type { FunctionStatus } from '../../src/core/resources.js';
 import { type KubeSystem, startKubeSystem } from '../../src/main.js';
 import { isStatus, MERGE_PATCH } from '../../src/platform/kube/http.js';
 import { getObject, type KubeObject } from '../../src/platform/kube/objects.js';
-import { DEPLOYMENT, JOB, SERVICE } from '../../src/platform/kube/resource-types.js';
+import { DEPLOYMENT, SERVICE } from '../../src/platform/kube/resource-types.js';
 import { functionManifest, git, gitSource, nodeHandler, TestRepo, tempDir } from '../helpers/git.js';
 import { startGitHttpServer } from '../helpers/git-http-server.js';
 import {
+  completeBuild,
   eventually,
-  fakeDigest,
   type KubeEnv,
   kubeEnv,
   logger,
-  markBuildSucceeded,
   markDeploymentAvailable,
   putRegistrySecret,
 } from './harness.js';
@@ -82,9 +80,7 @@ describe('kube platform: Ready means serving', () => {
 
   it('is Deploying until the Deployment is rolled out and available, then Ready (kubectl wait holds)', async () => {
     const first = await git(work.dir, 'rev-parse', 'HEAD');
-    const job = buildName('alpha', first);
-    await eventually('build Job', () => getObject<KubeObject>(env.http, JOB, env.controllerNs, job));
-    await markBuildSucceeded(env.http, env.controllerNs, job, fakeDigest('rollout-1'));
+    await completeBuild(env, 'alpha', first, 'rollout-1');
     await eventually('Deployment', () => getObject<KubeObject>(env.http, DEPLOYMENT, env.ns, 'alpha'));
     await eventually('Deploying', async () => (await raw()).status?.phase === 'Deploying');
     expect(await kubectlWaitSatisfied()).toBe(false);

@@ -6,19 +6,18 @@
  */
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildName } from '../../src/core/naming.js';
 import { type KubeSystem, startKubeSystem } from '../../src/main.js';
 import { getObject, type KubeObject, listObjects } from '../../src/platform/kube/objects.js';
 import { CRONJOB, DEPLOYMENT, JOB } from '../../src/platform/kube/resource-types.js';
 import { functionManifest, git, gitSource, nodeHandler, TestRepo, tempDir } from '../helpers/git.js';
 import { startGitHttpServer } from '../helpers/git-http-server.js';
 import {
+  completeBuild,
   eventually,
   fakeDigest,
   type KubeEnv,
   kubeEnv,
   logger,
-  markBuildSucceeded,
   markJobComplete,
   markJobFailed,
   playHealthyKubelet,
@@ -71,10 +70,8 @@ describe('kube triggers and jobs', () => {
     stopKubelet = playHealthyKubelet(env.http, env.ns);
     system = await startKubeSystem(env.config, { logger, kubeConfig: env.cluster.kubeConfig, pollMs: 100 });
     await system.store.apply(gitSource('repo', env.ns, `${server.url}/t.git`));
-    const name = buildName('tick', first);
-    await eventually('tick Job', () => getObject<KubeObject>(env.http, JOB, env.controllerNs, name));
     // Plays kaniko + the Job controller.
-    await markBuildSucceeded(env.http, env.controllerNs, name, fakeDigest('tick'));
+    await completeBuild(env, 'tick', first, 'tick');
     await eventually(
       'tick Ready',
       async () => (await system.store.get('Function', env.ns, 'tick'))?.status?.phase === 'Ready',
