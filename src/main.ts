@@ -28,7 +28,6 @@ import { LocalJobRunner } from './platform/local/job-runner.js';
 import { LocalPlatform } from './platform/local/local-platform.js';
 import { LocalState } from './platform/local/local-state.js';
 import { MemoryStore } from './platform/local/memory-store.js';
-import { PinFile } from './platform/local/pin-file.js';
 import { LocalSourceReaderFactory } from './platform/local/source-readers.js';
 import { Controller, type ControllerObserver } from './reconcile/controller.js';
 import { createLauncher, describeIsolation } from './sandbox/probe.js';
@@ -85,6 +84,19 @@ function outboundPolicy(tenancy: TenancySettings, logger: Logger): OutboundPolic
       'SLESS_OUTBOUND_DNS: tenant URLs resolve through these name servers',
     );
   return new OutboundPolicy(tenancy.outboundAllow, tenancy.outboundDns);
+}
+
+/**
+ * The source given on the command line, with the pin (spec.ref) of the same source as the durable
+ * store kept it, so a restart serves the pinned commit, not the branch head. Only for the same
+ * repository and branch: a pin means nothing on another one.
+ */
+async function withStoredPin(store: ObjectStore, source: GitSource): Promise<GitSource> {
+  const stored = await store.get('GitSource', source.metadata.namespace, source.metadata.name);
+  const ref = stored?.spec.ref;
+  if (!ref?.commit || stored?.spec.url !== source.spec.url) return source;
+  if ((stored.spec.branch ?? 'main') !== (source.spec.branch ?? 'main')) return source;
+  return { ...source, spec: { ...source.spec, ref } };
 }
 
 /** Shutdown may be asked for more than once (signals, tests); it runs once and every caller waits. */
@@ -175,7 +187,6 @@ export async function startLocalSystem(
   else logger.warn(isolation);
   const history = new BuildHistory();
   const gitHttp = guardedGitHttp(outboundPolicy(config.tenancy, logger));
-  const pins = new PinFile(join(config.stateDir, 'pins.json'));
   const logs = new FunctionLogBuffer();
   // The platform reports scaling to the controller, which needs the platform first.
   const late: { controller?: Controller } = {};
@@ -238,12 +249,7 @@ export async function startLocalSystem(
       ensureNamespace: (ns) => store.ensureNamespace(ns),
       webhookSecret: async (ns, source) => webhookSecretFor(config.webhookSecrets, ns, source),
       ...controllerContext(controller, store, history, () => ready),
-      pinSource: async (ns, name, commit) => {
-        const result = await controller.pinSource(ns, name, commit);
-        const source = await store.get('GitSource', ns, name);
-        if (source?.kind === 'GitSource') await pins.record(source);
-        return result;
-      },
+      pinSource: (ns, name, commit) => controller.pinSource(ns, name, commit),
       platformName: 'local',
       quotas: config.tenancy.quotas,
       functionLogs: logs,
@@ -263,7 +269,7 @@ export async function startLocalSystem(
   }
   await restored;
   await controller.start();
-  if (options.source) await store.apply(await pins.restore(options.source));
+  if (options.source) await store.apply(await withStoredPin(store, options.source));
   ready = true;
   return {
     app,
