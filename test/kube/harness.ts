@@ -68,6 +68,12 @@ export async function putRegistrySecret(
   });
 }
 
+/** Puts the pull-only source secret back as kubeEnv made it, after a test changed or deleted it. */
+export async function restorePullSecret(env: KubeEnv): Promise<void> {
+  const config = Buffer.from(env.registrySecrets.pull, 'base64').toString();
+  await putRegistrySecret(env.http, env.controllerNs, 'sless-registry-pull', config);
+}
+
 export interface KubeEnv {
   cluster: SharedTestCluster;
   http: KubeHttp;

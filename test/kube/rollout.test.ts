@@ -23,7 +23,7 @@ import {
   kubeEnv,
   logger,
   markDeploymentAvailable,
-  putRegistrySecret,
+  restorePullSecret,
 } from './harness.js';
 
 const DEADLINE_MS = 3000;
@@ -316,12 +316,7 @@ describe('kube platform: Ready means serving', () => {
       expect(after?.metadata.resourceVersion).toBe(servingDeployment?.metadata.resourceVersion);
       expect(after?.metadata.annotations?.['sless.dev/revision']).toBe(served);
     } finally {
-      await putRegistrySecret(
-        env.http,
-        env.controllerNs,
-        'sless-registry-pull',
-        Buffer.from(env.registrySecrets.pull, 'base64').toString(),
-      );
+      await restorePullSecret(env);
     }
     // The source is back: the retry rolls WORD=four out by itself.
     await eventually(
