@@ -85,7 +85,25 @@ function outboundPolicy(tenancy: TenancySettings, logger: Logger): OutboundPolic
       { ranges: tenancy.outboundAllow },
       'SLESS_OUTBOUND_ALLOW: sources may reach these private or loopback ranges',
     );
-  return new OutboundPolicy(tenancy.outboundAllow);
+  if (tenancy.outboundDns.length > 0)
+    logger.info(
+      { servers: tenancy.outboundDns },
+      'SLESS_OUTBOUND_DNS: tenant URLs resolve through these name servers',
+    );
+  return new OutboundPolicy(tenancy.outboundAllow, tenancy.outboundDns);
+}
+
+/**
+ * The source given on the command line, with the pin (spec.ref) of the same source as the durable
+ * store kept it, so a restart serves the pinned commit, not the branch head. Only for the same
+ * repository and branch: a pin means nothing on another one.
+ */
+async function withStoredPin(store: ObjectStore, source: GitSource): Promise<GitSource> {
+  const stored = await store.get('GitSource', source.metadata.namespace, source.metadata.name);
+  const ref = stored?.spec.ref;
+  if (!ref?.commit || stored?.spec.url !== source.spec.url) return source;
+  if ((stored.spec.branch ?? 'main') !== (source.spec.branch ?? 'main')) return source;
+  return { ...source, spec: { ...source.spec, ref } };
 }
 
 /** Shutdown may be asked for more than once (signals, tests); it runs once and every caller waits. */
@@ -100,7 +118,7 @@ function once(task: () => Promise<void>): () => Promise<void> {
 /** The ready-functions gauge, per namespace, read at scrape time. */
 async function readyFunctionCounts(store: ObjectStore): Promise<Map<string, number>> {
   const counts = new Map<string, number>();
-  for (const fn of (await store.list('Function')) as SlessFunction[])
+  for (const fn of await store.list('Function'))
     if (fn.status?.phase === 'Ready')
       counts.set(fn.metadata.namespace, (counts.get(fn.metadata.namespace) ?? 0) + 1);
   return counts;
@@ -268,9 +286,9 @@ export async function startLocalSystem(
     throw error;
   }
   await restored;
-  const { app, controller, builder, scheduler, pins, gc } = parts;
+  const { app, controller, builder, scheduler, gc } = parts;
   await controller.start();
-  if (options.source) await store.apply(await pins.restore(options.source));
+  if (options.source) await store.apply(await withStoredPin(store, options.source));
   // The first pass removes the history of functions deleted while sless was stopped.
   gc.start();
   gc.request();
@@ -325,18 +343,15 @@ async function localControlPlane(
     { LocalBuilder },
     { LocalCronScheduler },
     { LocalJobRunner },
-    { PinFile },
     { LocalSourceReaderFactory },
   ] = await Promise.all([
     controlPlaneModules(),
     import('./platform/local/build/local-builder.js'),
     import('./platform/local/cron-scheduler.js'),
     import('./platform/local/job-runner.js'),
-    import('./platform/local/pin-file.js'),
     import('./platform/local/source-readers.js'),
   ]);
   const history = new BuildHistory();
-  const pins = new PinFile(join(config.stateDir, 'pins.json'));
   const builder = new LocalBuilder({
     stateDir: config.stateDir,
     ...(config.buildCacheDir ? { cacheDir: config.buildCacheDir } : {}),
@@ -400,12 +415,7 @@ async function localControlPlane(
         () => ready,
         ALWAYS_LEADER,
       ),
-      pinSource: async (ns, name, commit) => {
-        const result = await controller.pinSource(ns, name, commit);
-        const source = await store.get('GitSource', ns, name);
-        if (source?.kind === 'GitSource') await pins.record(source);
-        return result;
-      },
+      pinSource: (ns, name, commit) => controller.pinSource(ns, name, commit),
       platformName: 'local',
       quotas: config.tenancy.quotas,
       functionLogs: logs,
@@ -416,7 +426,6 @@ async function localControlPlane(
     controller,
     builder,
     scheduler,
-    pins,
     gc,
     markReady: () => {
       ready = true;

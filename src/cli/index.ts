@@ -80,7 +80,7 @@ async function dev(argv: string[]): Promise<void> {
 
   await system.controller.syncNow(config.namespace, config.sourceName);
   await system.controller.idle();
-  const functions = (await system.store.list('Function', { namespace: config.namespace })) as SlessFunction[];
+  const functions = await system.store.list('Function', { namespace: config.namespace });
   const api = `${config.externalUrl}/v1/namespaces/${config.namespace}`;
   const lines = [
     '',

@@ -1,3 +1,4 @@
+import { Resolver } from 'node:dns';
 import { BlockList } from 'node:net';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -57,6 +58,8 @@ export interface TenancySettings {
   readonly quotas: Quotas;
   /** Ranges tenant URLs may reach although private or loopback (SLESS_OUTBOUND_ALLOW; admin only). */
   readonly outboundAllow: readonly string[];
+  /** Name servers that resolve tenant URLs' hosts instead of the system resolver (SLESS_OUTBOUND_DNS). */
+  readonly outboundDns: readonly string[];
   /** A static bearer token for Prometheus scrapes of /metrics when auth is on (besides admin JWTs). */
   readonly metricsToken: string | undefined;
 }
@@ -205,12 +208,24 @@ export function loadTenancy(env: NodeJS.ProcessEnv): TenancySettings {
       throw new ConfigError(`SLESS_OUTBOUND_ALLOW: ${(error as Error).message}`);
     }
   }
+  const outboundDns = (env.SLESS_OUTBOUND_DNS ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+  try {
+    new Resolver().setServers(outboundDns);
+  } catch (error) {
+    throw new ConfigError(
+      `SLESS_OUTBOUND_DNS: ${(error as Error).message} (use 1.1.1.1, 1.1.1.1:53 or [::1]:53)`,
+    );
+  }
   const metricsToken = env.SLESS_METRICS_TOKEN?.trim() || undefined;
   if (metricsToken !== undefined && metricsToken.length < 16)
     throw new ConfigError('SLESS_METRICS_TOKEN: use at least 16 characters');
   return Object.freeze({
     quotas: Object.freeze(quotas),
     outboundAllow: Object.freeze(outboundAllow),
+    outboundDns: Object.freeze(outboundDns),
     metricsToken,
   });
 }

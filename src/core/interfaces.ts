@@ -3,7 +3,7 @@
  * concrete local or Kubernetes implementations.
  */
 
-import type { AnyResource, BuildRecord, SlessFunction } from './resources.js';
+import type { AnyResource, BuildRecord, ResourceOf, SlessFunction } from './resources.js';
 import type { KindName } from './schemas.js';
 
 export interface TreeFile {
@@ -84,8 +84,8 @@ export interface ListOptions {
 
 /** Desired state plus status: in memory for `local`, custom resources for `kube`. */
 export interface ObjectStore {
-  get(kind: KindName, namespace: string, name: string): Promise<AnyResource | undefined>;
-  list(kind: KindName, options?: ListOptions): Promise<AnyResource[]>;
+  get<K extends KindName>(kind: K, namespace: string, name: string): Promise<ResourceOf<K> | undefined>;
+  list<K extends KindName>(kind: K, options?: ListOptions): Promise<ResourceOf<K>[]>;
   /** Server-side-apply semantics: the given metadata labels/annotations and spec become the object's. */
   apply(object: AnyResource): Promise<AnyResource>;
   patchStatus(object: AnyResource, status: object): Promise<void>;

@@ -137,6 +137,12 @@ export type SlessFunction = Resource<'Function', FunctionSpec, FunctionStatus>;
 export type Trigger = Resource<'Trigger', TriggerSpec, TriggerStatus>;
 export type FunctionJob = Resource<'FunctionJob', FunctionJobSpec, FunctionJobStatus>;
 export type AnyResource = GitSource | SlessFunction | Trigger | FunctionJob;
+/** The resource type of a kind: `ResourceOf<'Function'>` is `SlessFunction`. */
+export type ResourceOf<K extends KindName> = Extract<AnyResource, { kind: K }>;
+
+export function isKind<K extends KindName>(object: AnyResource, kind: K): object is ResourceOf<K> {
+  return object.kind === kind;
+}
 
 export interface ObjectRef {
   kind: KindName;

@@ -300,4 +300,52 @@ describe('validateResource', () => {
       messages('Trigger', trigger({ type: 'cron', function: 'a', schedule: '* * * * *', timezone: 'UTC' })),
     ).toEqual([]);
   });
+
+  it('counts depth in objects only, cuts a long path at 200 characters, and admits an event of exactly MAX_EVENT_BYTES', () => {
+    const nest = (levels: number, leaf: unknown): unknown =>
+      levels === 0 ? leaf : { n: nest(levels - 1, leaf) };
+    const job = (event: unknown) => ({
+      apiVersion: 'sless.dev/v1alpha1',
+      kind: 'FunctionJob',
+      metadata: { name: 'j' },
+      spec: { function: 'a', runId: 1, event },
+    });
+    // Objects down to depth 31 (root → spec → event → 29 more); what sits at depth 32 is a leaf, null too.
+    expect(messages('FunctionJob', job(nest(MAX_DEPTH - 2, 1)))).toEqual([]);
+    expect(messages('FunctionJob', job(nest(MAX_DEPTH - 2, null)))).toEqual([]);
+    expect(messages('FunctionJob', job(nest(MAX_DEPTH - 2, {})))).toEqual([
+      `functions/a/function.yaml#0 spec.event${'.n'.repeat(MAX_DEPTH - 2)}: is nested deeper than ${MAX_DEPTH} levels`,
+    ]);
+    // A long key makes the path of the object at depth 32 exactly 200 characters: shown whole.
+    const exact = `spec.event.${'k'.repeat(131)}${'.n'.repeat(MAX_DEPTH - 3)}`;
+    expect(exact.length).toBe(200);
+    expect(messages('FunctionJob', job({ ['k'.repeat(131)]: nest(MAX_DEPTH - 3, {}) }))).toEqual([
+      `functions/a/function.yaml#0 ${exact}: is nested deeper than ${MAX_DEPTH} levels`,
+    ]);
+    // One character more: the first 200 and an ellipsis.
+    const longer = `spec.event.${'k'.repeat(132)}${'.n'.repeat(MAX_DEPTH - 3)}`;
+    expect(messages('FunctionJob', job({ ['k'.repeat(132)]: nest(MAX_DEPTH - 3, {}) }))).toEqual([
+      `functions/a/function.yaml#0 ${longer.slice(0, 200)}…: is nested deeper than ${MAX_DEPTH} levels`,
+    ]);
+    // {"big":"…"} is the string plus 10 bytes.
+    expect(messages('FunctionJob', job({ big: 'x'.repeat(MAX_EVENT_BYTES - 10) }))).toEqual([]);
+    expect(messages('FunctionJob', job({ big: 'x'.repeat(MAX_EVENT_BYTES - 9) }))).toEqual([
+      `functions/a/function.yaml#0 spec.event: is larger than ${MAX_EVENT_BYTES} bytes as JSON`,
+    ]);
+  });
+
+  it('a branch may be written as refs/heads/<name>, and <name> must then be valid on its own', () => {
+    expect(branchProblem('refs/heads/main')).toBeUndefined();
+    // Valid as a whole, but "-x", "@" and ".x" are not branch names.
+    for (const name of ['refs/heads/-x', 'refs/heads/@', 'refs/heads/.x'])
+      expect(branchProblem(name), name).toBe('is not a valid git branch name (git check-ref-format)');
+  });
+
+  it('accepts UTC and GMT as time zones, which the ICU list of zone names leaves out', () => {
+    for (const timezone of ['UTC', 'Etc/UTC', 'GMT', 'Etc/GMT'])
+      expect(
+        messages('Trigger', trigger({ type: 'cron', function: 'a', schedule: '* * * * *', timezone })),
+        timezone,
+      ).toEqual([]);
+  });
 });

@@ -24,7 +24,6 @@ import {
   ANNOTATION_COMMIT,
   type BaseStatus,
   type BuildRecord,
-  type FunctionJob,
   type GitSource,
   type GitSourceStatus,
   LABEL_SOURCE,
@@ -126,7 +125,7 @@ export class Controller {
       concurrency: Number.POSITIVE_INFINITY,
       handler: async (key) => {
         const [namespace, name] = key.split('/') as [string, string];
-        const fn = (await options.store.get('Function', namespace, name)) as SlessFunction | undefined;
+        const fn = await options.store.get('Function', namespace, name);
         const task = {
           tenant: namespace,
           flow: fn?.metadata.labels?.[LABEL_SOURCE] ?? '',
@@ -185,7 +184,7 @@ export class Controller {
       ...backoff,
       handler: async (key) => {
         const [namespace, name] = key.split('/') as [string, string];
-        const source = (await options.store.get('GitSource', namespace, name)) as GitSource | undefined;
+        const source = await options.store.get('GitSource', namespace, name);
         if (source) await this.upsertSource(source);
         else await this.removeSource(namespace, name);
       },
@@ -222,8 +221,7 @@ export class Controller {
 
   async start(): Promise<void> {
     this.unsubscribe = this.options.store.subscribe((event) => this.onEvent(event));
-    for (const source of (await this.options.store.list('GitSource')) as GitSource[])
-      this.sourceQueue.add(keyOf(source));
+    for (const source of await this.options.store.list('GitSource')) this.sourceQueue.add(keyOf(source));
     await this.sourceQueue.idle();
     // Stopped meanwhile (this replica lost its lease while starting): nothing more to start.
     if (this.stopped) return;
@@ -282,7 +280,7 @@ export class Controller {
     }
     // A durable failure (the kube builder's failed Job) must go first, or the retry would attach to it.
     void (async () => {
-      const fn = (await store.get('Function', namespace, name)) as SlessFunction | undefined;
+      const fn = await store.get('Function', namespace, name);
       if (fn) await builder.discardFailed?.(fn);
     })()
       .catch((error: unknown) =>
@@ -355,7 +353,7 @@ export class Controller {
     options: { force: boolean },
   ): Promise<SyncResult | undefined> {
     const key = `${namespace}/${name}`;
-    const source = (await this.options.store.get('GitSource', namespace, name)) as GitSource | undefined;
+    const source = await this.options.store.get('GitSource', namespace, name);
     if (!source || this.stopped) return undefined;
     let handle = this.sources.get(key);
     if (!handle) {
@@ -461,11 +459,11 @@ export class Controller {
 
   private async enqueueDependents(namespace: string, fnName: string, pendingJobsOnly = false): Promise<void> {
     if (!pendingJobsOnly) {
-      for (const t of (await this.options.store.list('Trigger', { namespace })) as Trigger[]) {
+      for (const t of await this.options.store.list('Trigger', { namespace })) {
         if (t.spec.function === fnName) this.triggerQueue.add(`${namespace}/${t.metadata.name}`);
       }
     }
-    for (const j of (await this.options.store.list('FunctionJob', { namespace })) as FunctionJob[]) {
+    for (const j of await this.options.store.list('FunctionJob', { namespace })) {
       if (j.spec.function !== fnName) continue;
       if (pendingJobsOnly && j.status?.phase !== 'Pending') continue;
       this.jobQueue.add(`${namespace}/${j.metadata.name}`);
@@ -553,11 +551,7 @@ export class Controller {
     let files = this.manifestFiles.get(cacheKey);
     if (!files) {
       files = (async () => {
-        const source = (await this.options.store.get(
-          'GitSource',
-          fn.metadata.namespace,
-          sourceName as string,
-        )) as GitSource | undefined;
+        const source = await this.options.store.get('GitSource', fn.metadata.namespace, sourceName as string);
         return (
           await loadManifests(snapshot, {
             root: source?.spec.path ?? '.',

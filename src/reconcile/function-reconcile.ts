@@ -24,7 +24,6 @@ import {
   type FunctionStatus,
   LABEL_SOURCE,
   type SlessFunction,
-  type Trigger,
 } from '../core/resources.js';
 import { Reason, StatusUpdate } from '../core/status.js';
 import type { ProcessQuota } from './process-quota.js';
@@ -50,7 +49,7 @@ export function revisionOf(buildKey: string, configHash: string, enabled: boolea
 }
 
 export async function isFunctionEnabled(store: ObjectStore, fn: SlessFunction): Promise<boolean> {
-  const triggers = (await store.list('Trigger', { namespace: fn.metadata.namespace })) as Trigger[];
+  const triggers = await store.list('Trigger', { namespace: fn.metadata.namespace });
   return !triggers.some((t) => t.spec.function === fn.metadata.name && t.spec.enabled === false);
 }
 
@@ -59,7 +58,7 @@ export async function reconcileFunction(
   namespace: string,
   name: string,
 ): Promise<void> {
-  const fn = (await deps.store.get('Function', namespace, name)) as SlessFunction | undefined;
+  const fn = await deps.store.get('Function', namespace, name);
   if (!fn) {
     deps.processes?.release(namespace, name);
     await deps.platform.remove(namespace, name);

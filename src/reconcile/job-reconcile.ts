@@ -6,13 +6,7 @@
 import type { Logger } from 'pino';
 import { asError } from '../core/errors.js';
 import type { Builder, JobRunner, ObjectStore } from '../core/interfaces.js';
-import {
-  ANNOTATION_BUILD_KEY,
-  type FunctionJob,
-  type FunctionJobStatus,
-  type JobPhase,
-  type SlessFunction,
-} from '../core/resources.js';
+import { ANNOTATION_BUILD_KEY, type FunctionJobStatus, type JobPhase } from '../core/resources.js';
 import { Reason, StatusUpdate } from '../core/status.js';
 
 export interface JobReconcileDeps {
@@ -23,7 +17,7 @@ export interface JobReconcileDeps {
 }
 
 export async function reconcileJob(deps: JobReconcileDeps, namespace: string, name: string): Promise<void> {
-  const job = (await deps.store.get('FunctionJob', namespace, name)) as FunctionJob | undefined;
+  const job = await deps.store.get('FunctionJob', namespace, name);
   if (!job) return;
   const runId = job.spec.runId ?? 0;
   const current = job.status ?? {};
@@ -50,7 +44,7 @@ export async function reconcileJob(deps: JobReconcileDeps, namespace: string, na
   const finished = current.phase === 'Succeeded' || current.phase === 'Failed';
   if (current.observedRunId === runId && finished) return;
 
-  const fn = (await deps.store.get('Function', namespace, job.spec.function)) as SlessFunction | undefined;
+  const fn = await deps.store.get('Function', namespace, job.spec.function);
   if (!fn) {
     await write(
       'Failed',

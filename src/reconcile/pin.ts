@@ -19,7 +19,7 @@ export async function setPin(
   name: string,
   commit: string | undefined,
 ): Promise<GitSource> {
-  const source = (await deps.store.get('GitSource', namespace, name)) as GitSource | undefined;
+  const source = await deps.store.get('GitSource', namespace, name);
   if (!source) throw new NotFoundError(`GitSource ${namespace}/${name} not found`);
   if (commit !== undefined) {
     const reader = await deps.readerFor(source);

@@ -1,7 +1,7 @@
 import { asError } from '../core/errors.js';
 import type { ObjectStore, TriggerScheduler } from '../core/interfaces.js';
 import { functionPath } from '../core/naming.js';
-import type { SlessFunction, Trigger, TriggerStatus } from '../core/resources.js';
+import type { SlessFunction, TriggerStatus } from '../core/resources.js';
 import { Reason, StatusUpdate } from '../core/status.js';
 
 export interface TriggerReconcileDeps {
@@ -16,7 +16,7 @@ export async function reconcileTrigger(
   namespace: string,
   name: string,
 ): Promise<void> {
-  const trigger = (await deps.store.get('Trigger', namespace, name)) as Trigger | undefined;
+  const trigger = await deps.store.get('Trigger', namespace, name);
   if (!trigger) {
     await deps.scheduler.remove(namespace, name);
     return;

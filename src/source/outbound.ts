@@ -5,7 +5,7 @@
  * connection, so a name that first resolves to a public address and then to 127.0.0.1 (DNS
  * rebinding) is refused as well. An admin may allow ranges explicitly (SLESS_OUTBOUND_ALLOW).
  */
-import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
+import { lookup as dnsLookup, type LookupAddress, Resolver } from 'node:dns';
 import { BlockList, isIP } from 'node:net';
 import { SourceError } from '../core/errors.js';
 
@@ -50,8 +50,19 @@ export class OutboundPolicy {
   /** The allowed ranges as configured, for the start-up log. */
   readonly allowedRanges: readonly string[];
 
-  /** `allow`: CIDRs or single addresses an admin lets tenant URLs reach (e.g. `127.0.0.1/32`). */
-  constructor(allow: readonly string[] = []) {
+  private readonly resolver: Resolver | undefined;
+
+  /**
+   * `allow`: CIDRs or single addresses an admin lets tenant URLs reach (e.g. `127.0.0.1/32`).
+   * `dnsServers`: the name servers that resolve tenant hosts (`1.1.1.1`, `[2606:4700::1111]:53`,
+   * SLESS_OUTBOUND_DNS) instead of the system's resolver, so tenants see public DNS only and not the
+   * names the host's own resolver knows (search domains, split-horizon zones, /etc/hosts).
+   */
+  constructor(allow: readonly string[] = [], dnsServers: readonly string[] = []) {
+    if (dnsServers.length > 0) {
+      this.resolver = new Resolver();
+      this.resolver.setServers([...dnsServers]);
+    }
     this.refused = REFUSED_RANGES.map(([network, prefix, family, what]) => {
       const list = new BlockList();
       list.addSubnet(network, prefix, family);
@@ -86,23 +97,47 @@ export class OutboundPolicy {
     options: { all?: boolean; family?: number | string },
     callback: LookupCallback,
   ): void => {
-    dnsLookup(
-      hostname,
-      { all: true, ...(options.family ? { family: Number(options.family) } : {}) },
-      (error, addresses) => {
-        if (error) return callback(error, []);
-        for (const { address } of addresses) {
-          const why = this.refusal(address);
-          if (why) return callback(refusedError(hostname, why), []);
-        }
-        if (options.all) return callback(null, addresses);
-        const first = addresses[0];
-        if (!first)
-          return callback(Object.assign(new Error(`${hostname}: no address`), { code: 'ENOTFOUND' }), []);
-        callback(null, first.address, first.family);
-      },
-    );
+    const family = options.family ? Number(options.family) : 0;
+    const resolve = (done: (error: NodeJS.ErrnoException | null, addresses: LookupAddress[]) => void) =>
+      this.resolver
+        ? resolveWith(this.resolver, hostname, family, done)
+        : dnsLookup(hostname, { all: true, ...(family ? { family } : {}) }, done);
+    resolve((error, addresses) => {
+      if (error) return callback(error, []);
+      for (const { address } of addresses) {
+        const why = this.refusal(address);
+        if (why) return callback(refusedError(hostname, why), []);
+      }
+      if (options.all) return callback(null, addresses);
+      const first = addresses[0];
+      if (!first)
+        return callback(Object.assign(new Error(`${hostname}: no address`), { code: 'ENOTFOUND' }), []);
+      callback(null, first.address, first.family);
+    });
   };
+}
+
+/** A and AAAA records from the configured name servers, shaped as dns.lookup's `all` answer. */
+function resolveWith(
+  resolver: Resolver,
+  hostname: string,
+  family: number,
+  done: (error: NodeJS.ErrnoException | null, addresses: LookupAddress[]) => void,
+): void {
+  const ask = (version: 4 | 6) =>
+    new Promise<LookupAddress[]>((resolve, reject) => {
+      const answer = (error: NodeJS.ErrnoException | null, list: string[]) =>
+        error ? reject(error) : resolve(list.map((address) => ({ address, family: version })));
+      if (version === 4) resolver.resolve4(hostname, answer);
+      else resolver.resolve6(hostname, answer);
+    });
+  const versions: Array<4 | 6> = family === 4 ? [4] : family === 6 ? [6] : [4, 6];
+  void Promise.allSettled(versions.map(ask)).then((results) => {
+    const addresses = results.flatMap((r) => (r.status === 'fulfilled' ? r.value : []));
+    const failure = results.find((r) => r.status === 'rejected');
+    if (addresses.length === 0 && failure?.status === 'rejected') return done(failure.reason, []);
+    done(null, addresses);
+  });
 }
 
 function refusedError(host: string, why: string): OutboundRefusedError {

@@ -4,7 +4,7 @@
  * the test. Needs root (see test/cluster/node.ts).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { FunctionJob, FunctionStatus, SlessFunction } from '../../src/core/resources.js';
+import type { FunctionStatus } from '../../src/core/resources.js';
 import { getObject, type KubeObject, listObjects } from '../../src/platform/kube/objects.js';
 import { DEPLOYMENT, JOB, POD } from '../../src/platform/kube/resource-types.js';
 import { functionManifest, git, nodeHandler } from '../helpers/git.js';
@@ -19,8 +19,7 @@ describe('e2e on a real node: push to serve', () => {
   let env: E2eEnv;
   let first = '';
 
-  const fn = async (name: string) =>
-    (await env.system.store.get('Function', env.ns, name)) as SlessFunction | undefined;
+  const fn = async (name: string) => await env.system.store.get('Function', env.ns, name);
   const status = async (name: string) => (await fn(name))?.status as FunctionStatus | undefined;
   const buildJobs = async (name: string) =>
     (
@@ -170,7 +169,7 @@ describe('e2e on a real node: push to serve', () => {
       const done = await eventually(
         'FunctionJob once finished',
         async () => {
-          const job = (await env.system.store.get('FunctionJob', env.ns, 'once')) as FunctionJob | undefined;
+          const job = await env.system.store.get('FunctionJob', env.ns, 'once');
           const phase = job?.status?.phase;
           return phase === 'Succeeded' || phase === 'Failed' ? job : undefined;
         },

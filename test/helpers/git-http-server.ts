@@ -18,11 +18,14 @@ export interface GitHttpRequest {
 
 export async function startGitHttpServer(
   root: string,
-  /**
-   * Basic auth required when set: `username` (default x-access-token) and `token` as the password.
-   * `host`: the address to listen on (default 127.0.0.1; pods of the real node reach its bridge address).
-   */
-  options: { token?: string; username?: string; host?: string } = {},
+  /** Basic auth required when set: `username` (default x-access-token) and `token` as the password. */
+  options: {
+    token?: string;
+    username?: string;
+    /** Where to listen: 127.0.0.1 and a free port unless given (pods of the real node reach the bridge address). */
+    host?: string;
+    port?: number;
+  } = {},
 ): Promise<{
   url: string;
   server: Server;
@@ -107,7 +110,10 @@ export async function startGitHttpServer(
     child.on('close', () => response.end());
   });
   const host = options.host ?? '127.0.0.1';
-  await new Promise<void>((resolve) => server.listen(0, host, resolve));
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port ?? 0, host, resolve);
+  });
   const { port } = server.address() as AddressInfo;
   return {
     url: `http://${host}:${port}`,

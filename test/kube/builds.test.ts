@@ -23,6 +23,7 @@ import { LocalRepositoryReader } from '../../src/source/readers.js';
 import { functionManifest, git, gitSource, nodeHandler, TestRepo, tempDir } from '../helpers/git.js';
 import { startGitHttpServer } from '../helpers/git-http-server.js';
 import {
+  completeBuild,
   createNamespace,
   eventually,
   fakeDigest,
@@ -87,9 +88,7 @@ describe('build once', () => {
         'burst',
       ),
     );
-    const name = buildName('burst', commit);
-    await eventually('burst Job', () => getObject<KubeObject>(env.http, JOB, env.controllerNs, name));
-    await markBuildSucceeded(env.http, env.controllerNs, name, fakeDigest('burst'));
+    const name = await completeBuild(env, 'burst', commit, 'burst');
     // The positive signal: every one of the concurrent reconciles has finished (they wait for the
     // build). Only then is "exactly one Job" checked.
     await Promise.all(reconciles);

@@ -17,7 +17,7 @@ import { GetObjectCommand, ListObjectsV2Command } from '@aws-sdk/client-s3';
 import { list as tarList } from 'tar';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildName } from '../../src/core/naming.js';
-import type { FunctionStatus, GitSource, GitSourceStatus, SlessFunction } from '../../src/core/resources.js';
+import type { FunctionStatus, GitSource, GitSourceStatus } from '../../src/core/resources.js';
 import { type KubeSystem, startKubeSystem } from '../../src/main.js';
 import { getObject, type KubeObject, listObjects } from '../../src/platform/kube/objects.js';
 import { DEPLOYMENT, JOB, SECRET, SERVICE, slessType } from '../../src/platform/kube/resource-types.js';
@@ -57,8 +57,7 @@ describe('kube platform: GitOps loop', () => {
   let stopKubelet: (() => void) | undefined;
 
   const push = () => git(work.dir, 'push', '--quiet', 'origin', 'main');
-  const fn = async (name: string) =>
-    (await system.store.get('Function', env.ns, name)) as SlessFunction | undefined;
+  const fn = async (name: string) => await system.store.get('Function', env.ns, name);
   const status = async (name: string) => (await fn(name))?.status as FunctionStatus | undefined;
   const sourceStatus = async () =>
     (await system.store.get('GitSource', env.ns, 'repo'))?.status as GitSourceStatus | undefined;

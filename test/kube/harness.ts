@@ -8,10 +8,11 @@ import { join } from 'node:path';
 import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
 import { pino } from 'pino';
 import { type KubeControllerConfig, loadKubeControllerConfig } from '../../src/config/kube.js';
+import { buildName } from '../../src/core/naming.js';
 import { KanikoBuilder } from '../../src/platform/kube/build/kaniko-builder.js';
 import { KubeHttp } from '../../src/platform/kube/http.js';
 import { apply, getObject, type KubeObject } from '../../src/platform/kube/objects.js';
-import { SECRET } from '../../src/platform/kube/resource-types.js';
+import { JOB, SECRET } from '../../src/platform/kube/resource-types.js';
 import { getTestCluster, type SharedTestCluster } from '../cluster/shared.ts';
 import { createNamespace, installCrds } from './install.ts';
 import {
@@ -80,6 +81,12 @@ export async function putRegistrySecret(
     type: 'kubernetes.io/dockerconfigjson',
     data: { '.dockerconfigjson': Buffer.from(config).toString('base64') },
   });
+}
+
+/** Puts the pull-only source secret back as kubeEnv made it, after a test changed or deleted it. */
+export async function restorePullSecret(env: KubeEnv): Promise<void> {
+  const config = Buffer.from(env.registrySecrets.pull, 'base64').toString();
+  await putRegistrySecret(env.http, env.controllerNs, 'sless-registry-pull', config);
 }
 
 export interface KubeEnv {
@@ -159,6 +166,24 @@ export async function kubeEnv(prefix: string): Promise<KubeEnv> {
 
 export function fakeDigest(seed: string): string {
   return `sha256:${createHash('sha256').update(seed).digest('hex')}`;
+}
+
+/**
+ * Plays kaniko for one function at one commit: waits for the controller to create the build Job, then
+ * marks it succeeded with the digest of `digestSeed`. Returns the Job's name.
+ */
+export async function completeBuild(
+  env: Pick<KubeEnv, 'http' | 'controllerNs'>,
+  fn: string,
+  commit: string,
+  digestSeed: string,
+): Promise<string> {
+  const job = buildName(fn, commit);
+  await eventually(`build Job ${job}`, () =>
+    getObject<KubeObject>(env.http, JOB, env.controllerNs, job).then((found) => found !== undefined),
+  );
+  await markBuildSucceeded(env.http, env.controllerNs, job, fakeDigest(digestSeed));
+  return job;
 }
 
 /** The image a function's Deployment runs now, if it exists. */

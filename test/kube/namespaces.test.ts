@@ -16,7 +16,15 @@ import {
   PullSecretSync,
   type SecretObject,
 } from '../../src/platform/kube/tenant.js';
-import { dockerConfigJson, type KubeEnv, kubeEnv, logger, putRegistrySecret, suffix } from './harness.js';
+import {
+  dockerConfigJson,
+  type KubeEnv,
+  kubeEnv,
+  logger,
+  putRegistrySecret,
+  restorePullSecret,
+  suffix,
+} from './harness.js';
 
 let env: KubeEnv;
 let system: KubeSystem;
@@ -98,12 +106,7 @@ describe('kube: ensure a tenant namespace', () => {
       expect(after).not.toBe(before);
       expect(after).toBe(Buffer.from(rotated).toString('base64'));
     } finally {
-      await putRegistrySecret(
-        env.http,
-        env.controllerNs,
-        'sless-registry-pull',
-        Buffer.from(env.registrySecrets.pull, 'base64').toString(),
-      );
+      await restorePullSecret(env);
     }
   });
 

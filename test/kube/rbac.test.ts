@@ -13,8 +13,7 @@ import { Writable } from 'node:stream';
 import { KubeConfig } from '@kubernetes/client-node';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildName } from '../../src/core/naming.js';
-import type { FunctionJob, SlessFunction } from '../../src/core/resources.js';
+import type { SlessFunction } from '../../src/core/resources.js';
 import { type KubeSystem, startKubeSystem } from '../../src/main.js';
 import { KubeCodeVerdicts } from '../../src/platform/kube/code-verdicts.js';
 import { KubeApiError, KubeHttp } from '../../src/platform/kube/http.js';
@@ -42,11 +41,10 @@ import { functionManifest, git, nodeHandler, TestRepo, tempDir } from '../helper
 import { startGitHttpServer } from '../helpers/git-http-server.js';
 import { DEPLOY_DIR, loadKustomization, typeOf } from './deploy-manifests.js';
 import {
+  completeBuild,
   eventually,
-  fakeDigest,
   type KubeEnv,
   kubeEnv,
-  markBuildSucceeded,
   markJobComplete,
   playHealthyKubelet,
   suffix,
@@ -154,9 +152,7 @@ describe('RBAC of deploy/', () => {
           secretRef: { name: 'git-token' },
         },
       });
-      const buildJob = buildName('rb', commit);
-      await eventually('build Job', () => getObject(env.http, JOB, env.controllerNs, buildJob));
-      await markBuildSucceeded(env.http, env.controllerNs, buildJob, fakeDigest('rb'));
+      const buildJob = await completeBuild(env, 'rb', commit, 'rb');
       await eventually('Deployment', () => getObject(env.http, DEPLOYMENT, env.ns, 'rb'));
       await eventually('Service', () => getObject(env.http, SERVICE, env.ns, 'rb'));
       await eventually(
@@ -176,7 +172,7 @@ describe('RBAC of deploy/', () => {
       await eventually('run Job', () => getObject(env.http, JOB, env.ns, 'run-once-1'));
       await markJobComplete(env.http, env.ns, 'run-once-1');
       await eventually('FunctionJob done', async () => {
-        const job = (await system?.store.get('FunctionJob', env.ns, 'once')) as FunctionJob | undefined;
+        const job = await system?.store.get('FunctionJob', env.ns, 'once');
         return job?.status?.phase === 'Succeeded';
       });
       // The deploy copied the pull secret into the function namespace, as the ServiceAccount.

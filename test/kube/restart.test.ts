@@ -19,13 +19,12 @@ import { DEPLOYMENT, JOB } from '../../src/platform/kube/resource-types.js';
 import { functionManifest, git, gitSource, nodeHandler } from '../helpers/git.js';
 import { type RemoteRepo, startRemoteRepo } from '../helpers/remote-repo.js';
 import {
+  completeBuild,
   eventually,
-  fakeDigest,
   type KubeEnv,
   kubeEnv,
   logger,
   markBuildFailed,
-  markBuildSucceeded,
   markDeploymentAvailable,
 } from './harness.js';
 
@@ -85,11 +84,8 @@ describe('kube platform: a controller restart while the head is rejected', () =>
     const first = await git(repo.work.dir, 'rev-parse', 'HEAD');
     await system?.store.apply(gitSource('repo', env.ns, repo.url));
     for (const name of ['alpha', 'beta']) {
-      await eventually(`${name} Job`, () =>
-        getObject<KubeObject>(env.http, JOB, env.controllerNs, buildName(name, first)),
-      );
       // Plays kaniko + the Job controller, then the Deployment controller + kubelet.
-      await markBuildSucceeded(env.http, env.controllerNs, buildName(name, first), fakeDigest(`${name}-1`));
+      await completeBuild(env, name, first, `${name}-1`);
       await eventually(`${name} Deployment`, () => deploymentVersion(name));
       await markDeploymentAvailable(env.http, env.ns, name);
       await eventually(`${name} Ready`, async () => (await fnStatus(name))?.phase === 'Ready');

@@ -7,21 +7,19 @@
  */
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildName } from '../../src/core/naming.js';
-import type { FunctionStatus, SlessFunction } from '../../src/core/resources.js';
+import type { FunctionStatus } from '../../src/core/resources.js';
 import { type KubeSystem, startKubeSystem } from '../../src/main.js';
 import { getObject, type KubeObject } from '../../src/platform/kube/objects.js';
-import { DEPLOYMENT, JOB } from '../../src/platform/kube/resource-types.js';
+import { DEPLOYMENT } from '../../src/platform/kube/resource-types.js';
 import { functionManifest, git, gitSource, nodeHandler, TestRepo, tempDir } from '../helpers/git.js';
 import { startGitHttpServer } from '../helpers/git-http-server.js';
 import { type ApiProxy, startApiProxy } from './api-proxy.js';
 import {
+  completeBuild,
   eventually,
-  fakeDigest,
   type KubeEnv,
   kubeEnv,
   logger,
-  markBuildSucceeded,
   playHealthyKubelet,
   specOf,
 } from './harness.js';
@@ -35,9 +33,7 @@ describe('kube platform: transient API errors are retried', () => {
   let stopKubelet: (() => void) | undefined;
 
   const status = async () =>
-    ((await system.store.get('Function', env.ns, 'alpha')) as SlessFunction | undefined)?.status as
-      | FunctionStatus
-      | undefined;
+    (await system.store.get('Function', env.ns, 'alpha'))?.status as FunctionStatus | undefined;
 
   beforeAll(async () => {
     env = await kubeEnv('retry');
@@ -68,10 +64,8 @@ describe('kube platform: transient API errors are retried', () => {
 
   it('a Deployment apply failing with 500s is retried until Ready at the new revision', async () => {
     const first = await git(work.dir, 'rev-parse', 'HEAD');
-    const job = buildName('alpha', first);
-    await eventually('build Job', () => getObject<KubeObject>(env.http, JOB, env.controllerNs, job));
     // Plays kaniko and the Job controller.
-    await markBuildSucceeded(env.http, env.controllerNs, job, fakeDigest('retry-alpha'));
+    await completeBuild(env, 'alpha', first, 'retry-alpha');
     const ready = await eventually('alpha Ready', async () => {
       const s = await status();
       return s?.phase === 'Ready' ? s : undefined;

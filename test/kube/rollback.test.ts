@@ -16,13 +16,13 @@ import { JOB } from '../../src/platform/kube/resource-types.js';
 import { functionManifest, git, gitSource, nodeHandler, TestRepo, tempDir } from '../helpers/git.js';
 import { startGitHttpServer } from '../helpers/git-http-server.js';
 import {
+  completeBuild,
   deploymentImage,
   eventually,
   fakeDigest,
   type KubeEnv,
   kubeEnv,
   logger,
-  markBuildSucceeded,
   markDeploymentAvailable,
 } from './harness.js';
 
@@ -77,10 +77,7 @@ describe('kube platform: instant rollback', () => {
     await system.store.apply(gitSource('repo', env.ns, `${gitServer.url}/fns.git`));
     for (const body of ['two', 'three', undefined]) {
       const commit = commits[commits.length - 1] as string;
-      await eventually(`build Job at ${commit.slice(0, 12)}`, () =>
-        getObject<KubeObject>(env.http, JOB, env.controllerNs, buildName('f', commit)),
-      );
-      await markBuildSucceeded(env.http, env.controllerNs, buildName('f', commit), fakeDigest(commit));
+      await completeBuild(env, 'f', commit, commit);
       await servesCommit(commit);
       if (body === undefined) break;
       commits.push(await work.commit({ 'f/handler.js': nodeHandler(`return '${body}';`) }));

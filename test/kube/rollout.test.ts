@@ -9,22 +9,21 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildName } from '../../src/core/naming.js';
 import type { FunctionStatus } from '../../src/core/resources.js';
 import { type KubeSystem, startKubeSystem } from '../../src/main.js';
-import { MERGE_PATCH } from '../../src/platform/kube/http.js';
+import { isStatus, MERGE_PATCH } from '../../src/platform/kube/http.js';
 import { getObject, type KubeObject } from '../../src/platform/kube/objects.js';
-import { DEPLOYMENT, JOB, SERVICE } from '../../src/platform/kube/resource-types.js';
+import { DEPLOYMENT, SERVICE } from '../../src/platform/kube/resource-types.js';
 import { functionManifest, git, gitSource, nodeHandler, TestRepo, tempDir } from '../helpers/git.js';
 import { startGitHttpServer } from '../helpers/git-http-server.js';
 import {
+  completeBuild,
   eventually,
-  fakeDigest,
   type KubeEnv,
   kubeEnv,
   logger,
-  markBuildSucceeded,
   markDeploymentAvailable,
+  restorePullSecret,
 } from './harness.js';
 
 const DEADLINE_MS = 3000;
@@ -81,9 +80,7 @@ describe('kube platform: Ready means serving', () => {
 
   it('is Deploying until the Deployment is rolled out and available, then Ready (kubectl wait holds)', async () => {
     const first = await git(work.dir, 'rev-parse', 'HEAD');
-    const job = buildName('alpha', first);
-    await eventually('build Job', () => getObject<KubeObject>(env.http, JOB, env.controllerNs, job));
-    await markBuildSucceeded(env.http, env.controllerNs, job, fakeDigest('rollout-1'));
+    await completeBuild(env, 'alpha', first, 'rollout-1');
     await eventually('Deployment', () => getObject<KubeObject>(env.http, DEPLOYMENT, env.ns, 'alpha'));
     await eventually('Deploying', async () => (await raw()).status?.phase === 'Deploying');
     expect(await kubectlWaitSatisfied()).toBe(false);
@@ -274,6 +271,69 @@ describe('kube platform: Ready means serving', () => {
     expect(scaled?.replicas).toBe(3);
   });
 
+  it('a missing pull-secret source fails the ensure (503, never 500) and the rollout (RolloutFailed), the old revision serving', async () => {
+    // Ready=True holds while a new revision deploys (the old one serves): wait for the rollout itself.
+    const servingDeployment = await getObject<KubeObject>(env.http, DEPLOYMENT, env.ns, 'alpha');
+    const before = await eventually('serving the revision the Deployment runs', async () => {
+      const fn = await raw();
+      const deployed = servingDeployment?.metadata.annotations?.['sless.dev/revision'];
+      return fn.status?.phase === 'Ready' && fn.status.servingRevision === deployed ? fn : undefined;
+    });
+    const served = before.status?.servingRevision;
+    const generation = before.metadata.generation;
+    // The operator deletes the source of the pull-secret copies.
+    await env.http.request('DELETE', `/api/v1/namespaces/${env.controllerNs}/secrets/sless-registry-pull`);
+    try {
+      const ensure = await fetch(`${system.url}/v1/namespaces/${env.ns}/ensure`, { method: 'POST' });
+      expect(ensure.status).toBe(503);
+      expect(await ensure.json()).toEqual({
+        error: expect.stringContaining(`pull secret ${env.controllerNs}/sless-registry-pull does not exist`),
+      });
+
+      await work.commit({ 'alpha/function.yaml': functionManifest('alpha', { env: { WORD: 'four' } }) });
+      await git(work.dir, 'push', '--quiet', 'origin', 'main');
+      await system.controller.syncNow(env.ns, 'repo');
+      // The rollout of the new generation (an ensure of the serving one fails the same way meanwhile).
+      const failed = await eventually('RolloutFailed at the new generation', async () => {
+        const fn = await raw();
+        const ready = fn.status?.conditions?.find((c) => c.type === 'Ready');
+        return fn.metadata.generation > generation &&
+          ready?.observedGeneration === fn.metadata.generation &&
+          ready.reason === 'RolloutFailed'
+          ? fn.status
+          : undefined;
+      });
+      if (!failed) throw new Error('no status');
+      const ready = failed.conditions?.find((c) => c.type === 'Ready');
+      expect(failed.phase).toBe('Failed');
+      expect(ready?.status).toBe('True');
+      expect(ready?.message).toContain(`pull secret ${env.controllerNs}/sless-registry-pull does not exist`);
+      expect(ready?.message).toContain(`still serving ${served}`);
+      expect(failed.servingRevision).toBe(served);
+      expect((await fetch(`${system.url}/fn/${env.ns}/alpha/x`)).status).toBe(200);
+      // Nothing was rolled: the Deployment is the one that served, untouched.
+      const after = await getObject<KubeObject>(env.http, DEPLOYMENT, env.ns, 'alpha');
+      expect(after?.metadata.resourceVersion).toBe(servingDeployment?.metadata.resourceVersion);
+      expect(after?.metadata.annotations?.['sless.dev/revision']).toBe(served);
+    } finally {
+      await restorePullSecret(env);
+    }
+    // The source is back: the retry rolls WORD=four out by itself.
+    await eventually(
+      'Deployment at WORD=four',
+      async () => {
+        const d = await getObject<KubeObject>(env.http, DEPLOYMENT, env.ns, 'alpha');
+        return d?.metadata.annotations?.['sless.dev/revision'] !== served ? d : undefined;
+      },
+      30_000,
+    );
+    await markDeploymentAvailable(env.http, env.ns, 'alpha');
+    await eventually('Ready at WORD=four', kubectlWaitSatisfied, 30_000);
+    expect((await fetch(`${system.url}/v1/namespaces/${env.ns}/ensure`, { method: 'POST' })).status).toBe(
+      200,
+    );
+  });
+
   it('a GitSource deleted while no controller runs is finalized, and its Functions pruned, once one starts', async () => {
     const sourcePath = `/apis/sless.dev/v1alpha1/namespaces/${env.ns}/gitsources/repo`;
     const source = await env.http.request<{ metadata: { finalizers?: string[] } }>('GET', sourcePath);
@@ -288,11 +348,15 @@ describe('kube platform: Ready means serving', () => {
       { ...env.config, rolloutDeadlineMs: DEADLINE_MS },
       { logger, kubeConfig: env.cluster.kubeConfig, pollMs: 100 },
     );
+    // Gone means a 404: any other failure (a 403, a refused connection) is not a deletion.
     const gone = (path: string) => async () =>
       env.http
         .request('GET', path)
         .then(() => false)
-        .catch(() => true);
+        .catch((error: unknown) => {
+          if (isStatus(error, 404)) return true;
+          throw error;
+        });
     await eventually(
       'Function alpha pruned',
       gone(`/apis/sless.dev/v1alpha1/namespaces/${env.ns}/functions/alpha`),

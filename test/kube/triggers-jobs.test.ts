@@ -6,8 +6,6 @@
  */
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildName } from '../../src/core/naming.js';
-import type { FunctionJob, SlessFunction } from '../../src/core/resources.js';
 import { type KubeSystem, startKubeSystem } from '../../src/main.js';
 import { MERGE_PATCH } from '../../src/platform/kube/http.js';
 import { getObject, type KubeObject, listObjects } from '../../src/platform/kube/objects.js';
@@ -15,12 +13,12 @@ import { CRONJOB, DEPLOYMENT, JOB } from '../../src/platform/kube/resource-types
 import { functionManifest, git, gitSource, nodeHandler, TestRepo, tempDir } from '../helpers/git.js';
 import { startGitHttpServer } from '../helpers/git-http-server.js';
 import {
+  completeBuild,
   eventually,
   fakeDigest,
   type KubeEnv,
   kubeEnv,
   logger,
-  markBuildSucceeded,
   markJobComplete,
   markJobFailed,
   playHealthyKubelet,
@@ -46,7 +44,7 @@ describe('kube triggers and jobs', () => {
     await system.controller.syncNow(env.ns, 'repo');
     return sha;
   };
-  const fjob = async () => (await system.store.get('FunctionJob', env.ns, 'once')) as FunctionJob | undefined;
+  const fjob = async () => await system.store.get('FunctionJob', env.ns, 'once');
   const runJobs = async () =>
     (
       await listObjects<KubeObject>(env.http, JOB, {
@@ -73,10 +71,8 @@ describe('kube triggers and jobs', () => {
     stopKubelet = playHealthyKubelet(env.http, env.ns);
     system = await startKubeSystem(env.config, { logger, kubeConfig: env.cluster.kubeConfig, pollMs: 100 });
     await system.store.apply(gitSource('repo', env.ns, `${server.url}/t.git`));
-    const name = buildName('tick', first);
-    await eventually('tick Job', () => getObject<KubeObject>(env.http, JOB, env.controllerNs, name));
     // Plays kaniko + the Job controller.
-    await markBuildSucceeded(env.http, env.controllerNs, name, fakeDigest('tick'));
+    await completeBuild(env, 'tick', first, 'tick');
     await eventually(
       'tick Ready',
       async () => (await system.store.get('Function', env.ns, 'tick'))?.status?.phase === 'Ready',
@@ -211,7 +207,7 @@ describe('kube triggers and jobs', () => {
           await getObject<KubeObject>(env.http, CRONJOB, env.ns, 'trigger-tick-cron'),
         ).suspend,
     );
-    const fn = (await system.store.get('Function', env.ns, 'tick')) as SlessFunction;
+    const fn = await system.store.get('Function', env.ns, 'tick');
     await eventually(
       'Disabled',
       async () => (await system.store.get('Function', env.ns, 'tick'))?.status?.phase === 'Disabled',

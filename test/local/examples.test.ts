@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureExamplesRepository } from '../../src/cli/examples-repo.js';
 import { PACKAGE_ROOT } from '../../src/config/config.js';
-import type { FunctionJob, Trigger } from '../../src/core/resources.js';
+import type { Trigger } from '../../src/core/resources.js';
 import { tempDir } from '../helpers/git.js';
 import { eventually, startTestSystem, type TestSystem } from '../helpers/local-system.js';
 
@@ -63,7 +63,7 @@ describe('examples-repo', () => {
   it('runs the example FunctionJob and schedules the cron trigger', async () => {
     const job = await eventually(
       async () => {
-        const j = (await system.store.get('FunctionJob', 'default', 'hello-once')) as FunctionJob | undefined;
+        const j = await system.store.get('FunctionJob', 'default', 'hello-once');
         return j?.status?.phase === 'Succeeded' ? j : undefined;
       },
       30_000,

@@ -5,7 +5,6 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { FunctionJob, Trigger } from '../../src/core/resources.js';
 import { functionManifest, nodeHandler, TestRepo, tempDir } from '../helpers/git.js';
 import { bodyOf, eventually, startTestSystem, type TestSystem } from '../helpers/local-system.js';
 
@@ -24,9 +23,8 @@ describe('cron triggers and function jobs (local)', () => {
 
   const manifests = (trigger: Record<string, unknown>, runId: number) =>
     functionManifest('worker', { env: { RUN_LOG: runLog } }) + triggerManifest(trigger) + jobManifest(runId);
-  const job = async () =>
-    (await system.store.get('FunctionJob', 'default', 'once')) as FunctionJob | undefined;
-  const trigger = async () => (await system.store.get('Trigger', 'default', 'tick')) as Trigger | undefined;
+  const job = async () => await system.store.get('FunctionJob', 'default', 'once');
+  const trigger = async () => await system.store.get('Trigger', 'default', 'tick');
   const runs = async () => (await readFile(runLog, 'utf8').catch(() => '')).split('\n').filter(Boolean);
 
   beforeAll(async () => {
@@ -92,7 +90,7 @@ describe('cron triggers and function jobs (local)', () => {
     });
     const orphan = await eventually(
       async () => {
-        const j = (await system.store.get('FunctionJob', 'default', 'orphan')) as FunctionJob | undefined;
+        const j = await system.store.get('FunctionJob', 'default', 'orphan');
         return j?.status?.phase === 'Failed' ? j : undefined;
       },
       10_000,

@@ -9,7 +9,7 @@ import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { FunctionJob, FunctionStatus } from '../../src/core/resources.js';
+import type { FunctionStatus } from '../../src/core/resources.js';
 import { functionManifest, gitSource, TestRepo, tempDir } from '../helpers/git.js';
 import { eventually, startTestSystem, type TestSystem } from '../helpers/local-system.js';
 
@@ -263,7 +263,7 @@ const { reach } = require('./reach.js');
 
   it('a one-off FunctionJob runs sandboxed too: no view of sless environment (row 1)', async () => {
     const job = await eventually(async () => {
-      const j = (await system.store.get('FunctionJob', 'default', 'env-job')) as FunctionJob | undefined;
+      const j = await system.store.get('FunctionJob', 'default', 'env-job');
       return j?.status?.phase === 'Succeeded' || j?.status?.phase === 'Failed' ? j : undefined;
     });
     const text = JSON.stringify(job.status);

@@ -295,4 +295,34 @@ describe('JWKS with a cool-down', () => {
       await new Promise((r) => server.close(r));
     }
   });
+
+  it('gives up on an endpoint slower than timeoutMs, then refuses at once, saying why', async () => {
+    const jwk = { ...(await exportJWK(es.publicKey)), kid: 'k1', alg: 'ES256' };
+    // Answers, but only after 800 ms: within the default 2 s, past the 100 ms asked for here.
+    const server = createServer((_req, res) => {
+      setTimeout(() => {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ keys: [jwk] }));
+      }, 800);
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    try {
+      const url = new URL(`http://127.0.0.1:${(server.address() as AddressInfo).port}/jwks`);
+      const getKey = jwksWithCooldown(url, { timeoutMs: 100, now: () => 1_000_000 });
+      const token = await new SignJWT({ sub: 'a' })
+        .setProtectedHeader({ alg: 'ES256', kid: 'k1' })
+        .setIssuer(ISSUER)
+        .setAudience(AUDIENCE)
+        .setExpirationTime('5m')
+        .sign(es.privateKey);
+      expect(await refusal(authenticator(getKey), `Bearer ${token}`)).toBeInstanceOf(UnavailableError);
+      // The clock stands still, so the next request falls in the cool-down: refused without a fetch.
+      await expect(getKey({ alg: 'ES256', kid: 'k1' }, { payload: '', signature: '' })).rejects.toThrow(
+        new joseErrors.JWKSTimeout('signing keys were unreachable moments ago'),
+      );
+    } finally {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    }
+  });
 });

@@ -139,6 +139,7 @@ export function jwksWithCooldown(
   const remote = createRemoteJWKSet(url, { timeoutDuration: timeoutMs, cooldownDuration: 30_000 });
   let failedAt: number | undefined;
   return async (header, token) => {
+    // Stryker disable next-line ConditionalExpression: equivalent, with failedAt undefined the difference is NaN and NaN < cooldownMs is false
     if (failedAt !== undefined && now() - failedAt < cooldownMs)
       throw new joseErrors.JWKSTimeout('signing keys were unreachable moments ago');
     try {

@@ -1,6 +1,5 @@
 import type { FastifyInstance } from 'fastify';
 import { asError, BadRequestError, NotFoundError } from '../../core/errors.js';
-import type { GitSource } from '../../core/resources.js';
 import type { ApiContext } from '../context.js';
 import { ForbiddenError, UnauthorizedError } from '../errors.js';
 import { errorResponses, webhookParams } from '../schemas.js';
@@ -79,7 +78,7 @@ export async function webhookPlugin(app: FastifyInstance, options: WebhookOption
       const verified = verifyWebhook(request.headers, body, secret);
       if (!verified.ok) throw new UnauthorizedError(verified.reason, { scheme: 'webhook' });
 
-      const source = (await context.store.get('GitSource', ns, name)) as GitSource | undefined;
+      const source = await context.store.get('GitSource', ns, name);
       if (!source) throw new NotFoundError(`GitSource ${ns}/${name} not found`);
 
       const event = describeEvent(request.headers);

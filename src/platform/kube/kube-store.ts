@@ -12,7 +12,7 @@ import { Watch } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { asError } from '../../core/errors.js';
 import type { ListOptions, ObjectStore, StoreEvent, WatchEventType } from '../../core/interfaces.js';
-import type { AnyResource } from '../../core/resources.js';
+import type { AnyResource, ResourceOf } from '../../core/resources.js';
 import { KIND_NAMES, type KindName } from '../../core/schemas.js';
 import { isStatus, JSON_PATCH, type KubeHttp, MERGE_PATCH } from './http.js';
 import { apply, deleteObject, getObject, type KubeMeta, type KubeObject, listObjects } from './objects.js';
@@ -56,9 +56,10 @@ function keyOf(kind: string, namespace: string | undefined, name: string): strin
 }
 
 /** What the store hands out: the API object minus managedFields, which nobody here reads. */
-function toResource(object: KubeObject): AnyResource {
+function toResource<K extends KindName = KindName>(object: KubeObject): ResourceOf<K> {
   const { managedFields: _managed, ...metadata } = object.metadata;
-  return { ...object, metadata } as unknown as AnyResource;
+  // Read from the kind's own endpoint, so the object is of that kind.
+  return { ...object, metadata } as unknown as ResourceOf<K>;
 }
 
 function isDeleting(object: KubeObject | AnyResource): boolean {
@@ -80,22 +81,26 @@ export class KubeStore implements ObjectStore {
     this.http = options.http;
   }
 
-  async get(kind: KindName, namespace: string, name: string): Promise<AnyResource | undefined> {
+  async get<K extends KindName>(
+    kind: K,
+    namespace: string,
+    name: string,
+  ): Promise<ResourceOf<K> | undefined> {
     const found = await getObject<KubeObject>(this.http, slessType(kind), namespace, name);
     // A deleting object is gone as far as reconcilers are concerned; only its finalizer still runs.
-    return found && !isDeleting(found) ? toResource(found) : undefined;
+    return found && !isDeleting(found) ? toResource<K>(found) : undefined;
   }
 
-  async list(kind: KindName, options: ListOptions = {}): Promise<AnyResource[]> {
+  async list<K extends KindName>(kind: K, options: ListOptions = {}): Promise<ResourceOf<K>[]> {
     const scopes =
       options.namespace !== undefined ? [options.namespace] : (this.options.namespaces ?? [undefined]);
-    const out: AnyResource[] = [];
+    const out: ResourceOf<K>[] = [];
     for (const namespace of scopes) {
       const list = await listObjects<KubeObject>(this.http, slessType(kind), {
         ...(namespace !== undefined ? { namespace } : {}),
         ...(options.labels ? { labels: options.labels } : {}),
       });
-      for (const item of list.items) if (!isDeleting(item)) out.push(toResource(item));
+      for (const item of list.items) if (!isDeleting(item)) out.push(toResource<K>(item));
     }
     return out.sort((a, b) =>
       keyOf(a.kind, a.metadata.namespace, a.metadata.name).localeCompare(

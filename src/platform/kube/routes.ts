@@ -67,7 +67,7 @@ export class KubeRouteResolver implements RouteResolver {
   }
 
   private async lookup(namespace: string, name: string): Promise<Resolved> {
-    const fn = (await this.options.store.get('Function', namespace, name)) as SlessFunction | undefined;
+    const fn = await this.options.store.get('Function', namespace, name);
     if (!fn) return { state: { state: 'unknown' } };
     const unavailable = (message: string): Resolved => ({
       state: { state: 'unavailable', status: 503, message },

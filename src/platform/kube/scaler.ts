@@ -293,7 +293,7 @@ export class KubeScaler {
     this.sweeping = true;
     try {
       const functions = new Map<string, SlessFunction>();
-      for (const fn of (await this.options.store.list('Function')) as SlessFunction[])
+      for (const fn of await this.options.store.list('Function'))
         if (idleSecondsOf(fn) !== undefined)
           functions.set(`${fn.metadata.namespace}/${fn.metadata.name}`, fn);
       for (const key of this.runningSince.keys()) if (!functions.has(key)) this.runningSince.delete(key);

@@ -5,6 +5,7 @@
  * deterministic manifests, applied server-side as `sless-controller`, so re-applying is a no-op and a
  * rotated source secret propagates on the next apply.
  */
+import { RolloutError } from '../../core/errors.js';
 import type { KubeHttp } from './http.js';
 import { FUNCTION_PORT, LABEL_COMPONENT, LABEL_MANAGED_BY, MANAGED_BY } from './labels.js';
 import { apply, getObject, type KubeObject } from './objects.js';
@@ -99,11 +100,14 @@ export function functionsNetworkPolicy(namespace: string, controllerNamespace: s
   };
 }
 
-export class PullSecretError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'PullSecretError';
-  }
+/**
+ * The pull secret cannot be copied. For a deploy it is a failed rollout (pods would sit in
+ * ImagePullBackOff): the old revision keeps serving and the rollout is retried, so it succeeds once
+ * an operator creates the secret. For the API's ensure it is 503: the caller asked nothing wrong,
+ * the controller is missing a piece of its own configuration.
+ */
+export class PullSecretError extends RolloutError {
+  override readonly httpStatus = 503;
 }
 
 /**

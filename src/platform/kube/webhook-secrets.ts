@@ -5,7 +5,6 @@
  */
 import { type WebhookSecretSettings, webhookSecretFor } from '../../config/auth.js';
 import type { ObjectStore } from '../../core/interfaces.js';
-import type { GitSource } from '../../core/resources.js';
 import type { KubeHttp } from './http.js';
 import { getObject, type KubeObject } from './objects.js';
 import { SECRET } from './resource-types.js';
@@ -18,7 +17,7 @@ export function kubeWebhookSecrets(options: {
   fallback: WebhookSecretSettings;
 }): (namespace: string, source: string) => Promise<string | undefined> {
   return async (namespace, sourceName) => {
-    const source = (await options.store.get('GitSource', namespace, sourceName)) as GitSource | undefined;
+    const source = await options.store.get('GitSource', namespace, sourceName);
     const secretName = source?.spec.secretRef?.name;
     if (secretName) {
       const secret = await getObject<KubeObject & { data?: Record<string, string> }>(

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
 import type { ListOptions, NamespaceRegistry, ObjectStore, StoreEvent } from '../../core/interfaces.js';
-import type { AnyResource } from '../../core/resources.js';
+import { type AnyResource, isKind, type ResourceOf } from '../../core/resources.js';
 import type { KindName } from '../../core/schemas.js';
 
 function keyOf(kind: KindName, namespace: string, name: string): string {
@@ -79,17 +79,22 @@ export class MemoryStore implements ObjectStore, NamespaceRegistry {
     return { objects, namespaces: [...this.namespaces].sort(), resourceVersion: this.resourceVersion };
   }
 
-  async get(kind: KindName, namespace: string, name: string): Promise<AnyResource | undefined> {
+  async get<K extends KindName>(
+    kind: K,
+    namespace: string,
+    name: string,
+  ): Promise<ResourceOf<K> | undefined> {
     await this.settled();
     const found = this.objects.get(keyOf(kind, namespace, name));
-    return found ? clone(found) : undefined;
+    // Stored under its own kind's key, so the object is of that kind.
+    return found ? (clone(found) as ResourceOf<K>) : undefined;
   }
 
-  async list(kind: KindName, options: ListOptions = {}): Promise<AnyResource[]> {
+  async list<K extends KindName>(kind: K, options: ListOptions = {}): Promise<ResourceOf<K>[]> {
     await this.settled();
-    const out: AnyResource[] = [];
+    const out: ResourceOf<K>[] = [];
     for (const object of this.objects.values()) {
-      if (object.kind !== kind) continue;
+      if (!isKind(object, kind)) continue;
       if (options.namespace && object.metadata.namespace !== options.namespace) continue;
       if (options.labels && !matchesLabels(object, options.labels)) continue;
       out.push(clone(object));

@@ -1,0 +1,19 @@
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadTenancy } from './config.js';
+
+describe('tenancy settings', () => {
+  it('SLESS_OUTBOUND_DNS names the servers that resolve tenant hosts; empty means the system resolver', () => {
+    expect(loadTenancy({}).outboundDns).toEqual([]);
+    expect(loadTenancy({ SLESS_OUTBOUND_DNS: ' 1.1.1.1, [2606:4700::1111]:53 ,' }).outboundDns).toEqual([
+      '1.1.1.1',
+      '[2606:4700::1111]:53',
+    ]);
+  });
+
+  it('refuses a name server that is not an address, naming the setting', () => {
+    expect(() => loadTenancy({ SLESS_OUTBOUND_DNS: 'dns.example' })).toThrow(ConfigError);
+    expect(() => loadTenancy({ SLESS_OUTBOUND_DNS: '1.1.1.1,dns.example' })).toThrow(
+      'SLESS_OUTBOUND_DNS: Invalid IP address: dns.example (use 1.1.1.1, 1.1.1.1:53 or [::1]:53)',
+    );
+  });
+});

@@ -1,0 +1,260 @@
+/**
+ * The function reconciler, table-driven, against MemoryStore with a fake builder and platform (what
+ * they do is under the test's control; the reconciler is what is under test). Each row gives the
+ * world before one reconcile and the conditions it must leave behind.
+ */
+import { pino } from 'pino';
+import { describe, expect, it } from 'vitest';
+import { BuildFailedError, RecordedFailure, RolloutError } from '../core/errors.js';
+import type { Builder, SourceSnapshot, WorkloadPlatform } from '../core/interfaces.js';
+import {
+  ANNOTATION_BUILD_KEY,
+  ANNOTATION_COMMIT,
+  ANNOTATION_CONFIG_HASH,
+  type BuildRecord,
+  type SlessFunction,
+} from '../core/resources.js';
+import { MemoryStore } from '../platform/local/memory-store.js';
+import { reconcileFunction, revisionOf } from './function-reconcile.js';
+
+const KEY = 'b'.repeat(32);
+const CONFIG = 'f'.repeat(32);
+const COMMIT = 'c'.repeat(40);
+const REVISION = revisionOf(KEY, CONFIG, true);
+const OLD = 'a'.repeat(12);
+
+const built: BuildRecord = {
+  buildKey: KEY,
+  commit: COMMIT,
+  result: 'Succeeded',
+  startedAt: 't0',
+  finishedAt: 't1',
+};
+
+interface Row {
+  name: string;
+  /** The Function carries the annotations a GitSource gives it (default true). */
+  annotated?: boolean;
+  /** A build of the key exists already. */
+  builtBefore?: boolean;
+  /** What building does: succeed, fail for good (the code), or fail for a moment (storage). */
+  build?: 'ok' | 'fails' | 'transient';
+  /** The revision the platform runs before the reconcile, recorded as serving in status too. */
+  running?: string;
+  /** What deploying does. */
+  deploy?: 'ok' | 'rollout-fails' | 'transient';
+  /** A Trigger with enabled: false points at the function. */
+  disabled?: boolean;
+  expect: {
+    phase: string;
+    ready: ['True' | 'False', string];
+    reconciling: 'True' | 'False';
+    message?: string;
+    /** What the reconcile throws: nothing, a retry after a failure it recorded, or the error itself. */
+    throws?: 'recorded' | 'transient';
+    builds: number;
+    deploys: string[];
+  };
+}
+
+const rows: Row[] = [
+  {
+    name: 'not applied by a GitSource',
+    annotated: false,
+    expect: {
+      phase: 'Failed',
+      ready: ['False', 'MissingAnnotations'],
+      reconciling: 'False',
+      builds: 0,
+      deploys: [],
+    },
+  },
+  {
+    name: 'new code: built, rolled out, serving',
+    expect: {
+      phase: 'Ready',
+      ready: ['True', 'Serving'],
+      reconciling: 'False',
+      message: `serving ${REVISION} (built at ${COMMIT.slice(0, 12)})`,
+      builds: 1,
+      deploys: [REVISION],
+    },
+  },
+  {
+    name: 'built before and rolled out already: nothing to do but say so',
+    builtBefore: true,
+    running: REVISION,
+    expect: { phase: 'Ready', ready: ['True', 'Serving'], reconciling: 'False', builds: 0, deploys: [] },
+  },
+  {
+    name: 'the build fails with nothing serving',
+    build: 'fails',
+    expect: {
+      phase: 'Failed',
+      ready: ['False', 'BuildFailed'],
+      reconciling: 'False',
+      message: `build ${KEY.slice(0, 12)} failed: npm ci exited 1`,
+      builds: 1,
+      deploys: [],
+    },
+  },
+  {
+    name: 'the build fails while an older revision serves',
+    build: 'fails',
+    running: OLD,
+    expect: {
+      phase: 'Failed',
+      ready: ['True', 'BuildFailed'],
+      reconciling: 'False',
+      message: `build ${KEY.slice(0, 12)} failed: npm ci exited 1; still serving ${OLD}`,
+      builds: 1,
+      deploys: [],
+    },
+  },
+  {
+    name: 'storage fails during the build: Building stays, the queue retries',
+    build: 'transient',
+    expect: {
+      phase: 'Building',
+      ready: ['False', 'Building'],
+      reconciling: 'True',
+      throws: 'transient',
+      builds: 1,
+      deploys: [],
+    },
+  },
+  {
+    name: 'the new revision never becomes available; the old one serves',
+    running: OLD,
+    deploy: 'rollout-fails',
+    expect: {
+      phase: 'Failed',
+      ready: ['True', 'RolloutFailed'],
+      reconciling: 'False',
+      message: `pod p: CrashLoopBackOff; still serving ${OLD}`,
+      throws: 'recorded',
+      builds: 1,
+      deploys: [REVISION],
+    },
+  },
+  {
+    name: 'the first revision never becomes available',
+    deploy: 'rollout-fails',
+    expect: {
+      phase: 'Failed',
+      ready: ['False', 'RolloutFailed'],
+      reconciling: 'False',
+      message: 'pod p: CrashLoopBackOff',
+      throws: 'recorded',
+      builds: 1,
+      deploys: [REVISION],
+    },
+  },
+  {
+    name: 'the platform fails for a moment while deploying: Deploying stays, the queue retries',
+    running: OLD,
+    deploy: 'transient',
+    expect: {
+      phase: 'Deploying',
+      ready: ['True', 'Deploying'],
+      reconciling: 'True',
+      throws: 'transient',
+      builds: 1,
+      deploys: [REVISION],
+    },
+  },
+  {
+    name: 'a trigger disabled it: built, deployed switched off',
+    disabled: true,
+    expect: {
+      phase: 'Disabled',
+      ready: ['False', 'Disabled'],
+      reconciling: 'False',
+      builds: 1,
+      deploys: [revisionOf(KEY, CONFIG, false)],
+    },
+  },
+];
+
+async function run(row: Row) {
+  const store = new MemoryStore();
+  const annotations: Record<string, string> =
+    row.annotated === false
+      ? {}
+      : { [ANNOTATION_BUILD_KEY]: KEY, [ANNOTATION_CONFIG_HASH]: CONFIG, [ANNOTATION_COMMIT]: COMMIT };
+  const fn = await store.apply({
+    apiVersion: 'sless.dev/v1alpha1',
+    kind: 'Function',
+    metadata: { name: 'f', namespace: 'ns', labels: { 'sless.dev/source': 'repo' }, annotations },
+    spec: { runtime: 'nodejs20', entrypoint: 'h.handle', memoryMb: 128, timeoutSec: 30, replicas: 1 },
+  } satisfies SlessFunction);
+  if (row.running) await store.patchStatus(fn, { servingRevision: row.running });
+  if (row.disabled)
+    await store.apply({
+      apiVersion: 'sless.dev/v1alpha1',
+      kind: 'Trigger',
+      metadata: { name: 't', namespace: 'ns' },
+      spec: { type: 'http', function: 'f', enabled: false },
+    });
+
+  let builds = 0;
+  const builder: Builder = {
+    lookup: async (_fn, key) => (row.builtBefore && key === KEY ? built : undefined),
+    build: async () => {
+      builds++;
+      if (row.build === 'fails')
+        throw new BuildFailedError({ ...built, result: 'Failed', message: 'npm ci exited 1' });
+      if (row.build === 'transient') throw new Error('S3 unreachable');
+      return built;
+    },
+  };
+  let current = row.running;
+  const deploys: string[] = [];
+  const platform: WorkloadPlatform = {
+    deploy: async (_fn, _build, { revision }) => {
+      deploys.push(revision);
+      if (row.deploy === 'rollout-fails') throw new RolloutError('pod p: CrashLoopBackOff');
+      if (row.deploy === 'transient') throw new Error('apiserver 500');
+      current = revision;
+    },
+    remove: async () => undefined,
+    currentRevision: () => current,
+  };
+  const outcome = await reconcileFunction(
+    {
+      store,
+      builder,
+      platform,
+      logger: pino({ level: 'silent' }),
+      externalUrl: 'http://sless.test',
+      snapshotFor: async () => ({ snapshot: {} as SourceSnapshot, manifestFiles: new Set() }),
+      failedBuilds: new Map(),
+    },
+    'ns',
+    'f',
+  ).then(
+    () => undefined,
+    (error: unknown) => error,
+  );
+  return { status: (await store.get('Function', 'ns', 'f'))?.status, outcome, builds, deploys };
+}
+
+describe('reconcileFunction', () => {
+  it.each(rows)('$name', async (row) => {
+    const { status, outcome, builds, deploys } = await run(row);
+    const condition = (type: string) => status?.conditions?.find((c) => c.type === type);
+    expect(status?.phase).toBe(row.expect.phase);
+    expect([condition('Ready')?.status, condition('Ready')?.reason]).toEqual(row.expect.ready);
+    expect(condition('Reconciling')?.status).toBe(row.expect.reconciling);
+    if (row.expect.message !== undefined) expect(condition('Ready')?.message).toBe(row.expect.message);
+    // Every condition says which generation it describes (kstatus).
+    for (const c of status?.conditions ?? []) expect(c.observedGeneration).toBe(1);
+    if (row.expect.throws === 'recorded') expect(outcome).toBeInstanceOf(RecordedFailure);
+    else if (row.expect.throws === 'transient') {
+      expect(outcome).toBeInstanceOf(Error);
+      expect(outcome).not.toBeInstanceOf(RecordedFailure);
+    } else expect(outcome).toBeUndefined();
+    expect(builds).toBe(row.expect.builds);
+    expect(deploys).toEqual(row.expect.deploys);
+  });
+});
