@@ -229,8 +229,7 @@ extras_print_paths() {
 extras_are_built() { [ -x "$COREDNS" ] && [ -f "$EXTRA_IMAGES/.complete" ]; }
 
 build_coredns() {
-  go_build "$HERE/gomod/coredns" github.com/coredns/coredns "$COREDNS" \
-    "-X github.com/coredns/coredns/coremain.GitCommit=sless-test"
+  go_build "$HERE/gomod/coredns" . "$COREDNS" "-X github.com/coredns/coredns/coremain.GitCommit=sless-test"
 }
 
 fill_debian_curl() {
