@@ -144,7 +144,8 @@ func Handle(ctx context.Context, event sless.Event) (any, error) {
       },
       { extras: true, env: { SLESS_ROLLOUT_DEADLINE: `${ROLLOUT_DEADLINE_S}s` } },
     );
-  }, 15 * 60_000);
+    // Includes the wait for the machine-wide node lock, which other runs on the machine may hold.
+  }, 60 * 60_000);
 
   afterAll(async () => {
     await env?.close();
