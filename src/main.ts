@@ -680,7 +680,7 @@ export async function startKubeSystem(
       ),
       platform: workloads,
       readers: new KubeSourceReaderFactory({ http, stateDir: config.stateDir, gitHttp }),
-      scheduler: new KubeCronScheduler({ http }),
+      scheduler: new KubeCronScheduler({ http, registryMap: config.kanikoRegistryMap }),
       jobs,
       functionConcurrency: 32,
       quotas: config.tenancy.quotas,

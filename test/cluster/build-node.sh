@@ -39,6 +39,7 @@ node_print_paths() {
   echo "NODE_IMAGE_KANIKO=sless-test/kaniko-executor:$KANIKO_VERSION"
   echo "NODE_IMAGE_PAUSE=sless-test/pause:$PAUSE_VERSION"
   kubectl_print_paths
+  extras_print_paths
 }
 
 node_missing_packages() {
@@ -52,7 +53,7 @@ node_missing_packages() {
 node_is_built() {
   [ -x "$KUBELET" ] && [ -x "$KUBE_CONTROLLER_MANAGER" ] && [ -x "$KUBE_SCHEDULER" ] && [ -x "$KUBE_PROXY" ] \
     && [ -x "$KANIKO_EXECUTOR" ] && [ -x "$PAUSE" ] && [ -f "$IMAGES/.complete" ] && [ -z "$(node_missing_packages)" ] \
-    && kubectl_is_built
+    && kubectl_is_built && extras_are_built
 }
 
 node_install_packages() {
@@ -190,6 +191,7 @@ build_node() {
   [ -x "$PAUSE" ] || build_pause
   [ -f "$IMAGES/.complete" ] || build_images
   kubectl_is_built || build_kubectl
+  build_extras
 }
 
 # --- kubectl (the e2e suite installs the shipped controller with `kubectl apply -k`) ---------------
@@ -199,3 +201,98 @@ KUBECTL="$CACHE/kubectl-$KUBERNETES_VERSION/kubectl"
 kubectl_print_paths() { echo "KUBECTL=$KUBECTL"; }
 kubectl_is_built() { [ -x "$KUBECTL" ]; }
 build_kubectl() { go_build "$HERE/gomod/kube" k8s.io/kubernetes/cmd/kubectl "$KUBECTL" "$(kube_ldflags)"; }
+
+# --- What the e2e suite needs beyond serving Node and Python: cluster DNS (CoreDNS, for the CronJob
+# that calls a function by its Service name), the Go runtime's two bases, and the curl image of cron
+# Triggers. Their own layout, so that changing them does not rebuild the images above.
+COREDNS="$CACHE/coredns-$COREDNS_VERSION/coredns"
+# The Go toolchain as the Go module proxy serves it (golang.org/toolchain); the golang image is built
+# from it. The version is the one the Go runtime's Dockerfile pins.
+GOLANG_BASE_REF="library/$(dockerfile_from go1.21)"
+GO_VERSION="${GOLANG_BASE_REF#library/golang:}"
+GO_VERSION="${GO_VERSION%%-*}"
+# The Go runtime's final stage (its second FROM), and the curl image the CronJobs of cron Triggers run.
+DISTROLESS_REF="$(sed -n 's/^FROM \([^ ]*\).*/\1/p' "$HERE/../../runtimes/go1.21/Dockerfile" | sed -n 2p)"
+CURL_REF="$(sed -n "s/^export const CURL_IMAGE = '\([^']*\)';/\1/p" "$HERE/../../src/platform/kube/cron-scheduler.ts")"
+EXTRA_IMAGES="$CACHE/images-extra-r$EXTRA_IMAGE_RECIPE-$DEBIAN_SUITE-go$GO_VERSION"
+
+extras_print_paths() {
+  echo "COREDNS=$COREDNS"
+  echo "NODE_EXTRA_IMAGES=$EXTRA_IMAGES"
+  # tag in the layout = repository:tag in the registry (without the registry host)
+  echo "NODE_IMAGE_GOLANG=$GOLANG_BASE_REF"
+  echo "NODE_IMAGE_DISTROLESS=${DISTROLESS_REF#*/}"
+  echo "NODE_IMAGE_DISTROLESS_REGISTRY=${DISTROLESS_REF%%/*}"
+  echo "NODE_IMAGE_CURL=$CURL_REF"
+}
+
+extras_are_built() { [ -x "$COREDNS" ] && [ -f "$EXTRA_IMAGES/.complete" ]; }
+
+build_coredns() {
+  go_build "$HERE/gomod/coredns" . "$COREDNS" "-X github.com/coredns/coredns/coremain.GitCommit=sless-test"
+}
+
+fill_debian_curl() {
+  log "mmdebstrap $DEBIAN_SUITE (minbase + curl, ca-certificates) -> base of the golang and curl images"
+  mmdebstrap --quiet --variant=minbase --include=curl,ca-certificates "$DEBIAN_SUITE" "$1" >&2
+  rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/* "$1"/var/log/*
+}
+
+fill_golang() {
+  local dir
+  dir="$(cd / && GOTOOLCHAIN=local go mod download -json "golang.org/toolchain@v0.0.1-go$GO_VERSION.linux-amd64" \
+    | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')"
+  [ -x "$dir/bin/go" ] || die "the Go module proxy did not give golang.org/toolchain for go$GO_VERSION"
+  log "adding Go $GO_VERSION (golang.org/toolchain from the Go module proxy) as /usr/local/go"
+  mkdir -p "$1/usr/local/go" "$1/go"
+  cp -a "$dir/." "$1/usr/local/go/"
+  chmod -R u+w,go+rX "$1/usr/local/go"
+  chmod 1777 "$1/go"
+}
+
+fill_curl() {
+  # As the curlimages image: a curl_user with uid 100, curl as the entrypoint.
+  echo 'curl_group:x:101:' >>"$1/etc/group"
+  echo 'curl_user:x:100:101::/home/curl_user:/sbin/nologin' >>"$1/etc/passwd"
+  install -d -o 100 -g 101 "$1/home/curl_user"
+}
+
+fill_distroless() {
+  # What the Go binaries need of distroless/static: the nonroot user, CA certificates, a /tmp.
+  mkdir -p "$1/etc/ssl/certs" "$1/home/nonroot" "$1/tmp"
+  chmod 1777 "$1/tmp"
+  printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n' >"$1/etc/passwd"
+  printf 'root:x:0:\nnonroot:x:65532:\n' >"$1/etc/group"
+  install -m 0644 /etc/ssl/certs/ca-certificates.crt "$1/etc/ssl/certs/ca-certificates.crt"
+  chown 65532:65532 "$1/home/nonroot"
+}
+
+build_extra_images() {
+  local start=$SECONDS layout="$EXTRA_IMAGES.tmp.$$"
+  rm -rf "$layout"
+  umoci init --layout "$layout"
+  umoci_layer "$layout" "" debian-curl fill_debian_curl
+  umoci config --image "$layout:debian-curl" --config.env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    --config.env LANG=C.UTF-8 --config.cmd bash
+  umoci_layer "$layout" debian-curl golang fill_golang
+  # As the official image, but GOTOOLCHAIN is left to the build (the runtime sets it).
+  umoci config --image "$layout:golang" --config.env GOPATH=/go \
+    --config.env PATH=/go/bin:/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    --config.env "GOLANG_VERSION=$GO_VERSION" --config.workingdir /go --config.cmd bash
+  umoci_layer "$layout" debian-curl curl fill_curl
+  umoci config --image "$layout:curl" --config.user 100:101 --config.entrypoint curl --config.cmd=--help
+  umoci_layer "$layout" "" distroless fill_distroless
+  umoci config --image "$layout:distroless" --config.user 65532:65532 \
+    --config.env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    --config.env SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt
+  umoci gc --layout "$layout"
+  touch "$layout/.complete"
+  rm -rf "$EXTRA_IMAGES"
+  mv "$layout" "$EXTRA_IMAGES"
+  log "built the extra node images in $((SECONDS - start))s: $EXTRA_IMAGES"
+}
+
+build_extras() {
+  [ -x "$COREDNS" ] || build_coredns
+  [ -f "$EXTRA_IMAGES/.complete" ] || build_extra_images
+}

@@ -46,9 +46,18 @@ export interface TestNodeInfo extends TestClusterInfo {
   /** host:port of the registry as pods and kaniko address it. */
   registryHost: string;
   /** Full references of the images pushed into the registry at start. */
-  images: { node: string; python: string; kaniko: string; pause: string };
   /** kubectl of the cluster's version (built by build.sh); pass it `--kubeconfig kubeconfigPath`. */
   kubectl: string;
+  images: { node: string; python: string; kaniko: string; pause: string } & Partial<
+    Record<ExtraImage, string>
+  >;
+  /**
+   * kaniko's registry map (`SLESS_KANIKO_REGISTRY_MAP` entries) sending the images' origins to the
+   * test registry, which holds every base image of the node.
+   */
+  registryMap: string[];
+  /** The cluster DNS server (CoreDNS on the host, on the bridge address), with `extras` only. */
+  clusterDns?: string;
   /** The node's temp dir (containerd root, kubelet root, logs). */
   root: string;
 }
@@ -187,8 +196,15 @@ function cniConfig(root: string): string {
   );
 }
 
-function kubeletConfig(root: string, caFile: string, port: number, healthzPort: number): string {
-  return `apiVersion: kubelet.config.k8s.io/v1beta1
+function kubeletConfig(
+  root: string,
+  caFile: string,
+  port: number,
+  healthzPort: number,
+  clusterDns: string | undefined,
+): string {
+  const dns = clusterDns ? `clusterDNS: [${clusterDns}]\nclusterDomain: cluster.local\n` : '';
+  return `${dns}apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 address: ${GATEWAY_IP}
 port: ${port}
@@ -248,6 +264,9 @@ async function skopeoCopy(layout: string, tag: string, dest: string): Promise<vo
   });
 }
 
+/** Images pushed only for a node started with `extras`: the Go runtime's bases and cron's curl. */
+type ExtraImage = 'golang' | 'distroless' | 'curl';
+
 interface NodeBinaries {
   KUBELET: string;
   KUBE_CONTROLLER_MANAGER: string;
@@ -256,6 +275,12 @@ interface NodeBinaries {
   NODE_IMAGES: string;
   KUBECTL: string;
   images: Record<'node' | 'python' | 'kaniko' | 'pause', string>;
+  extras: {
+    COREDNS: string;
+    NODE_EXTRA_IMAGES: string;
+    /** Tag in the layout = repository:tag in the registry, and the registry it stands in for. */
+    images: Record<ExtraImage, { ref: string; origin: string }>;
+  };
 }
 
 async function nodeBinaries(): Promise<NodeBinaries> {
@@ -281,11 +306,42 @@ async function nodeBinaries(): Promise<NodeBinaries> {
       kaniko: need('NODE_IMAGE_KANIKO'),
       pause: need('NODE_IMAGE_PAUSE'),
     },
+    extras: {
+      COREDNS: need('COREDNS'),
+      NODE_EXTRA_IMAGES: need('NODE_EXTRA_IMAGES'),
+      images: {
+        golang: { ref: need('NODE_IMAGE_GOLANG'), origin: 'index.docker.io' },
+        distroless: { ref: need('NODE_IMAGE_DISTROLESS'), origin: need('NODE_IMAGE_DISTROLESS_REGISTRY') },
+        curl: { ref: need('NODE_IMAGE_CURL'), origin: 'index.docker.io' },
+      },
+    },
   };
 }
 
 export interface NodeStartOptions {
   readyTimeoutMs?: number;
+  /**
+   * Cluster DNS (CoreDNS on the host, serving cluster.local from the apiserver, set as the kubelet's
+   * clusterDNS) and the extra images (Go runtime bases, cron's curl). Off by default: the suites
+   * that do not need them do not pay for them.
+   */
+  extras?: boolean;
+}
+
+/** CoreDNS as a cluster runs it: the kubernetes plugin over the apiserver, on the bridge address. */
+function corefile(kubeconfig: string, readyPort: number): string {
+  return `.:53 {
+    bind ${GATEWAY_IP}
+    errors
+    ready 127.0.0.1:${readyPort}
+    kubernetes cluster.local in-addr.arpa ip6.arpa {
+        kubeconfig ${kubeconfig}
+        pods insecure
+        fallthrough in-addr.arpa ip6.arpa
+    }
+    cache 5
+}
+`;
 }
 
 export async function startTestNode(opts: NodeStartOptions = {}): Promise<TestNode> {
@@ -342,10 +398,24 @@ export async function startTestNode(opts: NodeStartOptions = {}): Promise<TestNo
       kaniko: `${registryHost}/${bins.images.kaniko}`,
       pause: `${registryHost}/${bins.images.pause}`,
     };
+    const registryMap = [`index.docker.io=${registryHost}`];
+    const extraImages: Partial<Record<ExtraImage, string>> = {};
     const tPush = Date.now();
-    await Promise.all(
-      (Object.keys(images) as (keyof typeof images)[]).map((k) => skopeoCopy(bins.NODE_IMAGES, k, images[k])),
+    const pushes = (Object.keys(images) as (keyof typeof images)[]).map((k) =>
+      skopeoCopy(bins.NODE_IMAGES, k, images[k]),
     );
+    if (opts.extras) {
+      for (const [k, { ref, origin }] of Object.entries(bins.extras.images) as [
+        ExtraImage,
+        { ref: string; origin: string },
+      ][]) {
+        extraImages[k] = `${registryHost}/${ref}`;
+        pushes.push(skopeoCopy(bins.extras.NODE_EXTRA_IMAGES, k, `${registryHost}/${ref}`));
+        if (!registryMap.some((e) => e.startsWith(`${origin}=`)))
+          registryMap.push(`${origin}=${registryHost}`);
+      }
+    }
+    await Promise.all(pushes);
     note(`test node: images pushed to ${registryHost} in ${Date.now() - tPush} ms`);
 
     // containerd: its own root, state, sockets; pulls from the plain-HTTP test registry.
@@ -367,17 +437,18 @@ export async function startTestNode(opts: NodeStartOptions = {}): Promise<TestNo
       existsSync(join(root, 'containerd.sock')),
     );
 
-    const [kubeletPort, kubeletHealthz, proxyHealthz, proxyMetrics, kcmPort, schedPort] = await Promise.all([
-      freePort(),
-      freePort(),
-      freePort(),
-      freePort(),
-      freePort(),
-      freePort(),
-    ]);
+    const [kubeletPort, kubeletHealthz, proxyHealthz, proxyMetrics, kcmPort, schedPort, dnsReady] =
+      await Promise.all([freePort(), freePort(), freePort(), freePort(), freePort(), freePort(), freePort()]);
+    let clusterDns: string | undefined;
+    let coredns: Proc | undefined;
+    if (opts.extras) {
+      writeFileSync(join(root, 'Corefile'), corefile(cluster.kubeconfigPath, dnsReady));
+      coredns = start('coredns', bins.extras.COREDNS, ['-conf', join(root, 'Corefile')]);
+      clusterDns = GATEWAY_IP;
+    }
     writeFileSync(
       join(root, 'kubelet.yaml'),
-      kubeletConfig(root, join(pki, 'ca.crt'), kubeletPort, kubeletHealthz),
+      kubeletConfig(root, join(pki, 'ca.crt'), kubeletPort, kubeletHealthz, clusterDns),
     );
     const kubelet = start(
       'kubelet',
@@ -422,7 +493,7 @@ export async function startTestNode(opts: NodeStartOptions = {}): Promise<TestNo
     const api = (path: string) =>
       httpsGet(`${cluster?.apiServerUrl}${path}`, cluster?.caCert ?? '', cluster?.adminToken ?? '');
     await waitFor(kubelet, `node ${NODE_NAME} Ready`, readyTimeoutMs, async () => {
-      for (const p of [kubeProxy, kcm, scheduler, containerd])
+      for (const p of [kubeProxy, kcm, scheduler, containerd, ...(coredns ? [coredns] : [])])
         if (p.hasExited()) throw new Error(`${p.name} exited:\n${logTail(p)}`);
       const [status, body] = await api(`/api/v1/nodes/${NODE_NAME}`);
       if (status !== 200) return false;
@@ -439,6 +510,14 @@ export async function startTestNode(opts: NodeStartOptions = {}): Promise<TestNo
       return status === 200;
     });
 
+    if (coredns) {
+      // Ready once its kubernetes plugin has synced Services from the apiserver.
+      await waitFor(coredns, 'CoreDNS ready', readyTimeoutMs, async () => {
+        const res = await fetch(`http://127.0.0.1:${dnsReady}/ready`).catch(() => undefined);
+        return res?.status === 200;
+      });
+    }
+
     const { kubeConfig, stop: _clusterStop, ...clusterInfo } = cluster;
     note(
       `test node ready in ${Date.now() - t0} ms (${NODE_NAME}, pods ${POD_CIDR}, registry ${registryHost})`,
@@ -449,8 +528,10 @@ export async function startTestNode(opts: NodeStartOptions = {}): Promise<TestNo
       nodeName: NODE_NAME,
       gatewayIp: GATEWAY_IP,
       registryHost,
-      images,
       kubectl: bins.KUBECTL,
+      images: { ...images, ...extraImages },
+      registryMap,
+      ...(clusterDns ? { clusterDns } : {}),
       root,
       stop,
     };

@@ -27,13 +27,26 @@ export interface E2eEnv {
   /** Tenant namespace (functions) and controller namespace (builds). */
   ns: string;
   controllerNs: string;
+  /** The controller namespace's secrets as the operator created them (what tenant code must never see). */
+  secrets: { s3AccessKeyId: string; s3SecretAccessKey: string; pushPassword: string; pushAuth: string };
   /** Commits (null deletes), pushes, and syncs the GitSource at once; returns the commit. */
   commit(files: Record<string, string | null>): Promise<string>;
   close(): Promise<void>;
 }
 
-export async function startE2e(prefix: string, files: Record<string, string>): Promise<E2eEnv> {
-  const node = await startTestNode();
+export interface E2eOptions {
+  /** Cluster DNS and the extra images on the node (see NodeStartOptions). */
+  extras?: boolean;
+  /** Controller settings beyond the harness's own (e.g. SLESS_ROLLOUT_DEADLINE). */
+  env?: Record<string, string>;
+}
+
+export async function startE2e(
+  prefix: string,
+  files: Record<string, string>,
+  options: E2eOptions = {},
+): Promise<E2eEnv> {
+  const node = await startTestNode({ extras: options.extras ?? false });
   const cleanups: (() => Promise<unknown> | undefined)[] = [() => node.stop()];
   const close = async () => {
     for (const c of cleanups.reverse()) await c()?.catch(() => {});
@@ -55,11 +68,13 @@ export async function startE2e(prefix: string, files: Record<string, string>): P
       'sless-registry-pull',
       dockerConfigJson(node.registryHost, 'pull', id),
     );
+    // A password no other string of the run contains, so that finding it anywhere means it leaked.
+    const pushPassword = `push-${randomBytes(16).toString('hex')}`;
     await putRegistrySecret(
       http,
       controllerNs,
       'sless-registry-push',
-      dockerConfigJson(node.registryHost, 'push', id),
+      dockerConfigJson(node.registryHost, 'push', pushPassword),
     );
     await apply(http, SECRET, {
       apiVersion: 'v1',
@@ -92,8 +107,8 @@ export async function startE2e(prefix: string, files: Record<string, string>): P
         SLESS_REGISTRY: node.registryHost,
         SLESS_REGISTRY_INSECURE: 'true',
         SLESS_KANIKO_IMAGE: node.images.kaniko,
-        // The runtimes' FROM lines name Docker Hub images; the node's registry holds them.
-        SLESS_KANIKO_REGISTRY_MAP: `index.docker.io=${node.registryHost}`,
+        // The runtimes' FROM lines name Docker Hub (and gcr.io) images; the node's registry holds them.
+        SLESS_KANIKO_REGISTRY_MAP: node.registryMap.join(';'),
         // Outside the cluster and without cluster DNS: reach functions by their ClusterIP.
         SLESS_FUNCTION_ROUTE: 'cluster-ip',
         SLESS_S3_ENDPOINT: node.s3.endpoint,
@@ -105,6 +120,7 @@ export async function startE2e(prefix: string, files: Record<string, string>): P
         // The test's git server listens on loopback, which sources may not reach by default.
         SLESS_OUTBOUND_ALLOW: '127.0.0.1/32',
         SLESS_STATE_DIR: join(gitRoot, 'state'),
+        ...options.env,
       },
     );
     const system = await startKubeSystem(config, { logger, kubeConfig: node.kubeConfig, pollMs: 500 });
@@ -118,6 +134,12 @@ export async function startE2e(prefix: string, files: Record<string, string>): P
       repo,
       ns,
       controllerNs,
+      secrets: {
+        s3AccessKeyId: node.s3.accessKeyId,
+        s3SecretAccessKey: node.s3.secretAccessKey,
+        pushPassword,
+        pushAuth: Buffer.from(`push:${pushPassword}`).toString('base64'),
+      },
       commit: async (changes) => {
         const sha = await repo.commit(changes);
         await git(repo.dir, 'push', '--quiet', 'origin', 'main');

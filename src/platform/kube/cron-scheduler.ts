@@ -1,13 +1,15 @@
 /**
  * Cron Triggers as CronJobs in the function's namespace: each run POSTs the trigger's event to the
  * function's Service with a pinned curl image, as an HTTP caller would. Disabled triggers suspend the
- * CronJob in place.
+ * CronJob in place. The curl image goes through the registry map of the builds: a cluster that pulls
+ * base images from a mirror cannot pull curl from its origin either.
  */
 import { Cron } from 'croner';
 import { sha256Hex } from '../../core/hash.js';
 import type { TriggerScheduler } from '../../core/interfaces.js';
 import type { SlessFunction, Trigger, TriggerStatus } from '../../core/resources.js';
 import { API_VERSION } from '../../core/schemas.js';
+import { mirroredImage } from './build/kaniko-job.js';
 import type { KubeHttp } from './http.js';
 import { LABEL_COMPONENT, LABEL_FUNCTION, LABEL_MANAGED_BY, LABEL_TRIGGER, MANAGED_BY } from './labels.js';
 import { apply, deleteObject, type KubeObject } from './objects.js';
@@ -27,7 +29,11 @@ export function cronJobName(trigger: string): string {
   return `${full.slice(0, CRONJOB_NAME_MAX - digest.length - 1).replace(/-+$/, '')}-${digest}`;
 }
 
-export function cronJobFor(trigger: Trigger, fn: SlessFunction | undefined): KubeObject {
+export function cronJobFor(
+  trigger: Trigger,
+  fn: SlessFunction | undefined,
+  registryMap: readonly string[] = [],
+): KubeObject {
   const { namespace, name } = trigger.metadata;
   if (!trigger.metadata.uid) throw new Error(`trigger ${name} has no uid; read it from the API first`);
   const timeoutSec = fn?.spec.timeoutSec ?? 30;
@@ -68,7 +74,7 @@ export function cronJobFor(trigger: Trigger, fn: SlessFunction | undefined): Kub
               containers: [
                 {
                   name: 'invoke',
-                  image: CURL_IMAGE,
+                  image: mirroredImage(CURL_IMAGE, registryMap),
                   args: [
                     '-sS',
                     '--fail-with-body',
@@ -98,14 +104,16 @@ export function cronJobFor(trigger: Trigger, fn: SlessFunction | undefined): Kub
 
 export class KubeCronScheduler implements TriggerScheduler {
   private readonly http: KubeHttp;
+  private readonly registryMap: readonly string[];
 
-  constructor(options: { http: KubeHttp }) {
+  constructor(options: { http: KubeHttp; registryMap?: readonly string[] }) {
     this.http = options.http;
+    this.registryMap = options.registryMap ?? [];
   }
 
   async apply(trigger: Trigger, fn: SlessFunction | undefined): Promise<TriggerStatus> {
     // The controller owns its CronJobs by design: an edit by hand is taken back (drift repair).
-    await apply(this.http, CRONJOB, cronJobFor(trigger, fn), { force: true });
+    await apply(this.http, CRONJOB, cronJobFor(trigger, fn, this.registryMap), { force: true });
     if (trigger.spec.enabled === false || !fn) return { nextRun: undefined };
     const next = new Cron(trigger.spec.schedule ?? '', {
       paused: true,
