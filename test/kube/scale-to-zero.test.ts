@@ -188,6 +188,12 @@ describe('kube platform: scale to zero with /fn/ as the activator', () => {
   it('a held request gets a 503 with the reason when no endpoint is ready in time, or when the queue is full', async () => {
     await eventually('lazy at zero', async () => (await replicas('lazy')) === 0, 30_000);
     podsBecomeReady = false;
+    // The played EndpointSlice controller must have caught up with zero replicas too, or a request
+    // would still find the last pod's endpoint ready.
+    await eventually('no endpoint for lazy', async () => {
+      const slice = await getObject<KubeObject>(env.http, ENDPOINT_SLICE, env.ns, 'lazy-test');
+      return ((slice as { endpoints?: unknown[] } | undefined)?.endpoints ?? []).length === 0;
+    });
     const fn = (await system.store.get('Function', env.ns, 'lazy')) as SlessFunction;
     const bounded = new KubeScaler({
       http: env.http,
