@@ -5,11 +5,11 @@
  */
 import { describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
+import { functionResource, readerOf, silentLogger } from '../../test/helpers/reconcile-fakes.js';
 import { SourceError } from '../core/errors.js';
 import type { GitSource, GitSourceStatus } from '../core/resources.js';
 import { Reason } from '../core/status.js';
 import { MemoryStore } from '../platform/local/memory-store.js';
-import { functionResource, readerOf, silentLogger } from '../../test/helpers/reconcile-fakes.js';
 import { type SyncResult, syncSource } from './source-sync.js';
 
 const HEAD = 'a'.repeat(40);
@@ -82,7 +82,12 @@ const rows: Row[] = [
   {
     name: 'the server is unreachable (an untyped error)',
     head: new Error('connect ECONNREFUSED'),
-    expect: { outcome: 'failed', phase: 'Failed', ready: ['False', Reason.SourceFailed], message: 'ECONNREFUSED' },
+    expect: {
+      outcome: 'failed',
+      phase: 'Failed',
+      ready: ['False', Reason.SourceFailed],
+      message: 'ECONNREFUSED',
+    },
   },
   {
     name: 'a valid commit is applied',
@@ -123,7 +128,10 @@ const rows: Row[] = [
     before: {
       ...synced(OLDER),
       lastAttemptedCommit: HEAD,
-      conditions: [cond('Ready', 'False', Reason.ValidationFailed), cond('Stalled', 'True', Reason.ValidationFailed)],
+      conditions: [
+        cond('Ready', 'False', Reason.ValidationFailed),
+        cond('Stalled', 'True', Reason.ValidationFailed),
+      ],
     },
     expect: {
       outcome: 'unchanged',
@@ -150,7 +158,10 @@ const rows: Row[] = [
     before: {
       ...synced(HEAD),
       lastAttemptedCommit: OLDER,
-      conditions: [cond('Ready', 'False', Reason.ValidationFailed), cond('Stalled', 'True', Reason.ValidationFailed)],
+      conditions: [
+        cond('Ready', 'False', Reason.ValidationFailed),
+        cond('Stalled', 'True', Reason.ValidationFailed),
+      ],
     },
     expect: { outcome: 'unchanged', phase: 'Ready', ready: ['True', Reason.Synced], lastSyncedCommit: HEAD },
   },
@@ -222,7 +233,7 @@ async function run(row: Row) {
     apiVersion: 'sless.dev/v1alpha1',
     kind: 'GitSource',
     metadata: { name: 'repo', namespace: 'ns' },
-    spec: { url: 'https://git.test/repo.git', ...row.spec },
+    spec: { url: 'https://git.test/repo.git', ...row.spec } as GitSource['spec'],
   })) as GitSource;
   if (row.before) {
     await store.patchStatus(source, row.before);
@@ -230,14 +241,28 @@ async function run(row: Row) {
   }
   if (row.foreignFunction) await store.apply(functionResource('f', {}, { 'sless.dev/source': 'other' }));
   const before = structuredClone(source.status);
-  const reader = readerOf({ head: row.head ?? HEAD, files: row.files ?? VALID, onBranch: row.onBranch ?? [] });
+  const reader = readerOf({
+    head: row.head ?? HEAD,
+    files: row.files ?? VALID,
+    onBranch: row.onBranch ?? [],
+  });
   const result = await syncSource(
-    { store, logger: silentLogger, ...(row.maxFunctions !== undefined ? { maxFunctions: row.maxFunctions } : {}) },
+    {
+      store,
+      logger: silentLogger,
+      ...(row.maxFunctions !== undefined ? { maxFunctions: row.maxFunctions } : {}),
+    },
     source,
     reader,
   );
   const after = (await store.get('GitSource', 'ns', 'repo'))?.status;
-  return { result, before, after, reads: reader.snapshots, functions: await store.list('Function', { namespace: 'ns' }) };
+  return {
+    result,
+    before,
+    after,
+    reads: reader.snapshots,
+    functions: await store.list('Function', { namespace: 'ns' }),
+  };
 }
 
 describe('syncSource', () => {
@@ -248,8 +273,7 @@ describe('syncSource', () => {
     if (row.expect.untouched) {
       expect(after).toEqual(before);
       expect(reads).toEqual([]);
-    }
-    else expect(after?.phase).toBe(row.expect.phase);
+    } else expect(after?.phase).toBe(row.expect.phase);
     expect([condition('Ready')?.status, condition('Ready')?.reason]).toEqual(row.expect.ready);
     const stalled = condition('Stalled');
     expect(stalled && [stalled.status, stalled.reason]).toEqual(row.expect.stalled);
