@@ -3,17 +3,11 @@
  * they do is under the test's control; the reconciler is what is under test). Each row gives the
  * world before one reconcile and the conditions it must leave behind.
  */
-import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
+import { buildRecord, functionResource, silentLogger } from '../../test/helpers/reconcile-fakes.js';
 import { BuildFailedError, RecordedFailure, RolloutError } from '../core/errors.js';
 import type { Builder, SourceSnapshot, WorkloadPlatform } from '../core/interfaces.js';
-import {
-  ANNOTATION_BUILD_KEY,
-  ANNOTATION_COMMIT,
-  ANNOTATION_CONFIG_HASH,
-  type BuildRecord,
-  type SlessFunction,
-} from '../core/resources.js';
+import { ANNOTATION_BUILD_KEY, ANNOTATION_COMMIT, ANNOTATION_CONFIG_HASH } from '../core/resources.js';
 import { MemoryStore } from '../platform/local/memory-store.js';
 import { reconcileFunction, revisionOf } from './function-reconcile.js';
 
@@ -23,13 +17,7 @@ const COMMIT = 'c'.repeat(40);
 const REVISION = revisionOf(KEY, CONFIG, true);
 const OLD = 'a'.repeat(12);
 
-const built: BuildRecord = {
-  buildKey: KEY,
-  commit: COMMIT,
-  result: 'Succeeded',
-  startedAt: 't0',
-  finishedAt: 't1',
-};
+const built = buildRecord(KEY, COMMIT);
 
 interface Row {
   name: string;
@@ -182,12 +170,7 @@ async function run(row: Row) {
     row.annotated === false
       ? {}
       : { [ANNOTATION_BUILD_KEY]: KEY, [ANNOTATION_CONFIG_HASH]: CONFIG, [ANNOTATION_COMMIT]: COMMIT };
-  const fn = await store.apply({
-    apiVersion: 'sless.dev/v1alpha1',
-    kind: 'Function',
-    metadata: { name: 'f', namespace: 'ns', labels: { 'sless.dev/source': 'repo' }, annotations },
-    spec: { runtime: 'nodejs20', entrypoint: 'h.handle', memoryMb: 128, timeoutSec: 30, replicas: 1 },
-  } satisfies SlessFunction);
+  const fn = await store.apply(functionResource('f', annotations));
   if (row.running) await store.patchStatus(fn, { servingRevision: row.running });
   if (row.disabled)
     await store.apply({
@@ -225,7 +208,7 @@ async function run(row: Row) {
       store,
       builder,
       platform,
-      logger: pino({ level: 'silent' }),
+      logger: silentLogger,
       externalUrl: 'http://sless.test',
       snapshotFor: async () => ({ snapshot: {} as SourceSnapshot, manifestFiles: new Set() }),
       failedBuilds: new Map(),

@@ -1,109 +1,195 @@
-import { pino } from 'pino';
+/**
+ * The FunctionJob reconciler, table-driven, against MemoryStore with a fake builder (builds exist
+ * for the keys a row gives) and a fake job runner. Each row gives the world before one reconcile and
+ * the Ready condition it must leave behind.
+ */
 import { describe, expect, it } from 'vitest';
-import type { Builder, JobOutcome, JobRunner } from '../core/interfaces.js';
-import type { BuildRecord, FunctionJob, SlessFunction } from '../core/resources.js';
+import {
+  builderWith,
+  functionResource,
+  recordingRunner,
+  silentLogger,
+} from '../../test/helpers/reconcile-fakes.js';
+import type { JobOutcome } from '../core/interfaces.js';
+import type { FunctionJob } from '../core/resources.js';
+import { Reason } from '../core/status.js';
 import { MemoryStore } from '../platform/local/memory-store.js';
 import { reconcileJob } from './job-reconcile.js';
 
-const record = (buildKey: string): BuildRecord => ({
-  buildKey,
-  commit: 'c'.repeat(40),
-  result: 'Succeeded',
-  startedAt: 't0',
-});
-
-/** Builds exist only for the keys given; the reconciler is what is under test. */
-function builderWith(keys: string[]): Builder {
-  return {
-    lookup: async (_fn, key) => (keys.includes(key) ? record(key) : undefined),
-    build: async () => {
-      throw new Error('the job reconciler never builds');
-    },
-  };
-}
-
-function recordingRunner(): JobRunner & { runs: string[] } {
-  const runs: string[] = [];
-  return {
-    runs,
-    run: async (job, _fn, build): Promise<JobOutcome> => {
-      runs.push(`${job.metadata.name}#${job.spec.runId}@${build.buildKey}`);
-      return { phase: 'Succeeded', startTime: 't1', completionTime: 't2', exitCode: 0 };
-    },
-  };
-}
-
-async function setUp(functionBuildKey: string, jobStatus?: FunctionJob['status']) {
+async function setUp(options: {
+  functionBuildKey?: string;
+  runId?: number;
+  jobStatus?: FunctionJob['status'];
+}) {
   const store = new MemoryStore();
-  const fn: SlessFunction = {
-    apiVersion: 'sless.dev/v1alpha1',
-    kind: 'Function',
-    metadata: { name: 'f', namespace: 'ns', annotations: { 'sless.dev/build-key': functionBuildKey } },
-    spec: { runtime: 'nodejs20', entrypoint: 'h.handle', memoryMb: 128, timeoutSec: 30, replicas: 1 },
-  };
-  await store.apply(fn);
+  if (options.functionBuildKey !== undefined)
+    await store.apply(functionResource('f', { 'sless.dev/build-key': options.functionBuildKey }));
   const job = await store.apply({
     apiVersion: 'sless.dev/v1alpha1',
     kind: 'FunctionJob',
     metadata: { name: 'j', namespace: 'ns' },
-    spec: { function: 'f', runId: 1, event: { a: 1 } },
+    spec: { function: 'f', runId: options.runId ?? 1, event: { a: 1 } },
   });
-  if (jobStatus) await store.patchStatus(job, jobStatus);
+  if (options.jobStatus) await store.patchStatus(job, options.jobStatus);
   return store;
 }
 
+const failedRun: JobOutcome = {
+  phase: 'Failed',
+  startTime: 't1',
+  completionTime: 't2',
+  exitCode: 1,
+  message: 'handler threw: boom',
+};
+const running = { phase: 'Running', observedRunId: 1, buildKey: 'k1', startTime: 't0' } as const;
+
+interface Row {
+  name: string;
+  runId?: number;
+  /** The function's current build key; no function when undefined. */
+  fn?: string | undefined;
+  /** The keys that have a finished build. */
+  builds?: string[];
+  before?: FunctionJob['status'];
+  outcome?: JobOutcome | Error;
+  expect: {
+    phase: string;
+    /** No Ready condition when undefined (the reconcile wrote nothing). */
+    ready?: ['True' | 'False', string];
+    message?: string;
+    runs: string[];
+    observedRunId?: number;
+  };
+}
+
+const rows: Row[] = [
+  {
+    name: 'runId 0: created, not run',
+    runId: 0,
+    fn: 'k1',
+    builds: ['k1'],
+    expect: { phase: 'Skipped', ready: ['True', Reason.Skipped], runs: [], observedRunId: 0 },
+  },
+  {
+    name: 'the function does not exist',
+    fn: undefined,
+    expect: {
+      phase: 'Failed',
+      ready: ['False', Reason.FunctionNotFound],
+      message: 'function "f" not found in namespace ns',
+      runs: [],
+      observedRunId: 1,
+    },
+  },
+  {
+    name: 'the function has no build yet: Pending',
+    fn: 'k1',
+    builds: [],
+    expect: { phase: 'Pending', ready: ['False', Reason.WaitingForBuild], runs: [] },
+  },
+  {
+    name: 'built: runs once and succeeds',
+    fn: 'k1',
+    builds: ['k1'],
+    expect: { phase: 'Succeeded', ready: ['True', Reason.Succeeded], runs: ['j#1@k1'], observedRunId: 1 },
+  },
+  {
+    name: 'the run ends Failed: the runner says why',
+    fn: 'k1',
+    builds: ['k1'],
+    outcome: failedRun,
+    expect: {
+      phase: 'Failed',
+      ready: ['False', Reason.Failed],
+      message: 'handler threw: boom',
+      runs: ['j#1@k1'],
+      observedRunId: 1,
+    },
+  },
+  {
+    name: 'the runner throws: RunFailed',
+    fn: 'k1',
+    builds: ['k1'],
+    outcome: new Error('pod evicted'),
+    expect: {
+      phase: 'Failed',
+      ready: ['False', Reason.RunFailed],
+      message: 'pod evicted',
+      runs: ['j#1@k1'],
+      observedRunId: 1,
+    },
+  },
+  {
+    name: 'this runId finished already: not run again',
+    fn: 'k1',
+    builds: ['k1'],
+    before: { phase: 'Succeeded', observedRunId: 1 },
+    expect: { phase: 'Succeeded', runs: [], observedRunId: 1 },
+  },
+  {
+    name: 'a new runId after a finished run runs again',
+    runId: 2,
+    fn: 'k1',
+    builds: ['k1'],
+    before: { phase: 'Succeeded', observedRunId: 1 },
+    expect: { phase: 'Succeeded', ready: ['True', Reason.Succeeded], runs: ['j#2@k1'], observedRunId: 2 },
+  },
+  {
+    name: 'a running run attaches to the build it started with, though the function moved on',
+    fn: 'k2',
+    builds: ['k1', 'k2'],
+    before: running,
+    expect: { phase: 'Succeeded', ready: ['True', Reason.Succeeded], runs: ['j#1@k1'], observedRunId: 1 },
+  },
+  {
+    name: 'a running run whose build is not visible is left Running, never sent back to Pending',
+    fn: 'k2',
+    builds: [],
+    before: running,
+    expect: { phase: 'Running', runs: [], observedRunId: 1 },
+  },
+];
+
 describe('reconcileJob', () => {
+  it.each(rows)('$name', async (row) => {
+    const store = await setUp({
+      ...(row.fn !== undefined ? { functionBuildKey: row.fn } : {}),
+      ...(row.runId !== undefined ? { runId: row.runId } : {}),
+      ...(row.before ? { jobStatus: row.before } : {}),
+    });
+    const jobs = recordingRunner(row.outcome);
+    await reconcileJob(
+      { store, builder: builderWith(row.builds ?? []), jobs, logger: silentLogger },
+      'ns',
+      'j',
+    );
+    const status = (await store.get('FunctionJob', 'ns', 'j'))?.status;
+    const ready = status?.conditions?.find((c) => c.type === 'Ready');
+    expect(status?.phase).toBe(row.expect.phase);
+    expect(ready && [ready.status, ready.reason]).toEqual(row.expect.ready);
+    if (row.expect.message !== undefined) expect(ready?.message).toBe(row.expect.message);
+    expect(status?.observedRunId).toBe(row.expect.observedRunId);
+    if (row.expect.ready) {
+      for (const c of status?.conditions ?? []) expect(c.observedGeneration).toBe(1);
+      expect(status?.observedGeneration).toBe(1);
+    }
+    expect(jobs.runs).toEqual(row.expect.runs);
+  });
+
   it('waits in Pending while the function has no build, then runs once', async () => {
-    const store = await setUp('k1');
+    const store = await setUp({ functionBuildKey: 'k1' });
     const jobs = recordingRunner();
-    await reconcileJob(
-      { store, builder: builderWith([]), jobs, logger: pino({ level: 'silent' }) },
-      'ns',
-      'j',
-    );
+    const reconcile = (keys: string[]) =>
+      reconcileJob({ store, builder: builderWith(keys), jobs, logger: silentLogger }, 'ns', 'j');
+    await reconcile([]);
     expect((await store.get('FunctionJob', 'ns', 'j'))?.status).toMatchObject({ phase: 'Pending' });
-    await reconcileJob(
-      { store, builder: builderWith(['k1']), jobs, logger: pino({ level: 'silent' }) },
-      'ns',
-      'j',
-    );
-    await reconcileJob(
-      { store, builder: builderWith(['k1']), jobs, logger: pino({ level: 'silent' }) },
-      'ns',
-      'j',
-    );
+    await reconcile(['k1']);
+    await reconcile(['k1']);
     expect(jobs.runs).toEqual(['j#1@k1']);
     expect((await store.get('FunctionJob', 'ns', 'j'))?.status).toMatchObject({
       phase: 'Succeeded',
       observedRunId: 1,
       buildKey: 'k1',
     });
-  });
-
-  it('attaches a running run to the build it started with, even after the function moved on', async () => {
-    const store = await setUp('k2', { phase: 'Running', observedRunId: 1, buildKey: 'k1', startTime: 't0' });
-    const jobs = recordingRunner();
-    await reconcileJob(
-      { store, builder: builderWith(['k1']), jobs, logger: pino({ level: 'silent' }) },
-      'ns',
-      'j',
-    );
-    expect(jobs.runs).toEqual(['j#1@k1']);
-    expect((await store.get('FunctionJob', 'ns', 'j'))?.status).toMatchObject({
-      phase: 'Succeeded',
-      startTime: 't1',
-    });
-  });
-
-  it('never sends a started run back to Pending', async () => {
-    const store = await setUp('k2', { phase: 'Running', observedRunId: 1, buildKey: 'k1', startTime: 't0' });
-    const jobs = recordingRunner();
-    await reconcileJob(
-      { store, builder: builderWith([]), jobs, logger: pino({ level: 'silent' }) },
-      'ns',
-      'j',
-    );
-    expect(jobs.runs).toEqual([]);
-    expect((await store.get('FunctionJob', 'ns', 'j'))?.status).toMatchObject({ phase: 'Running' });
   });
 });

@@ -1,0 +1,157 @@
+/**
+ * The trigger reconciler, table-driven, against MemoryStore with a fake scheduler. Each row gives
+ * the world before one reconcile and the Ready condition it must leave behind.
+ */
+import { describe, expect, it } from 'vitest';
+import { functionResource, recordingScheduler } from '../../test/helpers/reconcile-fakes.js';
+import type { Trigger, TriggerStatus } from '../core/resources.js';
+import { Reason } from '../core/status.js';
+import { MemoryStore } from '../platform/local/memory-store.js';
+import { reconcileTrigger } from './trigger-reconcile.js';
+
+interface Row {
+  name: string;
+  type: 'http' | 'cron';
+  enabled?: boolean;
+  /** The function the trigger names exists (default true). */
+  fnExists?: boolean;
+  /** What the scheduler's apply returns, or throws. */
+  schedule?: TriggerStatus | Error;
+  expect: {
+    phase: string;
+    ready: ['True' | 'False', string];
+    message: string;
+    url?: string;
+    applied: string[];
+    removed: string[];
+  };
+}
+
+const URL = 'http://sless.test/fn/ns/f';
+
+const rows: Row[] = [
+  {
+    name: 'http: the function exists, its URL is published',
+    type: 'http',
+    expect: {
+      phase: 'Ready',
+      ready: ['True', Reason.Published],
+      message: `serving at ${URL}`,
+      url: URL,
+      applied: [],
+      removed: ['t'],
+    },
+  },
+  {
+    name: 'http: the function is missing',
+    type: 'http',
+    fnExists: false,
+    expect: {
+      phase: 'Failed',
+      ready: ['False', Reason.FunctionNotFound],
+      message: 'function "f" not found',
+      url: URL,
+      applied: [],
+      removed: ['t'],
+    },
+  },
+  {
+    name: 'http, disabled: published, phase Disabled',
+    type: 'http',
+    enabled: false,
+    expect: {
+      phase: 'Disabled',
+      ready: ['True', Reason.Published],
+      message: `serving at ${URL}`,
+      url: URL,
+      applied: [],
+      removed: ['t'],
+    },
+  },
+  {
+    name: 'cron: scheduled, with its next run',
+    type: 'cron',
+    schedule: { nextRun: '2030-01-01T00:00:00Z' },
+    expect: {
+      phase: 'Ready',
+      ready: ['True', Reason.Scheduled],
+      message: 'next run 2030-01-01T00:00:00Z',
+      applied: ['t'],
+      removed: [],
+    },
+  },
+  {
+    name: 'cron, disabled: handed to the scheduler, which pauses it',
+    type: 'cron',
+    enabled: false,
+    expect: {
+      phase: 'Disabled',
+      ready: ['True', Reason.Disabled],
+      message: 'disabled',
+      applied: ['t'],
+      removed: [],
+    },
+  },
+  {
+    name: 'cron: the function is missing (the scheduler pauses it)',
+    type: 'cron',
+    fnExists: false,
+    expect: {
+      phase: 'Failed',
+      ready: ['False', Reason.FunctionNotFound],
+      message: 'function "f" not found',
+      applied: ['t'],
+      removed: [],
+    },
+  },
+  {
+    name: 'cron: the scheduler refuses it',
+    type: 'cron',
+    schedule: new Error('invalid cron expression'),
+    expect: {
+      phase: 'Failed',
+      ready: ['False', Reason.ScheduleFailed],
+      message: 'invalid cron expression',
+      applied: ['t'],
+      removed: [],
+    },
+  },
+];
+
+describe('reconcileTrigger', () => {
+  it.each(rows)('$name', async (row) => {
+    const store = new MemoryStore();
+    if (row.fnExists !== false) await store.apply(functionResource('f'));
+    await store.apply({
+      apiVersion: 'sless.dev/v1alpha1',
+      kind: 'Trigger',
+      metadata: { name: 't', namespace: 'ns' },
+      spec: {
+        type: row.type,
+        function: 'f',
+        ...(row.type === 'cron' ? { schedule: '0 * * * *' } : {}),
+        ...(row.enabled === false ? { enabled: false } : {}),
+      } as Trigger['spec'],
+    });
+    const scheduler = recordingScheduler(row.schedule);
+    await reconcileTrigger({ store, scheduler, externalUrl: 'http://sless.test' }, 'ns', 't');
+    const status = (await store.get('Trigger', 'ns', 't'))?.status;
+    const ready = status?.conditions?.find((c) => c.type === 'Ready');
+    expect(status?.phase).toBe(row.expect.phase);
+    expect([ready?.status, ready?.reason]).toEqual(row.expect.ready);
+    expect(ready?.message).toBe(row.expect.message);
+    expect(status?.url).toBe(row.expect.url);
+    for (const c of status?.conditions ?? []) expect(c.observedGeneration).toBe(1);
+    expect(status?.observedGeneration).toBe(1);
+    expect(scheduler.applied).toEqual(row.expect.applied);
+    expect(scheduler.removed).toEqual(row.expect.removed);
+  });
+
+  it('a deleted trigger is removed from the scheduler and nothing is written', async () => {
+    const store = new MemoryStore();
+    const scheduler = recordingScheduler();
+    await reconcileTrigger({ store, scheduler, externalUrl: 'http://sless.test' }, 'ns', 'gone');
+    expect(scheduler.removed).toEqual(['gone']);
+    expect(await store.list('Trigger', { namespace: 'ns' })).toEqual([]);
+  });
+});
