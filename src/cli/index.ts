@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { parseArgs, promisify } from 'node:util';
 import { EarlyListener } from '../api/early-listener.js';
 import { ConfigError, loadLocalConfig } from '../config/config.js';
-import type { GitSource, SlessFunction } from '../core/resources.js';
+import type { GitSource } from '../core/resources.js';
 import { ensureExamplesRepository } from './examples-repo.js';
 import { LOGS_USAGE, printLogs } from './logs.js';
 import { UsageError, VALIDATE_USAGE } from './usage.js';
