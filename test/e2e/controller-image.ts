@@ -172,7 +172,8 @@ export async function controllerImage(
     rmSync(partial, { recursive: true, force: true });
     await skopeo([
       '--src-tls-verify=false',
-      `docker://${destination}@${digest}`,
+      // skopeo takes a tag or a digest, not both.
+      `docker://${node.registryHost}/${REPOSITORY}@${digest}`,
       `oci:${partial}:controller`,
     ]);
     writeFileSync(join(partial, '.complete'), `${digest}\n`);
