@@ -1,6 +1,6 @@
 /**
  * The sless controller image as it ships: built from deploy/Dockerfile by a kaniko Job on the real
- * node (its `npm ci` fetches from npm's registry through the node's NAT) and pushed to the node's
+ * node (its `npm ci` fetches through a pull-through npm mirror on the host, test/e2e/npm-mirror.ts) and pushed to the node's
  * registry.
  *
  * A build takes minutes, so the image is kept as an OCI layout under the test cache, keyed by a hash
@@ -161,7 +161,8 @@ export async function controllerImage(
       mkdirSync(dirname(join(context, path)), { recursive: true });
       cpSync(join(REPO_ROOT, path), join(context, path), { recursive: true });
     }
-    // npm through the host: pods' own way out (NAT) crashed npm ci mid-download on this machine.
+    // npm through the host: from a pod, npm's registry fails TLS here (the machine's egress re-signs it
+    // with a CA only the host trusts: SELF_SIGNED_CERT_IN_CHAIN).
     const mirror = await startNpmMirror(GATEWAY_IP, join(cacheRoot(), 'npm-tarballs'));
     const digest = await kanikoBuild(node, http, context, destination, podLog, mirror.url).finally(() =>
       mirror.close(),
@@ -172,7 +173,8 @@ export async function controllerImage(
     rmSync(partial, { recursive: true, force: true });
     await skopeo([
       '--src-tls-verify=false',
-      `docker://${destination}@${digest}`,
+      // skopeo takes a tag or a digest, not both.
+      `docker://${node.registryHost}/${REPOSITORY}@${digest}`,
       `oci:${partial}:controller`,
     ]);
     writeFileSync(join(partial, '.complete'), `${digest}\n`);

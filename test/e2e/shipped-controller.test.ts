@@ -89,6 +89,15 @@ describe('e2e on a real node: the controller as it ships', () => {
     const registryAuth = (user: string) =>
       dockerConfigJson(node.registryHost, user, randomBytes(6).toString('hex'));
     const literal = (key: string, value: string) => `      - ${JSON.stringify(`${key}=${value}`)}`;
+    // Block style throughout: a flow sequence cannot hold block entries.
+    const secret = (name: string, type: string, literals: string[]) => [
+      `  - name: ${name}`,
+      `    namespace: ${SYSTEM}`,
+      '    behavior: replace',
+      `    type: ${type}`,
+      '    literals:',
+      ...literals,
+    ];
     writeFileSync(
       join(layer, 'kustomization.yaml'),
       [
@@ -104,7 +113,10 @@ describe('e2e on a real node: the controller as it ships', () => {
         'generatorOptions:',
         '  disableNameSuffixHash: true',
         'configMapGenerator:',
-        `  - {name: sless-controller, namespace: ${SYSTEM}, behavior: merge, literals: [`,
+        `  - name: sless-controller`,
+        `    namespace: ${SYSTEM}`,
+        '    behavior: merge',
+        '    literals:',
         ...[
           ['SLESS_REGISTRY', node.registryHost],
           ['SLESS_S3_ENDPOINT', node.s3.endpoint],
@@ -112,18 +124,17 @@ describe('e2e on a real node: the controller as it ships', () => {
           ['SLESS_KANIKO_IMAGE', node.images.kaniko],
           // The runtimes' FROM lines name Docker Hub images; the node's registry holds them.
           ['SLESS_KANIKO_REGISTRY_MAP', `index.docker.io=${node.registryHost}`],
-        ].map(([k, v]) => `${literal(k ?? '', v ?? '')},`),
-        '    ]}',
+        ].map(([k, v]) => literal(k ?? '', v ?? '')),
         'secretGenerator:',
-        `  - {name: sless-s3, namespace: ${SYSTEM}, behavior: replace, literals: [`,
-        `${literal('AWS_ACCESS_KEY_ID', node.s3.accessKeyId)},`,
-        `${literal('AWS_SECRET_ACCESS_KEY', node.s3.secretAccessKey)},`,
-        '    ]}',
-        ...['sless-registry-push', 'sless-registry-pull'].flatMap((secret) => [
-          `  - {name: ${secret}, namespace: ${SYSTEM}, behavior: replace, type: kubernetes.io/dockerconfigjson, literals: [`,
-          `${literal('.dockerconfigjson', registryAuth(secret))},`,
-          '    ]}',
+        ...secret('sless-s3', 'Opaque', [
+          literal('AWS_ACCESS_KEY_ID', node.s3.accessKeyId),
+          literal('AWS_SECRET_ACCESS_KEY', node.s3.secretAccessKey),
         ]),
+        ...['sless-registry-push', 'sless-registry-pull'].flatMap((secretName) =>
+          secret(secretName, 'kubernetes.io/dockerconfigjson', [
+            literal('.dockerconfigjson', registryAuth(secretName)),
+          ]),
+        ),
         '',
       ].join('\n'),
     );
