@@ -110,8 +110,154 @@ describe('WorkQueue retries', () => {
     });
     queue.add('fn');
     await vi.advanceTimersByTimeAsync(1);
+    expect(vi.getTimerCount()).toBe(1);
     queue.stop();
+    expect(vi.getTimerCount()).toBe(0);
     await vi.advanceTimersByTimeAsync(600_000);
     expect(calls).toBe(1);
+  });
+});
+
+describe('WorkQueue retry defaults and the shared rate over time', () => {
+  it('defaults: 250 ms doubling, capped at 5 min, ±20 % jitter, bursts of 100 at 10 retries/s', () => {
+    const low = new WorkQueue({ handler: async () => undefined, onError: () => undefined, random: () => 0 });
+    // 250·2ⁿ⁻¹ scaled by 0.8; 2¹⁰·250 = 256 s is under the cap, 2¹¹·250 is not.
+    expect([1, 2, 11, 12, 40].map((n) => low.retryDelay(n))).toEqual([200, 400, 204_800, 240_000, 240_000]);
+    const high = new WorkQueue({
+      handler: async () => undefined,
+      onError: () => undefined,
+      random: () => 0.999999,
+    });
+    expect([1, 12].map((n) => high.retryDelay(n))).toEqual([300, 300_000]);
+    // A fresh queue: 100 retries at once are free, the 101st waits 1/10 s for a token, the 102nd 2/10.
+    const mid = new WorkQueue({
+      handler: async () => undefined,
+      onError: () => undefined,
+      random: () => 0.5,
+    });
+    const delays = Array.from({ length: 102 }, () => mid.retryDelay(1));
+    expect(delays.slice(0, 100)).toEqual(Array(100).fill(250));
+    expect(delays.slice(100)).toEqual([350, 450]);
+  });
+
+  it('refills the rate bucket with the time elapsed since the last retry, up to the burst', () => {
+    vi.setSystemTime(10_000);
+    const { queue } = queueWith(async () => undefined, {
+      backoff: { baseMs: 100, maxMs: 100, jitter: 0, retriesPerSecond: 2, burst: 2 },
+    });
+    expect([queue.retryDelay(1), queue.retryDelay(1)]).toEqual([100, 100]);
+    // 750 ms later 1.5 tokens have come back: one retry is free, the next waits 250 ms for the half.
+    vi.setSystemTime(10_750);
+    expect([queue.retryDelay(1), queue.retryDelay(1)]).toEqual([100, 350]);
+    // A long pause refills to the burst (2), not beyond it.
+    vi.setSystemTime(100_000);
+    expect([queue.retryDelay(1), queue.retryDelay(1), queue.retryDelay(1)]).toEqual([100, 100, 600]);
+  });
+});
+
+describe('WorkQueue.addAfter', () => {
+  it('adds at once for a delay of 0 or less, and not before the delay otherwise', async () => {
+    const runs: string[] = [];
+    const { queue } = queueWith(async (key) => {
+      runs.push(`${key}@${Date.now()}`);
+    });
+    queue.addAfter('now', 0);
+    queue.addAfter('past', -5);
+    // Synchronously: the handler has been called before any timer could fire.
+    expect(runs).toEqual(['now@0', 'past@0']);
+    queue.addAfter('later', 100);
+    await vi.advanceTimersByTimeAsync(99);
+    expect(runs).toEqual(['now@0', 'past@0']);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(runs).toEqual(['now@0', 'past@0', 'later@100']);
+  });
+
+  it('keeps the earlier of two delays for one key and runs it once', async () => {
+    const runs: string[] = [];
+    const { queue } = queueWith(async (key) => {
+      runs.push(`${key}@${Date.now()}`);
+    });
+    queue.addAfter('a', 1000);
+    queue.addAfter('a', 500);
+    queue.addAfter('b', 500);
+    queue.addAfter('b', 1000);
+    await vi.advanceTimersByTimeAsync(5000);
+    expect(runs).toEqual(['a@500', 'b@500']);
+  });
+
+  it('a second addAfter for the same moment keeps the first one’s place among other keys', async () => {
+    const runs: string[] = [];
+    const { queue } = queueWith(
+      async (key) => {
+        runs.push(key);
+      },
+      { concurrency: 1 },
+    );
+    queue.addAfter('a', 500);
+    queue.addAfter('b', 500);
+    queue.addAfter('a', 500);
+    await vi.advanceTimersByTimeAsync(500);
+    expect(runs).toEqual(['a', 'b']);
+  });
+
+  it('does nothing after stop(), not even leave a timer behind', async () => {
+    let calls = 0;
+    const { queue } = queueWith(async () => {
+      calls++;
+    });
+    queue.stop();
+    queue.addAfter('a', 0);
+    queue.addAfter('b', 100);
+    expect(vi.getTimerCount()).toBe(0);
+    await vi.advanceTimersByTimeAsync(1000);
+    expect(calls).toBe(0);
+  });
+
+  it('a key that fails after stop() schedules no retry', async () => {
+    let fail: (error: Error) => void = () => undefined;
+    const { queue, delays } = queueWith(
+      () =>
+        new Promise<void>((_resolve, reject) => {
+          fail = reject;
+        }),
+    );
+    queue.add('a');
+    queue.stop();
+    fail(new Error('late'));
+    await vi.advanceTimersByTimeAsync(0);
+    expect(delays).toHaveLength(1);
+    expect(vi.getTimerCount()).toBe(0);
+  });
+
+  it('an add that cancels a waiting retry lets the next failure schedule its own retry', async () => {
+    let calls = 0;
+    const ran: number[] = [];
+    const { queue } = queueWith(
+      async () => {
+        calls++;
+        ran.push(Date.now());
+        if (calls <= 2) throw new Error('transient');
+      },
+      { backoff: { baseMs: 5000, jitter: 0 } },
+    );
+    queue.add('fn'); // fails at 0: retry due at 5000
+    await vi.advanceTimersByTimeAsync(1);
+    queue.add('fn'); // runs at 1 instead, fails again: retry due at 1 + 10000
+    await vi.advanceTimersByTimeAsync(20_000);
+    expect(ran).toEqual([0, 1, 10_001]);
+  });
+
+  it('does not keep the process alive for a waiting retry (the timer is unref’d)', () => {
+    vi.useRealTimers();
+    const spy = vi.spyOn(globalThis, 'setTimeout');
+    try {
+      const queue = new WorkQueue({ handler: async () => undefined, onError: () => undefined });
+      queue.addAfter('a', 60_000);
+      const timer = spy.mock.results.at(-1)?.value as NodeJS.Timeout;
+      expect(timer.hasRef()).toBe(false);
+      queue.stop();
+    } finally {
+      spy.mockRestore();
+    }
   });
 });
