@@ -20,6 +20,8 @@ interface Proxy {
   server: Server;
   /** Trigger LIST requests seen (not watches). */
   lists(): number;
+  /** Trigger watches the API server has answered and that are still open. */
+  watching(): number;
   /** Ends every open Trigger watch, as a server restart or timeout would. */
   cutWatches(): void;
   /** The next Trigger watch is held until release(), then answered with 410. */
@@ -84,6 +86,7 @@ function startProxy(upstream: URL, ca: string): Promise<Proxy> {
         url: `http://127.0.0.1:${port}`,
         server,
         lists: () => lists,
+        watching: () => open.size,
         cutWatches: () => {
           for (const res of open) res.destroy();
         },
@@ -150,6 +153,9 @@ describe('watch expiry', () => {
     await admin.apply(trigger('stays', '* * * * *'));
     await eventually('both ADDED', async () => events.filter((e) => e.type === 'ADDED').length === 2);
 
+    // The ADDED events may come from the initial list while the watch is still being opened: a watch
+    // not open yet cannot be cut, and it would never be held for expiry either.
+    await eventually('a Trigger watch is open', async () => proxy.watching() > 0);
     const listsBefore = proxy.lists();
     const expiry = proxy.expireNext();
     proxy.cutWatches();
