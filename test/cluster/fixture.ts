@@ -316,51 +316,35 @@ function makePki(dir: string, apiServerHost: string): void {
     'DNS:kubernetes.default.svc',
     'DNS:kubernetes.default.svc.cluster.local',
   ].join(',');
-  openssl(dir, [
-    'req',
-    '-x509',
-    ...ec,
-    '-CA',
-    'ca.crt',
-    '-CAkey',
-    'ca.key',
-    '-keyout',
-    'apiserver.key',
-    '-out',
-    'apiserver.crt',
-    '-days',
-    '2',
-    '-subj',
-    '/CN=kube-apiserver',
-    '-addext',
+  /** A certificate for `name` signed by the test CA, with these X.509 extensions. */
+  const signed = (name: string, subject: string, extensions: string[]) =>
+    openssl(dir, [
+      'req',
+      '-x509',
+      ...ec,
+      '-CA',
+      'ca.crt',
+      '-CAkey',
+      'ca.key',
+      '-keyout',
+      `${name}.key`,
+      '-out',
+      `${name}.crt`,
+      '-days',
+      '2',
+      '-subj',
+      subject,
+      ...extensions.flatMap((extension) => ['-addext', extension]),
+    ]);
+  signed('apiserver', '/CN=kube-apiserver', [
     `subjectAltName=${sans}`,
-    '-addext',
     'basicConstraints=critical,CA:FALSE',
-    '-addext',
     'keyUsage=critical,digitalSignature,keyEncipherment',
-    '-addext',
     'extendedKeyUsage=serverAuth',
   ]);
   // The API server's client certificate towards kubelets (logs, exec) on the real node.
-  openssl(dir, [
-    'req',
-    '-x509',
-    ...ec,
-    '-CA',
-    'ca.crt',
-    '-CAkey',
-    'ca.key',
-    '-keyout',
-    'kubelet-client.key',
-    '-out',
-    'kubelet-client.crt',
-    '-days',
-    '2',
-    '-subj',
-    '/O=system:masters/CN=kube-apiserver-kubelet-client',
-    '-addext',
+  signed('kubelet-client', '/O=system:masters/CN=kube-apiserver-kubelet-client', [
     'basicConstraints=critical,CA:FALSE',
-    '-addext',
     'extendedKeyUsage=clientAuth',
   ]);
   openssl(dir, ['genpkey', '-algorithm', 'EC', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-out', 'sa.key']);
