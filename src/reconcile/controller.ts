@@ -470,8 +470,17 @@ export class Controller {
     }
   }
 
-  private async upsertSource(source: GitSource, syncImmediately = true): Promise<void> {
+  /**
+   * Opens (or re-opens) a source's reader and (re)arms its poll. The source queue, a sync and a pin
+   * may all ask at once; they take turns, or two readers would share one cache directory and the
+   * loser's poll timer would run on forever.
+   */
+  private upsertSource(source: GitSource, syncImmediately = true): Promise<void> {
     const key = `${source.metadata.namespace}/${source.metadata.name}`;
+    return this.exclusive(`open:${key}`, () => this.openSource(key, source, syncImmediately));
+  }
+
+  private async openSource(key: string, source: GitSource, syncImmediately: boolean): Promise<void> {
     const identity = JSON.stringify([source.spec.url, source.spec.branch, source.spec.secretRef?.name]);
     let handle = this.sources.get(key);
     if (!handle || handle.identity !== identity) {

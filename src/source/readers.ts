@@ -97,6 +97,7 @@ export class RemoteRepositoryReader implements SourceReader {
   private readonly http: HttpClient;
   private readonly caches: SnapshotCaches;
   private initialized: Promise<void> | undefined;
+  private fetching: Promise<void> = Promise.resolve();
 
   /** `http` decides which addresses may be reached (see guardedGitHttp); the reader never picks one. */
   constructor(options: {
@@ -139,7 +140,11 @@ export class RemoteRepositoryReader implements SourceReader {
   async snapshot(commit: string): Promise<SourceSnapshot> {
     await this.ensureGitdir();
     if (!(await this.hasCommit(commit))) {
-      await this.fetchBranch(1);
+      // The sync and every Function reconcile of the source ask at once after a push; whoever comes
+      // second finds the commit fetched by the first instead of writing the same pack again.
+      await this.oneFetchAtATime(async () => {
+        if (!(await this.hasCommit(commit))) await this.fetchBranch(1);
+      });
       if (!(await this.hasCommit(commit))) {
         // The branch moved again between listing and fetching; the next sync picks the newer head.
         throw new SourceError(`commit ${commit} is no longer the head of "${this.branch}"`, 'HeadMoved');
@@ -156,8 +161,18 @@ export class RemoteRepositoryReader implements SourceReader {
     await this.snapshot(head);
     if ((await this.hasCommit(commit)) && (await reaches(this.gitdir, this.caches.cache, head, commit)))
       return true;
-    await this.fetchBranch(PIN_HISTORY_DEPTH);
+    await this.oneFetchAtATime(() => this.fetchBranch(PIN_HISTORY_DEPTH));
     return (await this.hasCommit(commit)) && reaches(this.gitdir, this.caches.cache, head, commit);
+  }
+
+  /**
+   * Fetches into the cache gitdir never overlap: two at once write the same pack, refs and shallow
+   * file, and a reader may see one half-written.
+   */
+  private oneFetchAtATime(task: () => Promise<void>): Promise<void> {
+    const run = this.fetching.then(task, task);
+    this.fetching = run.catch(() => undefined);
+    return run;
   }
 
   /** Fetches this branch only, `depth` commits deep. */

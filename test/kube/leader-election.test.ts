@@ -13,7 +13,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { PACKAGE_ROOT } from '../../src/config/config.js';
 import type { KubeControllerConfig } from '../../src/config/kube.js';
 import type { LeaderInfo } from '../../src/core/leadership.js';
@@ -278,10 +278,16 @@ describe('leader election: two replicas in one process, each with its own client
 /** `sless controller` (the compiled CLI) as it runs in a pod, configured by env. */
 class ControllerProcess {
   readonly url: string;
+  readonly tail: string[] = [];
   private readonly child: ChildProcess;
   readonly exited: Promise<unknown>;
 
-  constructor(env: KubeEnv, identity: string, port: number, timing: Record<string, string>) {
+  constructor(
+    env: KubeEnv,
+    readonly identity: string,
+    port: number,
+    timing: Record<string, string>,
+  ) {
     this.url = `http://127.0.0.1:${port}`;
     const c = env.config;
     this.child = spawn(
@@ -322,10 +328,13 @@ class ControllerProcess {
       },
     );
     this.exited = once(this.child, 'exit');
-    // Its log is read only when asked for (SLESS_TEST_LOG), but always drained.
+    // Its log is printed as it comes only when asked for (SLESS_TEST_LOG); its tail is kept so that a
+    // failing test can say what the controllers did (see dumpLogTails).
     for (const stream of [this.child.stdout, this.child.stderr])
       if (stream)
         createInterface({ input: stream }).on('line', (line) => {
+          this.tail.push(line);
+          if (this.tail.length > 200) this.tail.shift();
           if (process.env.SLESS_TEST_LOG) process.stderr.write(`[${identity}] ${line}\n`);
         });
   }
@@ -376,6 +385,12 @@ describe('leader election: real controller processes, SIGKILL and SIGTERM', () =
     repo = await gitFixture();
   });
 
+  afterEach((context) => {
+    if (context.task.result?.state !== 'fail') return;
+    for (const p of processes)
+      process.stderr.write(`--- last log lines of ${p.identity} ---\n${p.tail.join('\n')}\n`);
+  });
+
   afterAll(async () => {
     for (const p of processes) {
       p.kill('SIGKILL');
@@ -418,7 +433,7 @@ describe('leader election: real controller processes, SIGKILL and SIGTERM', () =
     await repo.work.commit({ 'alpha/function.yaml': functionManifest('alpha', { env: { N: '2' } }) });
     await repo.push();
     const synced = await fetch(`${p2.url}/v1/namespaces/${env.ns}/sources/repo/sync`, { method: 'POST' });
-    expect(((await synced.json()) as { outcome: string }).outcome).toBe('synced');
+    expect(await synced.json()).toMatchObject({ outcome: 'synced' });
     expect(await envOf(env, 'alpha')).toEqual({ N: '2' });
 
     // SIGTERM: proc-2 holds the Lease with a 30 s duration; proc-3 can lead before that only because
@@ -439,7 +454,7 @@ describe('leader election: real controller processes, SIGKILL and SIGTERM', () =
     await repo.work.commit({ 'alpha/function.yaml': functionManifest('alpha', { env: { N: '3' } }) });
     await repo.push();
     const again = await fetch(`${p3.url}/v1/namespaces/${env.ns}/sources/repo/sync`, { method: 'POST' });
-    expect(((await again.json()) as { outcome: string }).outcome).toBe('synced');
+    expect(await again.json()).toMatchObject({ outcome: 'synced' });
     expect(await envOf(env, 'alpha')).toEqual({ N: '3' });
   }, 240_000);
 });
