@@ -8,6 +8,7 @@
 import { createServer, type Server } from 'node:http';
 import type { TestProject } from 'vitest/node';
 import { BROKER_KEY, startTestCluster, type TestCluster } from './fixture.ts';
+import { enterRunTempDir } from './run-temp.ts';
 
 type State =
   | { kind: 'idle' }
@@ -16,9 +17,10 @@ type State =
   | { kind: 'failed'; error: string };
 
 export default async function setup(project: Pick<TestProject, 'provide'>): Promise<() => Promise<void>> {
+  const leaveRunTempDir = enterRunTempDir();
   if (process.env.SLESS_KUBE_TESTS === '0') {
     project.provide(BROKER_KEY, '');
-    return async () => {};
+    return async () => leaveRunTempDir();
   }
 
   let state: State = { kind: 'idle' };
@@ -70,5 +72,6 @@ export default async function setup(project: Pick<TestProject, 'provide'>): Prom
     } else if (s.kind === 'ready') {
       await s.cluster.stop();
     }
+    leaveRunTempDir();
   };
 }

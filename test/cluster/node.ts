@@ -28,6 +28,7 @@ import {
   type TestClusterInfo,
   waitFor,
 } from './fixture.ts';
+import { HOST_TMPDIR_KEY } from './run-temp.ts';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const JANITOR = join(HERE, 'node-janitor.sh');
@@ -350,7 +351,9 @@ export async function startTestNode(opts: NodeStartOptions = {}): Promise<TestNo
   const readyTimeoutMs = opts.readyTimeoutMs ?? 180_000;
   const bins = await nodeBinaries();
   const t0 = Date.now();
-  const root = mkdtempSync(join(tmpdir(), 'sless-node-'));
+  // In the machine's own temporary directory, not the test run's: the janitor removes it, also after
+  // the run is gone, and the node's socket paths stay short.
+  const root = mkdtempSync(join(process.env[HOST_TMPDIR_KEY] ?? tmpdir(), 'sless-node-'));
   const janitor = await startJanitor(root, bins.KUBE_PROXY);
   note(`test node: janitor ${janitor.pid} holds the node lock (waited ${Date.now() - t0} ms)`);
   const procs: Proc[] = [];

@@ -133,6 +133,12 @@ export class SlessProcess {
     return (await (await this.call(path)).json()) as T;
   }
 
+  /** What a failing test prints: the last log lines and stderr of the process. */
+  tail(count = 80): string {
+    const lines = this.logs.slice(-count).map((line) => JSON.stringify(line));
+    return `${lines.join('\n')}\n--- stderr ---\n${this.errors}`;
+  }
+
   /** Log lines with this message, optionally for one function (`ns/name`). */
   lines(msg: string, fn?: string): LogLine[] {
     return this.logs.filter((l) => l.msg === msg && (fn === undefined || l.function === fn));

@@ -53,7 +53,9 @@ describe('a restart never loses what serves', { timeout: CASE_TIMEOUT }, () => {
     (await sless?.json<{ status?: FunctionStatus }>(`/v1/namespaces/default/functions/${name}`))
       ?.status as FunctionStatus;
 
-  afterEach(async () => {
+  afterEach(async (context) => {
+    if (context.task.result?.state === 'fail' && sless)
+      process.stderr.write(`--- last log lines of sless dev ---\n${sless.tail()}\n`);
     await sless?.stop('SIGKILL');
     sless = undefined;
     await repo?.close();
