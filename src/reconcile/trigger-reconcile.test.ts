@@ -56,13 +56,13 @@ const rows: Row[] = [
     },
   },
   {
-    name: 'http, disabled: published, phase Disabled',
+    name: 'http, disabled: Disabled like a cron Trigger, saying the function still serves',
     type: 'http',
     enabled: false,
     expect: {
       phase: 'Disabled',
-      ready: ['True', Reason.Published],
-      message: `serving at ${URL}`,
+      ready: ['True', Reason.Disabled],
+      message: `disabled; the function still serves at ${URL}`,
       url: URL,
       applied: [],
       removed: ['t'],

@@ -31,7 +31,12 @@ export async function reconcileTrigger(
   if (trigger.spec.type === 'http') {
     await deps.scheduler.remove(namespace, name);
     status.url = `${deps.externalUrl}${functionPath(namespace, trigger.spec.function)}`;
-    if (fn) {
+    if (fn && trigger.spec.enabled === false) {
+      // A Function answers at /fn/ whatever its Triggers say; a disabled http Trigger must not read
+      // as if it turned the address off.
+      reason = Reason.Disabled;
+      message = `disabled; the function still serves at ${status.url}`;
+    } else if (fn) {
       reason = Reason.Published;
       message = `serving at ${status.url}`;
     }
