@@ -15,6 +15,7 @@ import { buildName } from '../../src/core/naming.js';
 import type { FunctionStatus } from '../../src/core/resources.js';
 import { type KubeSystem, startKubeSystem } from '../../src/main.js';
 import { contextKeyOf } from '../../src/platform/kube/build/kaniko-job.js';
+import { KubeCodeVerdicts } from '../../src/platform/kube/code-verdicts.js';
 import { getObject, type KubeObject, listObjects } from '../../src/platform/kube/objects.js';
 import { JOB, POD } from '../../src/platform/kube/resource-types.js';
 import { functionManifest, git, gitSource, nodeHandler } from '../helpers/git.js';
@@ -36,6 +37,7 @@ describe('kube platform: build history past the limit', { timeout: 180_000 }, ()
   let repo: RemoteRepo;
   let system: KubeSystem;
   let leading = true;
+  let verdicts: KubeCodeVerdicts;
   const commits: string[] = [];
   const digests = new Map<string, string>();
   const keys: string[] = [];
@@ -99,12 +101,15 @@ describe('kube platform: build history past the limit', { timeout: 180_000 }, ()
       .map((j) => j.metadata.name)
       .sort();
   const jobsOf = (...indexes: number[]) => indexes.map((i) => buildName('f', commits[i] as string)).sort();
-  /** Every piece of a build, as [job, pod, context, image] presence. */
+  const verdictExists = async (commit: string) =>
+    (await verdicts.get(keys[commits.indexOf(commit)] ?? '')) !== undefined;
+  /** Every piece of a build, as [job, pod, context, image, code-gate verdict] presence. */
   const pieces = async (commit: string) => [
     (await jobs()).includes(buildName('f', commit)),
     await podExists(commit),
     await contextExists(commit),
     await imageExists(commit),
+    await verdictExists(commit),
   ];
   const status = async () =>
     (await system.store.get('Function', env.ns, 'f'))?.status as FunctionStatus | undefined;
@@ -134,6 +139,7 @@ describe('kube platform: build history past the limit', { timeout: 180_000 }, ()
 
   beforeAll(async () => {
     env = await kubeEnv('gc');
+    verdicts = new KubeCodeVerdicts({ http: env.http, controllerNamespace: env.controllerNs });
     repo = await startRemoteRepo({
       'f/function.yaml': functionManifest('f'),
       'f/handler.js': nodeHandler(`return 'v0';`),
@@ -150,6 +156,13 @@ describe('kube platform: build history past the limit', { timeout: 180_000 }, ()
       await markBuildSucceeded(env.http, env.controllerNs, buildName('f', commit), digests.get(commit) ?? '');
       await servesCommit(commit);
       keys.push((await status())?.buildKey ?? '');
+      // What the code gate stores once it has judged a build key (the gate itself is off here).
+      await verdicts.set(keys[i] ?? '', {
+        check: { result: 'Passed', message: 'looks fine' },
+        commit,
+        startedAt: '2026-01-01T00:00:00Z',
+        finishedAt: '2026-01-01T00:00:01Z',
+      });
       if (i === 3) break;
       commits.push(await repo.push({ 'f/handler.js': nodeHandler(`return 'v${i + 1}';`) }));
       await system.controller.syncNow(env.ns, 'repo');
@@ -165,8 +178,8 @@ describe('kube platform: build history past the limit', { timeout: 180_000 }, ()
   it('after four builds with a limit of three, the oldest build is gone whole: Job, pod, context, image', async () => {
     await eventually('history trimmed to 3', async () => (await jobs()).length === 3);
     expect(await jobs()).toEqual(jobsOf(1, 2, 3));
-    expect(await pieces(commits[0] as string)).toEqual([false, false, false, false]);
-    for (const kept of commits.slice(1)) expect(await pieces(kept)).toEqual([true, true, true, true]);
+    expect(await pieces(commits[0] as string)).toEqual([false, false, false, false, false]);
+    for (const kept of commits.slice(1)) expect(await pieces(kept)).toEqual([true, true, true, true, true]);
     const events = await env.http.request<{ items: { reason: string; message: string }[] }>(
       'GET',
       `/api/v1/namespaces/${env.ns}/events`,
@@ -192,8 +205,8 @@ describe('kube platform: build history past the limit', { timeout: 180_000 }, ()
     await system.gc.collect();
     // The newest build (the limit) and the pinned, serving one.
     expect(await jobs()).toEqual(jobsOf(1, 3));
-    expect(await pieces(commits[1] as string)).toEqual([true, true, true, true]);
-    expect(await pieces(commits[2] as string)).toEqual([false, false, false, false]);
+    expect(await pieces(commits[1] as string)).toEqual([true, true, true, true, true]);
+    expect(await pieces(commits[2] as string)).toEqual([false, false, false, false, false]);
     await servesCommit(commits[1] as string);
   });
 
@@ -228,7 +241,7 @@ describe('kube platform: build history past the limit', { timeout: 180_000 }, ()
     );
     await system.gc.collect();
     expect(await jobs()).toEqual(jobsOf(3));
-    expect(await pieces(commits[1] as string)).toEqual([false, false, false, false]);
+    expect(await pieces(commits[1] as string)).toEqual([false, false, false, false, false]);
   });
 
   it('a deleted Function takes its whole history with it', async () => {
@@ -244,6 +257,6 @@ describe('kube platform: build history past the limit', { timeout: 180_000 }, ()
       async () => (await system.store.get('Function', env.ns, 'f')) === undefined,
     );
     await eventually('f history gone', async () => (await jobs()).length === 0);
-    for (const commit of commits) expect(await pieces(commit)).toEqual([false, false, false, false]);
+    for (const commit of commits) expect(await pieces(commit)).toEqual([false, false, false, false, false]);
   });
 });

@@ -6,6 +6,7 @@
 import { DeleteObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import type { Logger } from 'pino';
 import type { BuildArchive, StoredBuild } from '../../../core/interfaces.js';
+import { verdictConfigMapName } from '../code-verdicts.js';
 import type { KubeHttp } from '../http.js';
 import { jobCondition, jobFailed, jobStatus, jobSucceeded } from '../job-status.js';
 import {
@@ -20,7 +21,7 @@ import {
   MANAGED_BY,
 } from '../labels.js';
 import { deleteObject, type KubeObject, listObjects } from '../objects.js';
-import { DEPLOYMENT, JOB, POD } from '../resource-types.js';
+import { CONFIG_MAP, DEPLOYMENT, JOB, POD } from '../resource-types.js';
 import { contextKeyOf, LABEL_BUILD } from './kaniko-job.js';
 import type { RegistryClient } from './registry-client.js';
 
@@ -128,6 +129,10 @@ export class KubeBuildArchive implements BuildArchive {
           Key: contextKeyOf(build.namespace, build.name, build.commit),
         }),
       );
+    // The code gate's verdict is kept per build key; once no kept build has the key, the code would be
+    // built (and judged) anew anyway, and one ConfigMap per code version ever seen would pile up.
+    if (!keep.some((b) => b.buildKey === build.buildKey))
+      await deleteObject(http, CONFIG_MAP, controllerNamespace, verdictConfigMapName(build.buildKey));
     // Propagation deletes the pods where a garbage collector runs; they are deleted by name too, so
     // none is left where none runs.
     const pods = await listObjects<KubeObject>(http, POD, {
