@@ -3,6 +3,8 @@
 // cached function answering through /fn/ ("serving"). Baseline in the same run: `node -e` starting a
 // bare node:http server, spawn → listening. Median of RUNS (default 7).
 // Run: npx tsx bench/startup.ts   (FUNCTIONS=4 by default)
+// BASELINE_ROOT=/path/to/another/checkout (compiled) also starts that checkout's sless in every round,
+// on its own state directory, so a change is measured against what it replaces in the same run.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { rm } from 'node:fs/promises';
@@ -49,13 +51,13 @@ async function allServing(port: number, names: string[]): Promise<boolean> {
   return true;
 }
 
-async function startSless(repo: string, stateDir: string, names: string[]) {
+async function startSless(repo: string, stateDir: string, names: string[], root = PACKAGE_ROOT) {
   const port = await freePort();
   const started = performance.now();
   const child = spawn(
     process.execPath,
     [
-      join(PACKAGE_ROOT, 'bin', 'sless.js'),
+      join(root, 'bin', 'sless.js'),
       'dev',
       '--repo',
       repo,
@@ -101,17 +103,23 @@ for (const name of names) {
 }
 const repo = await TestRepo.create(files);
 const stateDir = await tempDir('bench-startup');
+const baselineRoot = process.env.BASELINE_ROOT;
+const baselineStateDir = await tempDir('bench-startup-baseline');
 try {
   ensureCompiled();
   await startSless(repo.dir, stateDir, names); // fills the build cache
+  if (baselineRoot) await startSless(repo.dir, baselineStateDir, names, baselineRoot);
   const listening: number[] = [];
   const serving: number[] = [];
   const bare: number[] = [];
+  const baselineServing: number[] = [];
   for (let i = 0; i < RUNS; i++) {
     bare.push(await bareNode());
     const run = await startSless(repo.dir, stateDir, names);
     listening.push(run.listening);
     serving.push(run.serving);
+    if (baselineRoot)
+      baselineServing.push((await startSless(repo.dir, baselineStateDir, names, baselineRoot)).serving);
   }
   const base = median(bare);
   const l = median(listening);
@@ -120,6 +128,10 @@ try {
   console.log(`  spawn → listening          ${ms(l)}  (${(l / base).toFixed(1)}x bare node)`);
   console.log(`  spawn → all ${FUNCTIONS} serving     ${ms(s)}  (${(s / base).toFixed(1)}x bare node)`);
   console.log(`  bare node -e http server   ${ms(base)}`);
+  if (baselineRoot) {
+    const b = median(baselineServing);
+    console.log(`  ${baselineRoot}: spawn → all ${FUNCTIONS} serving ${ms(b)}; this checkout ÷ it: ${(s / b).toFixed(2)}`);
+  }
   report(
     {
       bench: 'startup',
@@ -143,4 +155,5 @@ try {
 } finally {
   await repo.remove();
   await rm(stateDir, { recursive: true, force: true });
+  await rm(baselineStateDir, { recursive: true, force: true });
 }

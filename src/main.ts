@@ -242,8 +242,8 @@ export async function startLocalSystem(
     serving: state.serving,
     onScaled: (ns, name) => late.controller?.enqueueFunction(ns, name),
   });
-  // Serve first: the revisions that served before start from their builds on disk while the API is
-  // built and starts listening (a request that arrives meanwhile waits for its function). Only then
+  // Serve first: the revisions that served before start from their builds on disk before the API and
+  // the controller load (a request that arrives meanwhile waits for its function). Only then
   // does the controller look at git, so an unreachable server or a rejected head cannot delay or undo
   // what served.
   const restored = platform.restore();
@@ -254,6 +254,11 @@ export async function startLocalSystem(
   });
   const proxy = observedFunctionProxy({ routes: platform, metrics, logger });
   options.listener?.serveEarly(FunctionProxy.matches, (req, res) => void proxy.handle(req, res));
+  // Loading the control plane (fastify, ajv, isomorphic-git: seconds of CPU on a busy small machine)
+  // blocks the event loop, so started alongside the restored revisions it held up their health
+  // checks and the requests waiting for them. It loads once they serve; nothing it does can start
+  // before then anyway (the controller starts after the restore, so a reconcile never races it).
+  await restored;
   const { guardedGitHttp } = await import('./source/guarded-http.js');
   const gitHttp = guardedGitHttp(outboundPolicy(config.tenancy, logger));
   let parts: Awaited<ReturnType<typeof localControlPlane>>;
@@ -278,14 +283,12 @@ export async function startLocalSystem(
       address = options.listener.url;
     } else address = await parts.app.listen({ host: config.host, port: config.port });
   } catch (error) {
-    await restored;
     await platform.stopAll();
     await proxy.close();
     await gitHttp.close();
     await launcher.close();
     throw error;
   }
-  await restored;
   const { app, controller, builder, scheduler, gc } = parts;
   await controller.start();
   if (options.source) await store.apply(await withStoredPin(store, options.source));

@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { EventEmitter } from 'node:events';
+import { existsSync } from 'node:fs';
 import type { Logger } from 'pino';
 import { Client, request } from 'undici';
 import type { LaunchSpec, ProcessLauncher } from '../../core/interfaces.js';
@@ -164,6 +165,13 @@ export class RuntimeProcess extends EventEmitter<{
         throw new Error(
           `runtime did not answer /healthz within the start timeout: ${this.logTail().trim().split('\n').slice(-5).join(' | ')}`,
         );
+      // A runtime creates its socket once it listens. Until then a request could only fail, and each
+      // failed attempt costs this process far more than a stat, which matters while a start-up
+      // boots every restored function at once.
+      if (this.socketPath && !existsSync(this.socketPath)) {
+        await new Promise((r) => setTimeout(r, 5));
+        continue;
+      }
       try {
         const response = await request(`${this.origin}/healthz`, {
           headersTimeout: 1000,
