@@ -130,7 +130,9 @@ try {
   console.log(`  bare node -e http server   ${ms(base)}`);
   if (baselineRoot) {
     const b = median(baselineServing);
-    console.log(`  ${baselineRoot}: spawn → all ${FUNCTIONS} serving ${ms(b)}; this checkout ÷ it: ${(s / b).toFixed(2)}`);
+    console.log(
+      `  ${baselineRoot}: spawn → all ${FUNCTIONS} serving ${ms(b)}; this checkout ÷ it: ${(s / b).toFixed(2)}`,
+    );
   }
   report(
     {

@@ -211,7 +211,7 @@ export async function startLocalSystem(
     ]);
   const store: MemoryStore = new MemoryStore({
     ...(state.storeSnapshot ? { initial: state.storeSnapshot } : {}),
-    persist: () => state.saveStore(() => store.snapshot()),
+    persist: () => state.saveStore(() => store.snapshotJson()),
   });
   const authenticator = createAuthenticator(config.auth);
   if (config.authDisabled)

@@ -22,7 +22,7 @@ import {
 import type { AnyResource, BuildRecord, SlessFunction } from '../../core/resources.js';
 import { KIND_NAMES } from '../../core/schemas.js';
 import type { StoreSnapshot } from './memory-store.js';
-import { expectArray, expectRecord, expectString, StateFile } from './state-file.js';
+import { expectArray, expectRecord, expectString, JsonText, JsonTextCache, StateFile } from './state-file.js';
 
 /** Bump when a file's shape changes; an older sless then sets the newer file aside instead of misreading it. */
 export const STATE_VERSION = 1;
@@ -50,7 +50,9 @@ function functionKey(fn: SlessFunction): string {
 
 /** Per function (`ns/name`), the revision that serves; written before the route switches to it. */
 export class ServingRecords implements PinnedBuilds {
+  /** Records are replaced, never changed in place, so each one's JSON is made once. */
   private readonly records: Map<string, ServingRecord>;
+  private readonly texts = new JsonTextCache();
   private readonly file: StateFile<Record<string, ServingRecord>>;
 
   constructor(file: StateFile<Record<string, ServingRecord>>, initial: Record<string, ServingRecord> = {}) {
@@ -68,12 +70,15 @@ export class ServingRecords implements PinnedBuilds {
   }
 
   record(record: ServingRecord): Promise<void> {
-    this.records.set(functionKey(record.fn), structuredClone(record));
+    const key = functionKey(record.fn);
+    this.records.set(key, structuredClone(record));
+    this.texts.forget(key);
     return this.save();
   }
 
   forget(key: string): Promise<void> {
     if (!this.records.delete(key)) return Promise.resolve();
+    this.texts.forget(key);
     return this.save();
   }
 
@@ -88,7 +93,7 @@ export class ServingRecords implements PinnedBuilds {
   }
 
   private save(): Promise<void> {
-    return this.file.save(() => Object.fromEntries(this.all()));
+    return this.file.save(() => new JsonText(this.texts.record(this.records)));
   }
 }
 
@@ -211,7 +216,7 @@ export class LocalState {
     });
   }
 
-  saveStore(snapshot: () => StoreSnapshot): Promise<void> {
+  saveStore(snapshot: () => StoreSnapshot | JsonText): Promise<void> {
     return this.storeFile.save(snapshot);
   }
 

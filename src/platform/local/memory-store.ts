@@ -3,6 +3,7 @@ import { isDeepStrictEqual } from 'node:util';
 import type { ListOptions, NamespaceRegistry, ObjectStore, StoreEvent } from '../../core/interfaces.js';
 import { type AnyResource, isKind, type ResourceOf } from '../../core/resources.js';
 import type { KindName } from '../../core/schemas.js';
+import { JsonText, JsonTextCache } from './state-file.js';
 
 function keyOf(kind: KindName, namespace: string, name: string): string {
   return `${kind}/${namespace}/${name}`;
@@ -36,7 +37,9 @@ export interface MemoryStoreOptions {
  * every change is on disk before it is announced, so a restart finds what the API server would hold.
  */
 export class MemoryStore implements ObjectStore, NamespaceRegistry {
+  /** Stored objects are never changed in place: a change stores a new object (see `put`). */
   private readonly objects = new Map<string, AnyResource>();
+  private readonly texts = new JsonTextCache();
   /** Namespaces created through ensureNamespace; `default` always exists, as in Kubernetes. */
   private readonly namespaces = new Set<string>(['default']);
   private readonly listeners = new Set<(event: StoreEvent) => void>();
@@ -69,6 +72,23 @@ export class MemoryStore implements ObjectStore, NamespaceRegistry {
    */
   private async settled(): Promise<void> {
     await this.durable;
+  }
+
+  /**
+   * `snapshot()` as JSON text for the state directory: only objects changed since the last call are
+   * serialised again, so a status change of one function among thousands costs about one object.
+   */
+  snapshotJson(): JsonText {
+    const keys = [...this.objects.keys()].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+    const objects = keys.map((key) => this.texts.of(key, this.objects.get(key)));
+    return new JsonText(
+      `{"objects":[${objects.join(',')}],"namespaces":${JSON.stringify([...this.namespaces].sort())},"resourceVersion":${this.resourceVersion}}`,
+    );
+  }
+
+  private put(key: string, object: AnyResource): void {
+    this.objects.set(key, object);
+    this.texts.forget(key);
   }
 
   /** A copy of everything held, sorted, for the state directory. */
@@ -119,7 +139,7 @@ export class MemoryStore implements ObjectStore, NamespaceRegistry {
         creationTimestamp: new Date().toISOString(),
       };
       delete created.status;
-      this.objects.set(key, created);
+      this.put(key, created);
       await this.persist();
       this.emit({ type: 'ADDED', object: created, statusOnly: false });
       return clone(created);
@@ -140,7 +160,7 @@ export class MemoryStore implements ObjectStore, NamespaceRegistry {
         resourceVersion: String(++this.resourceVersion),
       },
     } as AnyResource;
-    this.objects.set(key, updated);
+    this.put(key, updated);
     await this.persist();
     this.emit({ type: 'MODIFIED', object: updated, statusOnly: false });
     return clone(updated);
@@ -159,7 +179,7 @@ export class MemoryStore implements ObjectStore, NamespaceRegistry {
       status: next,
       metadata: { ...existing.metadata, resourceVersion: String(++this.resourceVersion) },
     } as AnyResource;
-    this.objects.set(key, updated);
+    this.put(key, updated);
     await this.persist();
     this.emit({ type: 'MODIFIED', object: updated, statusOnly: true });
   }
@@ -169,6 +189,7 @@ export class MemoryStore implements ObjectStore, NamespaceRegistry {
     const existing = this.objects.get(key);
     if (!existing) return false;
     this.objects.delete(key);
+    this.texts.forget(key);
     await this.persist();
     this.emit({ type: 'DELETED', object: existing, statusOnly: false });
     return true;

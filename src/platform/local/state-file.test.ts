@@ -36,6 +36,14 @@ describe('StateFile', () => {
     expect(await file.load()).toEqual({ count: 7 });
   });
 
+  it('writes a save asked for the moment the previous one resolved', async () => {
+    const { path, file } = await setUp();
+    // The caller resumes while the finished write is still winding down; this save must not join it.
+    await file.save(() => ({ count: 1 }));
+    await file.save(() => ({ count: 2 }));
+    expect(JSON.parse(await readFile(path, 'utf8')).data).toEqual({ count: 2 });
+  });
+
   it('coalesces: saves asked for during a write share the next one, which has the latest state', async () => {
     const { path, file, dir } = await setUp();
     let state = 0;
@@ -162,6 +170,40 @@ describe('LocalState', () => {
     const third = await LocalState.open(dir, logger);
     expect(third.failedBuilds.get(fn('a'), 'k2')).toBeUndefined();
     expect(third.serving.all()).toEqual([]);
+  });
+
+  it('writes each change of the store and of the serving records, reusing the JSON of the rest', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'sless-local-state-'));
+    const logger = pino({ level: 'silent' });
+    const state = await LocalState.open(dir, logger);
+    const store: MemoryStore = new MemoryStore({
+      persist: () => state.saveStore(() => store.snapshotJson()),
+    });
+    const build = {
+      buildKey: 'k1',
+      commit: 'c1',
+      result: 'Succeeded' as const,
+      startedAt: 't',
+      image: '/b/k1',
+    };
+    const stored = async () => (await LocalState.open(dir, logger)).storeSnapshot;
+    const a = await store.apply(fn('a'));
+    await store.apply(fn('b'));
+    await state.serving.record({ fn: fn('a'), build, revision: 'r1', enabled: true });
+    await state.serving.record({ fn: fn('b'), build, revision: 'r1', enabled: true });
+    expect((await stored())?.objects.map((o) => o.metadata.name)).toEqual(['a', 'b']);
+    // Each later change must reach the file although the other objects' JSON is reused.
+    await store.patchStatus(a, { phase: 'Ready' });
+    expect(await stored()).toEqual(store.snapshot());
+    await store.apply({ ...fn('a'), spec: { ...fn('a').spec, memoryMb: 256 } });
+    expect((await stored())?.objects[0]?.spec).toMatchObject({ memoryMb: 256 });
+    expect((await stored())?.objects[0]?.status).toEqual({ phase: 'Ready' });
+    await store.delete('Function', 'default', 'b');
+    expect(await stored()).toEqual(store.snapshot());
+    await state.serving.record({ fn: fn('a'), build, revision: 'r2', enabled: true });
+    await state.serving.forget('default/b');
+    const serving = (await LocalState.open(dir, logger)).serving;
+    expect(serving.all().map(([key, record]) => [key, record.revision])).toEqual([['default/a', 'r2']]);
   });
 
   it('lets no reader see a change before it is on disk', async () => {

@@ -12,6 +12,40 @@ export interface StateFileOptions<T> {
   decode(payload: unknown): T;
 }
 
+/** A document's `data` already serialised, so a large one is not stringified whole on each write. */
+export class JsonText {
+  constructor(readonly text: string) {}
+}
+
+/**
+ * The JSON text of each entry of a keyed collection, made once and kept until that entry changes. A
+ * state file holding a thousand functions is written after each change to any one of them; with this
+ * a write costs one stringify of what changed plus a join, not a copy and a stringify of everything.
+ * Values must not be mutated in place: the owner replaces them and calls `forget`.
+ */
+export class JsonTextCache {
+  private readonly texts = new Map<string, string>();
+
+  of(key: string, value: unknown): string {
+    let text = this.texts.get(key);
+    if (text === undefined) {
+      text = JSON.stringify(value);
+      this.texts.set(key, text);
+    }
+    return text;
+  }
+
+  forget(key: string): void {
+    this.texts.delete(key);
+  }
+
+  /** `{"key":value,…}` of these entries, keys sorted, for a document that is a keyed record. */
+  record(entries: Iterable<[string, unknown]>): string {
+    const sorted = [...entries].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${sorted.map(([key, value]) => `${JSON.stringify(key)}:${this.of(key, value)}`).join(',')}}`;
+  }
+}
+
 /**
  * One JSON document in the state directory, `{ "version": N, "data": … }`, that survives kill -9 and
  * power loss: every write goes to a temporary file, is flushed to disk, then renamed over the old one,
@@ -26,7 +60,7 @@ export class StateFile<T> {
   private readonly options: StateFileOptions<T>;
   private waiters: { resolve: () => void }[] = [];
   private writing: Promise<void> | undefined;
-  private latest: (() => T) | undefined;
+  private latest: (() => T | JsonText) | undefined;
   private closed = false;
 
   constructor(options: StateFileOptions<T>) {
@@ -77,14 +111,12 @@ export class StateFile<T> {
   }
 
   /** Writes the document `snapshot()` returns at write time; see the class comment for ordering. */
-  save(snapshot: () => T): Promise<void> {
+  save(snapshot: () => T | JsonText): Promise<void> {
     if (this.closed) return Promise.resolve();
     this.latest = snapshot;
     return new Promise((resolve) => {
       this.waiters.push({ resolve });
-      this.writing ??= this.drain().finally(() => {
-        this.writing = undefined;
-      });
+      this.writing ??= this.drain();
     });
   }
 
@@ -97,23 +129,34 @@ export class StateFile<T> {
     await this.writing;
   }
 
+  /**
+   * Writes until nobody waits. `writing` is cleared in the same synchronous step that finds the queue
+   * empty: a caller resumed by the last batch may call `save` again at once, and must then start a new
+   * drain rather than join one that has already finished (its promise would never resolve).
+   */
   private async drain(): Promise<void> {
-    while (this.waiters.length > 0) {
-      const batch = this.waiters.splice(0);
-      const snapshot = this.latest;
-      if (snapshot) await this.writeNow(snapshot());
-      for (const waiter of batch) waiter.resolve();
+    try {
+      while (this.waiters.length > 0) {
+        const batch = this.waiters.splice(0);
+        const snapshot = this.latest;
+        if (snapshot) await this.writeNow(snapshot);
+        for (const waiter of batch) waiter.resolve();
+      }
+    } finally {
+      this.writing = undefined;
     }
   }
 
-  private async writeNow(data: T): Promise<void> {
+  private async writeNow(snapshot: () => T | JsonText): Promise<void> {
     const { path, version, logger } = this.options;
     const temporary = `${path}.tmp-${process.pid}`;
     try {
+      const data = snapshot();
+      const text = data instanceof JsonText ? data.text : JSON.stringify(data);
       await mkdir(dirname(path), { recursive: true });
       const handle = await open(temporary, 'w');
       try {
-        await handle.writeFile(`${JSON.stringify({ version, data }, null, 1)}\n`);
+        await handle.writeFile(`{"version":${version},"data":${text}}\n`);
         await handle.sync();
       } finally {
         await handle.close();
