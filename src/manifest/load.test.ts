@@ -164,6 +164,7 @@ describe('the parsed-manifest cache', () => {
     const fresh = await loadManifests(snapshotOf(files), { root: '.', namespace: 'default' });
     const first = await loadManifests(snapshotOf(files), { root: '.', namespace: 'default', cache });
     let reads = 0;
+    let sizeReads = 0;
     const counting = snapshotOf(files);
     const second = await loadManifests(
       {
@@ -172,10 +173,17 @@ describe('the parsed-manifest cache', () => {
           reads++;
           return counting.readFile(path);
         },
+        fileSize: async (file) => {
+          sizeReads++;
+          return (files as Record<string, string>)[file.path]?.length;
+        },
       },
       { root: '.', namespace: 'default', cache },
     );
+    // A cached blob is neither read nor sized again: a commit of a thousand manifests costs nothing
+    // for those it did not change.
     expect(reads).toBe(0);
+    expect(sizeReads).toBe(0);
     expect(first).toEqual(fresh);
     expect(second).toEqual(fresh);
     // Defaults are filled in for every load, cached parse or not.

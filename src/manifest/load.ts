@@ -113,8 +113,10 @@ export async function loadManifests(
     (f) => MANIFEST_FILE.test(f.path) && !SKIPPED_DIRS.test(f.path) && f.mode !== '120000',
   );
   for (const file of files) {
-    // The size comes from the object header: a huge blob is refused before it is inflated.
-    const size = await snapshot.fileSize?.(file);
+    let parsed = options.cache?.get(file.oid);
+    // The size comes from the object header: a huge blob is refused before it is inflated. A blob in
+    // the cache passed this check already (a refused one is never parsed), so it is not read again.
+    const size = parsed ? undefined : await snapshot.fileSize?.(file);
     if (size !== undefined && size > MAX_MANIFEST_BYTES) {
       issues.push({
         file: file.path,
@@ -124,7 +126,6 @@ export async function loadManifests(
       });
       continue;
     }
-    let parsed = options.cache?.get(file.oid);
     if (!parsed) {
       parsed = parseFile(await snapshot.readFile(file.path, file.oid));
       options.cache?.set(file.oid, parsed);
