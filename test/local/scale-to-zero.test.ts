@@ -1,6 +1,7 @@
 /** Opt-in scale to zero on the local platform, with a real runtime process. */
+import { rm } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { functionManifest, nodeHandler, TestRepo } from '../helpers/git.js';
+import { functionManifest, nodeHandler, TestRepo, tempDir } from '../helpers/git.js';
 import { eventually, startTestSystem, type TestSystem } from '../helpers/local-system.js';
 
 describe('scale to zero (local)', () => {
@@ -77,13 +78,15 @@ describe('scale to zero (local)', () => {
 describe('platform-wide scale to zero with lazy start (local)', () => {
   let repo: TestRepo;
   let system: TestSystem;
+  let stateDir: string;
 
   beforeAll(async () => {
     repo = await TestRepo.create({
       'idle/function.yaml': functionManifest('idle'),
       'idle/handler.js': nodeHandler(`return { pid: process.pid, version: 1 };`),
     });
-    system = await startTestSystem({ url: repo.dir, scaleToZeroAfter: '1s' });
+    stateDir = await tempDir('lazy-state');
+    system = await startTestSystem({ url: repo.dir, scaleToZeroAfter: '1s', stateDir });
     await eventually(
       async () => (await system.functionStatus('idle'))?.phase === 'ScaledToZero',
       30_000,
@@ -94,6 +97,7 @@ describe('platform-wide scale to zero with lazy start (local)', () => {
   afterAll(async () => {
     await system?.close();
     await repo?.remove();
+    if (stateDir) await rm(stateDir, { recursive: true, force: true });
   });
 
   it('deploys without a process, serves the first request from a fresh one, and parks it when idle', async () => {
@@ -121,5 +125,29 @@ describe('platform-wide scale to zero with lazy start (local)', () => {
     const response = await system.call('/fn/default/idle');
     expect(response.status).toBe(200);
     expect(((await response.json()) as { version: number }).version).toBe(2);
+  });
+
+  it('a restart parks a parked function again instead of rolling it out anew', async () => {
+    await eventually(async () => system.platform.isParked('default', 'idle'), 10_000, 'parked');
+    // Parking is reported by a reconcile of its own: its status is settled once that one is done.
+    await eventually(
+      async () => (await system.functionStatus('idle'))?.phase === 'ScaledToZero',
+      10_000,
+      'reported parked',
+    );
+    await system.controller.idle();
+    const reconciling = async () =>
+      (await system.functionStatus('idle'))?.conditions?.find((c) => c.type === 'Reconciling');
+    const before = await reconciling();
+    expect(before?.status).toBe('False');
+    await system.close();
+    system = await startTestSystem({ url: repo.dir, scaleToZeroAfter: '1s', stateDir });
+    // Parked from the state directory before any reconcile, with the revision that served.
+    expect(system.platform.isParked('default', 'idle')).toBe(true);
+    await system.controller.syncNow('default', 'test');
+    await system.controller.idle();
+    // A rollout would have passed through Deploying (Reconciling True) and back.
+    expect(await reconciling()).toEqual(before);
+    expect((await system.call('/fn/default/idle')).status).toBe(200);
   });
 });

@@ -201,19 +201,29 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
       };
       this.slots.set(key, slot);
     }
-    slot.parked = undefined;
     if (options.enabled && !slot.current && this.idleSecondsOf(fn) !== undefined) {
       // Lazy start: nothing runs for this function now, so nothing is waiting for it; the first
       // request starts this revision (and waits for /healthz) as it would after an idle stop.
-      slot.parked = { fn, build, id: options.revision };
-      slot.enabled = true;
-      slot.revisionId = options.revision;
-      clearTimeout(slot.restarting);
-      slot.restarting = undefined;
-      slot.restarts = 0;
-      slot.totalRestarts = 0;
-      return;
+      // Recorded like a started revision, so a restart parks it again instead of rolling it out anew
+      // (with a thousand parked functions, a thousand rollouts and their status writes per restart).
+      await this.options.serving?.record({ fn, build, revision: options.revision, enabled: true });
+      if (slot.removed) {
+        await this.options.serving?.forget(key);
+        return;
+      }
+      // A request may have woken the previous revision meanwhile: then this one rolls out as usual.
+      if (!slot.current) {
+        slot.parked = { fn, build, id: options.revision };
+        slot.enabled = true;
+        slot.revisionId = options.revision;
+        clearTimeout(slot.restarting);
+        slot.restarting = undefined;
+        slot.restarts = 0;
+        slot.totalRestarts = 0;
+        return;
+      }
     }
+    slot.parked = undefined;
     if (!options.enabled) {
       await this.options.serving?.record({ fn, build, revision: options.revision, enabled: false });
       const previous = slot.current;
