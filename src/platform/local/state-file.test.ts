@@ -126,6 +126,14 @@ describe('LocalState', () => {
     spec: { runtime: 'nodejs20', entrypoint: 'handler.handle', memoryMb: 128, timeoutSec: 30, replicas: 1 },
   });
 
+  const build = {
+    buildKey: 'k1',
+    commit: 'c1',
+    result: 'Succeeded' as const,
+    startedAt: 't',
+    image: '/b/k1',
+  };
+
   it('brings back the store (with status), the serving records and failed verdicts', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'sless-local-state-'));
     const logger = pino({ level: 'silent' });
@@ -134,13 +142,6 @@ describe('LocalState', () => {
     const applied = await store.apply(fn('a'));
     await store.patchStatus(applied, { phase: 'Ready' });
     await store.ensureNamespace('team');
-    const build = {
-      buildKey: 'k1',
-      commit: 'c1',
-      result: 'Succeeded' as const,
-      startedAt: 't',
-      image: '/b/k1',
-    };
     await state.serving.record({ fn: fn('a'), build, revision: 'k1-cfg', enabled: true });
     await state.failedBuilds.set(fn('a'), 'k2', {
       ...build,
@@ -179,13 +180,6 @@ describe('LocalState', () => {
     const store: MemoryStore = new MemoryStore({
       persist: () => state.saveStore(() => store.snapshotJson()),
     });
-    const build = {
-      buildKey: 'k1',
-      commit: 'c1',
-      result: 'Succeeded' as const,
-      startedAt: 't',
-      image: '/b/k1',
-    };
     const stored = async () => (await LocalState.open(dir, logger)).storeSnapshot;
     const a = await store.apply(fn('a'));
     await store.apply(fn('b'));
