@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import type { IncomingMessage, ServerResponse } from 'node:http';
-import { Agent, errors as undiciErrors } from 'undici';
-import type { RouteResolver } from '../core/interfaces.js';
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import { Agent, type Dispatcher, Pool, errors as undiciErrors } from 'undici';
+import type { RouteResolver, RouteState } from '../core/interfaces.js';
 import { isDnsLabel } from '../core/naming.js';
 import { stripHopByHop } from './hop-by-hop.js';
 
@@ -57,7 +57,7 @@ function sendJson(
  * the hot path pays for no routing, hooks or reply machinery; fastify's /fn/ routes call it too.
  */
 /** Kept-alive upstream connections, the same over TCP and over a function's unix socket. */
-const UPSTREAM_AGENT_OPTIONS = {
+const UPSTREAM_OPTIONS = {
   keepAliveTimeout: 30_000,
   keepAliveMaxTimeout: 60_000,
   connections: 256,
@@ -66,68 +66,73 @@ const UPSTREAM_AGENT_OPTIONS = {
 
 export class FunctionProxy {
   private readonly options: FunctionProxyOptions;
-  private readonly agent = new Agent(UPSTREAM_AGENT_OPTIONS);
-
-  /** One agent per unix socket (a sandboxed local function), dropped once its socket is gone. */
-  private readonly socketAgents = new Map<string, Agent>();
+  private readonly agent = new Agent(UPSTREAM_OPTIONS);
 
   /**
-   * Per origin that fronts every revision (a Service's address): the agent of the revision it serves
+   * One pool per unix socket (a sandboxed local function), dropped once its socket is gone. A pool
+   * serves one origin, so requests skip the agent's lookup by origin.
+   */
+  private readonly socketPools = new Map<string, Pool>();
+
+  /**
+   * Per origin that fronts every revision (a Service's address): the pool of the revision it serves
    * and of the one before. A kept-alive connection stays with the pod it was opened to, so through
-   * one shared agent the replaced pod kept answering until it stopped listening, its preStop sleep
+   * one shared pool the replaced pod kept answering until it stopped listening, its preStop sleep
    * and more after the new revision was serving. New connections reach the new pods; the previous
-   * agent stays open for requests that resolved the route just before it changed, and is closed
+   * pool stays open for requests that resolved the route just before it changed, and is closed
    * (after its requests end) when a third revision arrives.
    */
-  private readonly revisionAgents = new Map<
+  private readonly revisionPools = new Map<
     string,
-    { revision: string; agent: Agent; previous?: { revision: string; agent: Agent } }
+    { revision: string; pool: Pool; previous?: { revision: string; pool: Pool } }
   >();
 
   constructor(options: FunctionProxyOptions) {
     this.options = options;
   }
 
-  private agentFor(target: { origin: string; socketPath?: string; revision?: string }): Agent {
+  private readonly dispatcherFor = (route: ReadyRoute): Dispatcher => this.upstreamFor(route);
+
+  private upstreamFor(target: { origin: string; socketPath?: string; revision?: string }): Dispatcher {
     const { socketPath, revision } = target;
-    if (!socketPath && revision !== undefined) return this.revisionAgent(target.origin, revision);
+    if (!socketPath && revision !== undefined) return this.revisionPool(target.origin, revision);
     if (!socketPath) return this.agent;
-    let agent = this.socketAgents.get(socketPath);
-    if (!agent) {
-      for (const [path, idle] of this.socketAgents)
+    let pool = this.socketPools.get(socketPath);
+    if (!pool) {
+      for (const [path, idle] of this.socketPools)
         if (!existsSync(path)) {
-          this.socketAgents.delete(path);
+          this.socketPools.delete(path);
           void idle.close();
         }
       // The top-level option, not connect.socketPath: that one measured 3-5x slower here.
-      agent = new Agent({ ...UPSTREAM_AGENT_OPTIONS, socketPath });
-      this.socketAgents.set(socketPath, agent);
+      pool = new Pool(target.origin, { ...UPSTREAM_OPTIONS, socketPath });
+      this.socketPools.set(socketPath, pool);
     }
-    return agent;
+    return pool;
   }
 
-  private revisionAgent(origin: string, revision: string): Agent {
-    const pool = this.revisionAgents.get(origin);
-    if (pool?.revision === revision) return pool.agent;
-    if (pool?.previous?.revision === revision) return pool.previous.agent;
-    // close() lets its requests finish first; nothing else holds the agent once it leaves the map.
-    if (pool?.previous) pool.previous.agent.close().catch(() => {});
-    if (!pool && this.revisionAgents.size >= 10_000) {
+  private revisionPool(origin: string, revision: string): Pool {
+    const known = this.revisionPools.get(origin);
+    if (known?.revision === revision) return known.pool;
+    if (known?.previous?.revision === revision) return known.previous.pool;
+    // close() lets its requests finish first; nothing else holds the pool once it leaves the map.
+    if (known?.previous) known.previous.pool.close().catch(() => {});
+    if (!known && this.revisionPools.size >= 10_000) {
       // Origins of deleted functions are never asked for again: start over rather than grow.
-      for (const old of this.revisionAgents.values()) this.closePool(old).catch(() => {});
-      this.revisionAgents.clear();
+      for (const old of this.revisionPools.values()) this.closePool(old).catch(() => {});
+      this.revisionPools.clear();
     }
-    const agent = new Agent(UPSTREAM_AGENT_OPTIONS);
-    this.revisionAgents.set(origin, {
+    const pool = new Pool(origin, UPSTREAM_OPTIONS);
+    this.revisionPools.set(origin, {
       revision,
-      agent,
-      ...(pool ? { previous: { revision: pool.revision, agent: pool.agent } } : {}),
+      pool,
+      ...(known ? { previous: { revision: known.revision, pool: known.pool } } : {}),
     });
-    return agent;
+    return pool;
   }
 
-  private async closePool(pool: { agent: Agent; previous?: { agent: Agent } }): Promise<void> {
-    await Promise.all([pool.agent.close(), pool.previous?.agent.close()]);
+  private async closePool(pools: { pool: Pool; previous?: { pool: Pool } }): Promise<void> {
+    await Promise.all([pools.pool.close(), pools.previous?.pool.close()]);
   }
 
   static matches(url: string | undefined): boolean {
@@ -137,11 +142,11 @@ export class FunctionProxy {
   async close(): Promise<void> {
     await Promise.all([
       this.agent.close(),
-      ...[...this.socketAgents.values()].map((agent) => agent.close()),
-      ...[...this.revisionAgents.values()].map((pool) => this.closePool(pool)),
+      ...[...this.socketPools.values()].map((pool) => pool.close()),
+      ...[...this.revisionPools.values()].map((pool) => this.closePool(pool)),
     ]);
-    this.socketAgents.clear();
-    this.revisionAgents.clear();
+    this.socketPools.clear();
+    this.revisionPools.clear();
   }
 
   /** Never rejects: it runs outside fastify's error handling, where a rejection would be unhandled. */
@@ -193,66 +198,158 @@ export class FunctionProxy {
     headers['x-forwarded-for'] = forwardedFor && peer ? `${forwardedFor}, ${peer}` : forwardedFor || peer;
     headers['x-forwarded-prefix'] = prefix;
     if (!headers['x-request-id']) headers['x-request-id'] = randomUUID();
+    new UpstreamExchange(this.options, this.dispatcherFor, req, res, {
+      ns,
+      name,
+      path,
+      headers,
+      started,
+      finish,
+    }).send(route);
+  }
+}
+
+interface ExchangeRequest {
+  ns: string;
+  name: string;
+  path: string;
+  headers: Record<string, string | string[]>;
+  /** performance.now() when the request arrived. */
+  started: number;
+  /** Counts the answer (metrics), once. */
+  finish: (status: number) => void;
+}
+
+type ReadyRoute = Extract<RouteState, { state: 'ready' }>;
+
+/**
+ * One proxied request: undici's parser callbacks write the function's answer straight into the
+ * response. The `request()` API put a Readable stream, a promise and three listeners between the two,
+ * a third of the proxy's own cost per request.
+ */
+class UpstreamExchange implements Dispatcher.DispatchHandler {
+  private route: ReadyRoute | undefined;
+  private released = false;
+  private controller: Dispatcher.DispatchController | undefined;
+  /** The answer's status line and headers went out: failures from now on can only cut it short. */
+  private answering = false;
+  private finished = false;
+  private retried = false;
+  private readonly hasBody: boolean;
+
+  constructor(
+    private readonly options: FunctionProxyOptions,
+    private readonly dispatcherFor: (route: ReadyRoute) => Dispatcher,
+    private readonly req: IncomingMessage,
+    private readonly res: ServerResponse,
+    private readonly request: ExchangeRequest,
+  ) {
+    this.hasBody = req.method !== 'GET' && req.method !== 'HEAD';
+  }
+
+  send(route: ReadyRoute): void {
+    this.route = route;
+    this.released = false;
     const timeoutMs = route.timeoutSec * 1000 + 1000;
-    const hasBody = req.method !== 'GET' && req.method !== 'HEAD';
-    let released = false;
-    let current = route;
-    const release = () => {
-      if (!released) {
-        released = true;
-        current.release?.();
-      }
-    };
-    const send = (target: typeof route) =>
-      this.agentFor(target).request({
-        origin: target.origin,
-        path,
-        method: (req.method ?? 'GET') as Method,
-        headers,
-        body: hasBody ? req : undefined,
+    this.dispatcherFor(route).dispatch(
+      {
+        origin: route.origin,
+        path: this.request.path,
+        method: (this.req.method ?? 'GET') as Method,
+        headers: this.request.headers,
+        body: this.hasBody ? this.req : undefined,
         headersTimeout: timeoutMs,
         bodyTimeout: timeoutMs,
-      });
-    try {
-      let upstream: Awaited<ReturnType<typeof send>>;
-      try {
-        upstream = await send(route);
-      } catch (error) {
-        // A kept-alive connection that the old revision closed while it drained fails before any
-        // response byte; a request without a body may be sent again (as nginx's
-        // proxy_next_upstream does), to whatever the route serves now.
-        if (hasBody || !isConnectionDropped(error)) throw error;
-        const again = await this.options.routes.resolve(ns, name);
-        if (again.state !== 'ready') throw error;
-        release();
-        released = false;
-        current = again;
-        upstream = await send(again);
-      }
-      const responseHeaders = stripHopByHop(upstream.headers as Record<string, string | string[]>);
-      finish(upstream.statusCode);
-      res.writeHead(upstream.statusCode, responseHeaders);
-      upstream.body.once('close', release);
-      upstream.body.once('error', (error) => res.destroy(error));
-      res.once('close', () => {
-        if (!upstream.body.readableEnded) upstream.body.destroy();
-      });
-      upstream.body.pipe(res);
-    } catch (error) {
-      release();
-      if (
-        error instanceof undiciErrors.HeadersTimeoutError ||
-        error instanceof undiciErrors.BodyTimeoutError
-      ) {
-        finish(504);
-        sendJson(res, 504, { error: `function ${ns}/${name} timed out after ${route.timeoutSec}s` });
-        return;
-      }
-      const message = (error as Error).message;
-      this.options.onUpstreamError?.(`${ns}/${name}`, message);
-      finish(502);
-      sendJson(res, 502, { error: `function ${ns}/${name} is unreachable: ${message}` });
+      },
+      this,
+    );
+  }
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.controller = controller;
+  }
+
+  onResponseStart(
+    controller: Dispatcher.DispatchController,
+    statusCode: number,
+    headers: IncomingHttpHeaders,
+  ): void {
+    // 1xx informational answers are the function's business with this hop only.
+    if (statusCode < 200) return;
+    this.res.writeHead(statusCode, stripHopByHop(headers));
+    this.answering = true;
+    this.request.finish(statusCode);
+    if (this.res.destroyed) controller.abort(new Error('client closed the connection'));
+    else this.res.once('close', this.clientGone);
+  }
+
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    if (this.res.write(chunk)) return;
+    // The client reads slower than the function writes: stop reading the function until it drains.
+    controller.pause();
+    this.res.once('drain', () => controller.resume());
+  }
+
+  onResponseEnd(): void {
+    this.finished = true;
+    this.res.end();
+    this.release();
+  }
+
+  onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
+    const { ns, name } = this.request;
+    if (this.answering || this.res.destroyed) {
+      this.finished = true;
+      this.release();
+      this.res.destroy(error);
+      return;
     }
+    // A kept-alive connection that the old revision closed while it drained fails before any
+    // response byte; a request without a body may be sent again (as nginx's proxy_next_upstream
+    // does), to whatever the route serves now.
+    if (!this.hasBody && !this.retried && isConnectionDropped(error)) {
+      this.retried = true;
+      void this.retry(error);
+      return;
+    }
+    this.finished = true;
+    this.release();
+    if (error instanceof undiciErrors.HeadersTimeoutError || error instanceof undiciErrors.BodyTimeoutError) {
+      this.request.finish(504);
+      sendJson(this.res, 504, {
+        error: `function ${ns}/${name} timed out after ${this.route?.timeoutSec}s`,
+      });
+      return;
+    }
+    this.options.onUpstreamError?.(`${ns}/${name}`, error.message);
+    this.request.finish(502);
+    sendJson(this.res, 502, { error: `function ${ns}/${name} is unreachable: ${error.message}` });
+  }
+
+  private async retry(error: Error): Promise<void> {
+    let again: RouteState;
+    try {
+      again = await this.options.routes.resolve(this.request.ns, this.request.name);
+    } catch {
+      again = { state: 'unknown' };
+    }
+    if (again.state !== 'ready') {
+      this.onResponseError(this.controller as Dispatcher.DispatchController, error);
+      return;
+    }
+    this.release();
+    this.send(again);
+  }
+
+  /** The client left before the answer was complete: stop the upstream request too. */
+  private readonly clientGone = (): void => {
+    if (!this.finished) this.controller?.abort(new Error('client closed the connection'));
+  };
+
+  private release(): void {
+    if (this.released) return;
+    this.released = true;
+    this.route?.release?.();
   }
 }
 
