@@ -53,3 +53,47 @@ describe('SlessMetrics', () => {
     expect(await other.render()).not.toContain('result="synced"');
   });
 });
+
+describe('SlessMetrics proxy series', () => {
+  test('render as prom-client would: status codes, cumulative buckets with le inclusive, +Inf, sum and count', async () => {
+    const metrics = new SlessMetrics({ isKnownFunction: (_ns, name) => name !== 'scan' });
+    metrics.proxyResponse('default', 'hello', 200, 0.5);
+    metrics.proxyResponse('default', 'hello', 200, 25); // exactly on the 0.025 bound
+    metrics.proxyResponse('default', 'hello', 504, 31_000); // past the last bound: +Inf only
+    metrics.proxyResponse('team', 'scan', 404, 1);
+    metrics.proxyResponse('other', 'scan', 404, 2);
+    const lines = (await metrics.render()).split('\n').filter((line) => line.includes('sless_proxy_'));
+    const series = 'namespace="default",function="hello"';
+    const bucket = (le: string, n: number) =>
+      `sless_proxy_request_duration_seconds_bucket{le="${le}",${series}} ${n}`;
+    expect(lines.slice(0, 5)).toEqual([
+      '# HELP sless_proxy_requests_total Requests proxied to functions, by function and status code',
+      '# TYPE sless_proxy_requests_total counter',
+      `sless_proxy_requests_total{${series},code="200"} 2`,
+      `sless_proxy_requests_total{${series},code="504"} 1`,
+      'sless_proxy_requests_total{namespace="_unknown",function="_unknown",code="404"} 2',
+    ]);
+    expect(lines.slice(5, 22)).toEqual([
+      '# HELP sless_proxy_request_duration_seconds Time to response headers for proxied requests',
+      '# TYPE sless_proxy_request_duration_seconds histogram',
+      bucket('0.005', 1),
+      bucket('0.01', 1),
+      bucket('0.025', 2),
+      bucket('0.05', 2),
+      bucket('0.1', 2),
+      bucket('0.25', 2),
+      bucket('0.5', 2),
+      bucket('1', 2),
+      bucket('2.5', 2),
+      bucket('5', 2),
+      bucket('10', 2),
+      bucket('30', 2),
+      bucket('+Inf', 3),
+      `sless_proxy_request_duration_seconds_sum{${series}} 31.0255`,
+      `sless_proxy_request_duration_seconds_count{${series}} 3`,
+    ]);
+    expect(lines).toContain(
+      'sless_proxy_request_duration_seconds_count{namespace="_unknown",function="_unknown"} 2',
+    );
+  });
+});

@@ -3,7 +3,7 @@
  * one process, as in tests, never share or clash. The controller, builder and proxy report through
  * the plain methods below; none of them knows about Prometheus.
  */
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, type Metric, type MetricValueWithName, Registry } from 'prom-client';
 import type { BuildRecord, GitSource, SlessFunction } from '../core/resources.js';
 import type { SyncResult } from '../reconcile/source-sync.js';
 
@@ -19,6 +19,48 @@ export interface MetricsOptions {
 
 const UNKNOWN = '_unknown';
 
+const PROXY_SECONDS_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+
+/** The proxied requests of one function (or of every unknown name), as plain numbers. */
+interface ProxyTally {
+  namespace: string;
+  function: string;
+  /** Responses by status code. */
+  codes: Map<number, number>;
+  /** Observations per bucket of PROXY_SECONDS_BUCKETS, not cumulative; the last is +Inf only. */
+  buckets: number[];
+  sum: number;
+  count: number;
+}
+
+/**
+ * A metric that prom-client's registry renders from numbers kept elsewhere. prom-client's Counter and
+ * Histogram validate and hash their labels on every inc and observe, even through `labels()`, which
+ * was a measurable share of a proxied request; the proxy's tallies cost a Map lookup and a few
+ * additions per request and are turned into series only when scraped.
+ */
+class RenderedMetric {
+  readonly aggregator = 'sum';
+  constructor(
+    readonly name: string,
+    readonly help: string,
+    readonly type: 'counter' | 'histogram',
+    private readonly values: () => MetricValueWithName<string>[],
+  ) {}
+
+  async get() {
+    return {
+      name: this.name,
+      help: this.help,
+      type: this.type,
+      aggregator: this.aggregator,
+      values: this.values(),
+    };
+  }
+
+  reset(): void {}
+}
+
 export class SlessMetrics {
   readonly registry = new Registry();
   private readonly options: MetricsOptions;
@@ -27,19 +69,8 @@ export class SlessMetrics {
   private readonly buildsStarted: Counter<never>;
   private readonly builds: Counter<'result'>;
   private readonly buildSeconds: Histogram<'result'>;
-  private readonly proxyRequests: Counter<'namespace' | 'function' | 'code'>;
-  private readonly proxySeconds: Histogram<'namespace' | 'function'>;
-  /**
-   * Label lookups validate and hash the labels on every call, a measurable share of a proxied
-   * request; each series is looked up once. Bounded: unknown names share one key per status code.
-   */
-  private readonly proxySeries = new Map<
-    string,
-    {
-      requests: ReturnType<Counter<'namespace' | 'function' | 'code'>['labels']>;
-      seconds: ReturnType<Histogram<'namespace' | 'function'>['labels']>;
-    }
-  >();
+  /** Per `namespace/name`, and one entry for every unknown name, so a scan cannot grow it. */
+  private readonly proxyTallies = new Map<string, ProxyTally>();
 
   constructor(options: MetricsOptions = {}) {
     this.options = options;
@@ -87,19 +118,24 @@ export class SlessMetrics {
         for (const [namespace, count] of await readyFunctions()) this.set({ namespace }, count);
       },
     });
-    this.proxyRequests = new Counter({
-      name: 'sless_proxy_requests_total',
-      help: 'Requests proxied to functions, by function and status code',
-      labelNames: ['namespace', 'function', 'code'],
-      registers,
-    });
-    this.proxySeconds = new Histogram({
-      name: 'sless_proxy_request_duration_seconds',
-      help: 'Time to response headers for proxied requests',
-      labelNames: ['namespace', 'function'],
-      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
-      registers,
-    });
+    // The registry's only contract with a metric: its name, and get() when scraped.
+    const register = (metric: RenderedMetric) => this.registry.registerMetric(metric as unknown as Metric);
+    register(
+      new RenderedMetric(
+        'sless_proxy_requests_total',
+        'Requests proxied to functions, by function and status code',
+        'counter',
+        () => this.proxyRequestValues(),
+      ),
+    );
+    register(
+      new RenderedMetric(
+        'sless_proxy_request_duration_seconds',
+        'Time to response headers for proxied requests',
+        'histogram',
+        () => this.proxySecondsValues(),
+      ),
+    );
   }
 
   syncFinished(source: GitSource, result: SyncResult, durationMs: number): void {
@@ -124,18 +160,58 @@ export class SlessMetrics {
 
   proxyResponse(namespace: string, name: string, statusCode: number, durationMs: number): void {
     const known = this.options.isKnownFunction?.(namespace, name) ?? true;
-    const key = known ? `${namespace}/${name}/${statusCode}` : `${UNKNOWN}/${statusCode}`;
-    let series = this.proxySeries.get(key);
-    if (!series) {
-      const labels = known ? { namespace, function: name } : { namespace: UNKNOWN, function: UNKNOWN };
-      series = {
-        requests: this.proxyRequests.labels({ ...labels, code: String(statusCode) }),
-        seconds: this.proxySeconds.labels(labels),
+    const key = known ? `${namespace}/${name}` : UNKNOWN;
+    let tally = this.proxyTallies.get(key);
+    if (!tally) {
+      tally = {
+        namespace: known ? namespace : UNKNOWN,
+        function: known ? name : UNKNOWN,
+        codes: new Map(),
+        buckets: new Array(PROXY_SECONDS_BUCKETS.length + 1).fill(0),
+        sum: 0,
+        count: 0,
       };
-      this.proxySeries.set(key, series);
+      this.proxyTallies.set(key, tally);
     }
-    series.requests.inc();
-    series.seconds.observe(durationMs / 1000);
+    tally.codes.set(statusCode, (tally.codes.get(statusCode) ?? 0) + 1);
+    const seconds = durationMs / 1000;
+    let bucket = 0;
+    while (bucket < PROXY_SECONDS_BUCKETS.length && seconds > (PROXY_SECONDS_BUCKETS[bucket] as number))
+      bucket++;
+    tally.buckets[bucket] = (tally.buckets[bucket] as number) + 1;
+    tally.sum += seconds;
+    tally.count++;
+  }
+
+  private proxyRequestValues(): MetricValueWithName<string>[] {
+    const values: MetricValueWithName<string>[] = [];
+    for (const tally of this.proxyTallies.values())
+      for (const [code, count] of tally.codes)
+        values.push({
+          labels: { namespace: tally.namespace, function: tally.function, code: String(code) },
+          value: count,
+        });
+    return values;
+  }
+
+  /** prom-client's histogram layout: cumulative buckets with `le` first, then +Inf, sum and count. */
+  private proxySecondsValues(): MetricValueWithName<string>[] {
+    const name = 'sless_proxy_request_duration_seconds';
+    const values: MetricValueWithName<string>[] = [];
+    for (const tally of this.proxyTallies.values()) {
+      const labels = { namespace: tally.namespace, function: tally.function };
+      let cumulative = 0;
+      PROXY_SECONDS_BUCKETS.forEach((le, i) => {
+        cumulative += tally.buckets[i] as number;
+        values.push({ metricName: `${name}_bucket`, labels: { le, ...labels }, value: cumulative });
+      });
+      values.push(
+        { metricName: `${name}_bucket`, labels: { le: '+Inf', ...labels }, value: tally.count },
+        { metricName: `${name}_sum`, labels, value: tally.sum },
+        { metricName: `${name}_count`, labels, value: tally.count },
+      );
+    }
+    return values;
   }
 
   contentType(): string {
