@@ -190,3 +190,112 @@ describe('FunctionProxy and a Service that fronts every revision', () => {
     expect(await get(proxy.port)).toBe('200 connection 1');
   });
 });
+
+describe('FunctionProxy headers', () => {
+  const servers: Server[] = [];
+  afterEach(async () => {
+    for (const server of servers.splice(0)) {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    }
+  });
+
+  // An upstream that answers with the header lines it received, and with hop-by-hop headers of its own.
+  async function headerEcho(): Promise<{ server: Server; origin: string }> {
+    const server = createServer((req, res) => {
+      res.writeHead(200, [
+        'Content-Type',
+        'application/json',
+        'Connection',
+        'x-upstream-private',
+        'X-Upstream-Private',
+        'hidden',
+        'Proxy-Authenticate',
+        'Basic',
+        'X-Kept',
+        'yes',
+      ]);
+      res.end(JSON.stringify(req.rawHeaders));
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    return { server, origin: `http://127.0.0.1:${(server.address() as AddressInfo).port}` };
+  }
+
+  function send(
+    port: number,
+    headers: string[],
+  ): Promise<{ lines: string[]; headers: Record<string, unknown>; status: number }> {
+    return new Promise((resolve, reject) => {
+      const req = request({ host: '127.0.0.1', port, path: '/fn/team/hello/x?y=1', headers }, (res) => {
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => {
+          body += chunk;
+        });
+        res.on('end', () =>
+          resolve({ lines: JSON.parse(body) as string[], headers: res.headers, status: res.statusCode ?? 0 }),
+        );
+      });
+      req.on('error', reject);
+      req.end();
+    });
+  }
+
+  const pairs = (lines: string[]) =>
+    Array.from({ length: lines.length / 2 }, (_, i) => [lines[2 * i], lines[2 * i + 1]]);
+
+  it('passes end-to-end lines, strips hop-by-hop ones both ways, and sets the X-Forwarded-* and X-Request-Id', async () => {
+    const echo = await headerEcho();
+    servers.push(echo.server);
+    const proxy = await proxyServer(() => ({ state: 'ready', origin: echo.origin, timeoutSec: 5 }));
+    servers.push(proxy.server);
+    const answer = await send(proxy.port, [
+      'Host',
+      'fn.example',
+      'Connection',
+      'keep-alive, X-Hop-Secret',
+      'X-Hop-Secret',
+      'do-not-forward',
+      'Proxy-Authorization',
+      'Basic abc',
+      'X-Forwarded-For',
+      '203.0.113.7',
+      'X-Forwarded-For',
+      '198.51.100.2',
+      'X-End-To-End',
+      'one',
+      'X-End-To-End',
+      'two',
+    ]);
+    expect(answer.status).toBe(200);
+    const received = pairs(answer.lines);
+    const requestId = received.find(([name]) => name === 'x-request-id')?.[1];
+    expect(requestId).toMatch(/^[0-9a-f]{12}-[0-9a-z]+$/);
+    expect(received).toEqual([
+      // undici's own: the upstream connection is kept alive, whatever the client's said.
+      ['host', echo.origin.replace('http://', '')],
+      ['connection', 'keep-alive'],
+      ['x-end-to-end', 'one'],
+      ['x-end-to-end', 'two'],
+      ['x-forwarded-host', 'fn.example'],
+      ['x-forwarded-proto', 'http'],
+      ['x-forwarded-for', '203.0.113.7, 198.51.100.2, 127.0.0.1'],
+      ['x-forwarded-prefix', '/fn/team/hello'],
+      ['x-request-id', requestId],
+    ]);
+    expect(answer.headers['x-kept']).toBe('yes');
+    expect(answer.headers).not.toHaveProperty('x-upstream-private');
+    expect(answer.headers).not.toHaveProperty('proxy-authenticate');
+
+    // A client's own request id is passed on, and each generated one is new.
+    const again = await send(proxy.port, ['Host', 'fn.example', 'X-Request-Id', 'client-7']);
+    expect(pairs(again.lines).filter(([name]) => name === 'x-request-id')).toEqual([
+      ['x-request-id', 'client-7'],
+    ]);
+    const third = pairs((await send(proxy.port, ['Host', 'fn.example'])).lines).find(
+      ([name]) => name === 'x-request-id',
+    )?.[1];
+    expect(third).toMatch(/^[0-9a-f]{12}-[0-9a-z]+$/);
+    expect(third).not.toBe(requestId);
+  });
+});

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { stripHopByHop } from './hop-by-hop.js';
+import { stripHopByHop, stripHopByHopRaw } from './hop-by-hop.js';
 
 describe('stripHopByHop', () => {
   it('drops RFC 9110 hop-by-hop headers and those named in Connection', () => {
@@ -52,5 +52,41 @@ describe('stripHopByHop', () => {
     headers.connection = 'close';
     expect(stripHopByHop(headers)).toStrictEqual({ 'x-kept': 'v' });
     expect(stripHopByHop({})).toEqual({});
+  });
+});
+
+describe('stripHopByHopRaw', () => {
+  it('keeps end-to-end lines in order with lower-case names, drops hop-by-hop ones and those every Connection line names', () => {
+    const out = stripHopByHopRaw([
+      'Host',
+      'example.com',
+      'Connection',
+      'Keep-Alive, X-Private',
+      'X-Private',
+      'secret',
+      'Accept',
+      'text/html',
+      'connection',
+      'x-second',
+      'X-Second',
+      'also secret',
+      'Transfer-Encoding',
+      'chunked',
+      'Proxy-Authorization',
+      'Basic abc',
+      'Accept',
+      'application/json',
+      'TE',
+      'trailers',
+    ]);
+    expect(out).toEqual(['host', 'example.com', 'accept', 'text/html', 'accept', 'application/json']);
+  });
+
+  it('drops a header the Connection line names even when it comes first', () => {
+    expect(stripHopByHopRaw(['X-Early', '1', 'Connection', 'x-early', 'X-Late', '2'])).toEqual([
+      'x-late',
+      '2',
+    ]);
+    expect(stripHopByHopRaw([])).toEqual([]);
   });
 });
