@@ -1,28 +1,33 @@
 // The /fn/ proxy beside its peers, in one run, against the same Node function process: direct (no
-// proxy), sless's /fn/, a minimal Node proxy (node:http + an undici Pool, bench/peers), Go's
-// httputil.ReverseProxy (the OpenFaaS gateway's shape, bench/peers/go-proxy) and nginx with a
-// keep-alive upstream (one worker). Load: wrk, 1 thread, 50 connections. Rounds alternate the
-// targets so that machine noise hits all of them alike; each figure is the median over rounds.
+// proxy), sless's /fn/ (the compiled `sless dev`, in its own process as a user runs it), a minimal Node
+// proxy (node:http + an undici Pool, bench/peers), Go's httputil.ReverseProxy (the OpenFaaS gateway's
+// shape, bench/peers/go-proxy) and nginx with a keep-alive upstream (one worker). Load: wrk, 1
+// thread, 50 connections. Rounds alternate the targets so that machine noise hits all of them alike;
+// each figure is the median over rounds, and each round's /fn/ ratios are printed with the load
+// average, since on a shared machine one round can differ from the next.
 // CPU time per request of each proxy process (from /proc) is reported too: on a busy machine it is
 // steadier than req/s, which depends on how much CPU the scheduler happened to give each process.
 // wrk and nginx come from Debian and are installed with apt-get when missing (as root).
-// Run: npx tsx bench/proxy.ts   (DURATION=seconds per measurement, default 5; ROUNDS, default 3)
+// Run: npx tsx bench/proxy.ts   (DURATION=seconds per measurement, default 4; ROUNDS, default 5;
+// SLESS_BASELINE=another checkout, compiled: its /fn/ is measured too, as "/fn/ baseline", against its
+// own copy of the function: a before/after in one run)
 import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
-import { readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { PACKAGE_ROOT } from '../src/config/config.js';
 import { freePort } from '../src/platform/local/ports.js';
 import { functionManifest, nodeHandler, TestRepo } from '../test/helpers/git.js';
-import { startTestSystem } from '../test/helpers/local-system.js';
+import { ensureCompiled } from './compiled.ts';
 import { accepts } from './net.ts';
 import { report } from './report.ts';
 import { median } from './stats.js';
 
-const DURATION = Number(process.env.DURATION ?? 5);
-const ROUNDS = Number(process.env.ROUNDS ?? 3);
+const DURATION = Number(process.env.DURATION ?? 4);
+const ROUNDS = Number(process.env.ROUNDS ?? 5);
 const PEERS = fileURLToPath(new URL('./peers/', import.meta.url));
 
 function ensureDebianTools(): void {
@@ -55,6 +60,10 @@ function cpuSeconds(pid: number): number {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
+}
+
+function loadAverage(): string {
+  return readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
 }
 
 function childPids(parent: number): number[] {
@@ -107,6 +116,59 @@ async function wrk(url: string, seconds: number, pids: number[]): Promise<Load> 
   return { rps, cpuUs: pids.length ? (cpu / requests) * 1e6 : Number.NaN, p50, p99, errors };
 }
 
+function descendants(pid: number): number[] {
+  return childPids(pid).flatMap((child) => [child, ...descendants(child)]);
+}
+
+/**
+ * Where sless's function process listens, found from outside: its unix socket (a sandboxed function;
+ * the directory carries sless's pid) or, unsandboxed, the loopback TCP port one of sless's
+ * descendants listens on.
+ */
+function functionUpstream(slessPid: number, slessPort: number): { origin: string; socketPath?: string } {
+  for (const dir of readdirSync(tmpdir()))
+    if (dir.startsWith(`sless-fn-${slessPid}-`) && existsSync(join(tmpdir(), dir, 'http.sock')))
+      return { origin: 'http://localhost', socketPath: join(tmpdir(), dir, 'http.sock') };
+  const pids = new Set(descendants(slessPid));
+  const listening = spawnSync('ss', ['-ltnpH'], { encoding: 'utf8' }).stdout.split('\n');
+  for (const line of listening) {
+    const port = Number(/127\.0\.0\.1:(\d+)/.exec(line)?.[1]);
+    const pid = Number(/pid=(\d+)/.exec(line)?.[1]);
+    if (port && port !== slessPort && pids.has(pid)) return { origin: `http://127.0.0.1:${port}` };
+  }
+  throw new Error('cannot find the function process of sless');
+}
+
+interface StartedSless {
+  child: ChildProcess;
+  port: number;
+}
+
+/** The compiled `sless dev` of a checkout, serving the repository once /fn/default/hello answers. */
+async function startSless(
+  root: string,
+  repo: string,
+  stateDir: string,
+  children: ChildProcess[],
+): Promise<StartedSless> {
+  const port = await freePort();
+  const child = spawn(
+    process.execPath,
+    [join(root, 'bin', 'sless.js'), 'dev', '--repo', repo, '--port', String(port), '--state-dir', stateDir],
+    { stdio: 'ignore', env: { ...process.env, SLESS_LOG_LEVEL: 'warn' } },
+  );
+  children.push(child);
+  const deadline = Date.now() + 300_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`sless dev (${root}) exited with ${child.exitCode}`);
+    if (Date.now() > deadline) throw new Error(`sless dev (${root}) did not serve within 300 s`);
+    const answer = await fetch(`http://127.0.0.1:${port}/fn/default/hello`).catch(() => undefined);
+    await answer?.arrayBuffer();
+    if (answer?.status === 200) return { child, port };
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
 async function waitForPort(port: number, child: ChildProcess, what: string): Promise<void> {
   const deadline = Date.now() + 30_000;
   for (;;) {
@@ -151,17 +213,17 @@ async function main(): Promise<void> {
     'hello/function.yaml': functionManifest('hello'),
     'hello/handler.js': nodeHandler(`return { ok: true };`),
   });
-  const system = await startTestSystem({ url: repo.dir });
   try {
-    let route = await system.platform.resolve('default', 'hello');
-    while (route.state !== 'ready') {
-      await new Promise((r) => setTimeout(r, 50));
-      route = await system.platform.resolve('default', 'hello');
-    }
-    route.release?.();
-    const origin = route.origin;
+    ensureCompiled();
+    const started = await Promise.all(
+      [PACKAGE_ROOT, ...(process.env.SLESS_BASELINE ? [process.env.SLESS_BASELINE] : [])].map((root, i) =>
+        startSless(root, repo.dir, join(work, `state-${i}`), children),
+      ),
+    );
+    const [{ child: sless, port: slessPort }, baseline] = started as [StartedSless, StartedSless?];
+    const slessUrl = `http://127.0.0.1:${slessPort}`;
+    const { origin, socketPath } = functionUpstream(sless.pid ?? 0, slessPort);
     // Local functions serve on a unix socket: wrk cannot call them directly, the proxies can.
-    const socketPath = route.socketPath;
     const upstreamArgs = socketPath ? [origin, socketPath] : [origin];
 
     const minimalPort = await freePort();
@@ -194,7 +256,15 @@ async function main(): Promise<void> {
 
     const targets: Record<string, { url: string; pids: number[] }> = {
       ...(socketPath ? {} : { direct: { url: `${origin}/`, pids: [] } }),
-      '/fn/': { url: `${system.url}/fn/default/hello`, pids: [process.pid] },
+      '/fn/': { url: `${slessUrl}/fn/default/hello`, pids: [sless.pid ?? 0] },
+      ...(baseline
+        ? {
+            '/fn/ baseline': {
+              url: `http://127.0.0.1:${baseline.port}/fn/default/hello`,
+              pids: [baseline.child.pid ?? 0],
+            },
+          }
+        : {}),
       'minimal node': { url: `http://127.0.0.1:${minimalPort}/`, pids: [minimal.pid ?? 0] },
       'go httputil': { url: `http://127.0.0.1:${goPort}/`, pids: [goProxy.pid ?? 0] },
       'nginx 1 worker': {
@@ -210,9 +280,18 @@ async function main(): Promise<void> {
       await wrk(url, 2, pids); // warm-up: JIT, connection pools
       results[name] = [];
     }
-    for (let round = 0; round < ROUNDS; round++)
+    for (let round = 0; round < ROUNDS; round++) {
+      const before = loadAverage();
       for (const [name, { url, pids }] of Object.entries(targets))
         results[name]?.push(await wrk(url, DURATION, pids));
+      const fn = results['/fn/']?.[round] as Load;
+      const minimal = results['minimal node']?.[round] as Load;
+      console.log(
+        `round ${round + 1}: /fn/ ÷ minimal node: req/s ${(fn.rps / minimal.rps).toFixed(2)}, ` +
+          `p99 ${(fn.p99 / minimal.p99).toFixed(2)}, CPU µs/req ${(fn.cpuUs / minimal.cpuUs).toFixed(2)}; ` +
+          `load average ${before} → ${loadAverage()}`,
+      );
+    }
 
     const summary = Object.fromEntries(
       Object.entries(results).map(([name, loads]) => [
@@ -292,7 +371,6 @@ async function main(): Promise<void> {
   } finally {
     for (const child of children) if (child.exitCode === null) child.kill('SIGTERM');
     await Promise.all(children.map((c) => (c.exitCode === null ? once(c, 'exit') : undefined)));
-    await system.close();
     await repo.remove();
     await rm(work, { recursive: true, force: true });
   }

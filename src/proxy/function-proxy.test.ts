@@ -299,3 +299,79 @@ describe('FunctionProxy headers', () => {
     expect(third).not.toBe(requestId);
   });
 });
+
+describe('FunctionProxy streaming', () => {
+  const servers: Server[] = [];
+  afterEach(async () => {
+    for (const server of servers.splice(0)) {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    }
+  });
+
+  // 16 MiB in 64 KiB chunks, each chunk filled with its own index, so a lost or reordered chunk shows.
+  const CHUNKS = 256;
+  const chunk = (i: number) => Buffer.alloc(64 * 1024, i % 251);
+
+  async function bigUpstream(): Promise<{ server: Server; origin: string; closed: Promise<boolean> }> {
+    let finished: (complete: boolean) => void = () => {};
+    const closed = new Promise<boolean>((resolve) => {
+      finished = resolve;
+    });
+    const server = createServer(async (_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/octet-stream' });
+      res.on('close', () => finished(res.writableFinished));
+      for (let i = 0; i < CHUNKS && !res.destroyed; i++)
+        if (!res.write(chunk(i))) await new Promise((resolve) => res.once('drain', resolve));
+      res.end();
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    return { server, origin: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, closed };
+  }
+
+  it('streams a large answer to a client that reads slowly, whole and in order', async () => {
+    const big = await bigUpstream();
+    servers.push(big.server);
+    const proxy = await proxyServer(() => ({ state: 'ready', origin: big.origin, timeoutSec: 30 }));
+    servers.push(proxy.server);
+    const received = await new Promise<Buffer>((resolve, reject) => {
+      request({ host: '127.0.0.1', port: proxy.port, path: '/fn/team/hello/' }, (res) => {
+        const parts: Buffer[] = [];
+        // Not reading for a while fills the socket buffers: the proxy must hold the function back.
+        res.pause();
+        setTimeout(() => res.resume(), 300);
+        res.on('data', (part: Buffer) => parts.push(part));
+        res.on('end', () => resolve(Buffer.concat(parts)));
+        res.on('error', reject);
+      })
+        .on('error', reject)
+        .end();
+    });
+    expect(received.length).toBe(CHUNKS * 64 * 1024);
+    for (let i = 0; i < CHUNKS; i++)
+      expect(received.subarray(i * 64 * 1024, (i + 1) * 64 * 1024).equals(chunk(i)), `chunk ${i}`).toBe(true);
+    expect(proxy.releases).toEqual([big.origin]);
+  });
+
+  it('stops the function answer when the client goes away mid-answer, and releases the route once', async () => {
+    const big = await bigUpstream();
+    servers.push(big.server);
+    const proxy = await proxyServer(() => ({ state: 'ready', origin: big.origin, timeoutSec: 30 }));
+    servers.push(proxy.server);
+    await new Promise<void>((resolve, reject) => {
+      const req = request({ host: '127.0.0.1', port: proxy.port, path: '/fn/team/hello/' }, (res) => {
+        res.once('data', () => {
+          req.destroy();
+          resolve();
+        });
+      });
+      req.on('error', () => {});
+      req.on('response', (res) => res.on('error', reject));
+      req.end();
+    });
+    // The upstream connection is cut before the function wrote everything.
+    expect(await big.closed).toBe(false);
+    while (proxy.releases.length === 0) await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(proxy.releases).toEqual([big.origin]);
+  });
+});

@@ -150,13 +150,11 @@ export class FunctionProxy {
   }
 
   /** Never rejects: it runs outside fastify's error handling, where a rejection would be unhandled. */
-  async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    try {
-      await this.forward(req, res);
-    } catch (error) {
-      this.options.onUpstreamError?.(req.url ?? '', (error as Error).message);
+  handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    return this.forward(req, res).catch((error: Error) => {
+      this.options.onUpstreamError?.(req.url ?? '', error.message);
       sendJson(res, 503, { error: 'function routing is unavailable; try again' }, { 'retry-after': '1' });
-    }
+    });
   }
 
   private async forward(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -319,7 +317,8 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
     this.answering = true;
     this.request.finish(statusCode);
     if (this.res.destroyed) controller.abort(new Error('client closed the connection'));
-    else this.res.once('close', this.clientGone);
+    // `on`, not `once`: 'close' comes once per response anyway, and once() wraps every listener.
+    else this.res.on('close', this.clientGone);
   }
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {

@@ -16,6 +16,8 @@ const HOP_BY_HOP = new Set([
 
 /** The header names a Connection header value lists (lower case), added to `named`. */
 function addConnectionTokens(value: string, named: Set<string> | undefined): Set<string> | undefined {
+  // What nearly every answer carries: nothing to split.
+  if (value === 'keep-alive' || value === 'close') return named;
   for (const token of value.split(',')) {
     const lower = token.trim().toLowerCase();
     // Stryker disable next-line ConditionalExpression,LogicalOperator,StringLiteral: equivalent, a shortcut only: keep-alive is stripped anyway, and no header is named "close" or ""
