@@ -140,7 +140,8 @@ function get(port: number, path = '/'): Promise<string> {
   });
 }
 
-describe('FunctionProxy and a Service that fronts every revision', () => {
+/** Servers a test starts, closed with their connections after it. */
+function closedAfterEach(): Server[] {
   const servers: Server[] = [];
   afterEach(async () => {
     for (const server of servers.splice(0)) {
@@ -148,6 +149,11 @@ describe('FunctionProxy and a Service that fronts every revision', () => {
       await new Promise((resolve) => server.close(resolve));
     }
   });
+  return servers;
+}
+
+describe('FunctionProxy and a Service that fronts every revision', () => {
+  const servers = closedAfterEach();
 
   it('opens new connections for a new revision, keeps the previous one for stragglers, and lets its requests finish', async () => {
     const service = await connectionCounter();
@@ -192,13 +198,7 @@ describe('FunctionProxy and a Service that fronts every revision', () => {
 });
 
 describe('FunctionProxy headers', () => {
-  const servers: Server[] = [];
-  afterEach(async () => {
-    for (const server of servers.splice(0)) {
-      server.closeAllConnections();
-      await new Promise((resolve) => server.close(resolve));
-    }
-  });
+  const servers = closedAfterEach();
 
   // An upstream that answers with the header lines it received, and with hop-by-hop headers of its own.
   async function headerEcho(): Promise<{ server: Server; origin: string }> {
@@ -301,13 +301,7 @@ describe('FunctionProxy headers', () => {
 });
 
 describe('FunctionProxy streaming', () => {
-  const servers: Server[] = [];
-  afterEach(async () => {
-    for (const server of servers.splice(0)) {
-      server.closeAllConnections();
-      await new Promise((resolve) => server.close(resolve));
-    }
-  });
+  const servers = closedAfterEach();
 
   // 16 MiB in 64 KiB chunks, each chunk filled with its own index, so a lost or reordered chunk shows.
   const CHUNKS = 256;
