@@ -27,8 +27,10 @@ interface Row {
   builtBefore?: boolean;
   /** What building does: succeed, fail for good (the code), or fail for a moment (storage). */
   build?: 'ok' | 'fails' | 'transient';
-  /** The revision the platform runs before the reconcile, recorded as serving in status too. */
+  /** The revision the platform runs before the reconcile, recorded as serving (and Ready) in status too. */
   running?: string;
+  /** The last reconcile's rollout of the desired revision failed (Ready=False, RolloutFailed). */
+  rolloutFailedBefore?: boolean;
   /** What deploying does. */
   deploy?: 'ok' | 'rollout-fails' | 'transient';
   /** A Trigger with enabled: false points at the function. */
@@ -116,11 +118,39 @@ const rows: Row[] = [
     running: OLD,
     deploy: 'rollout-fails',
     expect: {
+      // Not Ready: the revision the Function asks for does not serve; the old one still does.
       phase: 'Failed',
-      ready: ['True', 'RolloutFailed'],
+      ready: ['False', 'RolloutFailed'],
       reconciling: 'False',
       message: `pod p: CrashLoopBackOff; still serving ${OLD}`,
       throws: 'recorded',
+      builds: 1,
+      deploys: [REVISION],
+    },
+  },
+  {
+    name: 'the retry of a failed rollout does not make it Ready while it deploys again',
+    running: OLD,
+    rolloutFailedBefore: true,
+    deploy: 'transient',
+    expect: {
+      phase: 'Deploying',
+      ready: ['False', 'Deploying'],
+      reconciling: 'True',
+      throws: 'transient',
+      builds: 1,
+      deploys: [REVISION],
+    },
+  },
+  {
+    name: 'a failed rollout, then one that serves: Ready again',
+    running: OLD,
+    rolloutFailedBefore: true,
+    expect: {
+      phase: 'Ready',
+      ready: ['True', 'Serving'],
+      reconciling: 'False',
+      message: `serving ${REVISION} (built at ${COMMIT.slice(0, 12)})`,
       builds: 1,
       deploys: [REVISION],
     },
@@ -171,7 +201,24 @@ async function run(row: Row) {
       ? {}
       : { [ANNOTATION_BUILD_KEY]: KEY, [ANNOTATION_CONFIG_HASH]: CONFIG, [ANNOTATION_COMMIT]: COMMIT };
   const fn = await store.apply(functionResource('f', annotations));
-  if (row.running) await store.patchStatus(fn, { servingRevision: row.running });
+  if (row.running) {
+    const failed = row.rolloutFailedBefore;
+    await store.patchStatus(fn, {
+      servingRevision: row.running,
+      conditions: [
+        {
+          type: 'Ready',
+          status: failed ? 'False' : 'True',
+          reason: failed ? 'RolloutFailed' : 'Serving',
+          message: failed
+            ? `pod p: CrashLoopBackOff; still serving ${row.running}`
+            : `serving ${row.running}`,
+          lastTransitionTime: new Date(0).toISOString(),
+          observedGeneration: 1,
+        },
+      ],
+    });
+  }
   if (row.disabled)
     await store.apply({
       apiVersion: 'sless.dev/v1alpha1',

@@ -79,6 +79,11 @@ export async function reconcileFunction(
     update.set('Reconciling', phase === 'Building' || phase === 'Deploying', reason, message);
   };
   const write = () => update.write(deps.store, fn);
+  // Ready says whether the revision this Function asks for serves. While a new one builds or rolls
+  // out, the one that served keeps Ready as it was; once a revision failed, nothing but the desired
+  // revision serving makes the Function Ready again (a retry of the failed rollout does not).
+  const readyWhileInProgress = (): ConditionStatus =>
+    status.servingRevision && update.get('Ready')?.status === 'True' ? 'True' : 'False';
 
   if (!buildKey || !configHash || !commit) {
     setPhase(
@@ -113,7 +118,7 @@ export async function reconcileFunction(
     }
     setPhase(
       'Building',
-      status.servingRevision ? 'True' : 'False',
+      readyWhileInProgress(),
       Reason.Building,
       `building ${buildKey.slice(0, 12)} at ${commit.slice(0, 12)}`,
     );
@@ -195,12 +200,7 @@ export async function reconcileFunction(
   const rolledOut = (await deps.platform.currentRevision(namespace, name)) === revision;
   if (!rolledOut || deps.platform.ensure) {
     if (!rolledOut) {
-      setPhase(
-        'Deploying',
-        status.servingRevision ? 'True' : 'False',
-        Reason.Deploying,
-        `rolling out ${revision}`,
-      );
+      setPhase('Deploying', readyWhileInProgress(), Reason.Deploying, `rolling out ${revision}`);
       await write();
       deps.events?.record(fn, 'Normal', Reason.Deploying, `rolling out ${revision}`);
     }
@@ -219,10 +219,12 @@ export async function reconcileFunction(
       if (!(await deps.platform.currentRevision(namespace, name))) deps.processes?.release(namespace, name);
       deps.events?.record(fn, 'Warning', Reason.RolloutFailed, error.message);
       // What served last is what status recorded as serving, not what the platform was told to roll.
+      // It keeps serving /fn/ (the route follows servingRevision, not Ready), but the Function is not
+      // Ready: the revision it asks for does not serve.
       const serving = status.servingRevision;
       setPhase(
         'Failed',
-        serving ? 'True' : 'False',
+        'False',
         Reason.RolloutFailed,
         serving && serving !== revision ? `${error.message}; still serving ${serving}` : error.message,
       );

@@ -1,9 +1,9 @@
 /**
  * Ready means serving, on the real kube-apiserver: a Function is Ready only once its Deployment rolled
- * the revision out, and a revision whose pods never become available is RolloutFailed with the pods'
- * reason while the previous revision serves. There is no kubelet or Deployment controller here: the
- * test plays them by writing Deployment and Pod status (markDeploymentAvailable, crashLoopingPod),
- * and plays kaniko (markBuildSucceeded). The real crash-looping container is the real node's test.
+ * the revision out, and a revision whose pods never become available is RolloutFailed (Ready=False)
+ * with the pods' reason while the previous revision serves /fn/. There is no kubelet or Deployment
+ * controller here: the test plays them by writing Deployment and Pod status (markDeploymentAvailable,
+ * crashLoopingPod), and plays kaniko (markBuildSucceeded). The real crash-looping container is the real node's test.
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -131,6 +131,9 @@ describe('kube platform: Ready means serving', () => {
     );
     const ready = failed.conditions?.find((c) => c.type === 'Ready');
     expect(failed.phase).toBe('Failed');
+    // Not Ready: the revision the Function asks for does not serve (kubectl wait keeps waiting).
+    expect(ready?.status).toBe('False');
+    expect(await kubectlWaitSatisfied()).toBe(false);
     expect(ready?.message).toContain(`revision ${revision} not available after 3s`);
     expect(ready?.message).toContain(
       'pod alpha-new-pod: CrashLoopBackOff: back-off 10s restarting failed container',
@@ -138,8 +141,9 @@ describe('kube platform: Ready means serving', () => {
     expect(ready?.message).toContain('(last exit: Error, code 1)');
     expect(ready?.message).toContain(`still serving ${served}`);
     expect(failed.servingRevision).toBe(served);
-    // The old pods keep answering.
-    expect((await fetch(`${system.url}/fn/${env.ns}/alpha/x`)).status).toBe(200);
+    // The old pods keep answering: which revision serves is not decided by Ready.
+    const answer = await fetch(`${system.url}/fn/${env.ns}/alpha/x`);
+    expect([answer.status, await answer.json()]).toEqual([200, { served: '/x' }]);
     // The proxy's connections belong to the serving revision (a new one gets new connections).
     expect(await system.routes.resolve(env.ns, 'alpha')).toMatchObject({ state: 'ready', revision: served });
 
@@ -306,7 +310,7 @@ describe('kube platform: Ready means serving', () => {
       if (!failed) throw new Error('no status');
       const ready = failed.conditions?.find((c) => c.type === 'Ready');
       expect(failed.phase).toBe('Failed');
-      expect(ready?.status).toBe('True');
+      expect(ready?.status).toBe('False');
       expect(ready?.message).toContain(`pull secret ${env.controllerNs}/sless-registry-pull does not exist`);
       expect(ready?.message).toContain(`still serving ${served}`);
       expect(failed.servingRevision).toBe(served);

@@ -1,12 +1,11 @@
 /**
- * `/fn/{ns}/{name}` → the function's Service, only while it has a ready revision. A function that
- * scales to zero is reached at a ready endpoint of its Service instead, read from its EndpointSlices:
+ * `/fn/{ns}/{name}` → the function's Service, only while a revision serves (`status.servingRevision`,
+ * whatever Ready says of the newest revision). A function that scales to zero is reached at a ready endpoint of its Service instead, read from its EndpointSlices:
  * when it runs nothing, the request is held while the scaler starts it (see scaler.ts), and a pod
  * that just became ready is reachable at once, before kube-proxy on any node has learnt of it.
  */
 
 import type { FunctionRoute } from '../../config/kube.js';
-import { getCondition } from '../../core/conditions.js';
 import { asError } from '../../core/errors.js';
 import type { ObjectStore, RouteResolver, RouteState } from '../../core/interfaces.js';
 import type { SlessFunction } from '../../core/resources.js';
@@ -72,7 +71,10 @@ export class KubeRouteResolver implements RouteResolver {
     const unavailable = (message: string): Resolved => ({
       state: { state: 'unavailable', status: 503, message },
     });
-    if (getCondition(fn.status?.conditions, 'Ready')?.status !== 'True')
+    // Which revision serves is decided apart from Ready: a Function whose new revision failed is
+    // not Ready, yet the revision that served before keeps serving (as a Knative Route keeps its
+    // traffic on the last ready revision while the newest one fails).
+    if (!fn.status?.servingRevision || fn.status.phase === 'Disabled')
       return unavailable(
         `function ${namespace}/${name} has no ready revision (${fn.status?.phase ?? 'Pending'})`,
       );
