@@ -78,6 +78,73 @@ describe('local GitOps loop', () => {
     expect((await system.functionStatus('alpha'))?.buildKey).toBe(buildKey);
   });
 
+  it('a new revision that fails to start: the old one keeps serving, the Function is not Ready and says why; a fix makes it Ready', async () => {
+    const good = await system.functionStatus('alpha');
+    const oldBody = (await bodyOf(system, '/fn/default/alpha')).text;
+    expect(JSON.parse(oldBody)).toMatchObject({ fn: 'alpha', v: 1 });
+    // Every Ready the controller writes for alpha from here on, retries included.
+    const written: string[] = [];
+    const unsubscribe = system.store.subscribe((event) => {
+      if (event.object.kind !== 'Function' || event.object.metadata.name !== 'alpha') return;
+      const ready = event.object.status?.conditions?.find((c) => c.type === 'Ready');
+      if (ready && written.at(-1) !== `${ready.status} ${ready.reason}`)
+        written.push(`${ready.status} ${ready.reason}`);
+    });
+    try {
+      await repo.commit({
+        'alpha/handler.js': `throw new Error('no config at start');\n${nodeHandler('return 0;')}`,
+      });
+      const failed = await eventually(
+        async () => {
+          const s = await system.functionStatus('alpha');
+          const ready = s?.conditions?.find((c) => c.type === 'Ready');
+          return s && ready?.reason === 'RolloutFailed' ? { s, ready } : undefined;
+        },
+        30_000,
+        'alpha RolloutFailed',
+      );
+      expect(failed.ready.status).toBe('False');
+      expect(failed.s.phase).toBe('Failed');
+      expect(failed.ready.message).toContain('no config at start');
+      expect(failed.ready.message).toContain(`still serving ${good?.servingRevision}`);
+      expect(failed.s.servingRevision).toBe(good?.servingRevision);
+      expect((await bodyOf(system, '/fn/default/alpha')).text).toBe(oldBody);
+      // The controller retries the failed start (with backoff): once it has, twice over, no write
+      // in between said Ready while the old code served.
+      await eventually(
+        async () => written.filter((w) => w === 'False RolloutFailed').length >= 3,
+        30_000,
+        'two retries of the failed start',
+      );
+      const afterFailure = written.slice(written.indexOf('False RolloutFailed'));
+      expect(afterFailure).toContain('False Deploying');
+      expect(afterFailure.filter((w) => w.startsWith('True'))).toEqual([]);
+    } finally {
+      unsubscribe();
+    }
+
+    const fix = await repo.commit({
+      'alpha/handler.js': nodeHandler(`return { fn: 'alpha', word: process.env.WORD, v: 2 };`),
+    });
+    const fixed = await eventually(
+      async () => {
+        const s = await system.functionStatus('alpha');
+        return s?.phase === 'Ready' && s.commit === fix ? s : undefined;
+      },
+      30_000,
+      'alpha Ready again',
+    );
+    expect(fixed.conditions?.find((c) => c.type === 'Ready')).toMatchObject({
+      status: 'True',
+      reason: 'Serving',
+    });
+    expect(fixed.servingRevision).not.toBe(good?.servingRevision);
+    expect(JSON.parse((await bodyOf(system, '/fn/default/alpha')).text)).toEqual({
+      ...JSON.parse(oldBody),
+      v: 2,
+    });
+  });
+
   it('keeps serving the last good revision when a commit has an invalid manifest, and names file and field', async () => {
     const good = await system.sourceStatus();
     await repo.commit({ 'beta/function.yaml': functionManifest('beta', { memoryMb: 999999 }) });
