@@ -152,7 +152,7 @@ func Handle(ctx context.Context, event sless.Event) (any, error) {
   }, 300_000);
 
   it(
-    'a crash-looping revision: the old pod serves throughout, the Function is RolloutFailed naming the pod reason',
+    'a crash-looping revision: the old pod serves throughout, the Function is RolloutFailed (not Ready) naming the pod reason; a fix makes it Ready',
     async () => {
       await servedBody('crashy', 'crashy v1');
       const before = await status('crashy');
@@ -162,7 +162,7 @@ func Handle(ctx context.Context, event sless.Event) (any, error) {
       const crashing = await env.commit({
         'crashy/function.yaml': functionManifest('crashy', { env: { EXIT_AT_START: 'yes' } }),
       });
-      // Requests through /fn/ from the commit until the controller gives the revision up.
+      // Requests through /fn/ from the commit until the fixed revision serves.
       const answers: string[] = [];
       let done = false;
       const load = (async () => {
@@ -172,38 +172,66 @@ func Handle(ctx context.Context, event sless.Event) (any, error) {
           await new Promise((r) => setTimeout(r, 250));
         }
       })();
-      const failed = await eventually(
-        'crashy RolloutFailed',
-        async () => {
-          const s = await status('crashy');
-          const ready = s?.conditions?.find((c) => c.type === 'Ready');
-          return s && ready?.reason === 'RolloutFailed' ? { s, ready } : undefined;
-        },
-        ROLLOUT_DEADLINE_S * 1000 + 120_000,
-      );
-      done = true;
-      await load;
+      try {
+        const failed = await eventually(
+          'crashy RolloutFailed',
+          async () => {
+            const s = await status('crashy');
+            const ready = s?.conditions?.find((c) => c.type === 'Ready');
+            return s && ready?.reason === 'RolloutFailed' ? { s, ready } : undefined;
+          },
+          ROLLOUT_DEADLINE_S * 1000 + 120_000,
+        );
+        const duringFailure = answers.length;
+        // Not Ready: the revision the Function asks for does not serve; the old one still does.
+        expect(failed.ready.status).toBe('False');
+        expect(failed.s.phase).toBe('Failed');
+        expect(failed.s.commit).toBe(crashing);
+        expect(failed.s.servingCommit).toBe(before?.servingCommit);
+        expect(failed.s.servingRevision).toBe(served);
+        expect(failed.ready.message).toContain(`still serving ${served}`);
+        expect(failed.ready.message).toContain(`not available after ${ROLLOUT_DEADLINE_S}s`);
+        // The kubelet's own words for the new pod: it keeps exiting with the handler's code.
+        expect(failed.ready.message).toMatch(
+          /pod crashy-[a-z0-9]+-[a-z0-9]+: (CrashLoopBackOff: back-off \S+ restarting failed container.*\(last exit: Error, code 3\)|Error \(exit code 3\))/,
+        );
+        const crashPods = (await pods({ [LABEL_FUNCTION]: 'crashy', [LABEL_COMPONENT]: 'function' })).filter(
+          (p) =>
+            ((p.status as { containerStatuses?: { restartCount?: number }[] }).containerStatuses?.[0]
+              ?.restartCount ?? 0) > 0,
+        );
+        expect(crashPods).toHaveLength(1);
+        // Served while the Function said it was not Ready: the old body, after the failure too.
+        await eventually('answers after the failure', async () => answers.length > duringFailure + 2);
+
+        // The fix (a new revision of the same build): Ready again, at the fixed commit.
+        const fix = await env.commit({
+          'crashy/function.yaml': functionManifest('crashy', { env: { EXIT_AT_START: 'no', FIXED: 'yes' } }),
+        });
+        const fixed = await eventually(
+          'crashy Ready at the fix',
+          async () => {
+            const s = await status('crashy');
+            const ready = s?.conditions?.find((c) => c.type === 'Ready');
+            return s?.commit === fix && ready?.status === 'True' ? { s, ready } : undefined;
+          },
+          ROLLOUT_DEADLINE_S * 1000 + 120_000,
+        );
+        expect(fixed.s.phase).toBe('Ready');
+        expect(fixed.ready.reason).toBe('Serving');
+        expect(fixed.s.servingRevision).not.toBe(served);
+        // The same build: only the env changed, so the image built at the first commit serves on.
+        expect(fixed.s.servingCommit).toBe(before?.servingCommit);
+        const afterFix = answers.length;
+        await eventually('answers after the fix', async () => answers.length > afterFix + 2);
+      } finally {
+        done = true;
+        await load;
+      }
       expect(answers.length).toBeGreaterThan(10);
-      // The runtime answers a returned string as JSON.
+      // The runtime answers a returned string as JSON. Every answer, from the crashing commit through
+      // the fix: the same body, never an error.
       expect(answers.filter((a) => a !== '200 "crashy v1"')).toEqual([]);
-      // Not Ready for the new commit: the Function is at it, but what serves is still the old one.
-      // (The Ready condition stays True, for the old revision serving; its reason says the rollout failed.)
-      expect(failed.s.phase).toBe('Failed');
-      expect(failed.s.commit).toBe(crashing);
-      expect(failed.s.servingCommit).toBe(before?.servingCommit);
-      expect(failed.s.servingRevision).toBe(served);
-      expect(failed.ready.message).toContain(`still serving ${served}`);
-      expect(failed.ready.message).toContain(`not available after ${ROLLOUT_DEADLINE_S}s`);
-      // The kubelet's own words for the new pod: it keeps exiting with the handler's code.
-      expect(failed.ready.message).toMatch(
-        /pod crashy-[a-z0-9]+-[a-z0-9]+: (CrashLoopBackOff: back-off \S+ restarting failed container.*\(last exit: Error, code 3\)|Error \(exit code 3\))/,
-      );
-      const crashPods = (await pods({ [LABEL_FUNCTION]: 'crashy', [LABEL_COMPONENT]: 'function' })).filter(
-        (p) =>
-          ((p.status as { containerStatuses?: { restartCount?: number }[] }).containerStatuses?.[0]
-            ?.restartCount ?? 0) > 0,
-      );
-      expect(crashPods).toHaveLength(1);
     },
     BUILD_MS + 300_000,
   );
