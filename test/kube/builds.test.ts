@@ -32,7 +32,9 @@ import {
   kubeEnv,
   logger,
   markBuildSucceeded,
+  markJobComplete,
   playHealthyKubelet,
+  playKanikoPushed,
 } from './harness.js';
 
 let env: KubeEnv;
@@ -146,6 +148,52 @@ describe('build once', () => {
       await server.close();
       await work.remove();
     }
+  });
+
+  it('a build is done once kaniko exited 0 with its digest, before the Job controller marks the Job Complete', async () => {
+    const repo = await TestRepo.create({
+      'early/function.yaml': functionManifest('early'),
+      'early/handler.js': nodeHandler(`return 'early';`),
+    });
+    const reader = new LocalRepositoryReader({ path: repo.dir, branch: 'main' });
+    const commit = await reader.resolveHead();
+    const fn: SlessFunction = {
+      apiVersion: 'sless.dev/v1alpha1',
+      kind: 'Function',
+      metadata: { name: 'early', namespace: env.ns },
+      spec: {
+        runtime: 'nodejs20',
+        entrypoint: 'handler.handle',
+        memoryMb: 128,
+        timeoutSec: 30,
+        replicas: 1,
+        source: { path: '.' },
+      },
+    };
+    const buildKey = 'e'.repeat(32);
+    const b = builder();
+    const built = b.build({
+      fn,
+      buildKey,
+      commit,
+      codeDir: 'early',
+      excludedFiles: new Set<string>(),
+      snapshot: await reader.snapshot(commit),
+    });
+    const job = buildName('early', commit);
+    await eventually('build Job', () => getObject<KubeObject>(env.http, JOB, env.controllerNs, job));
+    // kaniko pushed and exited; the Job controller has not caught up (the Job stays incomplete).
+    await playKanikoPushed(env.http, env.controllerNs, job, fakeDigest('early'));
+    const image = `${env.config.registry}/${env.ns}-early:${commit}@${fakeDigest('early')}`;
+    expect((await built).image).toBe(image);
+    const after = await getObject<KubeObject>(env.http, JOB, env.controllerNs, job);
+    expect((after?.status as { conditions?: unknown[] } | undefined)?.conditions ?? []).toEqual([]);
+    expect(after?.metadata.annotations?.['sless.dev/digest']).toBe(fakeDigest('early'));
+    // The next reconcile finds the build meanwhile (no Building again), and after Complete too.
+    expect((await b.lookup(fn, buildKey))?.image).toBe(image);
+    await markJobComplete(env.http, env.controllerNs, job);
+    expect((await builder().lookup(fn, buildKey))?.image).toBe(image);
+    await repo.remove();
   });
 
   it("the same function name at the same commit in two namespaces gets two Jobs, never the other tenant's build", async () => {

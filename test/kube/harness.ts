@@ -21,6 +21,7 @@ import {
   markDeploymentAvailable,
   markJobComplete,
   playHealthyKubelet,
+  playKanikoPushed,
 } from './play.ts';
 
 export {
@@ -31,6 +32,7 @@ export {
   markDeploymentAvailable,
   markJobComplete,
   playHealthyKubelet,
+  playKanikoPushed,
 };
 
 export const logger = pino({ level: process.env.SLESS_TEST_LOG ?? 'silent' });

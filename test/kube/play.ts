@@ -18,6 +18,20 @@ export async function markBuildSucceeded(
   job: string,
   digest: string,
 ): Promise<void> {
+  await playKanikoPushed(http, namespace, job, digest);
+  await markJobComplete(http, namespace, job);
+}
+
+/**
+ * Plays kaniko alone: the build Pod whose kaniko container exited 0 with the pushed digest as its
+ * termination message. The Job is left as it was: the Job controller has not marked it Complete yet.
+ */
+export async function playKanikoPushed(
+  http: KubeHttp,
+  namespace: string,
+  job: string,
+  digest: string,
+): Promise<void> {
   const t = now();
   await http.request('POST', `/api/v1/namespaces/${namespace}/pods`, {
     body: {
@@ -50,7 +64,6 @@ export async function markBuildSucceeded(
       },
     },
   });
-  await markJobComplete(http, namespace, job);
 }
 
 /** Plays the Job controller for a failed kaniko run (no pod log: there is no kubelet to serve one). */

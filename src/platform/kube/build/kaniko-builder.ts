@@ -60,9 +60,18 @@ interface PodObject extends KubeObject {
   status?: {
     containerStatuses?: {
       name: string;
-      state?: { terminated?: { exitCode?: number; message?: string; reason?: string } };
+      state?: {
+        terminated?: { exitCode?: number; message?: string; reason?: string; finishedAt?: string };
+      };
     }[];
   };
+}
+
+/** The image kaniko pushed, as its container's termination message reports it. */
+interface PushedDigest {
+  digest: string;
+  /** When the kaniko container exited. */
+  finishedAt?: string;
 }
 
 const DIGEST = /^sha256:[0-9a-f]{64}$/;
@@ -85,11 +94,15 @@ export class KanikoBuilder implements Builder {
         [LABEL_BUILD_KEY]: buildKey,
       },
     });
+    // A Job whose digest is recorded built its image, whether or not the Job controller has marked it
+    // Complete yet (see waitFor).
     const done = jobs.items
-      .filter(jobSucceeded)
+      .filter(
+        (job) => jobSucceeded(job) || (!jobFailed(job) && job.metadata.annotations?.[ANNOTATION_DIGEST]),
+      )
       .sort((a, b) => (jobStatus(b).completionTime ?? '').localeCompare(jobStatus(a).completionTime ?? ''));
     for (const job of done) {
-      const digest = job.metadata.annotations?.[ANNOTATION_DIGEST] ?? (await this.recordDigest(job));
+      const digest = job.metadata.annotations?.[ANNOTATION_DIGEST] ?? (await this.recordDigest(job))?.digest;
       if (digest) return this.recordOf(job, buildKey, digest);
     }
     return undefined;
@@ -243,13 +256,20 @@ export class KanikoBuilder implements Builder {
       // Not a verdict on the code: the retry creates the Job again.
       if (!job) throw new Error(`build Job ${ns}/${name} disappeared`);
       if (jobSucceeded(job)) {
-        const digest = job.metadata.annotations?.[ANNOTATION_DIGEST] ?? (await this.recordDigest(job));
+        const digest =
+          job.metadata.annotations?.[ANNOTATION_DIGEST] ?? (await this.recordDigest(job))?.digest;
         if (digest) return this.recordOf(job, buildKey, digest, startedAt);
         // The Job can report success a moment before its pod's status carries the message.
         succeededSince ??= Date.now();
         if (Date.now() - succeededSince > (this.options.digestGraceMs ?? 30_000))
           throw new BuildError(`build Job ${name} succeeded but reported no image digest`, '');
-      } else if (jobFailed(job)) {
+      } else if (!jobFailed(job)) {
+        // Once kaniko exited 0 with the digest it pushed, the image is in the registry: the Job
+        // controller marks the Job Complete only a second or two later, after the pod's status
+        // reached it, and the rollout need not wait for that.
+        const pushed = await this.recordDigest(job, { exitedZero: true });
+        if (pushed) return this.recordOf(job, buildKey, pushed.digest, startedAt, pushed.finishedAt);
+      } else {
         const reason = jobCondition(job, 'Failed');
         const logTail = await this.logTail(name);
         throw new JobFailedError(
@@ -264,15 +284,23 @@ export class KanikoBuilder implements Builder {
     }
   }
 
-  /** Reads the digest kaniko wrote to /dev/termination-log and keeps it on the Job, which outlives pods. */
-  private async recordDigest(job: KubeObject): Promise<string | undefined> {
+  /**
+   * Reads the digest kaniko wrote to /dev/termination-log and keeps it on the Job, which outlives pods.
+   * `exitedZero`: only from a kaniko container that exited 0 (for a Job not yet marked Complete).
+   */
+  private async recordDigest(
+    job: KubeObject,
+    options: { exitedZero?: boolean } = {},
+  ): Promise<PushedDigest | undefined> {
     const pods = await this.buildPods(job.metadata.name);
     for (const pod of pods) {
       // A pod left from an earlier Job of the same name (a discarded failure) is not this build's.
       const owner = pod.metadata.labels?.['batch.kubernetes.io/controller-uid'];
       if (owner && job.metadata.uid && owner !== job.metadata.uid) continue;
-      const status = pod.status?.containerStatuses?.find((c) => c.name === KANIKO_CONTAINER);
-      const message = status?.state?.terminated?.message?.trim();
+      const terminated = pod.status?.containerStatuses?.find((c) => c.name === KANIKO_CONTAINER)?.state
+        ?.terminated;
+      if (options.exitedZero && terminated?.exitCode !== 0) continue;
+      const message = terminated?.message?.trim();
       if (message && DIGEST.test(message)) {
         await this.options.http.request(
           'PATCH',
@@ -282,7 +310,7 @@ export class KanikoBuilder implements Builder {
             contentType: MERGE_PATCH,
           },
         );
-        return message;
+        return { digest: message, ...(terminated?.finishedAt ? { finishedAt: terminated.finishedAt } : {}) };
       }
     }
     return undefined;
@@ -319,11 +347,17 @@ export class KanikoBuilder implements Builder {
     return '';
   }
 
-  private recordOf(job: KubeObject, buildKey: string, digest: string, startedAt?: string): BuildRecord {
+  private recordOf(
+    job: KubeObject,
+    buildKey: string,
+    digest: string,
+    startedAt?: string,
+    pushedAt?: string,
+  ): BuildRecord {
     const status = jobStatus(job);
     const started =
       status.startTime ?? startedAt ?? job.metadata.creationTimestamp ?? new Date().toISOString();
-    const finished = status.completionTime ?? new Date().toISOString();
+    const finished = status.completionTime ?? pushedAt ?? new Date().toISOString();
     const tag = job.metadata.annotations?.[ANNOTATION_IMAGE] ?? '';
     return {
       buildKey,
