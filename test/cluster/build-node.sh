@@ -4,8 +4,9 @@
 #   kubelet, kube-controller-manager, kube-scheduler, kube-proxy from the same wrapper module as the
 #   apiserver (gomod/kube); the kaniko executor from the Go module proxy; pause from Kubernetes' pause.c;
 #   containerd, runc, CNI plugins, iptables, conntrack from Debian packages;
-#   OCI images in one layout under $CACHE: a Debian base (mmdebstrap), the Node and Python runtime
-#   bases named as runtimes/*/Dockerfile names them, the kaniko executor image and pause.
+#   OCI images in one layout under $CACHE: two Debian bases (mmdebstrap; Python's, and a slimmer one
+#   without Python for Node), the Node and Python runtime bases named as runtimes/*/Dockerfile names
+#   them, the kaniko executor image and pause.
 # The fixture (node.ts) copies the images into its per-run registry with skopeo.
 
 NODE_APT_PACKAGES=(containerd runc containernetworking-plugins iptables conntrack iproute2 mmdebstrap umoci skopeo gcc libc6-dev)
@@ -112,6 +113,20 @@ fill_debian() {
   rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/* "$1"/var/log/*
 }
 
+fill_debian_slim() {
+  # What the Node image stands on, as Docker Hub's bookworm-slim Node image: no Python, no
+  # ca-certificates (Node carries its own CA list), and no manuals, docs or translations (the excludes
+  # of Debian's slim images). Every build of a Node function unpacks this base: its size is on every
+  # commit's path.
+  log "mmdebstrap $DEBIAN_SUITE (minbase, slim) -> base layer of the Node image (about 1 minute)"
+  mmdebstrap --quiet --variant=minbase \
+    --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/doc/*' \
+    --dpkgopt='path-include=/usr/share/doc/*/copyright' --dpkgopt='path-exclude=/usr/share/locale/*' \
+    --dpkgopt='path-include=/usr/share/locale/locale.alias' --dpkgopt='path-exclude=/usr/share/info/*' \
+    "$DEBIAN_SUITE" "$1" >&2
+  rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/* "$1"/var/log/*
+}
+
 fill_node() {
   local tmp
   tmp="$(mktemp -d)"
@@ -159,7 +174,10 @@ build_images() {
   umoci_layer "$layout" "" debian fill_debian
   umoci config --image "$layout:debian" --config.env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     --config.env LANG=C.UTF-8 --config.cmd bash
-  umoci_layer "$layout" debian node fill_node
+  umoci_layer "$layout" "" debian-slim fill_debian_slim
+  umoci config --image "$layout:debian-slim" --config.env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    --config.env LANG=C.UTF-8 --config.cmd bash
+  umoci_layer "$layout" debian-slim node fill_node
   umoci config --image "$layout:node" --config.env "NODE_VERSION=$NODE_VERSION" --config.cmd node
   umoci_layer "$layout" debian python fill_python
   umoci config --image "$layout:python" --config.cmd python3
