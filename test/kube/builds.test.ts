@@ -59,6 +59,29 @@ const jobsOf = async (fn: string) =>
 
 const builder = () => kanikoBuilder(env);
 
+/** A build of `name` (code in dir `name`) at the repository's head, as the reconciler asks for one. */
+async function buildRequest(name: string, repo: TestRepo, buildKey = 'f'.repeat(32)) {
+  const reader = new LocalRepositoryReader({ path: repo.dir, branch: 'main' });
+  const commit = await reader.resolveHead();
+  const snapshot = await reader.snapshot(commit);
+  return (namespace: string) => {
+    const fn: SlessFunction = {
+      apiVersion: 'sless.dev/v1alpha1',
+      kind: 'Function',
+      metadata: { name, namespace },
+      spec: {
+        runtime: 'nodejs20',
+        entrypoint: 'handler.handle',
+        memoryMb: 128,
+        timeoutSec: 30,
+        replicas: 1,
+        source: { path: '.' },
+      },
+    };
+    return { fn, buildKey, commit, codeDir: name, excludedFiles: new Set<string>(), snapshot };
+  };
+}
+
 describe('build once', () => {
   it('50 concurrent reconciles of one commit, over two builder instances, create exactly one Job', async () => {
     const repo = await TestRepo.create({
@@ -155,31 +178,10 @@ describe('build once', () => {
       'early/function.yaml': functionManifest('early'),
       'early/handler.js': nodeHandler(`return 'early';`),
     });
-    const reader = new LocalRepositoryReader({ path: repo.dir, branch: 'main' });
-    const commit = await reader.resolveHead();
-    const fn: SlessFunction = {
-      apiVersion: 'sless.dev/v1alpha1',
-      kind: 'Function',
-      metadata: { name: 'early', namespace: env.ns },
-      spec: {
-        runtime: 'nodejs20',
-        entrypoint: 'handler.handle',
-        memoryMb: 128,
-        timeoutSec: 30,
-        replicas: 1,
-        source: { path: '.' },
-      },
-    };
-    const buildKey = 'e'.repeat(32);
+    const request = (await buildRequest('early', repo, 'e'.repeat(32)))(env.ns);
+    const { fn, buildKey, commit } = request;
     const b = builder();
-    const built = b.build({
-      fn,
-      buildKey,
-      commit,
-      codeDir: 'early',
-      excludedFiles: new Set<string>(),
-      snapshot: await reader.snapshot(commit),
-    });
+    const built = b.build(request);
     const job = buildName('early', commit);
     await eventually('build Job', () => getObject<KubeObject>(env.http, JOB, env.controllerNs, job));
     // kaniko pushed and exited; the Job controller has not caught up (the Job stays incomplete).
@@ -201,35 +203,11 @@ describe('build once', () => {
       'same/function.yaml': functionManifest('same'),
       'same/handler.js': nodeHandler(`return 'same';`),
     });
-    const reader = new LocalRepositoryReader({ path: repo.dir, branch: 'main' });
-    const commit = await reader.resolveHead();
-    const snapshot = await reader.snapshot(commit);
+    const request = await buildRequest('same', repo);
+    const { commit } = request(env.ns);
     const other = `${env.ns}-b`;
     await createNamespace(env.http, other);
     const b = builder();
-    const request = (namespace: string) => {
-      const fn: SlessFunction = {
-        apiVersion: 'sless.dev/v1alpha1',
-        kind: 'Function',
-        metadata: { name: 'same', namespace },
-        spec: {
-          runtime: 'nodejs20',
-          entrypoint: 'handler.handle',
-          memoryMb: 128,
-          timeoutSec: 30,
-          replicas: 1,
-          source: { path: '.' },
-        },
-      };
-      return {
-        fn,
-        buildKey: 'f'.repeat(32),
-        commit,
-        codeDir: 'same',
-        excludedFiles: new Set<string>(),
-        snapshot,
-      };
-    };
     const first = b.build(request(env.ns));
     await eventually('first Job', () =>
       getObject<KubeObject>(env.http, JOB, env.controllerNs, buildName('same', commit)),
