@@ -7,7 +7,8 @@
 //   first byte  pod Ready → the response's first byte (EndpointSlice update, the activator, the proxy).
 // Baseline in the same run: a warm request to the same function (median of RUNS). Between runs the
 // function is put back to 0 through the scale subresource, as the idle scale-down does, and the old
-// pod is waited out. Go is not measured yet: the test node has no Go base image.
+// pod is waited out. The node starts with its extra images (the Go runtime's bases come from the
+// toolchain the Go module proxy serves), so Go is built and measured like the others.
 // Run: npx tsx bench/kube-cold-start.ts
 
 import { MERGE_PATCH } from '../src/platform/kube/http.js';
@@ -34,6 +35,25 @@ const FUNCTIONS: Record<string, Record<string, string>> = {
     }),
     'cold-python/handler.py': `def handle(event, context):\n    return "python"\n`,
   },
+  'cold-go': {
+    'cold-go/function.yaml': functionManifest('cold-go', {
+      runtime: 'go1.21',
+      entrypoint: 'handler.Handle',
+      scaleToZero: { idleSeconds: 3600 },
+    }),
+    'cold-go/handler.go': `package handler
+
+import (
+\t"context"
+
+\tsless "sless.dev/runtime"
+)
+
+func Handle(ctx context.Context, event sless.Event) (any, error) {
+\treturn "go", nil
+}
+`,
+  },
 };
 interface Sample {
   total: number;
@@ -43,7 +63,7 @@ interface Sample {
 }
 
 async function main(): Promise<void> {
-  const env = await startE2e('coldbench', Object.assign({}, ...Object.values(FUNCTIONS)));
+  const env = await startE2e('coldbench', Object.assign({}, ...Object.values(FUNCTIONS)), { extras: true });
   const replicas = async (name: string) =>
     (
       (await env.http.request<KubeObject>('GET', objectPath(DEPLOYMENT, env.ns, name))).spec as {
@@ -98,10 +118,11 @@ async function main(): Promise<void> {
           signal: AbortSignal.timeout(120_000),
         });
         const firstByte = performance.now();
-        await response.text();
+        const body = await response.text();
         watching = false;
         await watcher;
-        if (response.status !== 200) throw new Error(`${name}: cold request answered ${response.status}`);
+        if (response.status !== 200 || body !== JSON.stringify(name.replace('cold-', '')))
+          throw new Error(`${name}: cold request answered ${response.status} ${body.slice(0, 200)}`);
         const sample = {
           total: firstByte - sent,
           scaleUp: scaledAt - sent,
