@@ -683,7 +683,11 @@ export async function startKubeSystem(
       ),
       platform: workloads,
       readers: new KubeSourceReaderFactory({ http, stateDir: config.stateDir, gitHttp }),
-      scheduler: new KubeCronScheduler({ http, registryMap: config.kanikoRegistryMap }),
+      scheduler: new KubeCronScheduler({
+        http,
+        registryMap: config.kanikoRegistryMap,
+        activator: { url: config.activatorUrl, timeoutMs: config.activationTimeoutMs },
+      }),
       jobs,
       functionConcurrency: 32,
       quotas: config.tenancy.quotas,

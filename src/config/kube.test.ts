@@ -82,6 +82,14 @@ describe('kube controller config', () => {
     expect(() => load({ SLESS_FUNCTION_ROUTE: 'dns' })).toThrow('SLESS_FUNCTION_ROUTE');
   });
 
+  it("reaches /fn/ for cron calls at the controller namespace's sless-api Service unless told", () => {
+    expect(load({}).activatorUrl).toBe('http://sless-api.sless-system.svc');
+    expect(load({ SLESS_ACTIVATOR_URL: 'http://10.0.0.9:8080/' }).activatorUrl).toBe('http://10.0.0.9:8080');
+    expect(() => load({ SLESS_ACTIVATOR_URL: 'sless-api.sless-system.svc' })).toThrow(
+      'SLESS_ACTIVATOR_URL: "sless-api.sless-system.svc" is not a full URL',
+    );
+  });
+
   it('leader election: client-go periods by default, the pod name and address from the downward API', () => {
     const config = load(
       { POD_NAME: 'sless-controller-7d9f-abcde', POD_IP: '10.1.2.3' },

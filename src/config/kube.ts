@@ -66,6 +66,12 @@ export interface KubeControllerConfig {
   readonly activationTimeoutMs: number;
   /** How many requests one function at zero may hold while it starts; more get a 503 at once. */
   readonly activationQueue: number;
+  /**
+   * Where pods in the cluster reach this controller's `/fn/` (`SLESS_ACTIVATOR_URL`, default the
+   * `sless-api` Service of the controller namespace): cron Triggers of functions that scale to zero
+   * call them there, so that a scheduled call starts the function as any request does.
+   */
+  readonly activatorUrl: string;
   readonly runtimesDir: string;
   readonly logLevel: string;
   readonly prettyLogs: boolean;
@@ -324,6 +330,10 @@ export function loadKubeControllerConfig(
     rolloutDeadlineMs: durationSetting('SLESS_ROLLOUT_DEADLINE', env.SLESS_ROLLOUT_DEADLINE, '3m'),
     activationTimeoutMs: durationSetting('SLESS_ACTIVATION_TIMEOUT', env.SLESS_ACTIVATION_TIMEOUT, '60s'),
     activationQueue: positiveInteger('SLESS_ACTIVATION_QUEUE', env.SLESS_ACTIVATION_QUEUE, 1000),
+    activatorUrl: validateEndpoint(
+      env.SLESS_ACTIVATOR_URL?.trim() || `http://sless-api.${controllerNamespace}.svc`,
+      'SLESS_ACTIVATOR_URL',
+    ),
     runtimesDir: resolve(PACKAGE_ROOT, 'runtimes'),
     logLevel: String(env.SLESS_LOG_LEVEL ?? env.LOG_LEVEL ?? 'info'),
     prettyLogs: false,

@@ -6,8 +6,10 @@
  *
  * There is no kubelet, kaniko, Deployment or EndpointSlice controller here: markBuildSucceeded,
  * playHealthyKubelet and `playEndpoints` below play their parts, and the functions' pods are a local
- * HTTP server that the route resolver is pointed at.
+ * HTTP server that the route resolver is pointed at. A cron Trigger's run is played by running the
+ * CronJob's own curl arguments with the host's real curl, cluster DNS played by `--connect-to`.
  */
+import { execFile } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -15,7 +17,7 @@ import { buildName } from '../../src/core/naming.js';
 import { FIELD_MANAGER, type FunctionStatus, type SlessFunction } from '../../src/core/resources.js';
 import { type KubeSystem, startKubeSystem } from '../../src/main.js';
 import { apply, getObject, type KubeObject, listObjects } from '../../src/platform/kube/objects.js';
-import { DEPLOYMENT, ENDPOINT_SLICE, JOB } from '../../src/platform/kube/resource-types.js';
+import { CRONJOB, DEPLOYMENT, ENDPOINT_SLICE, JOB } from '../../src/platform/kube/resource-types.js';
 import { replicasOwners } from '../../src/platform/kube/rollout.js';
 import { KubeScaler } from '../../src/platform/kube/scaler.js';
 import { functionManifest, git, gitSource, nodeHandler } from '../helpers/git.js';
@@ -49,6 +51,17 @@ describe('kube platform: scale to zero with /fn/ as the activator', () => {
     (await system.store.get('Function', env.ns, name))?.status as FunctionStatus | undefined;
   const call = (name: string) =>
     fetch(`${system.url}/fn/${env.ns}/${name}/`).then(async (r) => [r.status, await r.text()] as const);
+  /** What the played pods were asked: method, path, trigger header and body. */
+  const served: { method: string; url: string; trigger: string; body: string }[] = [];
+  /** The curl arguments of the CronJob's one container. */
+  const cronArgs = async () => {
+    const cron = await getObject<KubeObject>(env.http, CRONJOB, env.ns, 'trigger-wake');
+    return (
+      cron?.spec as
+        | { jobTemplate: { spec: { template: { spec: { containers: { args: string[] }[] } } } } }
+        | undefined
+    )?.jobTemplate.spec.template.spec.containers[0]?.args;
+  };
 
   /**
    * Plays the EndpointSlice controller and the kubelet's readiness probe: each function Deployment
@@ -85,8 +98,25 @@ describe('kube platform: scale to zero with /fn/ as the activator', () => {
     repo = await startRemoteRepo({
       'lazy/function.yaml': functionManifest('lazy', { scaleToZero: { idleSeconds: 2 } }),
       'lazy/handler.js': nodeHandler(`return 'lazy';`),
+      // Its schedule never comes round in a test; the test plays its runs.
+      'lazy/trigger.yaml':
+        'apiVersion: sless.dev/v1alpha1\nkind: Trigger\nmetadata:\n  name: wake\nspec: {type: cron, function: lazy, schedule: "0 0 1 1 *", event: {tick: 1}}\n',
     });
-    upstream = createServer((req, res) => res.end(JSON.stringify({ served: req.url })));
+    upstream = createServer((req, res) => {
+      let body = '';
+      req.on('data', (chunk) => {
+        body += chunk;
+      });
+      req.on('end', () => {
+        served.push({
+          method: req.method ?? '',
+          url: req.url ?? '',
+          trigger: String(req.headers['x-sless-trigger'] ?? ''),
+          body,
+        });
+        res.end(JSON.stringify({ served: req.url }));
+      });
+    });
     await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
     const port = (upstream.address() as AddressInfo).port;
     system = await startKubeSystem(
@@ -154,6 +184,42 @@ describe('kube platform: scale to zero with /fn/ as the activator', () => {
     expect(system.scaler.scaleUpsOf(env.ns, 'lazy') - before).toBe(1);
     await eventually('status Ready again', async () => (await status('lazy'))?.phase === 'Ready');
     expect((await status('lazy'))?.conditions?.find((c) => c.type === 'ScaledToZero')?.status).toBe('False');
+  });
+
+  it("a cron Trigger's run wakes the function at zero through /fn/: held, one scale-up, then delivered", async () => {
+    await eventually('lazy at zero', async () => (await replicas('lazy')) === 0, 30_000);
+    const args = await eventually('CronJob', cronArgs);
+    const activator = new URL(system.url);
+    const before = system.scaler.scaleUpsOf(env.ns, 'lazy');
+    const servedBefore = served.length;
+    podsBecomeReady = false;
+    let exited = false;
+    // The pod's curl, as the CronJob runs it; --connect-to plays cluster DNS and the sless-api Service.
+    const run = new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
+      execFile(
+        'curl',
+        [
+          '--connect-to',
+          `sless-api.${env.controllerNs}.svc:80:${activator.hostname}:${activator.port}`,
+          ...args,
+        ],
+        (error, stdout, stderr) => {
+          exited = true;
+          resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr });
+        },
+      );
+    });
+    await eventually('scaled up to 1 by the cron call', async () => (await replicas('lazy')) === 1);
+    // Scaled, but no endpoint is ready: the call is held, not refused.
+    await new Promise((r) => setTimeout(r, 300));
+    expect(exited).toBe(false);
+    podsBecomeReady = true;
+    const result = await run;
+    expect(result).toEqual({ code: 0, stdout: JSON.stringify({ served: '/' }), stderr: '' });
+    expect(served.slice(servedBefore)).toEqual([
+      { method: 'POST', url: '/', trigger: 'wake', body: JSON.stringify({ tick: 1 }) },
+    ]);
+    expect(system.scaler.scaleUpsOf(env.ns, 'lazy') - before).toBe(1);
   });
 
   it('a second replica that sees the function at zero at the same time does not scale it again', async () => {
@@ -255,6 +321,10 @@ describe('kube platform: scale to zero with /fn/ as the activator', () => {
       const s = await status('lazy');
       return s?.phase === 'Ready' && !s.conditions?.some((c) => c.type === 'ScaledToZero');
     });
+    // Running all the time, its cron Trigger calls its Service again rather than /fn/.
+    await eventually('cron calls the Service', async () =>
+      (await cronArgs())?.includes(`http://lazy.${env.ns}.svc:8080/`),
+    );
     // Idle for longer than the old idleSeconds: nothing scales it down any more.
     await new Promise((r) => setTimeout(r, 2500));
     expect(await replicas('lazy')).toBe(1);

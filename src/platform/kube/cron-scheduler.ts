@@ -1,12 +1,16 @@
 /**
- * Cron Triggers as CronJobs in the function's namespace: each run POSTs the trigger's event to the
- * function's Service with a pinned curl image, as an HTTP caller would. Disabled triggers suspend the
- * CronJob in place. The curl image goes through the registry map of the builds: a cluster that pulls
- * base images from a mirror cannot pull curl from its origin either.
+ * Cron Triggers as CronJobs in the function's namespace: each run POSTs the trigger's event with a
+ * pinned curl image, as an HTTP caller would. A function that runs all the time is called at its
+ * Service. A function that scales to zero is called through the controller's `/fn/` (the activator):
+ * at zero its Service has no endpoint to answer, while `/fn/` holds the call, scales the function up
+ * once and delivers it, and counts it as activity so the function is not scaled down under it.
+ * Disabled triggers suspend the CronJob in place. The curl image goes through the registry map of the
+ * builds: a cluster that pulls base images from a mirror cannot pull curl from its origin either.
  */
 import { Cron } from 'croner';
 import { sha256Hex } from '../../core/hash.js';
 import type { TriggerScheduler } from '../../core/interfaces.js';
+import { functionPath } from '../../core/naming.js';
 import type { SlessFunction, Trigger, TriggerStatus } from '../../core/resources.js';
 import { API_VERSION } from '../../core/schemas.js';
 import { mirroredImage } from './build/kaniko-job.js';
@@ -15,6 +19,7 @@ import { LABEL_COMPONENT, LABEL_FUNCTION, LABEL_MANAGED_BY, LABEL_TRIGGER, MANAG
 import { apply, deleteObject, type KubeObject } from './objects.js';
 import { CRONJOB } from './resource-types.js';
 import { serviceOrigin } from './routes.js';
+import { idleSecondsOf } from './scaler.js';
 
 /** Pinned by version (never :latest); bump deliberately. */
 export const CURL_IMAGE = 'curlimages/curl:8.10.1';
@@ -29,14 +34,42 @@ export function cronJobName(trigger: string): string {
   return `${full.slice(0, CRONJOB_NAME_MAX - digest.length - 1).replace(/-+$/, '')}-${digest}`;
 }
 
+/** The controller's `/fn/` as pods reach it, and how long it holds a call while a function starts. */
+export interface Activator {
+  url: string;
+  timeoutMs: number;
+}
+
+export interface CronJobOptions {
+  registryMap?: readonly string[];
+  /** Without it, every call goes to the function's Service. */
+  activator?: Activator;
+}
+
+/** Where a run POSTs, and how long the call may take before curl gives up. */
+function callTarget(
+  namespace: string,
+  functionName: string,
+  fn: SlessFunction | undefined,
+  activator: Activator | undefined,
+): { url: string; maxTimeSec: number } {
+  const timeoutSec = fn?.spec.timeoutSec ?? 30;
+  if (fn && activator && idleSecondsOf(fn) !== undefined)
+    return {
+      url: `${activator.url}${functionPath(namespace, functionName)}/`,
+      maxTimeSec: timeoutSec + Math.ceil(activator.timeoutMs / 1000) + 5,
+    };
+  return { url: `${serviceOrigin(namespace, functionName)}/`, maxTimeSec: timeoutSec + 5 };
+}
+
 export function cronJobFor(
   trigger: Trigger,
   fn: SlessFunction | undefined,
-  registryMap: readonly string[] = [],
+  options: CronJobOptions = {},
 ): KubeObject {
   const { namespace, name } = trigger.metadata;
   if (!trigger.metadata.uid) throw new Error(`trigger ${name} has no uid; read it from the API first`);
-  const timeoutSec = fn?.spec.timeoutSec ?? 30;
+  const target = callTarget(namespace, trigger.spec.function, fn, options.activator);
   const labels = {
     [LABEL_COMPONENT]: 'trigger',
     [LABEL_MANAGED_BY]: MANAGED_BY,
@@ -65,7 +98,7 @@ export function cronJobFor(
         metadata: { labels },
         spec: {
           backoffLimit: 0,
-          activeDeadlineSeconds: timeoutSec + 30,
+          activeDeadlineSeconds: target.maxTimeSec + 25,
           template: {
             metadata: { labels },
             spec: {
@@ -74,12 +107,12 @@ export function cronJobFor(
               containers: [
                 {
                   name: 'invoke',
-                  image: mirroredImage(CURL_IMAGE, registryMap),
+                  image: mirroredImage(CURL_IMAGE, options.registryMap ?? []),
                   args: [
                     '-sS',
                     '--fail-with-body',
                     '--max-time',
-                    String(timeoutSec + 5),
+                    String(target.maxTimeSec),
                     '-X',
                     'POST',
                     '-H',
@@ -88,7 +121,7 @@ export function cronJobFor(
                     `x-sless-trigger: ${name}`,
                     '--data',
                     JSON.stringify(trigger.spec.event ?? {}),
-                    `${serviceOrigin(namespace, trigger.spec.function)}/`,
+                    target.url,
                   ],
                   resources: { requests: { cpu: '10m', memory: '16Mi' }, limits: { memory: '64Mi' } },
                   securityContext: { allowPrivilegeEscalation: false, runAsNonRoot: true, runAsUser: 100 },
@@ -104,16 +137,17 @@ export function cronJobFor(
 
 export class KubeCronScheduler implements TriggerScheduler {
   private readonly http: KubeHttp;
-  private readonly registryMap: readonly string[];
+  private readonly cronJobOptions: CronJobOptions;
 
-  constructor(options: { http: KubeHttp; registryMap?: readonly string[] }) {
-    this.http = options.http;
-    this.registryMap = options.registryMap ?? [];
+  constructor(options: { http: KubeHttp } & CronJobOptions) {
+    const { http, ...cronJobOptions } = options;
+    this.http = http;
+    this.cronJobOptions = cronJobOptions;
   }
 
   async apply(trigger: Trigger, fn: SlessFunction | undefined): Promise<TriggerStatus> {
     // The controller owns its CronJobs by design: an edit by hand is taken back (drift repair).
-    await apply(this.http, CRONJOB, cronJobFor(trigger, fn, this.registryMap), { force: true });
+    await apply(this.http, CRONJOB, cronJobFor(trigger, fn, this.cronJobOptions), { force: true });
     if (trigger.spec.enabled === false || !fn) return { nextRun: undefined };
     const next = new Cron(trigger.spec.schedule ?? '', {
       paused: true,
