@@ -151,3 +151,50 @@ describe('platform-wide scale to zero with lazy start (local)', () => {
     expect((await system.call('/fn/default/idle')).status).toBe(200);
   });
 });
+
+/**
+ * A cron Trigger of a function at zero: its run starts the function, as a request to /fn/ does, and
+ * is delivered to it (the kube CronJob goes through /fn/ for this; see test/kube/scale-to-zero).
+ */
+describe('a cron Trigger wakes a function at zero (local)', () => {
+  let repo: TestRepo;
+  let system: TestSystem;
+
+  beforeAll(async () => {
+    repo = await TestRepo.create({
+      'sleepy/function.yaml': functionManifest('sleepy', { scaleToZero: { idleSeconds: 1 } }),
+      'sleepy/handler.js': nodeHandler(`return { via: event.headers['x-sless-trigger'], body: event.body };`),
+    });
+    system = await startTestSystem({ url: repo.dir });
+    await eventually(
+      async () => (await system.functionStatus('sleepy'))?.phase === 'ScaledToZero',
+      30_000,
+      'sleepy deployed at zero',
+    );
+  });
+
+  afterAll(async () => {
+    await system?.close();
+    await repo?.remove();
+  });
+
+  it("starts the parked function and delivers the trigger's event to it", async () => {
+    expect(system.platform.isParked('default', 'sleepy')).toBe(true);
+    expect(system.platform.processId('default', 'sleepy')).toBeUndefined();
+    await repo.commit({
+      'sleepy/trigger.yaml':
+        'apiVersion: sless.dev/v1alpha1\nkind: Trigger\nmetadata:\n  name: wake\nspec: {type: cron, function: sleepy, schedule: "* * * * * *", event: {tick: 1}}\n',
+    });
+    await system.controller.syncNow('default', 'test');
+    const fired = await eventually(
+      async () => {
+        const t = await system.store.get('Trigger', 'default', 'wake');
+        return t?.status?.lastResult ? t : undefined;
+      },
+      20_000,
+      'cron fired',
+    );
+    expect(fired.status?.lastResult).toBe(`200 ${JSON.stringify({ via: 'wake', body: { tick: 1 } })}`);
+    expect(system.platform.processId('default', 'sleepy')).toBeGreaterThan(0);
+  });
+});
