@@ -89,8 +89,48 @@ async function main(): Promise<void> {
     });
     while ((await pods(name)).length > 0) await sleep(200);
   };
+  const names = Object.keys(FUNCTIONS);
+  const samples = new Map<string, Sample[]>(names.map((name) => [name, []]));
+  const warm = new Map<string, number[]>(names.map((name) => [name, []]));
+  /** One cold request from zero and one warm request after it. */
+  const measure = async (name: string, run: number) => {
+    await toZero(name);
+    let scaledAt = 0;
+    let readyAt = 0;
+    let watching = true;
+    const watcher = (async () => {
+      while (watching) {
+        const now = performance.now();
+        if (!scaledAt && (await replicas(name).catch(() => 0)) > 0) scaledAt = now;
+        if (scaledAt && !readyAt && (await pods(name).catch(() => [])).some(podReady)) readyAt = now;
+        await sleep(20);
+      }
+    })();
+    const sent = performance.now();
+    const response = await fetch(`${env.system.url}/fn/${env.ns}/${name}/`, {
+      signal: AbortSignal.timeout(120_000),
+    });
+    const firstByte = performance.now();
+    const body = await response.text();
+    watching = false;
+    await watcher;
+    if (response.status !== 200 || body !== JSON.stringify(name.replace('cold-', '')))
+      throw new Error(`${name}: cold request answered ${response.status} ${body.slice(0, 200)}`);
+    const sample = {
+      total: firstByte - sent,
+      scaleUp: scaledAt - sent,
+      podStart: readyAt - scaledAt,
+      firstByte: firstByte - readyAt,
+    };
+    samples.get(name)?.push(sample);
+    const warmSent = performance.now();
+    await (await fetch(`${env.system.url}/fn/${env.ns}/${name}/`)).text();
+    const warmMs = performance.now() - warmSent;
+    warm.get(name)?.push(warmMs);
+    process.stderr.write(`${name} run ${run}: ${JSON.stringify(sample)} warm ${warmMs.toFixed(1)} ms\n`);
+  };
   try {
-    for (const name of Object.keys(FUNCTIONS)) {
+    for (const name of names) {
       const deadline = Date.now() + 15 * 60_000;
       for (;;) {
         const [code] = await callFunction(env, name).catch(() => [0] as const);
@@ -98,48 +138,14 @@ async function main(): Promise<void> {
         if (Date.now() > deadline) throw new Error(`${name} never served`);
         await sleep(1000);
       }
-      const samples: Sample[] = [];
-      const warm: number[] = [];
-      for (let run = 1; run <= RUNS; run++) {
-        await toZero(name);
-        let scaledAt = 0;
-        let readyAt = 0;
-        let watching = true;
-        const watcher = (async () => {
-          while (watching) {
-            const now = performance.now();
-            if (!scaledAt && (await replicas(name).catch(() => 0)) > 0) scaledAt = now;
-            if (scaledAt && !readyAt && (await pods(name).catch(() => [])).some(podReady)) readyAt = now;
-            await sleep(20);
-          }
-        })();
-        const sent = performance.now();
-        const response = await fetch(`${env.system.url}/fn/${env.ns}/${name}/`, {
-          signal: AbortSignal.timeout(120_000),
-        });
-        const firstByte = performance.now();
-        const body = await response.text();
-        watching = false;
-        await watcher;
-        if (response.status !== 200 || body !== JSON.stringify(name.replace('cold-', '')))
-          throw new Error(`${name}: cold request answered ${response.status} ${body.slice(0, 200)}`);
-        const sample = {
-          total: firstByte - sent,
-          scaleUp: scaledAt - sent,
-          podStart: readyAt - scaledAt,
-          firstByte: firstByte - readyAt,
-        };
-        samples.push(sample);
-        const warmSent = performance.now();
-        await (await fetch(`${env.system.url}/fn/${env.ns}/${name}/`)).text();
-        warm.push(performance.now() - warmSent);
-        process.stderr.write(
-          `${name} run ${run}: ${JSON.stringify(sample)} warm ${warm.at(-1)?.toFixed(1)} ms\n`,
-        );
-      }
-      const col = (k: keyof Sample) => median(samples.map((s) => s[k]));
+    }
+    // Runs alternate between the runtimes, so a burst of load on the machine falls on all of them.
+    for (let run = 1; run <= RUNS; run++) for (const name of names) await measure(name, run);
+    for (const name of names) {
+      const all = samples.get(name) ?? [];
+      const col = (k: keyof Sample) => median(all.map((s) => s[k]));
       const total = col('total');
-      const warmMedian = median(warm);
+      const warmMedian = median(warm.get(name) ?? []);
       const line = `cold start ${(total / 1000).toFixed(2)} s (scale-up ${col('scaleUp').toFixed(0)} ms, pod start ${col('podStart').toFixed(0)} ms, first byte ${col('firstByte').toFixed(0)} ms), warm ${warmMedian.toFixed(1)} ms`;
       console.log(`${name}: ${line}, median of ${RUNS}`);
       report({

@@ -1,7 +1,8 @@
 /**
  * From `git push` to `/fn/` on a real node: kaniko Jobs really build and push the images, the
- * kubelet really pulls and runs them, kube-proxy really routes the ClusterIP. Nothing is played by
- * the test. Needs root (see test/cluster/node.ts).
+ * kubelet really pulls and runs them, kube-proxy really routes the ClusterIP; a pin rolls back to an
+ * earlier commit's image without a build. Nothing is played by the test. Needs root (see
+ * test/cluster/node.ts).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FunctionStatus } from '../../src/core/resources.js';
@@ -190,5 +191,26 @@ describe('e2e on a real node: push to serve', () => {
       expect((runPods[0]?.status as { phase?: string } | undefined)?.phase).toBe('Succeeded');
     },
     BUILD_MS * 2,
+  );
+
+  it(
+    "pinning the first commit serves its body again from its image without a kaniko Job; unpinning serves the head's",
+    async () => {
+      const jobsBefore = (await buildJobs('hello')).map((j) => j.metadata.name).sort();
+      const pin = (method: 'POST' | 'DELETE', commit?: string) =>
+        fetch(`${env.system.url}/v1/namespaces/${env.ns}/sources/repo/pin`, {
+          method,
+          ...(commit
+            ? { headers: { 'content-type': 'application/json' }, body: JSON.stringify({ commit }) }
+            : {}),
+        });
+      expect((await pin('POST', first)).status).toBe(200);
+      await servedBody('hello', 'hello from node v1');
+      expect((await status('hello'))?.servingCommit).toBe(first);
+      expect((await pin('DELETE')).status).toBe(200);
+      await servedBody('hello', 'hello from node v2');
+      expect((await buildJobs('hello')).map((j) => j.metadata.name).sort()).toEqual(jobsBefore);
+    },
+    BUILD_MS,
   );
 });
