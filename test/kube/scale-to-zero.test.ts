@@ -16,6 +16,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildName } from '../../src/core/naming.js';
 import { FIELD_MANAGER, type FunctionStatus, type SlessFunction } from '../../src/core/resources.js';
 import { type KubeSystem, startKubeSystem } from '../../src/main.js';
+import { MERGE_PATCH } from '../../src/platform/kube/http.js';
+import { LABEL_COMPONENT, LABEL_FUNCTION } from '../../src/platform/kube/labels.js';
 import { apply, getObject, type KubeObject, listObjects } from '../../src/platform/kube/objects.js';
 import { CRONJOB, DEPLOYMENT, ENDPOINT_SLICE, JOB } from '../../src/platform/kube/resource-types.js';
 import { replicasOwners } from '../../src/platform/kube/rollout.js';
@@ -230,6 +232,71 @@ describe('kube platform: scale to zero with /fn/ as the activator', () => {
     const [a, b] = await Promise.all([system.scaler.activate(fn), other.activate(fn)]);
     expect([a, b]).toEqual(['http://10.96.7.7:8080', 'http://10.96.7.7:8080']);
     expect(system.scaler.scaleUpsOf(env.ns, 'lazy') - before + other.scaleUpsOf(env.ns, 'lazy')).toBe(1);
+  });
+
+  it('a held request goes to a started pod as soon as its runtime answers /healthz, before its endpoint is ready', async () => {
+    await eventually('lazy at zero', async () => (await replicas('lazy')) === 0, 30_000);
+    podsBecomeReady = false;
+    await eventually('no endpoint for lazy', async () => {
+      const slice = await getObject<KubeObject>(env.http, ENDPOINT_SLICE, env.ns, 'lazy-test');
+      return ((slice as { endpoints?: unknown[] } | undefined)?.endpoints ?? []).length === 0;
+    });
+    const fn = (await system.store.get('Function', env.ns, 'lazy')) as SlessFunction;
+    const upstreamOrigin = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
+    const probed: string[] = [];
+    const prober = new KubeScaler({
+      http: env.http,
+      store: system.store,
+      logger,
+      activationTimeoutMs: 5000,
+      isLeader: () => false,
+      podOrigin: (ip) => {
+        probed.push(ip);
+        return upstreamOrigin;
+      },
+    });
+    // Plays the kubelet: the scaled-up pod runs and has an address; its readiness is never reported.
+    const pod = 'lazy-played-pod';
+    const activated = prober.activate(fn);
+    try {
+      await eventually('scaled up to 1', async () => (await replicas('lazy')) === 1);
+      await env.http.request('POST', `/api/v1/namespaces/${env.ns}/pods`, {
+        body: {
+          apiVersion: 'v1',
+          kind: 'Pod',
+          metadata: {
+            name: pod,
+            labels: { [LABEL_FUNCTION]: 'lazy', [LABEL_COMPONENT]: 'function' },
+          },
+          spec: { containers: [{ name: 'function', image: 'function:test' }] },
+        },
+      });
+      await env.http.request('PATCH', `/api/v1/namespaces/${env.ns}/pods/${pod}/status`, {
+        contentType: MERGE_PATCH,
+        body: {
+          status: {
+            phase: 'Running',
+            podIP: '10.96.8.8',
+            containerStatuses: [
+              {
+                name: 'function',
+                image: 'function:test',
+                imageID: '',
+                ready: false,
+                restartCount: 0,
+                state: { running: { startedAt: new Date().toISOString().replace(/\.\d+Z$/, 'Z') } },
+              },
+            ],
+          },
+        },
+      });
+      expect(await activated).toBe(upstreamOrigin);
+      expect(probed).toContain('10.96.8.8');
+    } finally {
+      await activated.catch(() => undefined);
+      await env.http.request('DELETE', `/api/v1/namespaces/${env.ns}/pods/${pod}`).catch(() => undefined);
+      podsBecomeReady = true;
+    }
   });
 
   it('scales down only where isLeader says so', async () => {

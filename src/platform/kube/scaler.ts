@@ -44,6 +44,11 @@ export interface ScalerOptions {
   maxHeldPerFunction?: number;
   /** How often a starting function's endpoints are read (default 100 ms). */
   pollMs?: number;
+  /**
+   * Where a started pod's runtime answers (default `http://{podIP}:8080`); tests point it at a local
+   * server.
+   */
+  podOrigin?: (podIp: string) => string;
   /** How often the leader looks for idle functions (default 5 s: each look lists the Functions). */
   sweepMs?: number;
   /** Namespaces whose functions are scaled; all when absent. */
@@ -151,7 +156,8 @@ export class KubeScaler {
       this.options.events?.record(fn, 'Normal', 'ScaledUp', 'scaled up from zero for a request');
     }
     for (;;) {
-      const origin = await this.readyEndpoint(namespace, name);
+      const origin =
+        (await this.readyEndpoint(namespace, name)) ?? (await this.answeringPod(namespace, name));
       if (origin) return origin;
       if (Date.now() >= deadline) {
         const pods = await listObjects<KubeObject>(this.options.http, POD, {
@@ -230,6 +236,36 @@ export class KubeScaler {
     ready.sort();
     const ip = ready[this.nextIndex(`${namespace}/${name}`, ready.length)] as string;
     return `http://${ip.includes(':') ? `[${ip}]` : ip}:${FUNCTION_PORT}`;
+  }
+
+  /**
+   * A running pod of the function whose runtime already answers `/healthz`, asked directly (as
+   * Knative's activator probes pods): the kubelet probes readiness at 1 s granularity and the
+   * EndpointSlice follows after that, which held requests need not wait for.
+   */
+  private async answeringPod(namespace: string, name: string): Promise<string | undefined> {
+    const pods = await listObjects<KubeObject>(this.options.http, POD, {
+      namespace,
+      labels: { [LABEL_FUNCTION]: name, [LABEL_COMPONENT]: 'function' },
+    }).catch(() => ({ items: [] as KubeObject[] }));
+    const candidates = pods.items
+      .filter((pod) => !pod.metadata.deletionTimestamp)
+      .map((pod) => pod.status as PodStatus | undefined)
+      .filter((status) => status?.podIP && status.containerStatuses?.every((c) => c.state?.running))
+      .map((status) => status?.podIP as string)
+      .sort();
+    for (const ip of candidates) {
+      const origin =
+        this.options.podOrigin?.(ip) ?? `http://${ip.includes(':') ? `[${ip}]` : ip}:${FUNCTION_PORT}`;
+      const answered = await fetch(`${origin}/healthz`, { signal: AbortSignal.timeout(500) })
+        .then(async (res) => {
+          await res.body?.cancel();
+          return res.status === 200;
+        })
+        .catch(() => false);
+      if (answered) return origin;
+    }
+    return undefined;
   }
 
   private readonly roundRobin = new Map<string, number>();
@@ -347,6 +383,11 @@ export class KubeScaler {
       `scaled to zero after ${idleSeconds}s without requests`,
     );
   }
+}
+
+interface PodStatus {
+  podIP?: string;
+  containerStatuses?: { state?: { running?: unknown } }[];
 }
 
 interface EndpointEntry {
