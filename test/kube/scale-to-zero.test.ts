@@ -66,6 +66,21 @@ describe('kube platform: scale to zero with /fn/ as the activator', () => {
   };
 
   /**
+   * Waits for lazy at zero with no endpoint, and stops pods from becoming ready: the played
+   * EndpointSlice controller must have caught up with zero replicas too, or a request would still find
+   * the last pod's endpoint ready. Returns the Function.
+   */
+  const atZeroWithNoEndpoint = async () => {
+    await eventually('lazy at zero', async () => (await replicas('lazy')) === 0, 30_000);
+    podsBecomeReady = false;
+    await eventually('no endpoint for lazy', async () => {
+      const slice = await getObject<KubeObject>(env.http, ENDPOINT_SLICE, env.ns, 'lazy-test');
+      return ((slice as { endpoints?: unknown[] } | undefined)?.endpoints ?? []).length === 0;
+    });
+    return (await system.store.get('Function', env.ns, 'lazy')) as SlessFunction;
+  };
+
+  /**
    * Plays the EndpointSlice controller and the kubelet's readiness probe: each function Deployment
    * with replicas gets one ready endpoint (once `podsBecomeReady`), one at zero gets none.
    */
@@ -235,13 +250,7 @@ describe('kube platform: scale to zero with /fn/ as the activator', () => {
   });
 
   it('a held request goes to a started pod as soon as its runtime answers /healthz, before its endpoint is ready', async () => {
-    await eventually('lazy at zero', async () => (await replicas('lazy')) === 0, 30_000);
-    podsBecomeReady = false;
-    await eventually('no endpoint for lazy', async () => {
-      const slice = await getObject<KubeObject>(env.http, ENDPOINT_SLICE, env.ns, 'lazy-test');
-      return ((slice as { endpoints?: unknown[] } | undefined)?.endpoints ?? []).length === 0;
-    });
-    const fn = (await system.store.get('Function', env.ns, 'lazy')) as SlessFunction;
+    const fn = await atZeroWithNoEndpoint();
     const upstreamOrigin = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
     const probed: string[] = [];
     const prober = new KubeScaler({
@@ -319,15 +328,7 @@ describe('kube platform: scale to zero with /fn/ as the activator', () => {
   });
 
   it('a held request gets a 503 with the reason when no endpoint is ready in time, or when the queue is full', async () => {
-    await eventually('lazy at zero', async () => (await replicas('lazy')) === 0, 30_000);
-    podsBecomeReady = false;
-    // The played EndpointSlice controller must have caught up with zero replicas too, or a request
-    // would still find the last pod's endpoint ready.
-    await eventually('no endpoint for lazy', async () => {
-      const slice = await getObject<KubeObject>(env.http, ENDPOINT_SLICE, env.ns, 'lazy-test');
-      return ((slice as { endpoints?: unknown[] } | undefined)?.endpoints ?? []).length === 0;
-    });
-    const fn = (await system.store.get('Function', env.ns, 'lazy')) as SlessFunction;
+    const fn = await atZeroWithNoEndpoint();
     const bounded = new KubeScaler({
       http: env.http,
       store: system.store,
