@@ -3,8 +3,10 @@
 // scales the Deployment up and sends it on once an endpoint is ready. Median of RUNS (default 5),
 // broken into
 //   scale-up    request sent → the Deployment's replicas are 1 (the activator's scale-subresource write),
-//   pod start   replicas 1 → the pod is Ready (scheduling, container start, runtime load, readiness probe),
-//   first byte  pod Ready → the response's first byte (EndpointSlice update, the activator, the proxy).
+//   pod start   replicas 1 → the pod's containers run (scheduling, sandbox and container start),
+//   first byte  containers running → the response's first byte (the runtime loading the handler, the
+//               activator finding it answers /healthz, the proxy). The kubelet's Ready comes later:
+//               the activator asks the pod itself and does not wait for it.
 // Baseline in the same run: a warm request to the same function (median of RUNS). Between runs the
 // function is put back to 0 through the scale subresource, as the idle scale-down does, and the old
 // pod is waited out. The node starts with its extra images (the Go runtime's bases come from the
@@ -77,10 +79,12 @@ async function main(): Promise<void> {
         labels: { 'sless.dev/function': name },
       })
     ).items;
-  const podReady = (pod: KubeObject) =>
-    ((pod.status as { conditions?: { type: string; status: string }[] } | undefined)?.conditions ?? []).some(
-      (c) => c.type === 'Ready' && c.status === 'True',
-    );
+  const podRunning = (pod: KubeObject) => {
+    const statuses =
+      (pod.status as { containerStatuses?: { state?: { running?: unknown } }[] } | undefined)
+        ?.containerStatuses ?? [];
+    return statuses.length > 0 && statuses.every((c) => c.state?.running);
+  };
   const toZero = async (name: string) => {
     await env.http.request('PATCH', objectPath(DEPLOYMENT, env.ns, name, 'scale'), {
       query: { fieldManager: 'sless-scaler' },
@@ -96,13 +100,13 @@ async function main(): Promise<void> {
   const measure = async (name: string, run: number) => {
     await toZero(name);
     let scaledAt = 0;
-    let readyAt = 0;
+    let runningAt = 0;
     let watching = true;
     const watcher = (async () => {
       while (watching) {
         const now = performance.now();
         if (!scaledAt && (await replicas(name).catch(() => 0)) > 0) scaledAt = now;
-        if (scaledAt && !readyAt && (await pods(name).catch(() => [])).some(podReady)) readyAt = now;
+        if (scaledAt && !runningAt && (await pods(name).catch(() => [])).some(podRunning)) runningAt = now;
         await sleep(20);
       }
     })();
@@ -116,13 +120,13 @@ async function main(): Promise<void> {
     await watcher;
     if (response.status !== 200 || body !== JSON.stringify(name.replace('cold-', '')))
       throw new Error(`${name}: cold request answered ${response.status} ${body.slice(0, 200)}`);
-    // Under load the 20 ms poll can miss a moment (the answer came before the poll saw the pod
-    // Ready): that run's parts are unknown and left out of their medians; its total still counts.
+    // Under load the 20 ms poll can miss a moment (the answer came before the poll saw the
+    // containers run): that run's parts are unknown and left out of their medians; its total counts.
     const sample = {
       total: firstByte - sent,
       scaleUp: scaledAt ? scaledAt - sent : Number.NaN,
-      podStart: scaledAt && readyAt ? readyAt - scaledAt : Number.NaN,
-      firstByte: readyAt ? firstByte - readyAt : Number.NaN,
+      podStart: scaledAt && runningAt ? runningAt - scaledAt : Number.NaN,
+      firstByte: runningAt ? firstByte - runningAt : Number.NaN,
     };
     samples.get(name)?.push(sample);
     const warmSent = performance.now();
