@@ -1,12 +1,13 @@
 // The test node must leave the machine exactly as it found it: processes, bridge and veths, network
 // namespaces, iptables/nftables rules, mounts, cgroups, sysctls and host directories, both after a
-// normal stop() and after its owner was SIGKILLed (the janitor notices and cleans up).
+// normal stop() and after its owner was SIGKILLed (the janitor notices and cleans up), and it must not
+// take with it what the machine had before: a developer's own kubelet or CNI chains.
 // Needs root, like the node itself.
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { BRIDGE, CGROUP_ROOT } from './node.ts';
+import { BRIDGE, CGROUP_ROOT, NODE_LOCK } from './node.ts';
 
 const CHILD = fileURLToPath(new URL('./node-cleanup-child.ts', import.meta.url));
 
@@ -141,21 +142,104 @@ function expectNodeChangedHost(state: Record<string, string>): void {
   expect(state.mounts).toMatch(/sless-node-.*\/containerd/);
 }
 
-describe('test node cleanup (root only)', () => {
-  it('restores the machine when the owning process is SIGKILLed', async () => {
-    const before = machineState();
-    const { child, ready, output } = startChild('wait');
-    const root = await ready;
-    expectNodeChangedHost(machineState());
-    const exited = new Promise((r) => child.once('exit', r));
-    child.kill('SIGKILL');
-    await exited;
-    // The janitor polls its owner every second, then stops everything and removes the root last.
-    await until(`${root} removed`, () => !existsSync(root), 120_000);
-    await until('no node process left', () => nodeProcesses(root).length === 0, 30_000).catch((e) => {
-      throw new Error(`${e.message}\n${nodeProcesses(root).join('\n')}\n${output()}`);
+/**
+ * What a machine with its own kubelet and CNI has before the test node starts: KUBE-/CNI- chains with
+ * kube-proxy's and CNI's kinds of comments, and jumps to them from built-in chains. None of it does
+ * anything (each chain only returns; the CNI jump matches a subnet nobody uses).
+ */
+const FOREIGN = [
+  {
+    table: 'filter',
+    chain: 'KUBE-SLESS-FOREIGN',
+    from: 'INPUT',
+    match: [],
+    comment: 'kubernetes: this machine',
+  },
+  {
+    table: 'nat',
+    chain: 'CNI-SLESS-FOREIGN',
+    from: 'POSTROUTING',
+    match: ['-s', '10.254.78.0/24'],
+    comment: 'name: "podman" id: "foreign"',
+  },
+];
+type Foreign = (typeof FOREIGN)[number];
+const ownRule = (f: Foreign) => [f.chain, '-m', 'comment', '--comment', f.comment, '-j', 'RETURN'];
+const jumpRule = (f: Foreign) => [f.from, ...f.match, '-m', 'comment', '--comment', f.comment, '-j', f.chain];
+
+/**
+ * Runs fn holding the node lock, so that the machine's own chains appear and go while no test node
+ * (whose janitor records the machine at its start and compares at its end) is running.
+ */
+async function withNodeLock(fn: () => void): Promise<void> {
+  const holder = spawn('flock', [NODE_LOCK, 'sh', '-c', 'echo LOCKED; cat >/dev/null'], {
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
+  try {
+    await new Promise<void>((resolve, reject) => {
+      holder.stdout?.setEncoding('utf8').on('data', (c: string) => c.includes('LOCKED') && resolve());
+      holder.once('exit', (code) => reject(new Error(`flock ${NODE_LOCK} exited (${code})`)));
     });
-    expect(machineState()).toEqual(before);
+    fn();
+  } finally {
+    holder.stdin?.end();
+    await new Promise((r) => (holder.exitCode === null ? holder.once('exit', r) : r(undefined)));
+  }
+}
+
+function removeForeignChains(): void {
+  for (const f of FOREIGN) {
+    spawnSync('iptables', ['-t', f.table, '-D', ...jumpRule(f)]);
+    spawnSync('iptables', ['-t', f.table, '-F', f.chain]);
+    spawnSync('iptables', ['-t', f.table, '-X', f.chain]);
+  }
+}
+
+function addForeignChains(): void {
+  removeForeignChains();
+  for (const f of FOREIGN)
+    for (const args of [
+      ['-N', f.chain],
+      ['-A', ...ownRule(f)],
+      ['-A', ...jumpRule(f)],
+    ]) {
+      const res = spawnSync('iptables', ['-t', f.table, ...args], { encoding: 'utf8' });
+      if (res.status !== 0) throw new Error(`iptables -t ${f.table} ${args.join(' ')}: ${res.stderr}`);
+    }
+}
+
+/** Starts a node in a child process, SIGKILLs the child, and expects the machine as it was. */
+async function killedNodeRestoresMachine(): Promise<void> {
+  const before = machineState();
+  const { child, ready, output } = startChild('wait');
+  const root = await ready;
+  expectNodeChangedHost(machineState());
+  const exited = new Promise((r) => child.once('exit', r));
+  child.kill('SIGKILL');
+  await exited;
+  // The janitor polls its owner every second, then stops everything and removes the root last.
+  await until(`${root} removed`, () => !existsSync(root), 120_000);
+  await until('no node process left', () => nodeProcesses(root).length === 0, 30_000).catch((e) => {
+    throw new Error(`${e.message}\n${nodeProcesses(root).join('\n')}\n${output()}`);
+  });
+  expect(machineState()).toEqual(before);
+}
+
+describe('test node cleanup (root only)', () => {
+  it('restores the machine when the owning process is SIGKILLed, and keeps the KUBE-/CNI- chains it had', async () => {
+    await withNodeLock(addForeignChains);
+    try {
+      await killedNodeRestoresMachine();
+      // Said outright, though the comparison above covers it: the machine's own chains and jumps stayed.
+      for (const f of FOREIGN) {
+        const rules = sh('iptables', ['-t', f.table, '-S']);
+        expect(rules).toContain(`-N ${f.chain}\n`);
+        expect(rules).toMatch(new RegExp(`^-A ${f.chain} .*-j RETURN$`, 'm'));
+        expect(rules).toMatch(new RegExp(`^-A ${f.from} .*-j ${f.chain}$`, 'm'));
+      }
+    } finally {
+      await withNodeLock(removeForeignChains);
+    }
   }, 600_000);
 
   it('restores the machine after a normal stop()', async () => {

@@ -2,21 +2,24 @@
 # The janitor of one test node (node.ts). Started before anything touches the host, it
 #   1. takes the machine-wide node lock (one test node at a time: kube-proxy's iptables chains, the
 #      bridge and the kubelet's sysctls are global),
-#   2. records what the node may change (sysctls; which host directories exist),
+#   2. records what the node may change (sysctls; which host directories exist; every iptables chain
+#      and rule and every nftables table),
 #   3. prints READY, then waits until its owner process is gone (even by SIGKILL) or it gets SIGTERM,
-#   4. puts the machine back: stops the node's processes and every container, runs kube-proxy
-#      --cleanup, removes leftover KUBE-/CNI- iptables chains, unmounts everything under the node's
-#      root, deletes the bridge and the pod cgroups, writes back every changed sysctl, removes host
-#      directories that did not exist before, and finally the root itself.
+#   4. puts the machine back: stops the node's processes and every container, removes the KUBE-/CNI-
+#      iptables chains and the rules that jump to them or carry their comments that were not there at
+#      the start (a machine that runs its own kubelet or CNI keeps its own), runs kube-proxy --cleanup
+#      only when the machine had no KUBE- chain before (it removes kube-proxy's chains by name, whoever
+#      made them), unmounts everything under the node's root, deletes the bridge and the pod cgroups,
+#      writes back every changed sysctl, removes host directories that did not exist before, and
+#      finally the root itself.
 #
-# Usage: node-janitor.sh <owner pid> <root> <bridge> <cgroup name> <kube-proxy binary>
+# Usage: SLESS_NODE_LOCK=<lock file> node-janitor.sh <owner pid> <root> <bridge> <cgroup name> <kube-proxy binary>
 # `node-janitor.sh --cleanup-now <root> <bridge> <cgroup name> <kube-proxy binary>` runs step 4 only
 # (for a root whose janitor was lost); it needs <root>/janitor/ from a run.
 set -uo pipefail
 # Our stderr is the test process's; when that is killed, writing to it must not kill us mid-cleanup.
 trap '' PIPE
 
-LOCK=/run/lock/sless-test-node.lock
 # Host paths the CRI/CNI/kubelet stack creates whatever its configuration says (the kubelet's
 # device-plugins directory is fixed at /var/lib/kubelet/device-plugins, for one).
 HOST_DIRS=(/run/containerd /var/lib/cni /var/log/containers /var/log/pods /run/netns /var/run/netns /opt/cni /etc/cni
@@ -34,9 +37,28 @@ cgroup_dirs() {
 
 snapshot_sysctls() { sysctl -a 2>/dev/null | grep -Ev "$VOLATILE" | LC_ALL=C sort; }
 
+# Every backend present (a distribution may ship legacy and nft side by side) and the tables the node's
+# chains live in.
+IPTABLES_BINS=(iptables ip6tables iptables-legacy ip6tables-legacy iptables-nft ip6tables-nft)
+IPTABLES_TABLES=(filter nat mangle raw)
+
+# The chains and rules of every table before the node starts: what cleanup must leave alone.
+record_iptables() {
+  local root="$1" bin table
+  mkdir -p "$root/janitor/iptables"
+  for bin in "${IPTABLES_BINS[@]}"; do
+    command -v "$bin" >/dev/null 2>&1 || continue
+    for table in "${IPTABLES_TABLES[@]}"; do
+      # A table that cannot be listed yet has no chain of anyone's.
+      "$bin-save" -t "$table" 2>/dev/null | grep -E '^(:|-A )' >"$root/janitor/iptables/$bin-$table" || true
+    done
+  done
+}
+
 record() {
   local root="$1" d
   mkdir -p "$root/janitor"
+  record_iptables "$root"
   snapshot_sysctls >"$root/janitor/sysctl.before"
   : >"$root/janitor/absent-dirs"
   for d in "${HOST_DIRS[@]}"; do [ -e "$d" ] || [ -L "$d" ] || echo "$d" >>"$root/janitor/absent-dirs"; done
@@ -58,8 +80,10 @@ node_pids() {
     done <"$root/janitor/pgids"
   fi
   for f in $(pgrep -f -- "$root/" 2>/dev/null); do
+    # A process that exited since pgrep listed it has nothing left to stop (its cmdline is gone).
+    cmd="$(tr '\0' ' ' 2>/dev/null <"/proc/$f/cmdline")" || continue
     # Not the janitor itself, nor the subshells it forks (they share its command line).
-    tr '\0' ' ' <"/proc/$f/cmdline" 2>/dev/null | grep -q 'node-janitor.sh' || echo "$f"
+    case "$cmd" in *node-janitor.sh*) ;; *) echo "$f" ;; esac
   done
   for d in $(cgroup_dirs "$cg"); do
     find "$d" -name cgroup.procs -exec cat {} + 2>/dev/null
@@ -80,31 +104,53 @@ stop_processes() {
   say "processes still alive after SIGKILL: ${pids[*]}"
 }
 
-# Chains of kube-proxy, the kubelet and CNI, in every table of every iptables backend present.
+# KUBE-/CNI- chains that existed before the node started in any backend: another kubelet, kube-proxy or
+# CNI on this machine. Then `kube-proxy --cleanup` must not run: it deletes kube-proxy's chains by name.
+had_foreign_chains() {
+  local root="$1"
+  [ -d "$root/janitor/iptables" ] || return 1
+  cat "$root/janitor/iptables/"* 2>/dev/null | grep -qE '^:(KUBE|CNI)-'
+}
+
+# The chains of kube-proxy, the kubelet and CNI that the node made, and the rules it added to chains
+# that were there before (jumps to its chains, rules with kube-proxy's or CNI's comments), in every
+# table of every iptables backend; what existed at the start stays, whatever its name.
 clean_iptables() {
-  local bin table chain
-  for bin in iptables ip6tables iptables-legacy ip6tables-legacy iptables-nft ip6tables-nft; do
+  local root="$1" bin table before now chain line
+  for bin in "${IPTABLES_BINS[@]}"; do
     command -v "$bin" >/dev/null 2>&1 || continue
-    for table in filter nat mangle raw; do
-      "$bin-save" -t "$table" >/dev/null 2>&1 || continue
-      # Rules that jump to our chains, deleted by their own spec.
-      "${bin}-save" -t "$table" 2>/dev/null | grep -E '^-A ' | grep -E -- '-j (KUBE|CNI)-|--comment "?(kubernetes|CNI|name: "sless|id: ")' \
-        | while read -r line; do
+    for table in "${IPTABLES_TABLES[@]}"; do
+      before="$root/janitor/iptables/$bin-$table"
+      # Without a record of the start nothing can be told apart: touch nothing.
+      [ -f "$before" ] || continue
+      now="$("$bin-save" -t "$table" 2>/dev/null)" || continue
+      # New rules in chains that existed before, deleted by their own spec (rules in new chains go
+      # with their chains).
+      grep -E '^-A ' <<<"$now" | grep -vxF -f "$before" \
+        | grep -E -- '-j (KUBE|CNI)-|--comment "?(kubernetes|CNI|name: "sless|id: ")' \
+        | while IFS= read -r line; do
+          chain="${line#-A }"
+          chain="${chain%% *}"
+          grep -qxF -- ":$chain" <(sed 's/ .*//' "$before") || continue
           # shellcheck disable=SC2086
           eval "$bin -t $table ${line/#-A/-D}" 2>/dev/null
         done
-      for chain in $("${bin}-save" -t "$table" 2>/dev/null | sed -n 's/^:\(\(KUBE\|CNI\)-[^ ]*\).*/\1/p'); do
-        "$bin" -t "$table" -F "$chain" 2>/dev/null
-      done
-      for chain in $("${bin}-save" -t "$table" 2>/dev/null | sed -n 's/^:\(\(KUBE\|CNI\)-[^ ]*\).*/\1/p'); do
-        "$bin" -t "$table" -X "$chain" 2>/dev/null
-      done
+      mapfile -t chains < <(sed -n 's/^:\(\(KUBE\|CNI\)-[^ ]*\) .*/\1/p' <<<"$now" | grep -vxF -f <(sed -n 's/^:\([^ ]*\) .*/\1/p' "$before"))
+      # Flush all first: a new chain may jump to another.
+      for chain in "${chains[@]}"; do "$bin" -t "$table" -F "$chain" 2>/dev/null; done
+      for chain in "${chains[@]}"; do "$bin" -t "$table" -X "$chain" 2>/dev/null; done
+      # Rules of the start that are gone: another kube-proxy's, replaced by ours. Said, not rewritten.
+      line="$(grep -E '^-A ' "$before" | grep -cvxF -f <(grep -E '^-A ' <<<"$("$bin-save" -t "$table" 2>/dev/null)") || true)"
+      [ "${line:-0}" -gt 0 ] && say "$bin -t $table: $line rule(s) of the start are gone (another kube-proxy or CNI on this machine?)"
     done
   done
-  # kube-proxy 1.3x probes nftables too; its tables are named kube-proxy.
+  # kube-proxy 1.3x probes nftables too; its tables are named kube-proxy. Only ours go.
   if command -v nft >/dev/null 2>&1; then
-    nft delete table ip kube-proxy 2>/dev/null
-    nft delete table ip6 kube-proxy 2>/dev/null
+    for table in "ip kube-proxy" "ip6 kube-proxy"; do
+      grep -qx "table $table" "$root/janitor/nft-tables.before" 2>/dev/null && continue
+      # shellcheck disable=SC2086
+      nft delete table $table 2>/dev/null
+    done
   fi
 }
 
@@ -161,9 +207,13 @@ cleanup() {
   local root="$1" bridge="$2" cg="$3" kube_proxy="$4" d
   say "restoring the machine (root $root)"
   stop_processes "$root" "$cg"
-  [ -x "$kube_proxy" ] && "$kube_proxy" --cleanup >/dev/null 2>&1
-  say "processes stopped, kube-proxy --cleanup ran (${SECONDS}s)"
-  clean_iptables
+  if had_foreign_chains "$root"; then
+    say "processes stopped (${SECONDS}s); KUBE-/CNI- chains were here before the node: not running kube-proxy --cleanup"
+  else
+    [ -x "$kube_proxy" ] && "$kube_proxy" --cleanup >/dev/null 2>&1
+    say "processes stopped, kube-proxy --cleanup ran (${SECONDS}s)"
+  fi
+  clean_iptables "$root"
   drop_new_empty_tables "$root"
   unmount_under "$root"
   ip link delete "$bridge" 2>/dev/null
@@ -189,6 +239,7 @@ if [ "${1:-}" = "--cleanup-now" ]; then
 fi
 
 owner="$1" root="$2" bridge="$3" cg="$4" kube_proxy="$5"
+LOCK="${SLESS_NODE_LOCK:?SLESS_NODE_LOCK names the machine-wide node lock file}"
 mkdir -p "$(dirname "$LOCK")"
 exec 9>"$LOCK"
 say "waiting for the machine-wide test node lock $LOCK"

@@ -38,6 +38,8 @@ export const NODE_NAME = 'sless-test-node';
 export const BRIDGE = 'sless0';
 export const CGROUP_ROOT = 'sless-test-node';
 export const POD_CIDR = '10.254.77.0/24';
+/** The machine-wide lock node-janitor.sh holds for the node's whole life. */
+export const NODE_LOCK = '/run/lock/sless-test-node.lock';
 export const GATEWAY_IP = '10.254.77.1';
 
 export interface TestNodeInfo extends TestClusterInfo {
@@ -88,7 +90,11 @@ async function startJanitor(root: string, kubeProxy: string): Promise<Janitor> {
     [JANITOR, String(process.pid), root, BRIDGE, CGROUP_ROOT, kubeProxy],
     // Its own process group, so that nothing aimed at the node's servers reaches it; stderr goes to
     // the test's output so a teardown problem is visible.
-    { detached: true, stdio: ['ignore', 'pipe', 'inherit'] },
+    {
+      detached: true,
+      stdio: ['ignore', 'pipe', 'inherit'],
+      env: { ...process.env, SLESS_NODE_LOCK: NODE_LOCK },
+    },
   );
   if (child.pid === undefined) throw new Error('could not start node-janitor.sh');
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
