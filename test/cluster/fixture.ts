@@ -259,7 +259,35 @@ export async function waitFor(
   );
 }
 
-async function httpOk(url: string): Promise<boolean> {
+/**
+ * Debian's docker-registry with a config of our own (never the system service), storing under
+ * `storage` and listening on `addr` (host:port); its config and log live in `root`.
+ */
+export function startRegistry(root: string, name: string, bin: string, storage: string, addr: string): Proc {
+  const config = join(root, `${name}.yml`);
+  writeFileSync(
+    config,
+    [
+      'version: 0.1',
+      'log:',
+      '  level: warn',
+      '  accesslog:',
+      '    disabled: true',
+      'storage:',
+      '  filesystem:',
+      `    rootdirectory: ${storage}`,
+      '  delete:',
+      '    enabled: true',
+      'http:',
+      `  addr: ${addr}`,
+      `  secret: ${randomBytes(16).toString('hex')}`,
+      '',
+    ].join('\n'),
+  );
+  return startProcess(root, name, bin, ['serve', config], root);
+}
+
+export async function httpOk(url: string): Promise<boolean> {
   const res = await fetch(url, { signal: AbortSignal.timeout(2000) });
   await res.arrayBuffer();
   return res.ok;
@@ -557,27 +585,13 @@ async function startOnce(
     procs.push(s3Proc);
 
     // Registry: Debian's docker-registry with our own config (never the system service).
-    const regConfig = join(root, 'registry.yml');
-    writeFileSync(
-      regConfig,
-      [
-        'version: 0.1',
-        'log:',
-        '  level: warn',
-        '  accesslog:',
-        '    disabled: true',
-        'storage:',
-        '  filesystem:',
-        `    rootdirectory: ${join(root, 'registry')}`,
-        '  delete:',
-        '    enabled: true',
-        'http:',
-        `  addr: ${serveHost}:${regPort}`,
-        `  secret: ${randomBytes(16).toString('hex')}`,
-        '',
-      ].join('\n'),
+    const reg = startRegistry(
+      root,
+      'registry',
+      bins.DOCKER_REGISTRY,
+      join(root, 'registry'),
+      `${serveHost}:${regPort}`,
     );
-    const reg = startProcess(root, 'registry', bins.DOCKER_REGISTRY, ['serve', regConfig], root);
     procs.push(reg);
     const registry = { url: `http://${serveHost}:${regPort}` };
 

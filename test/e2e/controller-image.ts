@@ -1,6 +1,6 @@
 /**
  * The sless controller image as it ships: built from deploy/Dockerfile by a kaniko Job on the real
- * node (its `npm ci` fetches through a pull-through npm mirror on the host, test/e2e/npm-mirror.ts) and pushed to the node's
+ * node (its `npm ci` fetches through a pull-through npm mirror on the host, test/e2e/package-mirror.ts) and pushed to the node's
  * registry.
  *
  * A build takes minutes, so the image is kept as an OCI layout under the test cache, keyed by a hash
@@ -8,26 +8,50 @@
  * repository (path, executable bit, bytes), the base image's digest and the kaniko image. Any change
  * to any of those is a new key and a new kaniko build; `npm ci` installs exactly the lockfile, which
  * the key covers. Only the newest layout is kept.
+ *
+ * A new key (every change to src/) builds again, but not from scratch: kaniko keeps the layers of the
+ * Dockerfile's RUN lines in a cache registry whose storage lives in the test cache
+ * (`--cache=true --cache-repo`), so the `npm ci` layers are reused while package.json,
+ * package-lock.json, the Dockerfile, the base image and kaniko are unchanged (kaniko's own cache keys
+ * chain those), and only `npm run build` and the COPY lines run again.
  */
-import { spawn } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import {
+  cpSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { KubeHttp } from '../../src/platform/kube/http.js';
 import { apply, getObject, type KubeObject, listObjects } from '../../src/platform/kube/objects.js';
 import { JOB, POD } from '../../src/platform/kube/resource-types.js';
-import { note } from '../cluster/fixture.ts';
+import { ensureBinaries, freePort, httpOk, note, startRegistry, waitFor } from '../cluster/fixture.ts';
 import { contextKey } from '../cluster/image-context.ts';
 import { GATEWAY_IP, type TestNode } from '../cluster/node.ts';
 import { eventually } from '../kube/harness.js';
 import { registryDigest } from './harness.ts';
-import { startNpmMirror } from './npm-mirror.ts';
+import { startNpmMirror } from './package-mirror.ts';
 
 export const REPO_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const DOCKERFILE = 'deploy/Dockerfile';
 const REPOSITORY = 'sless-test/sless-controller';
 const BUILD_MS = 25 * 60_000;
+/**
+ * The npm mirror's port on the node's bridge address. Fixed, because its URL is a build argument and
+ * kaniko's cache key of every RUN line includes the build arguments: a new port each run would miss
+ * the cached `npm ci` layers. The bridge address exists only while the node lock is held.
+ */
+const NPM_MIRROR_PORT = 47873;
+/** Above this the layer cache is dropped and starts again (each new src/ adds a `npm run build` layer). */
+const LAYER_CACHE_MAX_BYTES = 2 * 1024 ** 3;
 
 function cacheRoot(): string {
   return (
@@ -63,6 +87,7 @@ async function kanikoBuild(
   destination: string,
   podLog: (namespace: string, pod: string) => Promise<string>,
   npmRegistry: string,
+  cacheRegistry: string,
 ): Promise<string> {
   const name = 'build-sless-controller';
   const namespace = 'default';
@@ -95,6 +120,12 @@ async function kanikoBuild(
                 `--registry-map=index.docker.io=${node.registryHost}`,
                 `--insecure-registry=${node.registryHost}`,
                 `--build-arg=NPM_CONFIG_REGISTRY=${npmRegistry}`,
+                // RUN layers from and to the layer cache; its entries are content-keyed, so no expiry.
+                '--cache=true',
+                `--cache-repo=${cacheRegistry}/sless-controller-cache`,
+                '--cache-ttl=8760h',
+                `--insecure-registry=${cacheRegistry}`,
+                '--log-timestamp=true',
               ],
               terminationMessagePath: '/dev/termination-log',
               terminationMessagePolicy: 'File',
@@ -130,7 +161,52 @@ async function kanikoBuild(
       `kaniko could not build ${DOCKERFILE} (${terminated?.reason ?? status.phase}); its log ends:\n` +
         (await podLog(namespace, pod.metadata.name)).split('\n').slice(-40).join('\n'),
     );
+  // Where the build's time went: stages, base unpacks, cache hits and misses, the push.
+  const log = await podLog(namespace, pod.metadata.name).catch(() => '');
+  const steps = log
+    .split('\n')
+    .filter((l) =>
+      /Retrieving image|Unpacking rootfs|cach|Taking snapshot of full|Pushing image|Pushed /i.test(l),
+    )
+    .map((l) => `  ${l.replace(/level=info msg=/, '')}`);
+  note(`kaniko log of the controller image build (excerpt):\n${steps.join('\n')}`);
   return terminated.message.trim();
+}
+
+/** Bytes under dir (du), 0 when it does not exist. */
+function diskUsage(dir: string): number {
+  const res = spawnSync('du', ['-sb', dir], { encoding: 'utf8' });
+  return res.status === 0 ? Number(res.stdout.split('\t')[0]) : 0;
+}
+
+/**
+ * A registry for kaniko's layer cache, on the node's bridge address, storing under the test cache in a
+ * directory named by what the cached `npm ci` layers depend on (older ones are removed).
+ */
+async function startLayerCache(node: TestNode, key: string): Promise<{ host: string; stop: () => void }> {
+  const storage = join(cacheRoot(), `controller-layer-cache-${key}`);
+  mkdirSync(cacheRoot(), { recursive: true });
+  for (const old of readdirSync(cacheRoot()))
+    if (old.startsWith('controller-layer-cache-') && join(cacheRoot(), old) !== storage)
+      rmSync(join(cacheRoot(), old), { recursive: true, force: true });
+  if (diskUsage(storage) > LAYER_CACHE_MAX_BYTES) rmSync(storage, { recursive: true, force: true });
+  mkdirSync(storage, { recursive: true });
+  const root = join(node.root, 'layer-cache-registry');
+  mkdirSync(root, { recursive: true });
+  const host = `${GATEWAY_IP}:${await freePort()}`;
+  const { DOCKER_REGISTRY } = await ensureBinaries();
+  const reg = startRegistry(root, 'registry', DOCKER_REGISTRY, storage, host);
+  await waitFor(reg, 'layer cache registry /v2/', 30_000, () => httpOk(`http://${host}/v2/`));
+  return {
+    host,
+    stop: () => {
+      try {
+        process.kill(reg.pid, 'SIGTERM');
+      } catch {
+        // already gone
+      }
+    },
+  };
 }
 
 /**
@@ -163,10 +239,29 @@ export async function controllerImage(
     }
     // npm through the host: from a pod, npm's registry fails TLS here (the machine's egress re-signs it
     // with a CA only the host trusts: SELF_SIGNED_CERT_IN_CHAIN).
-    const mirror = await startNpmMirror(GATEWAY_IP, join(cacheRoot(), 'npm-tarballs'));
-    const digest = await kanikoBuild(node, http, context, destination, podLog, mirror.url).finally(() =>
-      mirror.close(),
-    );
+    const mirror = await startNpmMirror(GATEWAY_IP, join(cacheRoot(), 'npm-tarballs'), NPM_MIRROR_PORT);
+    const layerKey = createHash('sha256')
+      .update(
+        [DOCKERFILE, 'package.json', 'package-lock.json']
+          .map((f) => readFileSync(join(REPO_ROOT, f), 'utf8'))
+          .join('\0'),
+      )
+      .update(`\0${baseDigest}\0${kaniko}`)
+      .digest('hex')
+      .slice(0, 20);
+    const layerCache = await startLayerCache(node, layerKey);
+    const digest = await kanikoBuild(
+      node,
+      http,
+      context,
+      destination,
+      podLog,
+      mirror.url,
+      layerCache.host,
+    ).finally(() => {
+      layerCache.stop();
+      return mirror.close();
+    });
     builtByKaniko = true;
     note(`controller image ${tag} built by kaniko on the node in ${Date.now() - t0} ms (${digest})`);
     const partial = `${cached}.tmp-${process.pid}`;

@@ -1,0 +1,96 @@
+/**
+ * Pull-through package mirrors on the host, for builds on the real node, whose pods reach nothing
+ * beyond the node: what an air-gapped cluster's build pods use instead of the public registries.
+ *
+ * - npm (`--build-arg NPM_CONFIG_REGISTRY=…`): forwards GETs to npm's registry from the host, and keeps
+ *   tarballs (immutable, named by version) in the test cache, so a later build fetches them from disk.
+ * - PyPI's simple index (`--index-url …/simple/` in a requirements.txt): forwards GETs to pypi.org,
+ *   nothing cached.
+ */
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+
+export interface PackageMirror {
+  url: string;
+  close(): Promise<void>;
+}
+
+/**
+ * npm's registry. Listens on `host:port` when that port is free, else on any port: a build that passes
+ * the mirror's URL as a build argument gets the same cache keys only from the same URL.
+ */
+export function startNpmMirror(host: string, cacheDir: string, port = 0): Promise<PackageMirror> {
+  return startMirror(host, 'https://registry.npmjs.org', port, { dir: cacheDir, path: /\/-\/[^/]+\.tgz$/ });
+}
+
+/** PyPI's simple index (pip follows its file links to files.pythonhosted.org, not through here). */
+export function startPypiMirror(host: string): Promise<PackageMirror> {
+  return startMirror(host, 'https://pypi.org', 0);
+}
+
+async function startMirror(
+  host: string,
+  upstream: string,
+  port: number,
+  cache?: { dir: string; path: RegExp },
+): Promise<PackageMirror> {
+  if (cache) mkdirSync(cache.dir, { recursive: true });
+  const server: Server = createServer((req, res) => {
+    const path = req.url ?? '/';
+    const tarball = req.method === 'GET' && cache !== undefined && cache.path.test(path);
+    const cached = join(cache?.dir ?? '', `${createHash('sha256').update(path).digest('hex')}.tgz`);
+    if (tarball && existsSync(cached)) {
+      res.writeHead(200, { 'content-type': 'application/octet-stream' });
+      res.end(readFileSync(cached));
+      return;
+    }
+    const accept = req.headers.accept;
+    fetch(`${upstream}${path}`, {
+      method: req.method === 'HEAD' ? 'HEAD' : 'GET',
+      headers: accept ? { accept } : {},
+      signal: AbortSignal.timeout(120_000),
+    })
+      .then(async (upstream) => {
+        const body = Buffer.from(await upstream.arrayBuffer());
+        if (tarball && upstream.ok) {
+          const partial = `${cached}.${process.pid}`;
+          writeFileSync(partial, body);
+          renameSync(partial, cached);
+        }
+        res.writeHead(upstream.status, {
+          'content-type': upstream.headers.get('content-type') ?? 'application/octet-stream',
+        });
+        res.end(body);
+      })
+      .catch((e: Error) => {
+        res.writeHead(502, { 'content-type': 'text/plain' });
+        res.end(`npm mirror: ${e.message}\n`);
+      });
+  });
+  // npm keeps connections alive and reuses them at once: a server that closes an idle one first (Node's
+  // default is 5 s) races npm's next request on it, which then fails with "socket hang up".
+  server.keepAliveTimeout = 10 * 60_000;
+  server.headersTimeout = 10 * 60_000 + 1000;
+  server.requestTimeout = 0;
+  const listen = (p: number) =>
+    new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(p, host, () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+  await listen(port).catch(() => listen(0));
+  const { port: bound } = server.address() as AddressInfo;
+  return {
+    url: `http://${host}:${bound}/`,
+    close: () =>
+      new Promise((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
