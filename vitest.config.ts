@@ -1,7 +1,8 @@
 import { configDefaults, defineConfig } from 'vitest/config';
 
 // Suites on the real node (kubelet, containerd, kaniko; root only): one node at a time on the machine,
-// so they run one file after the other, after everything else.
+// so they run one file after the other; after everything else in one `vitest run`, beside it in
+// `npm test` (test/run.sh runs each project on its own).
 const NODE_SUITES = ['test/e2e/**/*.test.ts', 'test/cluster/node-cleanup.test.ts'];
 
 // CI reads the pass/fail counts from a JSON report while running exactly `npm test`.
