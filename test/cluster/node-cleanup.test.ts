@@ -102,13 +102,17 @@ function nodeProcesses(root: string): string[] {
     .filter((l) => !l.includes('ps -eo'));
 }
 
-function startChild(mode: 'wait' | 'stop'): {
+function startChild(
+  mode: 'wait' | 'stop',
+  env: Record<string, string> = {},
+): {
   child: ChildProcess;
   ready: Promise<string>;
   output: () => string;
 } {
   const child = spawn(process.execPath, ['--import', 'tsx', CHILD, mode], {
     stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, ...env },
   });
   let out = '';
   let err = '';
@@ -168,10 +172,11 @@ const ownRule = (f: Foreign) => [f.chain, '-m', 'comment', '--comment', f.commen
 const jumpRule = (f: Foreign) => [f.from, ...f.match, '-m', 'comment', '--comment', f.comment, '-j', f.chain];
 
 /**
- * Runs fn holding the node lock, so that the machine's own chains appear and go while no test node
- * (whose janitor records the machine at its start and compares at its end) is running.
+ * Runs fn holding the node lock: no other test node changes the machine between the snapshots taken
+ * before and after, nor sees this test's own chains come and go; the node fn starts is told that its
+ * caller holds the lock (SLESS_NODE_LOCK_HELD).
  */
-async function withNodeLock(fn: () => void): Promise<void> {
+async function withNodeLock(fn: () => Promise<void>): Promise<void> {
   const holder = spawn('flock', [NODE_LOCK, 'sh', '-c', 'echo LOCKED; cat >/dev/null'], {
     stdio: ['pipe', 'pipe', 'inherit'],
   });
@@ -180,7 +185,7 @@ async function withNodeLock(fn: () => void): Promise<void> {
       holder.stdout?.setEncoding('utf8').on('data', (c: string) => c.includes('LOCKED') && resolve());
       holder.once('exit', (code) => reject(new Error(`flock ${NODE_LOCK} exited (${code})`)));
     });
-    fn();
+    await fn();
   } finally {
     holder.stdin?.end();
     await new Promise((r) => (holder.exitCode === null ? holder.once('exit', r) : r(undefined)));
@@ -209,9 +214,9 @@ function addForeignChains(): void {
 }
 
 /** Starts a node in a child process, SIGKILLs the child, and expects the machine as it was. */
-async function killedNodeRestoresMachine(): Promise<void> {
+async function killedNodeRestoresMachine(env: Record<string, string>): Promise<void> {
   const before = machineState();
-  const { child, ready, output } = startChild('wait');
+  const { child, ready, output } = startChild('wait', env);
   const root = await ready;
   expectNodeChangedHost(machineState());
   const exited = new Promise((r) => child.once('exit', r));
@@ -227,29 +232,33 @@ async function killedNodeRestoresMachine(): Promise<void> {
 
 describe('test node cleanup (root only)', () => {
   it('restores the machine when the owning process is SIGKILLed, and keeps the KUBE-/CNI- chains it had', async () => {
-    await withNodeLock(addForeignChains);
-    try {
-      await killedNodeRestoresMachine();
-      // Said outright, though the comparison above covers it: the machine's own chains and jumps stayed.
-      for (const f of FOREIGN) {
-        const rules = sh('iptables', ['-t', f.table, '-S']);
-        expect(rules).toContain(`-N ${f.chain}\n`);
-        expect(rules).toMatch(new RegExp(`^-A ${f.chain} .*-j RETURN$`, 'm'));
-        expect(rules).toMatch(new RegExp(`^-A ${f.from} .*-j ${f.chain}$`, 'm'));
+    await withNodeLock(async () => {
+      addForeignChains();
+      try {
+        await killedNodeRestoresMachine({ SLESS_NODE_LOCK_HELD: '1' });
+        // Said outright, though the comparison above covers it: the machine's own chains and jumps stayed.
+        for (const f of FOREIGN) {
+          const rules = sh('iptables', ['-t', f.table, '-S']);
+          expect(rules).toContain(`-N ${f.chain}\n`);
+          expect(rules).toMatch(new RegExp(`^-A ${f.chain} .*-j RETURN$`, 'm'));
+          expect(rules).toMatch(new RegExp(`^-A ${f.from} .*-j ${f.chain}$`, 'm'));
+        }
+      } finally {
+        removeForeignChains();
       }
-    } finally {
-      await withNodeLock(removeForeignChains);
-    }
+    });
   }, 600_000);
 
   it('restores the machine after a normal stop()', async () => {
-    const before = machineState();
-    const { child, ready } = startChild('stop');
-    const root = await ready;
-    const code = await new Promise<number | null>((r) => child.once('exit', r));
-    expect(code).toBe(0);
-    expect(existsSync(root)).toBe(false);
-    expect(nodeProcesses(root)).toEqual([]);
-    expect(machineState()).toEqual(before);
+    await withNodeLock(async () => {
+      const before = machineState();
+      const { child, ready } = startChild('stop', { SLESS_NODE_LOCK_HELD: '1' });
+      const root = await ready;
+      const code = await new Promise<number | null>((r) => child.once('exit', r));
+      expect(code).toBe(0);
+      expect(existsSync(root)).toBe(false);
+      expect(nodeProcesses(root)).toEqual([]);
+      expect(machineState()).toEqual(before);
+    });
   }, 600_000);
 });

@@ -14,6 +14,8 @@
 #      finally the root itself.
 #
 # Usage: SLESS_NODE_LOCK=<lock file> node-janitor.sh <owner pid> <root> <bridge> <cgroup name> <kube-proxy binary>
+# With SLESS_NODE_LOCK_HELD=1 the caller already holds the lock (a test that changes the machine before
+# the node starts and checks it after the janitor is done, with no other node in between).
 # `node-janitor.sh --cleanup-now <root> <bridge> <cgroup name> <kube-proxy binary>` runs step 4 only
 # (for a root whose janitor was lost); it needs <root>/janitor/ from a run.
 set -uo pipefail
@@ -242,8 +244,12 @@ owner="$1" root="$2" bridge="$3" cg="$4" kube_proxy="$5"
 LOCK="${SLESS_NODE_LOCK:?SLESS_NODE_LOCK names the machine-wide node lock file}"
 mkdir -p "$(dirname "$LOCK")"
 exec 9>"$LOCK"
-say "waiting for the machine-wide test node lock $LOCK"
-flock 9
+if [ "${SLESS_NODE_LOCK_HELD:-}" = 1 ]; then
+  say "the machine-wide test node lock $LOCK is held by the caller"
+else
+  say "waiting for the machine-wide test node lock $LOCK"
+  flock 9
+fi
 SECONDS=0
 record "$root"
 command -v nft >/dev/null 2>&1 && nft list tables 2>/dev/null >"$root/janitor/nft-tables.before"
