@@ -3,7 +3,6 @@
  * implementations.
  */
 import { join } from 'node:path';
-import type { KubeConfig } from '@kubernetes/client-node';
 import type { FastifyInstance } from 'fastify';
 import { type DestinationStream, type Logger, type LoggerOptions, pino } from 'pino';
 import type { Authenticator } from './api/auth/authenticator.js';
@@ -21,6 +20,7 @@ import { ALWAYS_LEADER, type Leadership, LeaderTasks } from './core/leadership.j
 import type { BuildRecord, GitSource, SlessFunction } from './core/resources.js';
 import type { KanikoBuilder } from './platform/kube/build/kaniko-builder.js';
 import type { KubeStore } from './platform/kube/kube-store.js';
+import type { KubeCredentials } from './platform/kube/kubeconfig.js';
 import type { LeaderElector } from './platform/kube/leader-election.js';
 import type { KubeRouteResolver } from './platform/kube/routes.js';
 import type { KubeScaler } from './platform/kube/scaler.js';
@@ -466,7 +466,7 @@ export async function startKubeSystem(
   config: KubeControllerConfig,
   options: {
     logger?: Logger;
-    kubeConfig?: KubeConfig;
+    kubeConfig?: KubeCredentials;
     originOf?: (namespace: string, name: string) => string;
     pollMs?: number;
     /**
@@ -484,7 +484,7 @@ export async function startKubeSystem(
     { buildApp, BuildHistory, SlessMetrics, withCodeGate, Controller },
     { guardedGitHttp },
     { S3Client },
-    { KubeConfig },
+    { loadKubeCredentials },
     { KanikoBuilder },
     { FunctionCleanup },
     { KubeCronScheduler },
@@ -509,7 +509,7 @@ export async function startKubeSystem(
     controlPlaneModules(),
     import('./source/guarded-http.js'),
     import('@aws-sdk/client-s3'),
-    import('@kubernetes/client-node'),
+    import('./platform/kube/kubeconfig.js'),
     import('./platform/kube/build/kaniko-builder.js'),
     import('./platform/kube/cleanup.js'),
     import('./platform/kube/cron-scheduler.js'),
@@ -531,14 +531,7 @@ export async function startKubeSystem(
     import('./platform/kube/build/build-archive.js'),
     import('./platform/kube/build/registry-client.js'),
   ]);
-  const kc =
-    options.kubeConfig ??
-    (() => {
-      const fromEnv = new KubeConfig();
-      fromEnv.loadFromDefault();
-      return fromEnv;
-    })();
-  const http = new KubeHttp(kc);
+  const http = new KubeHttp(options.kubeConfig ?? (await loadKubeCredentials()));
   const s3 = new S3Client({
     endpoint: config.s3.endpoint,
     region: config.s3.region,

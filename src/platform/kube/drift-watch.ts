@@ -4,7 +4,6 @@
  * reports the owning Function or Trigger, so the reconcile puts it back within moments instead of at
  * the next resync.
  */
-import { Watch } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { asError } from '../../core/errors.js';
 import type { KubeHttp } from './http.js';
@@ -18,6 +17,7 @@ import {
   type ResourceType,
   SERVICE,
 } from './resource-types.js';
+import { watchCollection } from './watch.js';
 
 /** Which sless object a drifted one belongs to. */
 export type DriftOwner = 'Function' | 'Trigger';
@@ -128,39 +128,30 @@ export class DriftWatch {
   }
 
   /** Watches until the server ends the stream (then the caller re-lists) or it fails. */
-  private watch(
+  private async watch(
     { type, labels }: Watched,
     namespace: string | undefined,
     resourceVersion: string | undefined,
     onEvent: (phase: string, object: KubeObject) => void,
   ): Promise<void> {
-    return new Promise<void>((resolve, reject) => {
-      let failed: Error | undefined;
-      new Watch(this.http.kubeConfig)
-        .watch(
-          collectionPath(type, namespace),
-          { resourceVersion, labelSelector: labelSelector(labels) },
-          (phase: string, object: KubeObject) => {
-            if (phase === 'ERROR') {
-              failed = new Error(`watch of ${type.plural} ended with an error`);
-              return;
-            }
-            if (phase === 'ADDED' || phase === 'MODIFIED' || phase === 'DELETED') onEvent(phase, object);
-          },
-          (error: unknown) => {
-            if (failed) reject(failed);
-            else if (error && !this.stopped && (error as { name?: string }).name !== 'AbortError')
-              reject(asError(error));
-            else resolve();
-          },
-        )
-        .then(
-          (abort) => {
-            this.aborts.add(abort);
-            if (this.stopped) abort.abort();
-          },
-          (error: unknown) => reject(asError(error)),
-        );
-    });
+    const abort = new AbortController();
+    this.aborts.add(abort);
+    if (this.stopped) abort.abort();
+    let failed: Error | undefined;
+    try {
+      await watchCollection(
+        this.http,
+        collectionPath(type, namespace),
+        { resourceVersion, labelSelector: labelSelector(labels) },
+        (phase, object) => {
+          if (phase === 'ERROR') failed = new Error(`watch of ${type.plural} ended with an error`);
+          else if (phase !== 'BOOKMARK') onEvent(phase, object);
+        },
+        abort.signal,
+      );
+    } finally {
+      this.aborts.delete(abort);
+    }
+    if (failed) throw failed;
   }
 }

@@ -7,7 +7,7 @@
 
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { Agent, request as httpsRequest, type RequestOptions } from 'node:https';
-import type { KubeConfig } from '@kubernetes/client-node';
+import type { KubeCredentials } from './kubeconfig.js';
 
 export class KubeApiError extends Error {
   readonly code: number;
@@ -41,19 +41,15 @@ export interface KubeRequest {
 }
 
 export class KubeHttp {
-  private readonly kc: KubeConfig;
+  private readonly kc: KubeCredentials;
   private readonly server: URL;
   private agent: Agent | undefined;
 
-  constructor(kc: KubeConfig) {
+  constructor(kc: KubeCredentials) {
     this.kc = kc;
     const cluster = kc.getCurrentCluster();
     if (!cluster) throw new Error('kubeconfig has no current cluster');
     this.server = new URL(cluster.server);
-  }
-
-  get kubeConfig(): KubeConfig {
-    return this.kc;
   }
 
   async request<T>(method: string, path: string, options: KubeRequest = {}): Promise<T> {

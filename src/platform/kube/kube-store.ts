@@ -8,7 +8,6 @@
  * controller's own status writes from re-triggering reconciles (seeds: 94 kaniko Jobs).
  */
 import { isDeepStrictEqual } from 'node:util';
-import { Watch } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { asError } from '../../core/errors.js';
 import type { ListOptions, ObjectStore, StoreEvent, WatchEventType } from '../../core/interfaces.js';
@@ -18,6 +17,7 @@ import { isStatus, JSON_PATCH, type KubeHttp, MERGE_PATCH } from './http.js';
 import { apply, deleteObject, getObject, type KubeMeta, type KubeObject, listObjects } from './objects.js';
 import { collectionPath, objectPath, slessType } from './resource-types.js';
 import { statusMergePatch } from './status-patch.js';
+import { watchCollection } from './watch.js';
 
 /** Cleans what owner references cannot reach before a Function goes away. */
 export const FUNCTION_FINALIZER = 'sless.dev/cleanup';
@@ -214,38 +214,30 @@ export class KubeStore implements ObjectStore {
   }
 
   /** Watches until the server ends the stream; resolves the last resourceVersion seen. */
-  private watchOnce(stream: Stream, resourceVersion: string | undefined): Promise<string | undefined> {
+  private async watchOnce(stream: Stream, resourceVersion: string | undefined): Promise<string | undefined> {
     let last = resourceVersion;
-    return new Promise<string | undefined>((resolve, reject) => {
-      let gone = false;
-      new Watch(this.http.kubeConfig)
-        .watch(
-          collectionPath(slessType(stream.kind), stream.namespace),
-          { resourceVersion, allowWatchBookmarks: true },
-          (phase: string, object: KubeObject) => {
-            if (phase === 'ERROR') {
-              const code = (object as unknown as { code?: number }).code;
-              if (code === 410) gone = true;
-              return;
-            }
-            if (object?.metadata?.resourceVersion) last = object.metadata.resourceVersion;
-            if (phase === 'BOOKMARK') return;
-            if (phase === 'ADDED' || phase === 'MODIFIED' || phase === 'DELETED') this.handle(phase, object);
-          },
-          (error: unknown) => {
-            if (gone) reject(Object.assign(new Error('watch expired (410 Gone)'), { code: 410 }));
-            else if (error && !this.stopped && !isAbort(error)) reject(asError(error));
-            else resolve(last);
-          },
-        )
-        .then(
-          (abort) => {
-            stream.abort = abort;
-            if (this.stopped) abort.abort();
-          },
-          (error: unknown) => reject(asError(error)),
-        );
-    });
+    let gone = false;
+    const abort = new AbortController();
+    stream.abort = abort;
+    if (this.stopped) abort.abort();
+    await watchCollection(
+      this.http,
+      collectionPath(slessType(stream.kind), stream.namespace),
+      { resourceVersion, allowWatchBookmarks: true },
+      (phase, object) => {
+        if (phase === 'ERROR') {
+          const code = (object as unknown as { code?: number }).code;
+          if (code === 410) gone = true;
+          return;
+        }
+        if (object?.metadata?.resourceVersion) last = object.metadata.resourceVersion;
+        if (phase === 'BOOKMARK') return;
+        this.handle(phase, object);
+      },
+      abort.signal,
+    );
+    if (gone) throw Object.assign(new Error('watch expired (410 Gone)'), { code: 410 });
+    return last;
   }
 
   private handle(type: WatchEventType, object: KubeObject): void {
@@ -336,8 +328,4 @@ export class KubeStore implements ObjectStore {
 
 function isGone(error: unknown): boolean {
   return isStatus(error, 410) || (error as { code?: number } | undefined)?.code === 410;
-}
-
-function isAbort(error: unknown): boolean {
-  return (error as { name?: string } | undefined)?.name === 'AbortError';
 }
