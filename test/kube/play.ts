@@ -127,13 +127,17 @@ export async function markDeploymentAvailable(
   http: KubeHttp,
   namespace: string,
   name: string,
+  /** The Deployment as just seen (a watch event), which saves reading it again. */
+  seen?: KubeObject,
 ): Promise<void> {
-  const deployment = await getObject<KubeObject>(
-    http,
-    { apiVersion: 'apps/v1', kind: 'Deployment', plural: 'deployments', namespaced: true },
-    namespace,
-    name,
-  );
+  const deployment =
+    seen ??
+    (await getObject<KubeObject>(
+      http,
+      { apiVersion: 'apps/v1', kind: 'Deployment', plural: 'deployments', namespaced: true },
+      namespace,
+      name,
+    ));
   const replicas = (deployment?.spec as { replicas?: number } | undefined)?.replicas ?? 1;
   await http.request('PATCH', `/apis/apps/v1/namespaces/${namespace}/deployments/${name}/status`, {
     contentType: MERGE_PATCH,
@@ -147,6 +151,17 @@ export async function markDeploymentAvailable(
       },
     },
   });
+}
+
+/** Whether a Deployment's status lags its spec: not yet rolled out and available, as pods would make it. */
+export function deploymentLags(deployment: KubeObject): boolean {
+  const status = (deployment as { status?: { observedGeneration?: number; availableReplicas?: number } })
+    .status;
+  const replicas = (deployment.spec as { replicas?: number } | undefined)?.replicas ?? 1;
+  return (
+    status?.observedGeneration !== deployment.metadata.generation ||
+    (status?.availableReplicas ?? 0) !== replicas
+  );
 }
 
 /**
@@ -163,16 +178,8 @@ export function playHealthyKubelet(http: KubeHttp, namespace: string, everyMs = 
           'GET',
           `/apis/apps/v1/namespaces/${namespace}/deployments`,
         );
-        for (const d of list.items ?? []) {
-          const status = (d as { status?: { observedGeneration?: number; availableReplicas?: number } })
-            .status;
-          const replicas = (d.spec as { replicas?: number } | undefined)?.replicas ?? 1;
-          if (
-            status?.observedGeneration !== d.metadata.generation ||
-            (status?.availableReplicas ?? 0) !== replicas
-          )
-            await markDeploymentAvailable(http, namespace, d.metadata.name);
-        }
+        for (const d of list.items ?? [])
+          if (deploymentLags(d)) await markDeploymentAvailable(http, namespace, d.metadata.name);
       } catch {
         // The namespace or a Deployment went away meanwhile: look again next round.
       }
