@@ -9,7 +9,8 @@
 // second about ten times it, whatever the repository's size. Lease renewals (leader election, every
 // few seconds whatever happens) are counted apart.
 // Run: npx tsx bench/kube-thousand.ts   (FUNCTIONS=30 for a quick run; SLESS_BENCH_HEAP_SNAPSHOT=1
-// also writes heap snapshots of the controller, named in the output)
+// also writes heap snapshots of the controller, named in the output; SLESS_BENCH_LOG_LEVEL=info shows
+// its log)
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { once } from 'node:events';
@@ -250,11 +251,11 @@ try {
       String(port),
     ],
     {
-      stdio: ['ignore', 'ignore', 'inherit'],
+      stdio: ['ignore', process.env.SLESS_BENCH_LOG_LEVEL ? 'inherit' : 'ignore', 'inherit'],
       env: {
         ...process.env,
         KUBECONFIG: kubeconfig,
-        SLESS_LOG_LEVEL: 'warn',
+        SLESS_LOG_LEVEL: process.env.SLESS_BENCH_LOG_LEVEL ?? 'warn',
         SLESS_CONTROLLER_NAMESPACE: controllerNs,
         SLESS_WATCH_NAMESPACES: ns,
         // The default quota (200 functions per namespace) would refuse the repository.
