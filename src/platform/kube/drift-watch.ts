@@ -6,6 +6,7 @@
  */
 import type { Logger } from 'pino';
 import { asError } from '../../core/errors.js';
+import { FIELD_MANAGER } from '../../core/resources.js';
 import type { KubeHttp } from './http.js';
 import { LABEL_COMPONENT, LABEL_FUNCTION, LABEL_MANAGED_BY, LABEL_TRIGGER, MANAGED_BY } from './labels.js';
 import { type KubeObject, listObjects } from './objects.js';
@@ -38,6 +39,35 @@ const WATCHED: readonly Watched[] = [
   { type: SERVICE, owner: 'Function', ownerLabel: LABEL_FUNCTION, labels: FUNCTION_PART },
   { type: CRONJOB, owner: 'Trigger', ownerLabel: LABEL_TRIGGER, labels: TRIGGER_PART },
 ];
+
+interface ManagedFieldsEntry {
+  manager?: string;
+  time?: string;
+  fieldsV1?: Record<string, unknown>;
+}
+
+/**
+ * Whether the object's spec was last changed by the controller's own apply, read from managedFields:
+ * the API server moves an entry's time forward whenever its manager changes a field it owns, so the
+ * newest entry that owns spec fields is the last writer of the spec. Two managers within the same
+ * second cannot be told apart: that counts as someone else (a reconcile too many, never one too few).
+ */
+export function specChangedByController(object: KubeObject): boolean {
+  const writers = ((object.metadata.managedFields ?? []) as ManagedFieldsEntry[])
+    .filter((e) => e.fieldsV1?.['f:spec'] !== undefined && e.time)
+    .sort((a, b) => (b.time ?? '').localeCompare(a.time ?? ''));
+  const [newest, next] = writers;
+  if (newest?.manager !== FIELD_MANAGER) return false;
+  return next === undefined || next.time !== newest.time || next.manager === FIELD_MANAGER;
+}
+
+interface Seen {
+  /** The spec's generation (Services have none: their resourceVersion stands in). */
+  version: string;
+  replicas: number | undefined;
+  fn: string;
+  namespace: string;
+}
 
 export class DriftWatch {
   private readonly http: KubeHttp;
@@ -74,10 +104,21 @@ export class DriftWatch {
 
   private async run(watched: Watched, namespace: string | undefined): Promise<void> {
     const { type, owner, ownerLabel, labels } = watched;
-    // Spec generations (Services have none: their resourceVersion stands in) by object.
-    const seen = new Map<string, { version: string; fn: string; namespace: string }>();
-    const versionOf = (o: KubeObject) =>
-      type === SERVICE ? (o.metadata.resourceVersion ?? '') : String(o.metadata.generation ?? '');
+    const seen = new Map<string, Seen>();
+    const seenOf = (o: KubeObject, fn: string): Seen => ({
+      version: type === SERVICE ? (o.metadata.resourceVersion ?? '') : String(o.metadata.generation ?? ''),
+      replicas: (o.spec as { replicas?: number } | undefined)?.replicas,
+      fn,
+      namespace: o.metadata.namespace ?? '',
+    });
+    // Status updates (rollout progress) keep the generation: only spec edits are drift, and only
+    // someone else's. The controller's own rollout is no reason to reconcile again; a change of
+    // replicas is (the scaler's scale to zero or up, whose status the reconcile reports), and the
+    // scale subresource records no field manager to tell it by.
+    const drifted = (before: Seen | undefined, now: Seen, o: KubeObject) =>
+      before !== undefined &&
+      before.version !== now.version &&
+      (before.replicas !== now.replicas || !specChangedByController(o));
     const report = (ns: string, name: string | undefined) => {
       if (name && !this.stopped) this.onDrift(owner, ns, name);
     };
@@ -91,10 +132,9 @@ export class DriftWatch {
         for (const o of list.items) {
           const key = `${o.metadata.namespace}/${o.metadata.name}`;
           present.add(key);
-          const before = seen.get(key);
-          const fn = o.metadata.labels?.[ownerLabel] ?? '';
-          if (before && before.version !== versionOf(o)) report(o.metadata.namespace ?? '', fn);
-          seen.set(key, { version: versionOf(o), fn, namespace: o.metadata.namespace ?? '' });
+          const now = seenOf(o, o.metadata.labels?.[ownerLabel] ?? '');
+          if (drifted(seen.get(key), now, o)) report(now.namespace, now.fn);
+          seen.set(key, now);
         }
         // Deleted while this watch was down.
         for (const [key, entry] of seen)
@@ -111,10 +151,9 @@ export class DriftWatch {
             return;
           }
           const before = seen.get(key);
-          seen.set(key, { version: versionOf(o), fn: fn ?? '', namespace: o.metadata.namespace ?? '' });
-          // Status updates (rollout progress) keep the generation: only spec edits are drift.
-          if (phase === 'MODIFIED' && before && before.version !== versionOf(o))
-            report(o.metadata.namespace ?? '', fn);
+          const now = seenOf(o, fn ?? '');
+          seen.set(key, now);
+          if (phase === 'MODIFIED' && drifted(before, now, o)) report(now.namespace, now.fn);
         });
       } catch (thrown) {
         if (this.stopped) return;
