@@ -170,7 +170,8 @@ function breakdown(requests: string[]): string {
     .join(', ');
 }
 
-const cluster = await startTestCluster();
+// A Service per function: the default range holds 254.
+const cluster = await startTestCluster({ serviceCidr: '10.96.0.0/16' });
 const cleanups: Array<() => Promise<void> | void> = [() => cluster.stop()];
 try {
   const http = new KubeHttp(cluster.kubeConfig);

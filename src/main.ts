@@ -612,6 +612,7 @@ export async function startKubeSystem(
   const scaler = new KubeScaler({
     http,
     store,
+    cachedFunctions: () => store.cached('Function'),
     logger,
     events,
     isLeader: options.isLeader ?? (() => leadership.isLeader()),

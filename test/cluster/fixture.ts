@@ -443,6 +443,11 @@ export interface StartOptions {
    * ServiceAccount tokens (the node's controller-manager creates each namespace's ServiceAccount).
    */
   apiServerHost?: string;
+  /**
+   * The ClusterIP range (default 10.0.0.0/24, which the real node's kube-proxy and controller-manager
+   * are set up for). 254 Services at most: a benchmark with a thousand functions asks for more.
+   */
+  serviceCidr?: string;
 }
 
 export async function startTestCluster(opts: StartOptions = {}): Promise<TestCluster> {
@@ -617,7 +622,7 @@ async function startOnce(
         '--service-account-issuer=https://kubernetes.default.svc.cluster.local',
         `--service-account-key-file=${join(pki, 'sa.pub')}`,
         `--service-account-signing-key-file=${join(pki, 'sa.key')}`,
-        '--service-cluster-ip-range=10.0.0.0/24',
+        `--service-cluster-ip-range=${opts.serviceCidr ?? '10.0.0.0/24'}`,
         '--allow-privileged=true',
         // Logs and exec go to the kubelet (only on the real node): at the node's InternalIP, with a
         // client certificate the kubelet's x509 authentication accepts.

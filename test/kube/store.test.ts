@@ -119,6 +119,8 @@ describe('CRDs on the API server', () => {
 
   it('watch events: status writes are statusOnly, spec and metadata changes are not, deletes are seen', async () => {
     const events: StoreEvent[] = [];
+    // The watch cache exists once something subscribes and its first list is in.
+    expect(store.cached('Function')).toBeUndefined();
     const unsubscribe = store.subscribe((e) => {
       if (e.object.metadata.name === 'watched') events.push(e);
     });
@@ -132,6 +134,13 @@ describe('CRDs on the API server', () => {
       await store.apply(fnObject('watched', { memoryMb: 512 }));
       await eventually('spec event', async () => events.length >= 3);
       expect(events[2]).toMatchObject({ type: 'MODIFIED', statusOnly: false });
+      // The cache holds what the last event said, without managedFields, and hands out copies.
+      const cached = store.cached('Function')?.find((f) => f.metadata.name === 'watched');
+      expect(cached?.spec.memoryMb).toBe(512);
+      expect(cached?.status?.phase).toBe('Building');
+      expect(cached?.metadata).not.toHaveProperty('managedFields');
+      (cached as SlessFunction).spec.memoryMb = 1;
+      expect(store.cached('Function')?.find((f) => f.metadata.name === 'watched')?.spec.memoryMb).toBe(512);
       const relabelled = fnObject('watched', { memoryMb: 512 });
       relabelled.metadata.labels = { ...relabelled.metadata.labels, team: 'b' };
       await store.apply(relabelled);
@@ -142,6 +151,7 @@ describe('CRDs on the API server', () => {
       await eventually('DELETED', async () => events.some((e) => e.type === 'DELETED'));
       expect(await store.get('Function', env.ns, 'watched')).toBeUndefined();
       expect(events.filter((e) => e.type === 'DELETED')).toHaveLength(1);
+      expect(store.cached('Function')?.map((f) => f.metadata.name)).not.toContain('watched');
     } finally {
       unsubscribe();
     }

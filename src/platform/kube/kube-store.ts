@@ -49,6 +49,8 @@ interface Stream {
   kind: KindName;
   namespace: string | undefined;
   abort?: AbortController;
+  /** Its first list is in: `seen` holds every object of its kind and namespace. */
+  listed?: boolean;
 }
 
 function keyOf(kind: string, namespace: string | undefined, name: string): string {
@@ -60,6 +62,13 @@ function toResource<K extends KindName = KindName>(object: KubeObject): Resource
   const { managedFields: _managed, ...metadata } = object.metadata;
   // Read from the kind's own endpoint, so the object is of that kind.
   return { ...object, metadata } as unknown as ResourceOf<K>;
+}
+
+/** What the watch cache keeps: managedFields are a third of a Function and nobody reads them here. */
+function withoutManagedFields(object: KubeObject): KubeObject {
+  if (object.metadata.managedFields === undefined) return object;
+  const { managedFields: _managed, ...metadata } = object.metadata;
+  return { ...object, metadata };
 }
 
 function isDeleting(object: KubeObject | AnyResource): boolean {
@@ -139,6 +148,20 @@ export class KubeStore implements ObjectStore {
     }
   }
 
+  /**
+   * Every object of `kind` as the watches last saw it, without a request: for periodic passes over
+   * all Functions, which would otherwise list a thousand objects every few seconds. Undefined until
+   * the watches (started by the first subscriber) have listed every namespace once.
+   */
+  cached<K extends KindName>(kind: K): ResourceOf<K>[] | undefined {
+    const streams = this.streams.filter((s) => s.kind === kind);
+    if (streams.length === 0 || !streams.every((s) => s.listed)) return undefined;
+    const out: ResourceOf<K>[] = [];
+    for (const object of this.seen.values())
+      if (object.kind === kind && !isDeleting(object)) out.push(structuredClone(toResource<K>(object)));
+    return out;
+  }
+
   delete(kind: KindName, namespace: string, name: string): Promise<boolean> {
     return deleteObject(this.http, slessType(kind), namespace, name);
   }
@@ -171,7 +194,10 @@ export class KubeStore implements ObjectStore {
     let resourceVersion: string | undefined;
     while (!this.stopped) {
       try {
-        if (resourceVersion === undefined) resourceVersion = await this.relist(stream);
+        if (resourceVersion === undefined) {
+          resourceVersion = await this.relist(stream);
+          stream.listed = true;
+        }
         resourceVersion = await this.watchOnce(stream, resourceVersion);
       } catch (thrown) {
         if (this.stopped) return;
@@ -251,7 +277,7 @@ export class KubeStore implements ObjectStore {
       return;
     }
     if (previous?.metadata.resourceVersion === object.metadata.resourceVersion) return;
-    this.seen.set(key, object);
+    this.seen.set(key, withoutManagedFields(object));
     if (isDeleting(object)) {
       if (
         (object.kind === 'Function' || object.kind === 'GitSource') &&

@@ -34,6 +34,11 @@ export const ANNOTATION_LAST_REQUEST = 'sless.dev/last-request';
 export interface ScalerOptions {
   http: KubeHttp;
   store: ObjectStore;
+  /**
+   * The Functions as a watch last saw them (undefined while it has not listed yet): the idle sweep
+   * reads them instead of listing every Function from the API server every few seconds.
+   */
+  cachedFunctions?: () => SlessFunction[] | undefined;
   logger: Logger;
   events?: EventRecorder;
   /** Whether this replica runs the idle scale-down; any replica holds requests and scales up. */
@@ -329,7 +334,8 @@ export class KubeScaler {
     this.sweeping = true;
     try {
       const functions = new Map<string, SlessFunction>();
-      for (const fn of await this.options.store.list('Function'))
+      const all = this.options.cachedFunctions?.() ?? (await this.options.store.list('Function'));
+      for (const fn of all)
         if (idleSecondsOf(fn) !== undefined)
           functions.set(`${fn.metadata.namespace}/${fn.metadata.name}`, fn);
       for (const key of this.runningSince.keys()) if (!functions.has(key)) this.runningSince.delete(key);
