@@ -223,6 +223,7 @@ try {
 
   const root = await tempDir('bench-kube-git');
   await git(root, 'init', '--quiet', '--bare', '--initial-branch=main', 'fns.git');
+  cleanups.push(() => rm(root, { recursive: true, force: true }));
   const gitServer = await startGitHttpServer(root);
   cleanups.push(() => gitServer.close());
   const files: Record<string, string> = {};
