@@ -64,7 +64,7 @@ beforeAll(async () => {
   const objects = await loadKustomization(DEPLOY_DIR);
   for (const kind of ['Namespace', 'ServiceAccount', 'ClusterRole', 'ClusterRoleBinding'])
     for (const o of objects.filter((x) => x.kind === kind)) await apply(env.http, typeOf(o), o);
-  // The leader-election Role lives in the controller namespace, which is this test's own.
+  // The leader-election and code-verdict Roles live in the controller namespace, which is this test's own.
   for (const kind of ['Role', 'RoleBinding'])
     for (const o of objects.filter((x) => x.kind === kind))
       await apply(env.http, typeOf(o), { ...o, metadata: { ...o.metadata, namespace: env.controllerNs } });
@@ -286,6 +286,15 @@ describe('RBAC of deploy/', () => {
     };
     await verdicts.set('k'.repeat(32), verdict);
     expect(await verdicts.get('k'.repeat(32))).toEqual(verdict);
+    // Verdicts live in the controller namespace only: a tenant's namespace takes none.
+    expect(
+      await denied(
+        new KubeCodeVerdicts({ http: asController, controllerNamespace: env.ns }).set(
+          't'.repeat(32),
+          verdict,
+        ),
+      ),
+    ).toBe(403);
     // A verdict is never overwritten, not even by the controller.
     await verdicts.set('k'.repeat(32), { ...verdict, check: { result: 'Passed', message: 'fine' } });
     expect(await verdicts.get('k'.repeat(32))).toEqual(verdict);
