@@ -20,6 +20,7 @@ import type { LeaderInfo } from '../../src/core/leadership.js';
 import { buildName } from '../../src/core/naming.js';
 import type { SlessFunction } from '../../src/core/resources.js';
 import { type KubeSystem, startKubeSystem } from '../../src/main.js';
+import { isStatus } from '../../src/platform/kube/http.js';
 import { LEASE } from '../../src/platform/kube/leader-election.js';
 import { apply, getObject, type KubeObject, listObjects } from '../../src/platform/kube/objects.js';
 import { slessType } from '../../src/platform/kube/resource-types.js';
@@ -241,25 +242,35 @@ describe('leader election: two replicas in one process, each with its own client
 
     // Another candidate wins the Lease (as one would after replica-b failed to renew): replica-b stops
     // reconciling at its next look, and its control loop no longer syncs anything.
-    const held = await getObject<KubeObject>(env.http, LEASE, env.controllerNs, 'sless-controller');
-    const now = new Date().toISOString().replace(/\.(\d{3})Z$/, '.$1000Z');
-    await env.http.request(
-      'PUT',
-      `/apis/coordination.k8s.io/v1/namespaces/${env.controllerNs}/leases/sless-controller`,
-      {
-        body: {
-          ...held,
-          metadata: { ...held?.metadata, annotations: {} },
-          spec: {
-            holderIdentity: 'intruder',
-            leaseDurationSeconds: 60,
-            acquireTime: now,
-            renewTime: now,
-            leaseTransitions: 9,
+    // Like any candidate it writes on the resourceVersion it read; replica-b renewing in between makes
+    // the write a 409, and the candidate reads again.
+    await eventually('the intruder took the Lease', async () => {
+      const held = await getObject<KubeObject>(env.http, LEASE, env.controllerNs, 'sless-controller');
+      const now = new Date().toISOString().replace(/\.(\d{3})Z$/, '.$1000Z');
+      try {
+        await env.http.request(
+          'PUT',
+          `/apis/coordination.k8s.io/v1/namespaces/${env.controllerNs}/leases/sless-controller`,
+          {
+            body: {
+              ...held,
+              metadata: { ...held?.metadata, annotations: {} },
+              spec: {
+                holderIdentity: 'intruder',
+                leaseDurationSeconds: 60,
+                acquireTime: now,
+                renewTime: now,
+                leaseTransitions: 9,
+              },
+            },
           },
-        },
-      },
-    );
+        );
+        return true;
+      } catch (error) {
+        if (isStatus(error, 409)) return false;
+        throw error;
+      }
+    });
     await eventually('replica-b stopped leading', async () => {
       const info = (await readyz(b?.url ?? ''))?.leader;
       return info?.holder === 'intruder' && !info.isLeader;
