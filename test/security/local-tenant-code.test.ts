@@ -8,6 +8,7 @@
 import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FunctionStatus } from '../../src/core/resources.js';
 import { functionManifest, gitSource, TestRepo, tempDir } from '../helpers/git.js';
@@ -314,7 +315,7 @@ const { reach } = require('./reach.js');
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({
         files: [`${victimDir}/../victim/secret.txt`, '/root/.bash_history', '/etc/shadow', '/etc/passwd'],
-        dirs: [victimDir, `${stateDir}/builds`, stateDir, '/tmp', '/root'],
+        dirs: [victimDir, `${stateDir}/builds`, stateDir, '/tmp', tmpdir(), '/root'],
         writes: [`${ownBuild}/code/handler.js`, '/usr/evil', '/tmp/own-scratch'],
         ports: [
           ['127.0.0.1', slessPort],
@@ -336,8 +337,9 @@ const { reach } = require('./reach.js');
     expect(text).not.toContain(OTHER_CANARY);
     expect(report.lists[victimDir]).toBe('error ENOENT');
     expect(report.lists[`${stateDir}/builds`]).toEqual(['default']);
-    // Its private /tmp: its own socket directory, no other function's.
-    const sockets = (report.lists['/tmp'] as string[]).filter((entry) => entry.startsWith('sless-fn-'));
+    // Its private /tmp: its own socket directory, no other function's (socket directories are made in
+    // the temporary directory sless was given, /tmp unless TMPDIR says otherwise, as in the tests).
+    const sockets = (report.lists[tmpdir()] as string[]).filter((entry) => entry.startsWith('sless-fn-'));
     expect(sockets).toHaveLength(1);
     expect(report.files['/etc/shadow']).toBe('error ENOENT');
     // A generated passwd: none of the host's accounts.
