@@ -24,9 +24,11 @@ async function upstream(dropFirst: number): Promise<{ server: Server; origin: st
 
 async function proxyServer(
   routes: () => RouteState,
+  previousRevisionGraceMs?: number,
 ): Promise<{ server: Server; port: number; releases: string[] }> {
   const releases: string[] = [];
   const proxy = new FunctionProxy({
+    ...(previousRevisionGraceMs === undefined ? {} : { previousRevisionGraceMs }),
     routes: {
       resolve: async () => {
         const route = routes();
@@ -185,6 +187,23 @@ describe('FunctionProxy and a Service that fronts every revision', () => {
     expect(await get(proxy.port)).toBe('200 connection 3');
     service.answerHeld();
     expect(await heldOnFirst).toBe('200 connection 1');
+  });
+
+  it('a rollback to the previous revision after its grace opens new connections: its old ones lead to pods that are gone', async () => {
+    const service = await connectionCounter();
+    servers.push(service.server);
+    let revision = 'r1';
+    const proxy = await proxyServer(
+      () => ({ state: 'ready', origin: service.origin, timeoutSec: 5, revision }),
+      0,
+    );
+    servers.push(proxy.server);
+    expect(await get(proxy.port)).toBe('200 connection 1');
+    revision = 'r2';
+    expect(await get(proxy.port)).toBe('200 connection 2');
+    revision = 'r1';
+    expect(await get(proxy.port)).toBe('200 connection 3');
+    expect(await get(proxy.port)).toBe('200 connection 3');
   });
 
   it('shares connections across routes that name no revision', async () => {

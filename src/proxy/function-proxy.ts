@@ -11,6 +11,12 @@ export interface FunctionProxyOptions {
   /** Called once per proxied request, for metrics. */
   onResponse?: (namespace: string, name: string, statusCode: number, durationMs: number) => void;
   onUpstreamError?: (functionKey: string, message: string) => void;
+  /**
+   * How long after a new revision takes over a request may still go through the previous one's
+   * connections (default 5 s: several route-cache periods). Later, the previous revision asked for
+   * again is a rollback: its pods are new, and its old connections lead to pods that are gone.
+   */
+  previousRevisionGraceMs?: number;
 }
 
 /** The proxy as both platforms serve it: responses counted in metrics, upstream failures logged. */
@@ -84,7 +90,7 @@ export class FunctionProxy {
    */
   private readonly revisionPools = new Map<
     string,
-    { revision: string; pool: Pool; previous?: { revision: string; pool: Pool } }
+    { revision: string; pool: Pool; previous?: { revision: string; pool: Pool; until: number } }
   >();
 
   constructor(options: FunctionProxyOptions) {
@@ -114,7 +120,8 @@ export class FunctionProxy {
   private revisionPool(origin: string, revision: string): Pool {
     const known = this.revisionPools.get(origin);
     if (known?.revision === revision) return known.pool;
-    if (known?.previous?.revision === revision) return known.previous.pool;
+    if (known?.previous?.revision === revision && Date.now() < known.previous.until)
+      return known.previous.pool;
     // close() lets its requests finish first; nothing else holds the pool once it leaves the map.
     if (known?.previous) known.previous.pool.close().catch(() => {});
     if (!known && this.revisionPools.size >= 10_000) {
@@ -126,7 +133,15 @@ export class FunctionProxy {
     this.revisionPools.set(origin, {
       revision,
       pool,
-      ...(known ? { previous: { revision: known.revision, pool: known.pool } } : {}),
+      ...(known
+        ? {
+            previous: {
+              revision: known.revision,
+              pool: known.pool,
+              until: Date.now() + (this.options.previousRevisionGraceMs ?? 5000),
+            },
+          }
+        : {}),
     });
     return pool;
   }
