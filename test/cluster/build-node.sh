@@ -169,7 +169,8 @@ fill_pause() {
 
 build_images() {
   local start=$SECONDS layout="$IMAGES.tmp.$$"
-  rm -rf "$layout"
+  # Under the node build lock no other build runs: any layout left here is one a failed build left.
+  rm -rf "$IMAGES".tmp.*
   umoci init --layout "$layout"
   umoci_layer "$layout" "" debian fill_debian
   umoci config --image "$layout:debian" --config.env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
@@ -257,14 +258,19 @@ fill_debian_curl() {
 }
 
 fill_golang() {
-  local dir
-  dir="$(cd / && GOTOOLCHAIN=local go mod download -json "golang.org/toolchain@v0.0.1-go$GO_VERSION.linux-amd64" \
-    | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')"
-  [ -x "$dir/bin/go" ] || die "the Go module proxy did not give golang.org/toolchain for go$GO_VERSION"
+  local json dir
+  # `go mod download -json` reports a failure in the JSON's Error field, so keep it for the message.
+  json="$(cd / && GOTOOLCHAIN=local go mod download -json "golang.org/toolchain@v0.0.1-go$GO_VERSION.linux-amd64" 2>&1)"
+  dir="$(printf '%s\n' "$json" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')"
+  [ -f "$dir/bin/go" ] || die "the Go module proxy did not give golang.org/toolchain for go$GO_VERSION: $json"
   log "adding Go $GO_VERSION (golang.org/toolchain from the Go module proxy) as /usr/local/go"
   mkdir -p "$1/usr/local/go" "$1/go"
   cp -a "$dir/." "$1/usr/local/go/"
   chmod -R u+w,go+rX "$1/usr/local/go"
+  # A module zip keeps no file modes: `go mod download` leaves bin/go read-only, not executable (the
+  # go command's own toolchain switch marks bin/ and pkg/tool/ executable; a warm module cache filled
+  # that way hid this, a fresh machine's does not).
+  chmod a+x "$1/usr/local/go/bin/"* "$1/usr/local/go/pkg/tool/"*/*
   chmod 1777 "$1/go"
 }
 
@@ -287,7 +293,7 @@ fill_distroless() {
 
 build_extra_images() {
   local start=$SECONDS layout="$EXTRA_IMAGES.tmp.$$"
-  rm -rf "$layout"
+  rm -rf "$EXTRA_IMAGES".tmp.*
   umoci init --layout "$layout"
   umoci_layer "$layout" "" debian-curl fill_debian_curl
   umoci config --image "$layout:debian-curl" --config.env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
