@@ -71,6 +71,9 @@ export interface TestNode extends TestNodeInfo {
   stop(): Promise<void>;
 }
 
+/** The host's guard for the service range (see where the node starts kube-proxy). */
+const SERVICE_GUARD = 'KUBE-SLESS-SERVICE-GUARD';
+
 function run(cmd: string, args: string[]): string {
   const res = spawnSync(cmd, args, { encoding: 'utf8' });
   if (res.error) throw new Error(`${cmd} could not run: ${res.error.message}`);
@@ -477,6 +480,28 @@ export async function startTestNode(opts: NodeStartOptions = {}): Promise<TestNo
       join(root, 'kube-proxy.yaml'),
       kubeProxyConfig(cluster.kubeconfigPath, proxyHealthz, proxyMetrics),
     );
+    // Here the default route leads to a transparent proxy that accepts any TCP connection. A
+    // connection to a ClusterIP that kube-proxy had not programmed yet reached it, got a 404, and
+    // stayed in /fn/'s keep-alive pool for good. Where the service range leads nowhere (as on any
+    // cluster's network), such a connection fails and the next one is made once the rules are in:
+    // the guard refuses the host's service traffic that kube-proxy did not DNAT. The janitor removes
+    // it with the node's other KUBE- chains.
+    run('iptables', ['-w', '-N', SERVICE_GUARD]);
+    run('iptables', [
+      '-w',
+      '-A',
+      SERVICE_GUARD,
+      '-d',
+      '10.0.0.0/24',
+      '-m',
+      'conntrack',
+      '!',
+      '--ctstate',
+      'DNAT',
+      '-j',
+      'REJECT',
+    ]);
+    run('iptables', ['-w', '-I', 'OUTPUT', '-j', SERVICE_GUARD]);
     const kubeProxy = start('kube-proxy', bins.KUBE_PROXY, [
       `--config=${join(root, 'kube-proxy.yaml')}`,
       '--v=1',
