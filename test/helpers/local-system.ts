@@ -78,7 +78,10 @@ export async function startTestSystem(options: {
     },
     close: async () => {
       await system.stop();
-      if (!options.stateDir) await rm(stateDir, { recursive: true, force: true });
+      // stop() does not wait for a git fetch already in flight, which may still write into the
+      // source cache for a moment (CI saw ENOTEMPTY); rm tries again then.
+      if (!options.stateDir)
+        await rm(stateDir, { recursive: true, force: true, maxRetries: 10, retryDelay: 100 });
     },
   };
 }
