@@ -153,7 +153,15 @@ describe('kube platform: build history past the limit', { timeout: 180_000 }, ()
         getObject<KubeObject>(env.http, JOB, env.controllerNs, buildName('f', commit)),
       );
       digests.set(commit, await pushImage(commit));
-      await markBuildSucceeded(env.http, env.controllerNs, buildName('f', commit), digests.get(commit) ?? '');
+      // Every Job completes in the same second, as quick builds do: the history's order must not rest
+      // on the Job's whole-second completionTime.
+      await markBuildSucceeded(
+        env.http,
+        env.controllerNs,
+        buildName('f', commit),
+        digests.get(commit) ?? '',
+        '2026-01-01T00:00:00Z',
+      );
       await servesCommit(commit);
       keys.push((await status())?.buildKey ?? '');
       // What the code gate stores once it has judged a build key (the gate itself is off here).

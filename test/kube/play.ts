@@ -17,9 +17,11 @@ export async function markBuildSucceeded(
   namespace: string,
   job: string,
   digest: string,
+  /** The Job's completionTime (whole seconds, as Kubernetes writes it); default now. */
+  completedAt?: string,
 ): Promise<void> {
   await playKanikoPushed(http, namespace, job, digest);
-  await markJobComplete(http, namespace, job);
+  await markJobComplete(http, namespace, job, completedAt);
 }
 
 /**
@@ -104,8 +106,13 @@ export async function markBuildFailed(
 }
 
 /** Plays the Job controller for a FunctionJob run. */
-export async function markJobComplete(http: KubeHttp, namespace: string, job: string): Promise<void> {
-  const t = now();
+export async function markJobComplete(
+  http: KubeHttp,
+  namespace: string,
+  job: string,
+  completedAt?: string,
+): Promise<void> {
+  const t = completedAt ?? now();
   await http.request('PATCH', `/apis/batch/v1/namespaces/${namespace}/jobs/${job}/status`, {
     contentType: MERGE_PATCH,
     body: {

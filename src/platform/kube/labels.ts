@@ -8,6 +8,11 @@ export const LABEL_COMPONENT = 'app.kubernetes.io/component';
 export const LABEL_MANAGED_BY = 'app.kubernetes.io/managed-by';
 export const ANNOTATION_REVISION = 'sless.dev/revision';
 export const ANNOTATION_DIGEST = 'sless.dev/digest';
+/**
+ * When the controller read the pushed digest, in milliseconds: a Job's completionTime has whole seconds,
+ * and two builds of one function finishing in the same second must still be told apart by age.
+ */
+export const ANNOTATION_BUILT_AT = 'sless.dev/built-at';
 export const ANNOTATION_IMAGE = 'sless.dev/image';
 export const ANNOTATION_COMMIT_FULL = 'sless.dev/commit';
 export const MANAGED_BY = 'sless';

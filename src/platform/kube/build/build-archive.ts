@@ -10,6 +10,7 @@ import { verdictConfigMapName } from '../code-verdicts.js';
 import type { KubeHttp } from '../http.js';
 import { jobCondition, jobFailed, jobStatus, jobSucceeded } from '../job-status.js';
 import {
+  ANNOTATION_BUILT_AT,
   ANNOTATION_COMMIT_FULL,
   ANNOTATION_DIGEST,
   ANNOTATION_IMAGE,
@@ -90,7 +91,11 @@ export class KubeBuildArchive implements BuildArchive {
       const image =
         annotations[ANNOTATION_IMAGE] && digest ? `${annotations[ANNOTATION_IMAGE]}@${digest}` : undefined;
       const finishedAt = succeeded
-        ? (jobStatus(job).completionTime ?? job.metadata.creationTimestamp)
+        ? asMilliseconds(
+            annotations[ANNOTATION_BUILT_AT] ??
+              jobStatus(job).completionTime ??
+              job.metadata.creationTimestamp,
+          )
         : failed
           ? (jobCondition(job, 'Failed')?.lastTransitionTime ?? job.metadata.creationTimestamp)
           : undefined;
@@ -142,4 +147,11 @@ export class KubeBuildArchive implements BuildArchive {
     for (const pod of pods.items) await deleteObject(http, POD, controllerNamespace, pod.metadata.name);
     await deleteObject(http, JOB, controllerNamespace, build.id);
   }
+}
+
+/** One format for every time, so that history sorts as text (Kubernetes writes whole seconds). */
+function asMilliseconds(time: string | undefined): string | undefined {
+  if (!time) return undefined;
+  const parsed = new Date(time);
+  return Number.isNaN(parsed.getTime()) ? time : parsed.toISOString();
 }

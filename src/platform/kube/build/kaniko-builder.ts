@@ -24,6 +24,7 @@ import { createBuildContext } from '../../../packaging/build-context.js';
 import { isStatus, type KubeHttp, MERGE_PATCH } from '../http.js';
 import { jobCondition, jobFailed, jobStatus, jobSucceeded } from '../job-status.js';
 import {
+  ANNOTATION_BUILT_AT,
   ANNOTATION_COMMIT_FULL,
   ANNOTATION_DIGEST,
   ANNOTATION_IMAGE,
@@ -306,7 +307,14 @@ export class KanikoBuilder implements Builder {
           'PATCH',
           objectPath(JOB, this.options.controllerNamespace, job.metadata.name),
           {
-            body: { metadata: { annotations: { [ANNOTATION_DIGEST]: message } } },
+            body: {
+              metadata: {
+                annotations: {
+                  [ANNOTATION_DIGEST]: message,
+                  [ANNOTATION_BUILT_AT]: new Date().toISOString(),
+                },
+              },
+            },
             contentType: MERGE_PATCH,
           },
         );
