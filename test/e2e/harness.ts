@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
 import { pino } from 'pino';
 import { loadKubeControllerConfig } from '../../src/config/kube.js';
+import type { SlessFunction } from '../../src/core/resources.js';
 import { type KubeSystem, startKubeSystem } from '../../src/main.js';
 import { KubeHttp } from '../../src/platform/kube/http.js';
 import { apply } from '../../src/platform/kube/objects.js';
@@ -15,7 +16,13 @@ import { SECRET } from '../../src/platform/kube/resource-types.js';
 import { startTestNode, type TestNode } from '../cluster/node.ts';
 import { git, gitSource, TestRepo, tempDir } from '../helpers/git.js';
 import { startGitHttpServer } from '../helpers/git-http-server.js';
-import { createNamespace, dockerConfigJson, installCrds, putRegistrySecret } from '../kube/harness.js';
+import {
+  createNamespace,
+  dockerConfigJson,
+  eventually,
+  installCrds,
+  putRegistrySecret,
+} from '../kube/harness.js';
 
 export const logger = pino({ level: process.env.SLESS_TEST_LOG ?? 'silent' });
 
@@ -177,4 +184,33 @@ export async function registryDigest(node: TestNode, repository: string, tag: st
   });
   if (!res.ok) throw new Error(`registry has no ${repository}:${tag} (${res.status})`);
   return res.headers.get('docker-content-digest') ?? '';
+}
+
+/**
+ * Waits until `/fn/{name}{path}` answers 200 with `expected` in its body, and returns the body. Stops at
+ * once, with the build's own words, when the function's build failed and nothing of it serves: waiting
+ * out the whole build time would only delay the same failure.
+ */
+export async function servedBody(
+  env: E2eEnv,
+  name: string,
+  expected: string,
+  timeoutMs: number,
+  path = '',
+): Promise<string> {
+  const outcome = await eventually(
+    `/fn/${name}${path} serves ${expected}`,
+    async () => {
+      const [code, body] = await callFunction(env, name, path);
+      if (code === 200 && body.includes(expected)) return { body };
+      const fn = (await env.system.store.get('Function', env.ns, name)) as SlessFunction | undefined;
+      const ready = fn?.status?.conditions?.find((c) => c.type === 'Ready');
+      if (ready?.reason === 'BuildFailed' && !fn?.status?.servingCommit)
+        return { failed: `${name}: ${ready.message ?? 'build failed'}` };
+      return undefined;
+    },
+    timeoutMs,
+  );
+  if ('failed' in outcome) throw new Error(`/fn/${name}${path} cannot serve: ${outcome.failed}`);
+  return outcome.body;
 }

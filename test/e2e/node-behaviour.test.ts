@@ -14,7 +14,7 @@ import { readPodLog } from '../../src/platform/kube/pod-log.js';
 import { POD } from '../../src/platform/kube/resource-types.js';
 import { functionManifest } from '../helpers/git.js';
 import { eventually } from '../kube/harness.js';
-import { callFunction, type E2eEnv, startE2e } from './harness.ts';
+import { callFunction, type E2eEnv, servedBody as servedBodyOf, startE2e } from './harness.ts';
 
 const BUILD_MS = 10 * 60_000;
 /** The controller gives a revision this long to become available (SLESS_ROLLOUT_DEADLINE). */
@@ -91,14 +91,7 @@ describe('e2e on a real node: crash loop, credentials, cron, Go, logs', () => {
   const pods = async (labels: Record<string, string>) =>
     (await listObjects<KubeObject>(env.http, POD, { namespace: env.ns, labels })).items;
   const servedBody = (name: string, expected: string, path = '') =>
-    eventually(
-      `/fn/${name}${path} serves ${expected}`,
-      async () => {
-        const [code, body] = await callFunction(env, name, path);
-        return code === 200 && body.includes(expected) ? body : undefined;
-      },
-      BUILD_MS,
-    );
+    servedBodyOf(env, name, expected, BUILD_MS, path);
   const logsUrl = (name: string, query: string) =>
     `${env.system.url}/v1/namespaces/${env.ns}/functions/${name}/logs?${query}`;
 

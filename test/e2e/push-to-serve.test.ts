@@ -10,7 +10,13 @@ import { getObject, type KubeObject, listObjects } from '../../src/platform/kube
 import { DEPLOYMENT, JOB, POD } from '../../src/platform/kube/resource-types.js';
 import { functionManifest, git, nodeHandler } from '../helpers/git.js';
 import { eventually, specOf } from '../kube/harness.js';
-import { callFunction, type E2eEnv, registryDigest, startE2e } from './harness.ts';
+import {
+  callFunction,
+  type E2eEnv,
+  registryDigest,
+  servedBody as servedBodyOf,
+  startE2e,
+} from './harness.ts';
 import { startPypiMirror } from './package-mirror.ts';
 
 const BUILD_MS = 10 * 60_000;
@@ -45,15 +51,7 @@ describe('e2e on a real node: push to serve', () => {
         labels: { 'sless.dev/function': name },
       })
     ).items;
-  const servedBody = (name: string, expected: string) =>
-    eventually(
-      `/fn/${name} serves ${expected}`,
-      async () => {
-        const [code, body] = await callFunction(env, name);
-        return code === 200 && body.includes(expected) ? body : undefined;
-      },
-      BUILD_MS,
-    );
+  const servedBody = (name: string, expected: string) => servedBodyOf(env, name, expected, BUILD_MS);
 
   beforeAll(async () => {
     env = await startE2e('e2e', {

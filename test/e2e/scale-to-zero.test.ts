@@ -9,7 +9,7 @@ import { getObject, type KubeObject, listObjects } from '../../src/platform/kube
 import { DEPLOYMENT, POD } from '../../src/platform/kube/resource-types.js';
 import { functionManifest, nodeHandler } from '../helpers/git.js';
 import { eventually } from '../kube/harness.js';
-import { callFunction, type E2eEnv, startE2e } from './harness.ts';
+import { type E2eEnv, servedBody, startE2e } from './harness.ts';
 
 const BUILD_MS = 10 * 60_000;
 const IDLE_SECONDS = 5;
@@ -61,14 +61,7 @@ describe('e2e on a real node: scale to zero', () => {
   it(
     'serves, then goes back to zero after idleSeconds, and status and kubectl get say ScaledToZero',
     async () => {
-      await eventually(
-        '/fn/cold serves',
-        async () => {
-          const [code, body] = await callFunction(env, 'cold');
-          return code === 200 && body.includes('cold');
-        },
-        BUILD_MS,
-      );
+      await servedBody(env, 'cold', 'cold', BUILD_MS);
       await atZero();
       await eventually('status ScaledToZero', async () => (await status())?.phase === 'ScaledToZero');
       const s = await status();

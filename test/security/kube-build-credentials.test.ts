@@ -4,7 +4,8 @@
  *
  * 1. It reads the pod spec: the container that runs tenant code (the dependency install) gets no
  *    secret, no service-account token and no credential-bearing env; the container that holds the push
- *    secret (kaniko) builds a Dockerfile, taken from a read-only annotation, that runs nothing.
+ *    secret (kaniko) builds a Dockerfile that runs nothing, written by sless's own step where the
+ *    tenant's step cannot reach it.
  * 2. It replays the install container on this machine, as a kubelet would start it: the spec's image
  *    stands in as this machine's read-only /usr, the spec's command, env and emptyDir mounts exactly,
  *    its runAsUser, and the presigned URL against the real S3 server. The tenant's preinstall script
@@ -12,14 +13,15 @@
  *    to kaniko's files, which the next init container (sless's own) removes before kaniko runs.
  */
 import { spawn } from 'node:child_process';
-import { existsSync, lstatSync, readlinkSync } from 'node:fs';
+import { existsSync, lstatSync, readFileSync, readlinkSync } from 'node:fs';
 import { chown, mkdir, rm } from 'node:fs/promises';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SlessFunction } from '../../src/core/resources.js';
-import { NON_EXECUTING_INSTRUCTIONS } from '../../src/packaging/install-step.js';
+import { finalDockerfile, NON_EXECUTING_INSTRUCTIONS } from '../../src/packaging/install-step.js';
 import {
-  ANNOTATION_DOCKERFILE,
+  DOCKERFILE_DIR,
+  DOCKERFILE_ENV,
   INSTALL_CONTAINER,
   KANIKO_CONTAINER,
   SANITIZE_CONTAINER,
@@ -182,8 +184,10 @@ describe('kube builds: tenant code never runs where credentials are (row 7)', ()
     }
   });
 
-  it("kaniko's Dockerfile runs nothing, and comes from the pod's annotation, not the tenant's workspace", () => {
-    const dockerfile = template.metadata.annotations?.[ANNOTATION_DOCKERFILE] ?? '';
+  it("kaniko's Dockerfile runs nothing, and comes from sless's sanitize step, not the tenant's workspace", () => {
+    const sanitize = template.spec.initContainers?.find((c) => c.name === SANITIZE_CONTAINER) as Container;
+    const dockerfile = sanitize.env?.find((e) => e.name === DOCKERFILE_ENV)?.value ?? '';
+    expect(dockerfile).toBe(finalDockerfile('nodejs20'));
     const instructions = dockerfile
       .split('\n')
       .filter((line) => line.trim() && !line.trim().startsWith('#'))
@@ -192,12 +196,13 @@ describe('kube builds: tenant code never runs where credentials are (row 7)', ()
     for (const instruction of instructions) expect(NON_EXECUTING_INSTRUCTIONS).toContain(instruction);
     const args = kaniko().args ?? [];
     expect(args).toContain('--context=dir:///workspace');
-    expect(args).toContain('--dockerfile=/sless/dockerfile/Dockerfile');
-    expect(volume('dockerfile').downwardAPI?.items).toMatchObject([
-      { path: 'Dockerfile', fieldRef: { fieldPath: `metadata.annotations['${ANNOTATION_DOCKERFILE}']` } },
-    ]);
-    // The install step cannot reach kaniko's Dockerfile: it does not mount that volume.
-    expect((install().volumeMounts ?? []).map((m) => m.name)).not.toContain('dockerfile');
+    expect(args).toContain(`--dockerfile=${DOCKERFILE_DIR}/Dockerfile`);
+    expect(volume('dockerfile')).toEqual({ name: 'dockerfile', emptyDir: {} });
+    // Written by the sanitize step, read by kaniko; the install step cannot reach it at all.
+    const mounts = (c: Container) => (c.volumeMounts ?? []).filter((m) => m.name === 'dockerfile');
+    expect(mounts(install())).toEqual([]);
+    expect(mounts(sanitize)).toEqual([{ name: 'dockerfile', mountPath: DOCKERFILE_DIR }]);
+    expect(mounts(kaniko())).toEqual([{ name: 'dockerfile', mountPath: DOCKERFILE_DIR, readOnly: true }]);
     expect(kaniko().volumeMounts?.find((m) => m.name === 'workspace')?.readOnly).toBe(true);
   });
 
@@ -211,6 +216,9 @@ describe('kube builds: tenant code never runs where credentials are (row 7)', ()
         const dir = join(work, mount.name);
         await mkdir(dir, { recursive: true });
         await chown(dir, uid, uid);
+        // A container runtime makes a mount point's parents readable to all, as bwrap does not.
+        const parent = dirname(mount.mountPath);
+        if (parent !== '/') mounts.push('--perms', '0755', '--dir', parent);
         mounts.push('--bind', dir, mount.mountPath);
       }
       const containerEnv = Object.fromEntries((container.env ?? []).map((e) => [e.name, e.value ?? '']));
@@ -286,6 +294,8 @@ describe('kube builds: tenant code never runs where credentials are (row 7)', ()
     expect(() => lstatSync(join(work, 'workspace', 'code', 'docker-dir'))).toThrow(/ENOENT/);
     expect(existsSync(join(work, 'workspace', 'code', 'handler.js'))).toBe(true);
     expect(readlinkSync(join(work, 'workspace', 'code', 'inside-link'))).toBe('handler.js');
+    // The Dockerfile kaniko reads, as the sanitize step wrote it.
+    expect(readFileSync(join(work, 'dockerfile', 'Dockerfile'), 'utf8')).toBe(finalDockerfile('nodejs20'));
     expect(output.code, output.text).toBe(0);
     const line = output.text.split('\n').find((l) => l.startsWith('HUNT-REPORT ')) ?? '';
     expect(line, output.text).not.toBe('');

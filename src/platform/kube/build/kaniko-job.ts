@@ -36,9 +36,14 @@ export const LABEL_BUILD = 'sless.dev/build';
 export const KANIKO_CONTAINER = 'kaniko';
 export const INSTALL_CONTAINER = 'install';
 export const SANITIZE_CONTAINER = 'sanitize';
-/** The pod annotation holding kaniko's Dockerfile, mounted read-only into kaniko only. */
-export const ANNOTATION_DOCKERFILE = 'sless.dev/dockerfile';
-const DOCKERFILE_DIR = '/sless/dockerfile';
+/**
+ * Where kaniko reads its Dockerfile: a scratch volume that sless's own sanitize step writes and the
+ * tenant's install step never mounts. (A downward-API volume of a pod annotation did the same job, but
+ * its file was missing in kaniko's container now and then on the real node, failing the build.)
+ */
+export const DOCKERFILE_DIR = '/sless/dockerfile';
+/** The sanitize step's variable holding the Dockerfile it writes. */
+export const DOCKERFILE_ENV = 'SLESS_DOCKERFILE';
 /** The install step runs as this unprivileged uid; the workspace is group-writable for it. */
 const INSTALL_UID = 10001;
 
@@ -202,10 +207,7 @@ export function kanikoJob(
       backoffLimit: 0,
       activeDeadlineSeconds: settings.deadlineSeconds ?? 1800,
       template: {
-        metadata: {
-          labels: { ...labels, [LABEL_BUILD]: name },
-          annotations: { [ANNOTATION_DOCKERFILE]: finalDockerfile(runtime) },
-        },
+        metadata: { labels: { ...labels, [LABEL_BUILD]: name } },
         spec: {
           restartPolicy: 'Never',
           automountServiceAccountToken: false,
@@ -243,10 +245,18 @@ export function kanikoJob(
               // sless's own step, after the tenant's has exited: no link may lead kaniko out of the build.
               name: SANITIZE_CONTAINER,
               image: mirroredImage(INSTALL_IMAGES[runtime], settings.registryMap),
-              command: ['sh', '-c', sanitizeScript()],
+              command: [
+                'sh',
+                '-c',
+                `${sanitizeScript()}\nprintf '%s' "$${DOCKERFILE_ENV}" > ${DOCKERFILE_DIR}/Dockerfile`,
+              ],
+              env: [{ name: DOCKERFILE_ENV, value: finalDockerfile(runtime) }],
               securityContext: unprivileged,
               resources,
-              volumeMounts: [{ name: 'workspace', mountPath: WORKSPACE }],
+              volumeMounts: [
+                { name: 'workspace', mountPath: WORKSPACE },
+                { name: 'dockerfile', mountPath: DOCKERFILE_DIR },
+              ],
             },
           ],
           containers: [
@@ -268,17 +278,7 @@ export function kanikoJob(
           volumes: [
             { name: 'workspace', emptyDir: {} },
             { name: 'tmp', emptyDir: {} },
-            {
-              name: 'dockerfile',
-              downwardAPI: {
-                items: [
-                  {
-                    path: 'Dockerfile',
-                    fieldRef: { fieldPath: `metadata.annotations['${ANNOTATION_DOCKERFILE}']` },
-                  },
-                ],
-              },
-            },
+            { name: 'dockerfile', emptyDir: {} },
             {
               name: 'docker-config',
               secret: {
