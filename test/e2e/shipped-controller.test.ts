@@ -14,12 +14,19 @@ import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KubeHttp } from '../../src/platform/kube/http.js';
 import { getObject, type KubeObject, listObjects } from '../../src/platform/kube/objects.js';
-import { DEPLOYMENT, JOB, POD, SERVICE } from '../../src/platform/kube/resource-types.js';
+import { DEPLOYMENT, JOB, POD, type ResourceType, SERVICE } from '../../src/platform/kube/resource-types.js';
 import { GATEWAY_IP, startTestNode, type TestNode } from '../cluster/node.ts';
 import { functionManifest, git, nodeHandler, TestRepo, tempDir } from '../helpers/git.js';
 import { startGitHttpServer } from '../helpers/git-http-server.js';
 import { dockerConfigJson, eventually, specOf } from '../kube/harness.js';
 import { controllerImage, REPO_ROOT } from './controller-image.ts';
+
+const FUNCTION: ResourceType = {
+  apiVersion: 'sless.dev/v1alpha1',
+  kind: 'Function',
+  plural: 'functions',
+  namespaced: true,
+};
 
 const SYSTEM = 'sless-system';
 const CONTROLLER = 'sless-controller';
@@ -206,16 +213,23 @@ describe('e2e on a real node: the controller as it ships', () => {
       }
 
       const base = await controllerUrl();
-      const body = await eventually(
+      const served = await eventually(
         `/fn/${ns}/hello through the controller's Service serves the handler's body`,
         async () => {
           const res = await fetch(`${base}/fn/${ns}/hello`, { signal: AbortSignal.timeout(10_000) });
           const text = await res.text();
-          return res.status === 200 && text.includes(BODY) ? text : undefined;
+          if (res.status === 200 && text.includes(BODY)) return { body: text };
+          // A failed build will not heal by waiting: stop with the controller's own words.
+          const fn = await getObject<KubeObject>(http, FUNCTION, ns, 'hello');
+          const ready = (
+            fn?.status as { conditions?: { type: string; reason?: string; message?: string }[] }
+          )?.conditions?.find((c) => c.type === 'Ready');
+          return ready?.reason === 'BuildFailed' ? { failed: ready.message ?? 'build failed' } : undefined;
         },
         SERVE_MS,
       );
-      expect(body).toContain(BODY);
+      if ('failed' in served) throw new Error(`hello's build failed: ${served.failed}`);
+      expect(served.body).toContain(BODY);
 
       // The in-cluster controller built it: one kaniko Job in its namespace, pushed at the commit.
       const jobs = (
