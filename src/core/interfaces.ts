@@ -37,7 +37,11 @@ export interface SourceReader {
   isOnBranch(commit: string, head: string): Promise<boolean>;
   /** Calls back when the branch may have moved (local repositories only); returns an unsubscribe. */
   watch?(onChange: () => void): () => void;
-  close?(): void;
+  /**
+   * Starts nothing more; resolves once nothing writes into the reader's cache any longer, so that a
+   * stopped controller leaves no fetch writing behind it.
+   */
+  close?(): Promise<void>;
 }
 
 export interface BuildRequest {

@@ -41,6 +41,9 @@ import { ProcessQuota } from './process-quota.js';
 import { type SyncResult, syncSource } from './source-sync.js';
 import { reconcileTrigger } from './trigger-reconcile.js';
 
+/** How long a stop waits for a git fetch in flight to finish writing into its cache. */
+const STOP_WAIT_MS = 10_000;
+
 export interface ControllerOptions {
   store: ObjectStore;
   builder: Builder;
@@ -249,8 +252,19 @@ export class Controller {
     this.functionGate.stop();
     this.triggerQueue.stop();
     this.jobQueue.stop();
-    for (const handle of this.sources.values()) this.closeHandle(handle);
+    const closing = [...this.sources.values()].map((handle) => this.closeHandle(handle));
     this.sources.clear();
+    // A fetch in flight still writes into the source cache; the next owner of that directory (a
+    // restart in the same process, or whoever removes it) must not find it half-written. Bounded: a
+    // hung git server must not hold a shutdown.
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      Promise.allSettled(closing),
+      new Promise((resolve) => {
+        timer = setTimeout(resolve, STOP_WAIT_MS);
+      }),
+    ]);
+    clearTimeout(timer);
   }
 
   /** Resolves when no reconcile is queued or running. */
@@ -484,7 +498,7 @@ export class Controller {
     const identity = JSON.stringify([source.spec.url, source.spec.branch, source.spec.secretRef?.name]);
     let handle = this.sources.get(key);
     if (!handle || handle.identity !== identity) {
-      if (handle) this.closeHandle(handle);
+      if (handle) void this.closeHandle(handle);
       try {
         const reader = await this.options.readers.create(source);
         handle = { reader, identity };
@@ -527,7 +541,7 @@ export class Controller {
   private async removeSource(namespace: string, name: string): Promise<void> {
     const key = `${namespace}/${name}`;
     const handle = this.sources.get(key);
-    if (handle) this.closeHandle(handle);
+    if (handle) void this.closeHandle(handle);
     this.sources.delete(key);
     this.syncSlots.delete(key);
     // What a source applied goes with it, as a Kustomization's prune does.
@@ -539,11 +553,11 @@ export class Controller {
     });
   }
 
-  private closeHandle(handle: SourceHandle): void {
+  private closeHandle(handle: SourceHandle): Promise<void> {
     clearInterval(handle.timer);
     clearTimeout(handle.debounce);
     handle.unwatch?.();
-    handle.reader.close?.();
+    return handle.reader.close?.() ?? Promise.resolve();
   }
 
   private async snapshotFor(

@@ -98,6 +98,7 @@ export class RemoteRepositoryReader implements SourceReader {
   private readonly caches: SnapshotCaches;
   private initialized: Promise<void> | undefined;
   private fetching: Promise<void> = Promise.resolve();
+  private closed = false;
 
   /** `http` decides which addresses may be reached (see guardedGitHttp); the reader never picks one. */
   constructor(options: {
@@ -170,9 +171,16 @@ export class RemoteRepositoryReader implements SourceReader {
    * file, and a reader may see one half-written.
    */
   private oneFetchAtATime(task: () => Promise<void>): Promise<void> {
-    const run = this.fetching.then(task, task);
+    const guarded = () =>
+      this.closed ? Promise.reject(new SourceError(`the reader of ${this.url} is closed`)) : task();
+    const run = this.fetching.then(guarded, guarded);
     this.fetching = run.catch(() => undefined);
     return run;
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.fetching;
   }
 
   /** Fetches this branch only, `depth` commits deep. */

@@ -1,6 +1,9 @@
 // The remote reader against `git http-backend`: readers are shared by the sync and by every Function
 // reconcile of a source, so they must stand concurrent use of one cache gitdir.
-import { rm } from 'node:fs/promises';
+import fs from 'node:fs';
+import { readdir, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import git from 'isomorphic-git';
 import http from 'isomorphic-git/http/node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RemoteRepositoryReader } from '../../src/source/readers.js';
@@ -46,6 +49,56 @@ describe('RemoteRepositoryReader', () => {
       // One upload-pack request fetched the commit; the other seven found it there.
       expect(fetches.slice(before)).toEqual([`${remote.url}/git-upload-pack`]);
     }
+  });
+
+  it('close() resolves only once a fetch in flight has finished writing, and refuses new fetches', async () => {
+    let release: () => void = () => undefined;
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let fetchStarted: () => void = () => undefined;
+    const started = new Promise<void>((resolve) => {
+      fetchStarted = resolve;
+    });
+    // Holds the fetch's upload-pack request, so the fetch is surely in flight when close() is called.
+    let holdFetch = false;
+    const holding = {
+      request: async (request: Parameters<typeof http.request>[0]) => {
+        if (holdFetch && request.method === 'POST') {
+          fetchStarted();
+          await held;
+        }
+        return http.request(request);
+      },
+    };
+    const cacheDir = await tempDir('reader-cache');
+    dirs.push(cacheDir);
+    const r = new RemoteRepositoryReader({ url: remote.url, branch: 'main', cacheDir, http: holding });
+    const head = await r.resolveHead();
+    holdFetch = true;
+    const events: string[] = [];
+    const snapshot = r.snapshot(head).then(
+      () => events.push('fetch done'),
+      (error: Error) => events.push(`fetch failed: ${error.message}`),
+    );
+    await started;
+    const closed = r.close().then(async () => {
+      // The fetch wrote the commit into the reader's (only) gitdir before close() resolved.
+      const [gitdir] = await readdir(cacheDir);
+      const written = await git.readCommit({ fs, gitdir: join(cacheDir, gitdir ?? ''), oid: head }).then(
+        () => true,
+        () => false,
+      );
+      events.push(written ? 'closed, commit written' : 'closed, commit not written');
+    });
+    // The positive signal first: the fetch is held, and close() waits for it.
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(events).toEqual([]);
+    release();
+    await Promise.all([snapshot, closed]);
+    expect(events.sort()).toEqual(['closed, commit written', 'fetch done']);
+    const next = await remote.push({ 'alpha/after-close.txt': 'x\n' });
+    await expect(r.snapshot(next)).rejects.toThrow(/is closed/);
   });
 
   it('a fresh reader serves the head', async () => {
