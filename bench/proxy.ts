@@ -96,6 +96,11 @@ interface Load {
   rps: number;
   /** CPU microseconds the proxy process spent per request (NaN for direct). */
   cpuUs: number;
+  /**
+   * CPU microseconds the function process (the same one behind every proxy but the baseline) spent
+   * per request: what the proxy's added request headers cost the other side.
+   */
+  functionCpuUs: number;
   p50: number;
   p99: number;
   errors: number;
@@ -109,8 +114,10 @@ function millis(text: string): number {
   return m[2] === 'us' ? value / 1000 : m[2] === 's' ? value * 1000 : value;
 }
 
-async function wrk(url: string, seconds: number, pids: number[]): Promise<Load> {
-  const cpuBefore = pids.reduce((sum, pid) => sum + cpuSeconds(pid), 0);
+async function wrk(url: string, seconds: number, pids: number[], functionPids: number[]): Promise<Load> {
+  const cpuOf = (of: number[]) => of.reduce((sum, pid) => sum + cpuSeconds(pid), 0);
+  const cpuBefore = cpuOf(pids);
+  const functionCpuBefore = cpuOf(functionPids);
   const args = ['-t1', '-c50', `-d${seconds}s`, '--latency', url];
   const child = spawn(PIN ? 'taskset' : 'wrk', PIN ? ['-c', '0', 'wrk', ...args] : args, {
     stdio: ['ignore', 'pipe', 'inherit'],
@@ -126,9 +133,17 @@ async function wrk(url: string, seconds: number, pids: number[]): Promise<Load> 
     [...out.matchAll(/Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/g)]
       .flatMap((m) => m.slice(1).map(Number))
       .reduce((a, b) => a + b, 0) + Number(/Non-2xx or 3xx responses: (\d+)/.exec(out)?.[1] ?? 0);
-  const cpu = pids.reduce((sum, pid) => sum + cpuSeconds(pid), 0) - cpuBefore;
+  const cpu = cpuOf(pids) - cpuBefore;
+  const functionCpu = cpuOf(functionPids) - functionCpuBefore;
   const requests = Number(/(\d+) requests in/.exec(out)?.[1]);
-  return { rps, cpuUs: pids.length ? (cpu / requests) * 1e6 : Number.NaN, p50, p99, errors };
+  return {
+    rps,
+    cpuUs: pids.length ? (cpu / requests) * 1e6 : Number.NaN,
+    functionCpuUs: (functionCpu / requests) * 1e6,
+    p50,
+    p99,
+    errors,
+  };
 }
 
 function descendants(pid: number): number[] {
@@ -273,7 +288,8 @@ async function main(): Promise<void> {
     await Promise.all(peersUp);
 
     // /fn/ and minimal stay next to each other, so each round measures them back to back.
-    const targets: Record<string, { url: string; pids: number[] }> = {
+    const functionPids = descendants(sless.pid ?? 0);
+    const targets: Record<string, { url: string; pids: number[]; functionPids?: number[] }> = {
       '/fn/': { url: `${slessUrl}/fn/default/hello`, pids: [sless.pid ?? 0] },
       'minimal node': { url: `http://127.0.0.1:${minimalPort}/`, pids: [minimal.pid ?? 0] },
       ...(baseline && wanted('baseline')
@@ -281,6 +297,7 @@ async function main(): Promise<void> {
             '/fn/ baseline': {
               url: `http://127.0.0.1:${baseline.port}/fn/default/hello`,
               pids: [baseline.child.pid ?? 0],
+              functionPids: descendants(baseline.child.pid ?? 0),
             },
           }
         : {}),
@@ -304,11 +321,11 @@ async function main(): Promise<void> {
       pin(0, [...descendants(sless.pid ?? 0), ...(baseline ? descendants(baseline.child.pid ?? 0) : [])]);
     }
     const results: Record<string, Load[]> = {};
-    for (const [name, { url, pids }] of Object.entries(targets)) {
+    for (const [name, { url, pids, functionPids: fnPids = functionPids }] of Object.entries(targets)) {
       const check = await fetch(url);
       if (check.status !== 200) throw new Error(`${name}: ${url} answered ${check.status}`);
       await check.arrayBuffer();
-      await wrk(url, 2, pids); // warm-up: JIT, connection pools
+      await wrk(url, 2, pids, fnPids); // warm-up: JIT, connection pools
       results[name] = [];
     }
     const rounds: { rps: number; p99: number; cpu: number; load: string }[] = [];
@@ -317,7 +334,8 @@ async function main(): Promise<void> {
       // A B ..., then ... B A: neither goes first every time, and the pair is always back to back.
       const order = Object.entries(targets);
       if (round % 2 === 1) order.reverse();
-      for (const [name, { url, pids }] of order) results[name]?.push(await wrk(url, DURATION, pids));
+      for (const [name, { url, pids, functionPids: fnPids = functionPids }] of order)
+        results[name]?.push(await wrk(url, DURATION, pids, fnPids));
       const fn = results['/fn/']?.[round] as Load;
       const minimal = results['minimal node']?.[round] as Load;
       const ratios = {
@@ -340,6 +358,7 @@ async function main(): Promise<void> {
         {
           rps: median(loads.map((l) => l.rps)),
           cpuUs: median(loads.map((l) => l.cpuUs)),
+          functionCpuUs: median(loads.map((l) => l.functionCpuUs)),
           p50: median(loads.map((l) => l.p50)),
           p99: median(loads.map((l) => l.p99)),
           errors: loads.reduce((a, l) => a + l.errors, 0),
@@ -358,6 +377,7 @@ async function main(): Promise<void> {
         'req/s': Math.round(l.rps),
         ...(direct ? { 'of direct': Number((l.rps / direct.rps).toFixed(2)) } : {}),
         'proxy CPU µs/req': Number.isNaN(l.cpuUs) ? '' : Number(l.cpuUs.toFixed(1)),
+        'function CPU µs/req': Number(l.functionCpuUs.toFixed(1)),
         'p50 ms': Number(l.p50.toFixed(2)),
         'p99 ms': Number(l.p99.toFixed(2)),
         errors: l.errors,
