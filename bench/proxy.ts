@@ -12,7 +12,8 @@
 // ...), and the figure against the target is the median of the per-round ratios, with their spread:
 // a ratio of medians taken minutes apart measures the machine's other users as much as the proxy.
 // Run: npx tsx bench/proxy.ts   (DURATION=seconds per measurement, default 4; ROUNDS, default 7;
-// TARGETS=fn,minimal measures only those (keys: direct fn baseline minimal go nginx; default all);
+// TARGETS=fn,minimal measures only those (keys: direct fn baseline minimal headers go nginx; default
+// all; "headers" is the minimal proxy doing the same header work as /fn/, see bench/peers);
 // PIN=1 pins the proxies to CPU 1 and wrk and the function to CPU 0 with taskset (2 cores or more);
 // SLESS_BASELINE=another checkout, compiled: its /fn/ is measured too, as "/fn/ baseline", against its
 // own copy of the function: a before/after in one run)
@@ -264,6 +265,18 @@ async function main(): Promise<void> {
     );
     children.push(minimal);
     const peersUp = [waitForPort(minimalPort, minimal, 'the minimal Node proxy')];
+    let sameWorkPort = 0;
+    let sameWork: ChildProcess | undefined;
+    if (wanted('headers')) {
+      sameWorkPort = await freePort();
+      sameWork = spawn(
+        process.execPath,
+        [join(PEERS, 'minimal-node-proxy.mjs'), String(sameWorkPort), ...upstreamArgs],
+        { stdio: 'ignore', env: { ...process.env, FORWARDED_HEADERS: '1' } },
+      );
+      children.push(sameWork);
+      peersUp.push(waitForPort(sameWorkPort, sameWork, 'the minimal Node proxy with forwarded headers'));
+    }
     let goPort = 0;
     let goProxy: ChildProcess | undefined;
     if (wanted('go')) {
@@ -292,6 +305,9 @@ async function main(): Promise<void> {
     const targets: Record<string, { url: string; pids: number[]; functionPids?: number[] }> = {
       '/fn/': { url: `${slessUrl}/fn/default/hello`, pids: [sless.pid ?? 0] },
       'minimal node': { url: `http://127.0.0.1:${minimalPort}/`, pids: [minimal.pid ?? 0] },
+      ...(sameWork
+        ? { 'minimal + headers': { url: `http://127.0.0.1:${sameWorkPort}/`, pids: [sameWork.pid ?? 0] } }
+        : {}),
       ...(baseline && wanted('baseline')
         ? {
             '/fn/ baseline': {
@@ -329,6 +345,7 @@ async function main(): Promise<void> {
       results[name] = [];
     }
     const rounds: { rps: number; p99: number; cpu: number; load: string }[] = [];
+    const sameWorkRounds: { rps: number; p99: number; cpu: number }[] = [];
     for (let round = 0; round < ROUNDS; round++) {
       const before = loadAverage();
       // A B ..., then ... B A: neither goes first every time, and the pair is always back to back.
@@ -345,10 +362,16 @@ async function main(): Promise<void> {
         load: `${before} → ${loadAverage()}`,
       };
       rounds.push(ratios);
+      const same = results['minimal + headers']?.[round];
+      if (same)
+        sameWorkRounds.push({ rps: fn.rps / same.rps, p99: fn.p99 / same.p99, cpu: fn.cpuUs / same.cpuUs });
       console.log(
         `round ${round + 1} (${round % 2 ? 'minimal first' : '/fn/ first'}): /fn/ ${Math.round(fn.rps)} req/s, ` +
           `minimal ${Math.round(minimal.rps)}; /fn/ ÷ minimal: req/s ${ratios.rps.toFixed(2)}, ` +
-          `p99 ${ratios.p99.toFixed(2)}, CPU µs/req ${ratios.cpu.toFixed(2)}; load average ${ratios.load}`,
+          `p99 ${ratios.p99.toFixed(2)}, CPU µs/req ${ratios.cpu.toFixed(2)}; load average ${ratios.load}` +
+          (same
+            ? `; ÷ minimal + headers: req/s ${(fn.rps / same.rps).toFixed(2)}, p99 ${(fn.p99 / same.p99).toFixed(2)}`
+            : ''),
       );
     }
 
@@ -392,6 +415,13 @@ async function main(): Promise<void> {
     console.log(`/fn/ ÷ minimal node, per round: req/s ${spread(rpsRatios)}`);
     console.log(`/fn/ ÷ minimal node, per round: p99 ${spread(p99Ratios)}`);
     console.log(`/fn/ ÷ minimal node, per round: CPU µs/req ${spread(cpuRatios)}`);
+    if (sameWorkRounds.length > 0) {
+      console.log(`/fn/ ÷ minimal + headers, per round: req/s ${spread(sameWorkRounds.map((r) => r.rps))}`);
+      console.log(`/fn/ ÷ minimal + headers, per round: p99 ${spread(sameWorkRounds.map((r) => r.p99))}`);
+      console.log(
+        `/fn/ ÷ minimal + headers, per round: CPU µs/req ${spread(sameWorkRounds.map((r) => r.cpu))}`,
+      );
+    }
     console.log(
       `rounds with req/s ≥ 0.9 and p99 ≤ 1: ${rounds.filter((r) => r.rps >= 0.9 && r.p99 <= 1).length}/${ROUNDS}`,
     );
