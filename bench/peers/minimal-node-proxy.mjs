@@ -2,7 +2,7 @@
 // Usage: node minimal-node-proxy.mjs PORT UPSTREAM_ORIGIN [UNIX_SOCKET]
 // With FORWARDED_HEADERS=1 it does the header work sless's /fn/ must do and no more: hop-by-hop
 // headers dropped both ways, X-Forwarded-Host/Proto/For/Prefix and an X-Request-Id added. That
-// variant is the same-work reference; the plain one is the floor the issue states its target against.
+// variant is the same-work reference (with sless's own hop-by-hop rules); the plain one is the floor the issue states its target against.
 import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:http';
 import { Pool } from 'undici';
@@ -14,28 +14,10 @@ const pool = new Pool(origin, {
   keepAliveTimeout: 30_000,
   ...(socketPath ? { socketPath } : {}),
 });
-const HOP_BY_HOP = new Set([
-  'connection',
-  'keep-alive',
-  'proxy-authenticate',
-  'proxy-authorization',
-  'proxy-connection',
-  'te',
-  'trailer',
-  'trailers',
-  'transfer-encoding',
-  'upgrade',
-]);
-const withoutHopByHop = (headers) => {
-  const named = new Set(
-    String(headers.connection ?? '')
-      .split(',')
-      .map((token) => token.trim().toLowerCase()),
-  );
-  const out = {};
-  for (const name in headers) if (!HOP_BY_HOP.has(name) && !named.has(name)) out[name] = headers[name];
-  return out;
-};
+// The same hop-by-hop rules as /fn/ (sless's compiled module; bench/proxy.ts compiles dist/ first).
+const withoutHopByHop = forwarded
+  ? (await import('../../dist/proxy/hop-by-hop.js')).stripHopByHop
+  : (headers) => headers;
 const idPrefix = randomBytes(6).toString('hex');
 let requests = 0;
 const requestHeaders = (req) => {
