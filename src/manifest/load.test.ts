@@ -267,7 +267,10 @@ describe('a commit that changes one manifest of many', () => {
 
   it('reports a cached invalid manifest again, with file, field and reason, and a namespace change revalidates', async () => {
     const cache = new ParsedManifestCache();
-    const files = { ...repo(3), 'functions/fn-1/function.yaml': fnDoc('fn-1', { memoryMb: 0 }) };
+    const files: Record<string, string> = {
+      ...repo(3),
+      'functions/fn-1/function.yaml': fnDoc('fn-1', { memoryMb: 0 }),
+    };
     const issues = async (namespace: string) =>
       (await loadManifests(contentSnapshot(files, { reads: 0 }), { root: '.', namespace, cache })).issues.map(
         formatIssue,
