@@ -1,0 +1,74 @@
+// Where one GitSource sync of FUNCTIONS (default 1000) Node functions spends its time, in-process and
+// without the platform: resolve the head, read and validate manifests, list the namespace's
+// Functions, plan (build keys), apply. First sync, three one-function commits with warm caches, then
+// two after a "restart" (new reader and caches, same store). Run: npx tsx bench/sync-phases.ts
+import { performance } from 'node:perf_hooks';
+import { loadManifests, ParsedManifestCache } from '../src/manifest/load.js';
+import { MemoryStore } from '../src/platform/local/memory-store.js';
+import { BuildKeyCache, planSource } from '../src/reconcile/plan.js';
+import { applyPlan } from '../src/reconcile/source-sync.js';
+import { LocalRepositoryReader } from '../src/source/readers.js';
+import { functionManifest, gitSource, nodeHandler, TestRepo } from '../test/helpers/git.js';
+
+const FUNCTIONS = Number(process.env.FUNCTIONS ?? 1000);
+const files: Record<string, string> = {};
+for (let i = 0; i < FUNCTIONS; i++) {
+  files[`functions/fn-${i}/function.yaml`] = functionManifest(`fn-${i}`);
+  files[`functions/fn-${i}/handler.js`] = nodeHandler(`return 'fn-${i} v0';`);
+}
+const repo = await TestRepo.create(files);
+const store = new MemoryStore();
+const source = gitSource('repo', 'default', repo.dir);
+await store.apply(source);
+
+interface Caches {
+  reader: LocalRepositoryReader;
+  manifests: ParsedManifestCache;
+  buildKeys: BuildKeyCache;
+}
+const fresh = (): Caches => ({
+  reader: new LocalRepositoryReader({ path: repo.dir, branch: 'main' }),
+  manifests: new ParsedManifestCache(),
+  buildKeys: new BuildKeyCache(),
+});
+
+const rows: Record<string, Record<string, string>> = {};
+async function sync(label: string, caches: Caches): Promise<void> {
+  const row: Record<string, string> = {};
+  let last = performance.now();
+  const mark = (phase: string) => {
+    const now = performance.now();
+    row[phase] = `${(now - last).toFixed(0)} ms`;
+    last = now;
+  };
+  const started = last;
+  const head = await caches.reader.resolveHead();
+  const snapshot = await caches.reader.snapshot(head);
+  mark('resolve head');
+  const loaded = await loadManifests(snapshot, { root: '.', namespace: 'default', cache: caches.manifests });
+  mark('manifests');
+  const functions = await store.list('Function', { namespace: 'default' });
+  mark('list Functions');
+  const plan = await planSource(source, snapshot, loaded, { buildKeys: caches.buildKeys });
+  mark('plan');
+  const applied = await applyPlan(store, source, plan, undefined, functions);
+  mark('apply');
+  row.total = `${(performance.now() - started).toFixed(0)} ms`;
+  row.changed = String(applied.changed);
+  rows[label] = row;
+}
+
+let caches = fresh();
+await sync('first sync', caches);
+for (let round = 1; round <= 3; round++) {
+  await repo.commit({ [`functions/fn-${round}/handler.js`]: nodeHandler(`return 'v${round}';`) });
+  await sync(`one-function commit #${round}`, caches);
+}
+caches = fresh();
+for (let round = 1; round <= 2; round++) {
+  await repo.commit({ [`functions/fn-${10 + round}/handler.js`]: nodeHandler(`return 'r${round}';`) });
+  await sync(`after a restart, commit #${round}`, caches);
+}
+console.log(`one sync of ${FUNCTIONS} functions, by phase`);
+console.table(rows);
+await repo.remove();
