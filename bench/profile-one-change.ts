@@ -1,17 +1,13 @@
 // CPU profile of one one-function commit in a FUNCTIONS-function repository (default 1000): starts
-// `node --cpu-prof bin/sless.js dev` of ROOT (default this checkout), waits until every function
+// `node --cpu-prof bin/sless.js dev`, waits until every function
 // serves, commits one handler change, waits until /fn/ serves it, stops sless and prints the window
-// (ms since spawn) to cut the profile at. Run: PROF_DIR=/tmp/prof npx tsx bench/profile-one-change.ts
-import { spawn } from 'node:child_process';
-import { once } from 'node:events';
+// (ms since spawn; the profile starts a little later) to cut the profile at. SETTLE_MS (default
+// 3000) pause after the first request. Run: PROF_DIR=/tmp/prof npx tsx bench/profile-one-change.ts
 import { rm } from 'node:fs/promises';
-import { join } from 'node:path';
-import { PACKAGE_ROOT } from '../src/config/config.js';
-import { freePort } from '../src/platform/local/ports.js';
 import { functionManifest, nodeHandler, TestRepo, tempDir } from '../test/helpers/git.js';
+import { startSlessDev } from './sless-dev.ts';
 
 const FUNCTIONS = Number(process.env.FUNCTIONS ?? 1000);
-const ROOT = process.env.ROOT ?? PACKAGE_ROOT;
 const PROF_DIR = process.env.PROF_DIR ?? '/tmp/sless-prof';
 const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const files: Record<string, string> = {};
@@ -21,36 +17,14 @@ for (let i = 0; i < FUNCTIONS; i++) {
 }
 const repo = await TestRepo.create(files);
 const stateDir = await tempDir('prof-one-change');
-const port = await freePort();
-const url = `http://127.0.0.1:${port}`;
 const spawned = performance.now();
-const child = spawn(
-  process.execPath,
-  [
-    `--cpu-prof`,
-    `--cpu-prof-dir=${PROF_DIR}`,
-    join(ROOT, 'bin', 'sless.js'),
-    'dev',
-    '--repo',
-    repo.dir,
-    '--port',
-    String(port),
-    '--state-dir',
-    stateDir,
-    '--scale-to-zero-after',
-    '5m',
-    '--json',
-  ],
-  {
-    stdio: ['ignore', 'ignore', 'inherit'],
-    env: {
-      ...process.env,
-      SLESS_LOG_LEVEL: 'warn',
-      SLESS_QUOTA_FUNCTIONS: String(FUNCTIONS + 10),
-      SLESS_QUOTA_PROCESSES: String(FUNCTIONS + 10),
-    },
-  },
-);
+const sless = await startSlessDev({
+  repo: repo.dir,
+  stateDir,
+  functions: FUNCTIONS,
+  nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${PROF_DIR}`],
+});
+const url = sless.url;
 const body = async (path: string) => {
   try {
     return await (await fetch(`${url}${path}`)).text();
@@ -87,8 +61,6 @@ for (const [round, name] of [
   );
   await pause(1000);
 }
-const exited = once(child, 'exit');
-child.kill('SIGTERM');
-await exited;
+await sless.stop();
 await repo.remove();
 await rm(stateDir, { recursive: true, force: true });

@@ -4,16 +4,12 @@
 // commits to serving (a parked function, and one that is running), and the memory of sless and of all
 // its runtime processes. Baseline in the same run: the same one-function commit in a 4-function
 // repository. ROUNDS (default 3) one-function commits of each kind; medians. Run: npx tsx bench/thousand-functions.ts
-import { type ChildProcess, spawn } from 'node:child_process';
-import { once } from 'node:events';
 import { readdirSync, readFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
-import { join } from 'node:path';
-import { PACKAGE_ROOT } from '../src/config/config.js';
-import { freePort } from '../src/platform/local/ports.js';
 import { functionManifest, nodeHandler, TestRepo, tempDir } from '../test/helpers/git.js';
 import { ensureCompiled } from './compiled.ts';
 import { report } from './report.ts';
+import { type Sless, startSlessDev } from './sless-dev.ts';
 import { median, ms } from './stats.js';
 
 const FUNCTIONS = Number(process.env.FUNCTIONS ?? 1000);
@@ -73,53 +69,6 @@ function files(count: number, version: (i: number) => string): Record<string, st
   return out;
 }
 
-interface Sless {
-  child: ChildProcess;
-  url: string;
-  stop(): Promise<void>;
-}
-
-async function startSless(repo: string, stateDir: string): Promise<Sless> {
-  const port = await freePort();
-  const child = spawn(
-    process.execPath,
-    [
-      join(PACKAGE_ROOT, 'bin', 'sless.js'),
-      'dev',
-      '--repo',
-      repo,
-      '--port',
-      String(port),
-      '--state-dir',
-      stateDir,
-      '--scale-to-zero-after',
-      '5m',
-      '--json',
-    ],
-    {
-      stdio: ['ignore', 'ignore', 'inherit'],
-      // The default quotas (200 functions, 50 processes per namespace) would refuse the repository
-      // and fail builds beyond the 50th.
-      env: {
-        ...process.env,
-        SLESS_LOG_LEVEL: 'warn',
-        SLESS_QUOTA_FUNCTIONS: String(FUNCTIONS + 10),
-        SLESS_QUOTA_PROCESSES: String(FUNCTIONS + 10),
-      },
-    },
-  );
-  return {
-    child,
-    url: `http://127.0.0.1:${port}`,
-    stop: async () => {
-      if (child.exitCode !== null) return;
-      const exited = once(child, 'exit');
-      child.kill('SIGTERM');
-      await exited;
-    },
-  };
-}
-
 async function until(what: string, sless: Sless, check: () => Promise<boolean>, everyMs: number) {
   const deadline = performance.now() + 30 * 60_000;
   while (!(await check())) {
@@ -158,7 +107,7 @@ async function commitToServing(sless: Sless, repo: TestRepo, name: string, tag: 
 async function scenario(count: number) {
   const repo = await TestRepo.create(files(count, () => 'v0'));
   const stateDir = await tempDir('bench-thousand');
-  const sless = await startSless(repo.dir, stateDir);
+  const sless = await startSlessDev({ repo: repo.dir, stateDir, functions: count });
   try {
     const started = performance.now();
     await until('all Ready', sless, async () => (await readyCount(sless)) === count, count > 10 ? 250 : 10);
