@@ -1,7 +1,8 @@
 // Where one GitSource sync of FUNCTIONS (default 1000) Node functions spends its time, in-process and
 // without the platform: resolve the head, read and validate manifests, list the namespace's
-// Functions, plan (build keys), apply. First sync, three one-function commits with warm caches, then
-// two after a "restart" (new reader and caches, same store). Run: npx tsx bench/sync-phases.ts
+// Functions, plan (build keys), apply. First sync, ROUNDS (default 15) one-function commits with warm
+// caches (medians per phase), then two after a "restart" (new reader and caches, same store).
+// Run: npx tsx bench/sync-phases.ts
 import { performance } from 'node:perf_hooks';
 import { loadManifests, ParsedManifestCache } from '../src/manifest/load.js';
 import { MemoryStore } from '../src/platform/local/memory-store.js';
@@ -9,8 +10,10 @@ import { BuildKeyCache, planSource } from '../src/reconcile/plan.js';
 import { applyPlan } from '../src/reconcile/source-sync.js';
 import { LocalRepositoryReader } from '../src/source/readers.js';
 import { functionManifest, gitSource, nodeHandler, TestRepo } from '../test/helpers/git.js';
+import { median } from './stats.js';
 
 const FUNCTIONS = Number(process.env.FUNCTIONS ?? 1000);
+const ROUNDS = Number(process.env.ROUNDS ?? 15);
 const files: Record<string, string> = {};
 for (let i = 0; i < FUNCTIONS; i++) {
   files[`functions/fn-${i}/function.yaml`] = functionManifest(`fn-${i}`);
@@ -32,13 +35,13 @@ const fresh = (): Caches => ({
   buildKeys: new BuildKeyCache(),
 });
 
-const rows: Record<string, Record<string, string>> = {};
-async function sync(label: string, caches: Caches): Promise<void> {
-  const row: Record<string, string> = {};
+type Row = Record<string, number>;
+async function sync(caches: Caches): Promise<Row> {
+  const row: Row = {};
   let last = performance.now();
   const mark = (phase: string) => {
     const now = performance.now();
-    row[phase] = `${(now - last).toFixed(0)} ms`;
+    row[phase] = now - last;
     last = now;
   };
   const started = last;
@@ -53,21 +56,32 @@ async function sync(label: string, caches: Caches): Promise<void> {
   mark('plan');
   const applied = await applyPlan(store, source, plan, undefined, functions);
   mark('apply');
-  row.total = `${(performance.now() - started).toFixed(0)} ms`;
-  row.changed = String(applied.changed);
-  rows[label] = row;
+  row.total = performance.now() - started;
+  row.changed = applied.changed;
+  return row;
 }
 
+const rows: Record<string, Record<string, string>> = {};
+const show = (label: string, row: Row) => {
+  rows[label] = Object.fromEntries(
+    Object.entries(row).map(([k, v]) => [k, k === 'changed' ? String(v) : `${v.toFixed(1)} ms`]),
+  );
+};
+const medianRow = (all: Row[]): Row =>
+  Object.fromEntries(Object.keys(all[0] ?? {}).map((k) => [k, median(all.map((r) => r[k] ?? 0))]));
+
 let caches = fresh();
-await sync('first sync', caches);
-for (let round = 1; round <= 3; round++) {
+show('first sync', await sync(caches));
+const warm: Row[] = [];
+for (let round = 1; round <= ROUNDS; round++) {
   await repo.commit({ [`functions/fn-${round}/handler.js`]: nodeHandler(`return 'v${round}';`) });
-  await sync(`one-function commit #${round}`, caches);
+  warm.push(await sync(caches));
 }
+show(`one-function commit (median of ${ROUNDS})`, medianRow(warm));
 caches = fresh();
 for (let round = 1; round <= 2; round++) {
-  await repo.commit({ [`functions/fn-${10 + round}/handler.js`]: nodeHandler(`return 'r${round}';`) });
-  await sync(`after a restart, commit #${round}`, caches);
+  await repo.commit({ [`functions/fn-${ROUNDS + round}/handler.js`]: nodeHandler(`return 'r${round}';`) });
+  show(`after a restart, commit #${round}`, await sync(caches));
 }
 console.log(`one sync of ${FUNCTIONS} functions, by phase`);
 console.table(rows);
