@@ -10,6 +10,7 @@ import { BuildKeyCache, planSource } from '../src/reconcile/plan.js';
 import { applyPlan } from '../src/reconcile/source-sync.js';
 import { LocalRepositoryReader } from '../src/source/readers.js';
 import { functionManifest, gitSource, nodeHandler, TestRepo } from '../test/helpers/git.js';
+import { report } from './report.ts';
 import { median } from './stats.js';
 
 const FUNCTIONS = Number(process.env.FUNCTIONS ?? 1000);
@@ -77,12 +78,33 @@ for (let round = 1; round <= ROUNDS; round++) {
   await repo.commit({ [`functions/fn-${round}/handler.js`]: nodeHandler(`return 'v${round}';`) });
   warm.push(await sync(caches));
 }
-show(`one-function commit (median of ${ROUNDS})`, medianRow(warm));
+const first = rows['first sync'];
+const oneChange = medianRow(warm);
+show(`one-function commit (median of ${ROUNDS})`, oneChange);
 caches = fresh();
+const restarted: Row[] = [];
 for (let round = 1; round <= 2; round++) {
   await repo.commit({ [`functions/fn-${ROUNDS + round}/handler.js`]: nodeHandler(`return 'r${round}';`) });
-  show(`after a restart, commit #${round}`, await sync(caches));
+  restarted.push(await sync(caches));
+  show(`after a restart, commit #${round}`, restarted[round - 1] as Row);
 }
+const firstTotal = Number.parseFloat(first?.total ?? 'NaN');
+report(
+  {
+    bench: 'sync-phases',
+    measure: `one sync of a one-function commit, ${FUNCTIONS} functions, warm caches (median of ${ROUNDS})`,
+    value: `${oneChange.total?.toFixed(1)} ms`,
+    baseline: `first sync ${first?.total}`,
+    ratio: (oneChange.total ?? 0) / firstTotal,
+  },
+  {
+    bench: 'sync-phases',
+    measure: `one sync of the first one-function commit after a restart (cold caches), ${FUNCTIONS} functions`,
+    value: `${restarted[0]?.total?.toFixed(1)} ms`,
+    baseline: `first sync ${first?.total}`,
+    ratio: (restarted[0]?.total ?? 0) / firstTotal,
+  },
+);
 console.log(`one sync of ${FUNCTIONS} functions, by phase`);
 console.table(rows);
 await repo.remove();
