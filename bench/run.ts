@@ -9,7 +9,16 @@ import { fileURLToPath } from 'node:url';
 import type { BenchRow } from './report.ts';
 
 const BENCH_DIR = fileURLToPath(new URL('.', import.meta.url));
-const HELPERS = new Set(['run.ts', 'report.ts', 'stats.ts', 'net.ts', 'compiled.ts']);
+// Helpers, and tools that measure nothing on their own (profile-one-change writes a CPU profile).
+const HELPERS = new Set([
+  'run.ts',
+  'report.ts',
+  'stats.ts',
+  'net.ts',
+  'compiled.ts',
+  'sless-dev.ts',
+  'profile-one-change.ts',
+]);
 
 const filters = process.argv.slice(2);
 const benches = readdirSync(BENCH_DIR)

@@ -3,20 +3,18 @@
 // Measures the first sync (spawn → every Function Ready, → the first request served), one-function
 // commits to serving (a parked function, and one that is running), and the memory of sless and of all
 // its runtime processes. Baseline in the same run: the same one-function commit in a 4-function
-// repository. Run: npx tsx bench/thousand-functions.ts
-import { type ChildProcess, spawn } from 'node:child_process';
-import { once } from 'node:events';
+// repository. ROUNDS (default 3) one-function commits of each kind; medians. Run: npx tsx bench/thousand-functions.ts
 import { readdirSync, readFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
-import { join } from 'node:path';
-import { PACKAGE_ROOT } from '../src/config/config.js';
-import { freePort } from '../src/platform/local/ports.js';
 import { functionManifest, nodeHandler, TestRepo, tempDir } from '../test/helpers/git.js';
 import { ensureCompiled } from './compiled.ts';
 import { report } from './report.ts';
-import { ms } from './stats.js';
+import { type Sless, startSlessDev } from './sless-dev.ts';
+import { median, ms } from './stats.js';
 
 const FUNCTIONS = Number(process.env.FUNCTIONS ?? 1000);
+/** One-function commits per kind (running, parked) and scenario; the median is reported. */
+const ROUNDS = Number(process.env.ROUNDS ?? 3);
 const pause = (msecs: number) => new Promise((r) => setTimeout(r, msecs));
 
 /** Resident memory of a process and all its descendants, in MB, from /proc. */
@@ -71,53 +69,6 @@ function files(count: number, version: (i: number) => string): Record<string, st
   return out;
 }
 
-interface Sless {
-  child: ChildProcess;
-  url: string;
-  stop(): Promise<void>;
-}
-
-async function startSless(repo: string, stateDir: string): Promise<Sless> {
-  const port = await freePort();
-  const child = spawn(
-    process.execPath,
-    [
-      join(PACKAGE_ROOT, 'bin', 'sless.js'),
-      'dev',
-      '--repo',
-      repo,
-      '--port',
-      String(port),
-      '--state-dir',
-      stateDir,
-      '--scale-to-zero-after',
-      '5m',
-      '--json',
-    ],
-    {
-      stdio: ['ignore', 'ignore', 'inherit'],
-      // The default quotas (200 functions, 50 processes per namespace) would refuse the repository
-      // and fail builds beyond the 50th.
-      env: {
-        ...process.env,
-        SLESS_LOG_LEVEL: 'warn',
-        SLESS_QUOTA_FUNCTIONS: String(FUNCTIONS + 10),
-        SLESS_QUOTA_PROCESSES: String(FUNCTIONS + 10),
-      },
-    },
-  );
-  return {
-    child,
-    url: `http://127.0.0.1:${port}`,
-    stop: async () => {
-      if (child.exitCode !== null) return;
-      const exited = once(child, 'exit');
-      child.kill('SIGTERM');
-      await exited;
-    },
-  };
-}
-
 async function until(what: string, sless: Sless, check: () => Promise<boolean>, everyMs: number) {
   const deadline = performance.now() + 30 * 60_000;
   while (!(await check())) {
@@ -140,7 +91,25 @@ async function readyCount(sless: Sless): Promise<number> {
 }
 
 /** Commit a new body for one function and time until /fn/ serves it. */
-async function commitToServing(sless: Sless, repo: TestRepo, name: string, tag: string): Promise<number> {
+/** CPU time (user + system) sless itself has used, in ms; its runtimes are not counted. */
+function cpuMs(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  // utime and stime, in clock ticks of 10 ms.
+  return (Number(fields[11]) + Number(fields[12])) * 10;
+}
+
+/**
+ * Commit a new body for one function and time until /fn/ serves it. Also the CPU time sless spent
+ * meanwhile: on a loaded machine wall time mostly measures the queue for a core, CPU time the work.
+ */
+async function commitToServing(
+  sless: Sless,
+  repo: TestRepo,
+  name: string,
+  tag: string,
+): Promise<{ wall: number; cpu: number }> {
+  const cpuBefore = cpuMs(sless.child.pid ?? 0);
   const started = performance.now();
   await repo.commit({ [`functions/${name}/handler.js`]: nodeHandler(`return '${name} ${tag}';`) });
   const expected = JSON.stringify(`${name} ${tag}`);
@@ -150,13 +119,13 @@ async function commitToServing(sless: Sless, repo: TestRepo, name: string, tag: 
     async () => (await bodyOf(`${sless.url}/fn/default/${name}`)) === expected,
     5,
   );
-  return performance.now() - started;
+  return { wall: performance.now() - started, cpu: cpuMs(sless.child.pid ?? 0) - cpuBefore };
 }
 
 async function scenario(count: number) {
   const repo = await TestRepo.create(files(count, () => 'v0'));
   const stateDir = await tempDir('bench-thousand');
-  const sless = await startSless(repo.dir, stateDir);
+  const sless = await startSlessDev({ repo: repo.dir, stateDir, functions: count });
   try {
     const started = performance.now();
     await until('all Ready', sless, async () => (await readyCount(sless)) === count, count > 10 ? 250 : 10);
@@ -166,11 +135,25 @@ async function scenario(count: number) {
     const body = await bodyOf(`${sless.url}/fn/default/fn-0`);
     if (body !== JSON.stringify('fn-0 v0')) throw new Error(`fn-0 answered ${body}`);
     const firstRequest = performance.now() - firstCall;
-    // fn-0 runs now (idle stop after 5 min); the last function is parked.
-    const running = await commitToServing(sless, repo, 'fn-0', 'v1');
-    const parked = await commitToServing(sless, repo, `fn-${count - 1}`, 'v1');
+    // fn-0 runs now (idle stop after 5 min); the last functions are parked, a new one each round.
+    // Rounds are 2 s apart, so what one commit leaves running (build GC) is not timed in the next.
+    const runningTimes: { wall: number; cpu: number }[] = [];
+    const parkedTimes: { wall: number; cpu: number }[] = [];
+    for (let round = 1; round <= ROUNDS; round++) {
+      runningTimes.push(await commitToServing(sless, repo, 'fn-0', `v${round}`));
+      await pause(2000);
+      parkedTimes.push(await commitToServing(sless, repo, `fn-${count - round}`, `v${round}`));
+      await pause(2000);
+    }
+    const running = median(runningTimes.map((t) => t.wall));
+    const parked = median(parkedTimes.map((t) => t.wall));
+    const runningCpu = median(runningTimes.map((t) => t.cpu));
+    const parkedCpu = median(parkedTimes.map((t) => t.cpu));
+    const each = (times: { wall: number; cpu: number }[]) =>
+      times.map((t) => `${ms(t.wall)} (cpu ${t.cpu} ms)`).join(', ');
+    console.error(`${count} functions: running ${each(runningTimes)}; parked ${each(parkedTimes)}`);
     const end = treeRssMb(sless.child.pid ?? 0);
-    return { allReady, firstRequest, running, parked, afterSync, end };
+    return { allReady, firstRequest, running, parked, runningCpu, parkedCpu, afterSync, end };
   } finally {
     await sless.stop();
     await repo.remove();
@@ -188,8 +171,13 @@ console.log(
 console.table({
   'spawn → all Ready': { [FUNCTIONS]: ms(big.allReady), 4: ms(small.allReady) },
   'first request (lazy start)': { [FUNCTIONS]: ms(big.firstRequest), 4: ms(small.firstRequest) },
-  'commit → serving, running fn': { [FUNCTIONS]: ms(big.running), 4: ms(small.running) },
-  'commit → serving, parked fn': { [FUNCTIONS]: ms(big.parked), 4: ms(small.parked) },
+  [`commit → serving, running fn (median of ${ROUNDS})`]: {
+    [FUNCTIONS]: ms(big.running),
+    4: ms(small.running),
+  },
+  [`commit → serving, parked fn (median of ${ROUNDS})`]: { [FUNCTIONS]: ms(big.parked), 4: ms(small.parked) },
+  'sless CPU per commit, running fn': { [FUNCTIONS]: ms(big.runningCpu), 4: ms(small.runningCpu) },
+  'sless CPU per commit, parked fn': { [FUNCTIONS]: ms(big.parkedCpu), 4: ms(small.parkedCpu) },
   'sless RSS after sync': { [FUNCTIONS]: mb(big.afterSync.self), 4: mb(small.afterSync.self) },
   'runtimes RSS after sync': { [FUNCTIONS]: mb(big.afterSync.children), 4: mb(small.afterSync.children) },
   'sless RSS at end': { [FUNCTIONS]: mb(big.end.self), 4: mb(small.end.self) },

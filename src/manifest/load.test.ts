@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
@@ -5,6 +6,7 @@ import { formatIssue } from '../core/errors.js';
 import type { SourceSnapshot, TreeFile } from '../core/interfaces.js';
 import { isWithin } from '../core/paths.js';
 import { loadManifests, ParsedManifestCache } from './load.js';
+import { validateResource } from './validate.js';
 
 /** A snapshot over an in-memory tree: the loader only needs listFiles and readFile. */
 function snapshotOf(files: Record<string, string>): SourceSnapshot {
@@ -188,5 +190,118 @@ describe('the parsed-manifest cache', () => {
     expect(second).toEqual(fresh);
     // Defaults are filled in for every load, cached parse or not.
     expect(second.documents[0]?.doc.spec.memoryMb).toBe(128);
+  });
+});
+
+describe('a commit that changes one manifest of many', () => {
+  /** Blob ids are content hashes, as in git: a renamed file keeps its id. */
+  function contentSnapshot(files: Record<string, string>, counts: { reads: number }): SourceSnapshot {
+    const entries: TreeFile[] = Object.keys(files)
+      .sort()
+      .map((path) => ({
+        path,
+        mode: '100644',
+        oid: createHash('sha1')
+          .update(files[path] ?? '')
+          .digest('hex'),
+      }));
+    return {
+      commit: 'c'.repeat(40),
+      listFiles: async (dir) => entries.filter((e) => isWithin(dir, e.path)),
+      readFile: async (path) => {
+        counts.reads++;
+        return new TextEncoder().encode(files[path] ?? '');
+      },
+    };
+  }
+  const repo = (count: number) => {
+    const files: Record<string, string> = {};
+    for (let i = 0; i < count; i++) {
+      files[`functions/fn-${i}/function.yaml`] = fnDoc(`fn-${i}`);
+      files[`functions/fn-${i}/handler.js`] = `exports.handle = () => ${i};\n`;
+    }
+    return files;
+  };
+
+  it('reads and validates only the changed, added and renamed files; the result equals a fresh load', async () => {
+    const cache = new ParsedManifestCache();
+    const validated: string[] = [];
+    const validate: typeof validateResource = (kind, doc, where) => {
+      validated.push(where.file);
+      return validateResource(kind, doc, where);
+    };
+    const load = async (files: Record<string, string>, counts: { reads: number }) =>
+      loadManifests(contentSnapshot(files, counts), { root: '.', namespace: 'default', cache, validate });
+    const before = repo(200);
+    const first = { reads: 0 };
+    await load(before, first);
+    expect(first.reads).toBe(200);
+    expect(validated).toHaveLength(200);
+
+    const after = { ...before };
+    after['functions/fn-7/function.yaml'] = fnDoc('fn-7', { memoryMb: 256 });
+    after['functions/renamed/function.yaml'] = after['functions/fn-3/function.yaml'] as string;
+    delete after['functions/fn-3/function.yaml'];
+    delete after['functions/fn-9/function.yaml'];
+    after['functions/new/function.yaml'] = fnDoc('new');
+    validated.length = 0;
+    const second = { reads: 0 };
+    const result = await load(after, second);
+    // fn-7 and new are read; the renamed blob's parse is cached, but its path (so its code directory)
+    // is new, so it is validated again.
+    expect(second.reads).toBe(2);
+    expect(validated.sort()).toEqual([
+      'functions/fn-7/function.yaml',
+      'functions/new/function.yaml',
+      'functions/renamed/function.yaml',
+    ]);
+    const fresh = await loadManifests(contentSnapshot(after, { reads: 0 }), {
+      root: '.',
+      namespace: 'default',
+    });
+    expect(result).toEqual(fresh);
+    expect(result.documents.find((d) => d.doc.metadata.name === 'fn-3')?.codeDir).toBe('functions/renamed');
+    expect(result.documents.some((d) => d.doc.metadata.name === 'fn-9')).toBe(false);
+    expect(result.documents.find((d) => d.doc.metadata.name === 'fn-7')?.doc.spec.memoryMb).toBe(256);
+  });
+
+  it('reports a cached invalid manifest again, with file, field and reason, and a namespace change revalidates', async () => {
+    const cache = new ParsedManifestCache();
+    const files: Record<string, string> = {
+      ...repo(3),
+      'functions/fn-1/function.yaml': fnDoc('fn-1', { memoryMb: 0 }),
+    };
+    const issues = async (namespace: string) =>
+      (await loadManifests(contentSnapshot(files, { reads: 0 }), { root: '.', namespace, cache })).issues.map(
+        formatIssue,
+      );
+    const first = await issues('default');
+    expect(first).toHaveLength(1);
+    expect(first[0]).toMatch(/^functions\/fn-1\/function\.yaml#0 spec\.memoryMb: /);
+    expect(await issues('default')).toEqual(first);
+    files['functions/fn-2/function.yaml'] = fnDoc('fn-2').replace(
+      'name: fn-2',
+      'name: fn-2\n  namespace: other',
+    );
+    expect(await issues('other')).toEqual([
+      expect.stringMatching(/^functions\/fn-1\/function\.yaml#0 spec\.memoryMb: /),
+    ]);
+    expect(await issues('default')).toEqual([
+      first[0],
+      'functions/fn-2/function.yaml#0 metadata.namespace: must be omitted or "default" (the source\'s namespace)',
+    ]);
+  });
+
+  it('hands out frozen documents, so no caller can change what later loads return', async () => {
+    const cache = new ParsedManifestCache();
+    const result = await loadManifests(contentSnapshot(repo(1), { reads: 0 }), {
+      root: '.',
+      namespace: 'default',
+      cache,
+    });
+    const spec = result.documents[0]?.doc.spec as Record<string, unknown>;
+    expect(() => {
+      spec.memoryMb = 1;
+    }).toThrow(TypeError);
   });
 });

@@ -5,7 +5,7 @@
 import { posix } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import type { ManifestIssue } from '../core/errors.js';
-import type { SourceSnapshot } from '../core/interfaces.js';
+import type { SourceSnapshot, TreeFile } from '../core/interfaces.js';
 import { normalizeRepoPath } from '../core/paths.js';
 import { API_GROUP, API_VERSION, type KindName, REPO_KINDS } from '../core/schemas.js';
 import { validateResource } from './validate.js';
@@ -43,13 +43,24 @@ type ParsedFile =
   | { kind: 'too-large' }
   | { kind: 'documents'; documents: ({ yamlError: string } | { value: unknown })[] };
 
+/** What one file contributes to a load: the same for every commit that holds this blob at this path. */
+interface CheckedFile {
+  /** The file holds at least one sless document (it is left out of build keys). */
+  ours: boolean;
+  documents: readonly LoadedDocument[];
+  issues: readonly ManifestIssue[];
+}
+
 /**
- * Parsed manifests by blob id. Blobs are content-addressed, so an entry never goes stale; a commit
- * that changes one manifest of a thousand reads and parses one file (validation still runs for all,
- * on a copy, because it fills in defaults).
+ * Manifests by content, kept across syncs: parsed YAML by blob id, and each file's validated documents
+ * and issues by blob id, path and namespace (everything the result depends on). Blobs are
+ * content-addressed, so an entry never goes stale: a commit that changes one manifest of a thousand
+ * reads, parses and validates that one, and takes the rest as they were. Cached documents are frozen,
+ * because every later load hands out the same objects.
  */
 export class ParsedManifestCache {
   private readonly files = new Map<string, ParsedFile>();
+  private readonly checked = new Map<string, CheckedFile>();
   constructor(private readonly limit = 20_000) {}
   get(oid: string): ParsedFile | undefined {
     return this.files.get(oid);
@@ -57,6 +68,13 @@ export class ParsedManifestCache {
   set(oid: string, parsed: ParsedFile): void {
     if (this.files.size >= this.limit) this.files.clear();
     this.files.set(oid, parsed);
+  }
+  getChecked(key: string): CheckedFile | undefined {
+    return this.checked.get(key);
+  }
+  setChecked(key: string, file: CheckedFile): void {
+    if (this.checked.size >= this.limit) this.checked.clear();
+    this.checked.set(key, file);
   }
 }
 
@@ -91,11 +109,16 @@ const SKIPPED_DIRS = /(^|\/)(node_modules|\.git)\//;
 const MAX_MANIFEST_BYTES = 1024 * 1024;
 const MAX_ALIASES = 100;
 
-export async function loadManifests(
-  snapshot: SourceSnapshot,
+export interface LoadOptions {
+  root: string;
   /** `namespace` undefined (a working tree checked outside any source) accepts any namespace. */
-  options: { root: string; namespace: string | undefined; cache?: ParsedManifestCache },
-): Promise<LoadResult> {
+  namespace: string | undefined;
+  cache?: ParsedManifestCache;
+  /** Validates one document; a seam for tests that count what a load validates. */
+  validate?: typeof validateResource;
+}
+
+export async function loadManifests(snapshot: SourceSnapshot, options: LoadOptions): Promise<LoadResult> {
   const issues: ManifestIssue[] = [];
   const documents: LoadedDocument[] = [];
   const manifestFiles = new Set<string>();
@@ -113,87 +136,116 @@ export async function loadManifests(
     (f) => MANIFEST_FILE.test(f.path) && !SKIPPED_DIRS.test(f.path) && f.mode !== '120000',
   );
   for (const file of files) {
-    let parsed = options.cache?.get(file.oid);
-    // The size comes from the object header: a huge blob is refused before it is inflated. A blob in
-    // the cache passed this check already (a refused one is never parsed), so it is not read again.
-    const size = parsed ? undefined : await snapshot.fileSize?.(file);
-    if (size !== undefined && size > MAX_MANIFEST_BYTES) {
-      issues.push({
-        file: file.path,
-        index: 0,
-        field: '',
-        reason: `file is ${size} bytes; YAML files under the source path may be at most ${MAX_MANIFEST_BYTES} bytes`,
-      });
-      continue;
+    // Everything a file's result depends on: its content, where it is and the source's namespace.
+    const key = `${file.oid}\0${file.path}\0${options.namespace ?? '\u0001'}`;
+    let checked = options.cache?.getChecked(key);
+    if (!checked) {
+      checked = deepFreeze(await checkFile(snapshot, file, options));
+      options.cache?.setChecked(key, checked);
     }
-    if (!parsed) {
-      parsed = parseFile(await snapshot.readFile(file.path, file.oid));
-      options.cache?.set(file.oid, parsed);
-    }
-    if (parsed.kind === 'not-ours') continue;
-    if (parsed.kind === 'too-large') {
-      issues.push({
-        file: file.path,
-        index: 0,
-        field: '',
-        reason: `file is larger than ${MAX_MANIFEST_BYTES} bytes`,
-      });
-      continue;
-    }
-    manifestFiles.add(file.path);
-    parsed.documents.forEach((parsedDoc, index) => {
-      const where = { file: file.path, index };
-      if ('yamlError' in parsedDoc) {
-        issues.push({ ...where, field: '', reason: parsedDoc.yamlError });
-        return;
-      }
-      // Validation fills in defaults: it works on a copy, never on the cached parse.
-      const value = structuredClone(parsedDoc.value);
-      if (value === null || typeof value !== 'object' || Array.isArray(value)) return;
-      const record = value as Record<string, unknown>;
-      const apiVersion = record.apiVersion;
-      if (typeof apiVersion !== 'string' || !apiVersion.startsWith(`${API_GROUP}/`)) return;
-      if (apiVersion !== API_VERSION) {
-        issues.push({ ...where, field: 'apiVersion', reason: `must be ${API_VERSION}` });
-        return;
-      }
-      const kind = record.kind;
-      if (typeof kind !== 'string' || !(REPO_KINDS as readonly string[]).includes(kind)) {
-        issues.push({ ...where, field: 'kind', reason: `must be one of: ${REPO_KINDS.join(', ')}` });
-        return;
-      }
-      const found = validateResource(kind as KindName, record, where);
-      if (found.length > 0) {
-        issues.push(...found);
-        return;
-      }
-      const doc = record as unknown as LoadedDocument['doc'];
-      const ns = doc.metadata.namespace;
-      if (ns !== undefined && options.namespace !== undefined && ns !== options.namespace) {
-        issues.push({
-          ...where,
-          field: 'metadata.namespace',
-          reason: `must be omitted or "${options.namespace}" (the source's namespace)`,
-        });
-        return;
-      }
-      const loaded: LoadedDocument = { kind: kind as KindName, file: file.path, index, doc };
-      if (kind === 'Function') {
-        const sourcePath = String((doc.spec.source as { path?: string } | undefined)?.path ?? '.');
-        const codeDir = posix.isAbsolute(sourcePath)
-          ? undefined
-          : normalizeRepoPath(posix.join(posix.dirname(file.path), sourcePath));
-        if (codeDir === undefined) {
-          issues.push({ ...where, field: 'spec.source.path', reason: 'must stay inside the repository' });
-          return;
-        }
-        loaded.codeDir = codeDir;
-      }
-      documents.push(loaded);
-    });
+    if (checked.ours) manifestFiles.add(file.path);
+    documents.push(...checked.documents);
+    issues.push(...checked.issues);
   }
   issues.push(...crossReferenceIssues(documents));
   return { documents, manifestFiles, issues };
+}
+
+/** Reads (or takes the cached parse of) one YAML file and validates its sless documents. */
+async function checkFile(
+  snapshot: SourceSnapshot,
+  file: TreeFile,
+  options: LoadOptions,
+): Promise<CheckedFile> {
+  const issues: ManifestIssue[] = [];
+  const documents: LoadedDocument[] = [];
+  const validate = options.validate ?? validateResource;
+  let parsed = options.cache?.get(file.oid);
+  // The size comes from the object header: a huge blob is refused before it is inflated. A blob in
+  // the cache passed this check already (a refused one is never parsed), so it is not read again.
+  const size = parsed ? undefined : await snapshot.fileSize?.(file);
+  if (size !== undefined && size > MAX_MANIFEST_BYTES) {
+    issues.push({
+      file: file.path,
+      index: 0,
+      field: '',
+      reason: `file is ${size} bytes; YAML files under the source path may be at most ${MAX_MANIFEST_BYTES} bytes`,
+    });
+    return { ours: false, documents, issues };
+  }
+  if (!parsed) {
+    parsed = parseFile(await snapshot.readFile(file.path, file.oid));
+    options.cache?.set(file.oid, parsed);
+  }
+  if (parsed.kind === 'not-ours') return { ours: false, documents, issues };
+  if (parsed.kind === 'too-large') {
+    issues.push({
+      file: file.path,
+      index: 0,
+      field: '',
+      reason: `file is larger than ${MAX_MANIFEST_BYTES} bytes`,
+    });
+    return { ours: false, documents, issues };
+  }
+  parsed.documents.forEach((parsedDoc, index) => {
+    const where = { file: file.path, index };
+    if ('yamlError' in parsedDoc) {
+      issues.push({ ...where, field: '', reason: parsedDoc.yamlError });
+      return;
+    }
+    // Validation fills in defaults: it works on a copy, never on the cached parse.
+    const value = structuredClone(parsedDoc.value);
+    if (value === null || typeof value !== 'object' || Array.isArray(value)) return;
+    const record = value as Record<string, unknown>;
+    const apiVersion = record.apiVersion;
+    if (typeof apiVersion !== 'string' || !apiVersion.startsWith(`${API_GROUP}/`)) return;
+    if (apiVersion !== API_VERSION) {
+      issues.push({ ...where, field: 'apiVersion', reason: `must be ${API_VERSION}` });
+      return;
+    }
+    const kind = record.kind;
+    if (typeof kind !== 'string' || !(REPO_KINDS as readonly string[]).includes(kind)) {
+      issues.push({ ...where, field: 'kind', reason: `must be one of: ${REPO_KINDS.join(', ')}` });
+      return;
+    }
+    const found = validate(kind as KindName, record, where);
+    if (found.length > 0) {
+      issues.push(...found);
+      return;
+    }
+    const doc = record as unknown as LoadedDocument['doc'];
+    const ns = doc.metadata.namespace;
+    if (ns !== undefined && options.namespace !== undefined && ns !== options.namespace) {
+      issues.push({
+        ...where,
+        field: 'metadata.namespace',
+        reason: `must be omitted or "${options.namespace}" (the source's namespace)`,
+      });
+      return;
+    }
+    const loaded: LoadedDocument = { kind: kind as KindName, file: file.path, index, doc };
+    if (kind === 'Function') {
+      const sourcePath = String((doc.spec.source as { path?: string } | undefined)?.path ?? '.');
+      const codeDir = posix.isAbsolute(sourcePath)
+        ? undefined
+        : normalizeRepoPath(posix.join(posix.dirname(file.path), sourcePath));
+      if (codeDir === undefined) {
+        issues.push({ ...where, field: 'spec.source.path', reason: 'must stay inside the repository' });
+        return;
+      }
+      loaded.codeDir = codeDir;
+    }
+    documents.push(loaded);
+  });
+  return { ours: true, documents, issues };
+}
+
+function deepFreeze<T>(value: T): T {
+  if (value !== null && typeof value === 'object' && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const inner of Object.values(value)) deepFreeze(inner);
+  }
+  return value;
 }
 
 /** Names are unique per kind, and triggers and jobs name a function of the same repository. */

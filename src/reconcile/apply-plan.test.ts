@@ -51,4 +51,24 @@ describe('applyPlan', () => {
       'c1',
     );
   });
+
+  it('writes a change of spec, labels or other annotations, whatever the commit annotation says', async () => {
+    const store = new MemoryStore();
+    const names = ['a', 'b', 'c', 'd'];
+    await applyPlan(store, source, plan(names.map((n) => fn(n, 'c1', 'k'))));
+    const next = names.map((n) => fn(n, 'c2', 'k'));
+    (next[1] as SlessFunction).spec.memoryMb = 256;
+    (next[2] as SlessFunction).metadata.labels = { [LABEL_SOURCE]: 'repo', team: 'x' };
+    (next[3] as SlessFunction).metadata.annotations = {
+      ...(next[3] as SlessFunction).metadata.annotations,
+      note: 'y',
+    };
+    const written: string[] = [];
+    store.subscribe((event) => written.push(event.object.metadata.name));
+    // Passing the namespace's Functions, as a sync that listed them for its quota check does.
+    const listed = await store.list('Function', { namespace: 'default' });
+    expect(await applyPlan(store, source, plan(next), undefined, listed)).toEqual({ changed: 3, pruned: 0 });
+    expect(written.sort()).toEqual(['b', 'c', 'd']);
+    expect((await store.get('Function', 'default', 'b'))?.spec.memoryMb).toBe(256);
+  });
 });

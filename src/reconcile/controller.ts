@@ -37,6 +37,7 @@ import { loadManifests, ParsedManifestCache } from '../manifest/load.js';
 import { reconcileFunction } from './function-reconcile.js';
 import { reconcileJob } from './job-reconcile.js';
 import { setPin } from './pin.js';
+import { BuildKeyCache } from './plan.js';
 import { ProcessQuota } from './process-quota.js';
 import { type SyncResult, syncSource } from './source-sync.js';
 import { reconcileTrigger } from './trigger-reconcile.js';
@@ -102,6 +103,7 @@ export class Controller {
   /** Per source and commit; a promise, so reconciles that start together load the manifests once. */
   private readonly manifestFiles = new Map<string, Promise<ReadonlySet<string>>>();
   private readonly parsedManifests = new ParsedManifestCache();
+  private readonly buildKeys = new BuildKeyCache();
   private readonly failedBuilds = new Map<string, BuildRecord>();
   private readonly functionQueue: WorkQueue;
   /** Fair shares between namespaces and sources for function reconciles (and so for builds). */
@@ -381,6 +383,7 @@ export class Controller {
         store: this.options.store,
         logger: this.options.logger,
         manifests: this.parsedManifests,
+        buildKeys: this.buildKeys,
         maxFunctions: (this.options.quotas ?? DEFAULT_QUOTAS).maxFunctions,
         // Known before anything is applied, so the reconciles the apply starts need not read again.
         planned: (plan) =>

@@ -1,10 +1,11 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { hashObject } from '../core/hash.js';
 import type { SourceSnapshot, TreeFile } from '../core/interfaces.js';
 import type { GitSource } from '../core/resources.js';
 import { RUNTIME_INFO } from '../core/runtimes.js';
 import type { LoadResult } from '../manifest/load.js';
-import { computeBuildKey, computeConfigHash, planSource, sortedWithin } from './plan.js';
+import { BuildKeyCache, computeBuildKey, computeConfigHash, planSource, sortedWithin } from './plan.js';
 
 const files: TreeFile[] = [
   { path: 'fns/a/function.yaml', mode: '100644', oid: 'm1' },
@@ -300,5 +301,64 @@ describe('planSource', () => {
     expect(listed).toEqual(['']);
     expect(plan.functions.get('a')?.buildKey).toBe('8654199d13e04923698b910cc3b0c68d');
     expect(plan.functions.get('b')?.codeDir).toBe('shared/b');
+  });
+});
+
+describe('the build-key cache', () => {
+  const many = (count: number, changed?: number) => {
+    const tree: TreeFile[] = [];
+    const loaded: LoadResult = { documents: [], manifestFiles: new Set(), issues: [] };
+    for (let i = 0; i < count; i++) {
+      const dir = `functions/fn-${i}`;
+      tree.push({ path: `${dir}/function.yaml`, mode: '100644', oid: `m${i}` });
+      tree.push({ path: `${dir}/handler.js`, mode: '100644', oid: i === changed ? `h${i}-new` : `h${i}` });
+      loaded.manifestFiles.add(`${dir}/function.yaml`);
+      loaded.documents.push({
+        kind: 'Function',
+        file: `${dir}/function.yaml`,
+        index: 0,
+        codeDir: dir,
+        doc: {
+          apiVersion: 'sless.dev/v1alpha1',
+          kind: 'Function',
+          metadata: { name: `fn-${i}` },
+          spec: { runtime: i % 2 ? 'nodejs20' : 'go1.21', entrypoint: 'handler.handle' },
+        },
+      });
+    }
+    tree.sort((a, b) => (a.path < b.path ? -1 : 1));
+    const snapshot: SourceSnapshot = {
+      commit: String(changed ?? 'base').padStart(40, '0'),
+      listFiles: async () => tree,
+      readFile: async () => new Uint8Array(),
+    };
+    return { snapshot, loaded };
+  };
+  const source = {
+    apiVersion: 'sless.dev/v1alpha1',
+    kind: 'GitSource',
+    metadata: { name: 'repo', namespace: 'default' },
+    spec: { url: '/repo', branch: 'main', path: '.' },
+  } as GitSource;
+  const keysOf = (plan: { functions: Map<string, { buildKey: string }> }) =>
+    [...plan.functions].map(([name, f]) => `${name}=${f.buildKey}`);
+
+  it('hashes only the functions whose code changed, and gives the keys computed afresh', async () => {
+    const hashed: string[] = [];
+    const cache = new BuildKeyCache(20_000, (inputs) => {
+      hashed.push(inputs.tree.map((entry) => entry[2]).join());
+      return hashObject(inputs).slice(0, 32);
+    });
+    const before = many(100);
+    await planSource(source, before.snapshot, before.loaded, { buildKeys: cache });
+    expect(hashed).toHaveLength(100);
+    hashed.length = 0;
+    const after = many(100, 41);
+    const cached = await planSource(source, after.snapshot, after.loaded, { buildKeys: cache });
+    expect(hashed).toEqual(['h41-new']);
+    expect(keysOf(cached)).toEqual(keysOf(await planSource(source, after.snapshot, after.loaded)));
+    expect(cached.functions.get('fn-41')?.buildKey).not.toBe(
+      (await planSource(source, before.snapshot, before.loaded)).functions.get('fn-41')?.buildKey,
+    );
   });
 });

@@ -38,25 +38,67 @@ export interface Plan {
   issues: ManifestIssue[];
 }
 
-/** buildKey = hash(runtime, runtime version, the code tree minus manifest files). */
-export function computeBuildKey(options: {
+interface BuildKeyOptions {
   runtime: RuntimeName;
   entrypoint: string;
   codeDir: string;
   files: readonly TreeFile[];
   manifestFiles: ReadonlySet<string>;
-}): string {
+}
+
+/** What a build depends on: the runtime, and the code tree minus manifest files, relative to codeDir. */
+function buildInputs(options: BuildKeyOptions) {
   const info = RUNTIME_INFO[options.runtime];
   const prefixLength = options.codeDir === '' ? 0 : options.codeDir.length + 1;
   const tree = options.files
     .filter((f) => isWithin(options.codeDir, f.path) && !options.manifestFiles.has(f.path))
     .map((f) => [f.path.slice(prefixLength), f.mode, f.oid]);
-  return hashObject({
+  return {
     runtime: info.name,
     runtimeVersion: info.version,
     entrypoint: info.compiled ? options.entrypoint : undefined,
     tree,
-  }).slice(0, 32);
+  };
+}
+
+type BuildInputs = ReturnType<typeof buildInputs>;
+
+const hashInputs = (inputs: BuildInputs) => hashObject(inputs).slice(0, 32);
+
+/** buildKey = hash(runtime, runtime version, the code tree minus manifest files). */
+export function computeBuildKey(options: BuildKeyOptions): string {
+  return hashInputs(buildInputs(options));
+}
+
+/**
+ * Build keys by their inputs, kept across syncs: the inputs name every file by its blob id, so an
+ * entry never goes stale, and a commit that changes one function of a thousand hashes one build key
+ * (a sorted JSON text and a SHA-256 of each function's tree was most of planning).
+ */
+export class BuildKeyCache {
+  private readonly keys = new Map<string, string>();
+  constructor(
+    private readonly limit = 20_000,
+    /** A seam for tests that count what is hashed. */
+    private readonly hash = hashInputs,
+  ) {}
+
+  of(options: BuildKeyOptions): string {
+    const inputs = buildInputs(options);
+    const id = [
+      inputs.runtime,
+      inputs.runtimeVersion,
+      inputs.entrypoint ?? '',
+      ...inputs.tree.map((entry) => entry.join('\u0001')),
+    ].join('\0');
+    let key = this.keys.get(id);
+    if (key === undefined) {
+      key = this.hash(inputs);
+      if (this.keys.size >= this.limit) this.keys.clear();
+      this.keys.set(id, key);
+    }
+    return key;
+  }
 }
 
 /** What a running workload depends on besides its artifact: changing it restarts, never rebuilds. */
@@ -69,6 +111,7 @@ export async function planSource(
   source: GitSource,
   snapshot: SourceSnapshot,
   loaded: LoadResult,
+  options: { buildKeys?: BuildKeyCache } = {},
 ): Promise<Plan> {
   const namespace = source.metadata.namespace;
   const commit = snapshot.commit;
@@ -97,13 +140,14 @@ export async function planSource(
       const spec = doc.spec as FunctionSpec;
       // Mutation testing: the fallback is unreachable, loadManifests gives every Function a codeDir.
       const codeDir = loadedDoc.codeDir ?? '';
-      const buildKey = computeBuildKey({
+      const inputs = {
         runtime: spec.runtime,
         entrypoint: spec.entrypoint,
         codeDir,
         files: await filesUnder(codeDir),
         manifestFiles: loaded.manifestFiles,
-      });
+      };
+      const buildKey = options.buildKeys ? options.buildKeys.of(inputs) : computeBuildKey(inputs);
       const configHash = computeConfigHash(spec);
       annotations[ANNOTATION_BUILD_KEY] = buildKey;
       annotations[ANNOTATION_CONFIG_HASH] = configHash;
