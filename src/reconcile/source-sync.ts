@@ -2,7 +2,6 @@
  * One sync of one GitSource, as a list of small steps (Flux's source-controller shape): resolve the
  * head, read manifests, plan, apply, prune, and write status once at the end.
  */
-import { isDeepStrictEqual } from 'node:util';
 import type { Logger } from 'pino';
 import { asError, formatIssue, SlessError } from '../core/errors.js';
 import type { ObjectStore, SourceReader } from '../core/interfaces.js';
@@ -345,7 +344,8 @@ async function forEachBounded<T>(
 /**
  * Same labels, spec and annotations, the commit annotation aside. Compared in place, not as stable
  * JSON texts: a sync of a thousand unchanged functions compares a thousand pairs, and making two
- * sorted texts of each cost more than the rest of the sync.
+ * sorted texts of each cost more than the rest of the sync. Compared as JSON would be, though: a
+ * field set to `undefined` is a field not set, as it is once stored.
  */
 export function sameIntent(current: AnyResource, planned: AnyResource): boolean {
   const annotations = (object: AnyResource) => {
@@ -353,8 +353,24 @@ export function sameIntent(current: AnyResource, planned: AnyResource): boolean 
     return rest;
   };
   return (
-    isDeepStrictEqual(current.spec, planned.spec) &&
-    isDeepStrictEqual(current.metadata.labels ?? {}, planned.metadata.labels ?? {}) &&
-    isDeepStrictEqual(annotations(current), annotations(planned))
+    sameJson(current.spec, planned.spec) &&
+    sameJson(current.metadata.labels ?? {}, planned.metadata.labels ?? {}) &&
+    sameJson(annotations(current), annotations(planned))
   );
+}
+
+/** Equal as JSON texts of the two would be, without making them. */
+export function sameJson(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false;
+  if (Array.isArray(a) || Array.isArray(b)) {
+    if (!Array.isArray(a) || !Array.isArray(b) || a.length !== b.length) return false;
+    return a.every((item, i) => sameJson(item, b[i]));
+  }
+  const left = a as Record<string, unknown>;
+  const right = b as Record<string, unknown>;
+  const keys = (o: Record<string, unknown>) => Object.keys(o).filter((k) => o[k] !== undefined);
+  const leftKeys = keys(left);
+  if (leftKeys.length !== keys(right).length) return false;
+  return leftKeys.every((k) => Object.hasOwn(right, k) && sameJson(left[k], right[k]));
 }
