@@ -8,8 +8,36 @@ export interface CommandResult {
 
 const OUTPUT_LIMIT = 64 * 1024;
 
+/** Tries of a step whose sandbox failed to start, before the step counts as failed. */
+const SANDBOX_START_TRIES = 3;
+
+/**
+ * bubblewrap's own error, printed before it runs anything: under load, setting up the new network
+ * namespace's loopback now and then fails (`bwrap: loopback: Failed RTM_NEWADDR`). Nothing of the
+ * tenant's ran, so the step is tried again rather than failing the build on the tenant's account.
+ */
+export function sandboxFailedToStart(result: CommandResult): boolean {
+  const lines = result.output.trim().split('\n');
+  return result.exitCode === 1 && lines.length === 1 && /^bwrap: /.test(lines[0] ?? '');
+}
+
 /** Runs a build step through the launcher, keeping the last 64 KiB of combined output for the build log. */
-export function runCommand(
+export async function runCommand(
+  launcher: ProcessLauncher,
+  spec: Omit<LaunchSpec, 'stdio'>,
+  options: { timeoutMs: number },
+): Promise<CommandResult> {
+  let notes = '';
+  for (let attempt = 1; ; attempt++) {
+    const result = await runOnce(launcher, spec, options);
+    if (attempt >= SANDBOX_START_TRIES || !sandboxFailedToStart(result))
+      return { ...result, output: notes + result.output };
+    notes += `${result.output.trim()}\n[sless] the sandbox failed to start; trying again (${attempt + 1}/${SANDBOX_START_TRIES})\n`;
+    await new Promise((resolve) => setTimeout(resolve, 100 * attempt));
+  }
+}
+
+function runOnce(
   launcher: ProcessLauncher,
   spec: Omit<LaunchSpec, 'stdio'>,
   options: { timeoutMs: number },
