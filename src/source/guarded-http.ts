@@ -15,6 +15,10 @@ async function collect(body: AsyncIterableIterator<Uint8Array> | undefined): Pro
   return Buffer.concat(chunks);
 }
 
+/** Failures before any answer that a second try may not meet. */
+const TRANSIENT = new Set(['ECONNRESET', 'EPIPE', 'UND_ERR_SOCKET', 'UND_ERR_CONNECT_TIMEOUT']);
+const RETRY_DELAY_MS = 200;
+
 export interface GuardedHttpClient extends HttpClient {
   close(): Promise<void>;
 }
@@ -31,11 +35,20 @@ export function guardedGitHttp(policy: OutboundPolicy): GuardedHttpClient {
       // An address literal never goes through lookup, so it is checked here.
       policy.checkHost(url.hostname);
       const body = await collect(req.body);
-      const response = await request(url, {
-        method: (req.method ?? 'GET') as 'GET' | 'POST',
-        headers: req.headers ?? {},
-        ...(body ? { body } : {}),
-        dispatcher: agent,
+      const send = () =>
+        request(url, {
+          method: (req.method ?? 'GET') as 'GET' | 'POST',
+          headers: req.headers ?? {},
+          ...(body ? { body } : {}),
+          dispatcher: agent,
+        });
+      // Every request of a git fetch only reads (ref listing, upload-pack), so one that failed before
+      // any answer is safe to send again: a kept-alive connection the server closed meanwhile, or a
+      // connect that timed out on a busy machine, is not the repository being unreachable.
+      const response = await send().catch(async (error: unknown) => {
+        if (!TRANSIENT.has(String((error as { code?: unknown }).code))) throw error;
+        await new Promise((resolve) => setTimeout(resolve, RETRY_DELAY_MS));
+        return send();
       });
       const headers: Record<string, string> = {};
       for (const [name, value] of Object.entries(response.headers))
