@@ -125,14 +125,18 @@ describe('BuildCollector', () => {
     return { gc, asked, removed };
   }
 
-  it('a pass asked for one function reads and prunes only its builds', async () => {
+  it('a pass asked for one function reads and prunes only its builds; all builds only to remove', async () => {
     const { gc, asked, removed } = await setup();
     expect((await gc.collect([{ namespace: 'ns', name: 'a' }])).pruned.map((b) => b.id).sort()).toEqual([
       'a1',
       'a2',
     ]);
-    expect(asked).toEqual(['ns/a']);
+    // Everything is read once, before removing: what is removed must not be another function's.
+    expect(asked).toEqual(['ns/a', 'everything']);
     expect(removed.sort()).toEqual(['a1', 'a2']);
+    // Nothing left to prune: the function's own builds are all it reads.
+    await gc.collect([{ namespace: 'ns', name: 'a' }]);
+    expect(asked).toEqual(['ns/a', 'everything', 'ns/a']);
   });
 
   it('requests made together share one pass, and one without a function widens it to everything', async () => {
@@ -142,7 +146,7 @@ describe('BuildCollector', () => {
     gc.request(0, { namespace: 'ns', name: 'b' });
     await new Promise((r) => setTimeout(r, 10));
     await gc.collect([]);
-    expect(asked).toEqual(['ns/a', 'ns/b']);
+    expect(asked).toEqual(['ns/a', 'ns/b', 'everything']);
     expect(removed.sort()).toEqual(['a1', 'a2', 'b1', 'b2']);
 
     const wide = await setup();

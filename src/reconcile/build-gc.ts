@@ -164,6 +164,7 @@ export class BuildCollector {
       byFunction.set(k, [...(byFunction.get(k) ?? []), build]);
     }
     const { rules, settled } = await this.keepRules(new Set(byFunction.keys()), functions !== undefined);
+    let everything: StoredBuild[] | undefined = functions ? undefined : builds;
     const pruned: StoredBuild[] = [];
     for (const [fnKey, history] of [...byFunction].sort(([a], [b]) => a.localeCompare(b))) {
       // No Function may mean deleted, or not applied yet: after a state file was set aside, the store
@@ -171,8 +172,11 @@ export class BuildCollector {
       if (!rules.has(fnKey) && !settled.has(history[0]?.namespace ?? '')) continue;
       const prunable = selectPrunable(history, limit, rules.get(fnKey));
       if (prunable.length === 0) continue;
-      const gone = new Set(prunable);
-      const keep = builds.filter((b) => !gone.has(b));
+      // What a removal must not take can belong to another function's kept build (an image digest, a
+      // code verdict shared by identical code): a scoped pass reads every build before it removes one.
+      everything ??= await archive.list();
+      const gone = new Set(prunable.map((b) => b.id));
+      const keep = everything.filter((b) => !gone.has(b.id));
       const removed: StoredBuild[] = [];
       for (const build of prunable) {
         try {
