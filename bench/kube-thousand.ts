@@ -16,6 +16,7 @@ import { createHash } from 'node:crypto';
 import { once } from 'node:events';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
+import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
 import { PACKAGE_ROOT } from '../src/config/config.js';
@@ -43,6 +44,41 @@ function rssMb(pid: number): number {
     .split('\n')
     .find((l) => l.startsWith('VmRSS:'));
   return Number(line?.replace(/\D+/g, '') ?? 0) / 1024;
+}
+
+/**
+ * Where a process's resident memory is, in MB, from /proc/PID/smaps: glibc's main malloc arena
+ * (`[heap]`), other anonymous mappings (V8's heap, other malloc arenas, large buffers), and mapped files
+ * (node's binary, shared libraries).
+ */
+function residentBreakdown(pid: number): { mallocHeap: number; anonymous: number; files: number } {
+  const sums = { mallocHeap: 0, anonymous: 0, files: 0 };
+  let into: keyof typeof sums = 'anonymous';
+  for (const line of readFileSync(`/proc/${pid}/smaps`, 'utf8').split('\n')) {
+    const mapping = /^[0-9a-f]+-[0-9a-f]+ \S+ \S+ \S+ \S+\s*(.*)$/.exec(line);
+    if (mapping) {
+      const name = mapping[1] ?? '';
+      into = name === '[heap]' ? 'mallocHeap' : name === '' || name.startsWith('[') ? 'anonymous' : 'files';
+    } else if (line.startsWith('Rss:')) sums[into] += Number(line.replace(/\D+/g, '')) / 1024;
+  }
+  return sums;
+}
+
+/**
+ * How the controller image starts node: the options between `node` and `bin/sless.js` in
+ * deploy/Dockerfile's ENTRYPOINT, and its MALLOC_* environment, so the bench measures what ships.
+ * SLESS_BENCH_NODE_OPTIONS (space-separated) replaces the options, to measure others.
+ */
+function shippedNode(): { options: string[]; env: Record<string, string> } {
+  const dockerfile = readFileSync(join(PACKAGE_ROOT, 'deploy', 'Dockerfile'), 'utf8');
+  const entrypoint = /^ENTRYPOINT (\[.*\])$/m.exec(dockerfile)?.[1];
+  if (!entrypoint) throw new Error('deploy/Dockerfile: no ENTRYPOINT ["node", …]');
+  const argv = JSON.parse(entrypoint) as string[];
+  const options = process.env.SLESS_BENCH_NODE_OPTIONS?.split(' ').filter(Boolean) ?? argv.slice(1, -1);
+  const env: Record<string, string> = {};
+  for (const [, name, value] of dockerfile.matchAll(/^ENV (MALLOC_\w+)=(\S+)$/gm))
+    if (name && value) env[name] = value;
+  return { options, env };
 }
 
 async function until(
@@ -244,9 +280,14 @@ try {
   const port = await freePort();
   const memoryFile = join(stateDir, 'memory.json');
   ensureCompiled();
+  const shipped = shippedNode();
+  console.log(
+    `controller: node ${[...shipped.options, ...Object.entries(shipped.env).map(([k, v]) => `${k}=${v}`)].join(' ') || '(no options)'}`,
+  );
   const controller = spawn(
     process.execPath,
     [
+      ...shipped.options,
       '--expose-gc',
       '--import',
       join(PACKAGE_ROOT, 'bench', 'memory-probe.mjs'),
@@ -269,6 +310,7 @@ try {
         SLESS_QUOTA_FUNCTIONS: String(FUNCTIONS + 10),
         SLESS_QUOTA_PROCESSES: String(FUNCTIONS + 10),
         SLESS_BENCH_MEMORY_FILE: memoryFile,
+        ...shipped.env,
         ...env,
       },
     },
@@ -302,10 +344,20 @@ try {
   const memory = async (when: string, snapshot = false) => {
     const pid = controller.pid ?? 0;
     const rss = rssMb(pid);
+    const resident = residentBreakdown(pid);
     probes++;
     if (snapshot) writeFileSync(`${memoryFile}.snapshot`, '');
     process.kill(pid, 'SIGUSR2');
-    let usage: { taken: number; heapUsed: number; heapTotal: number; rss: number; snapshot?: string } = {
+    let usage: {
+      taken: number;
+      heapUsed: number;
+      heapTotal: number;
+      rss: number;
+      external?: number;
+      arrayBuffers?: number;
+      spaces?: Record<string, { size: number; used: number }>;
+      snapshot?: string;
+    } = {
       taken: 0,
       heapUsed: 0,
       heapTotal: 0,
@@ -328,6 +380,15 @@ try {
     };
     console.log(
       `controller memory, ${when}: RSS ${rss.toFixed(0)} MB; after a full GC: heap used ${figures.heapUsed.toFixed(1)} MB of ${figures.heapTotal.toFixed(0)} MB, RSS ${figures.rssAfterGc.toFixed(0)} MB${usage.snapshot ? ` (heap snapshot ${usage.snapshot})` : ''}`,
+    );
+    const spaces = Object.entries(usage.spaces ?? {})
+      .filter(([, space]) => space.size > 0)
+      .map(([name, space]) => `${name} ${mb(space.used).toFixed(1)}/${mb(space.size).toFixed(1)}`)
+      .join(', ');
+    console.log(
+      `  resident before the GC: malloc [heap] ${resident.mallocHeap.toFixed(0)} MB, other anonymous ${resident.anonymous.toFixed(0)} MB, files ${resident.files.toFixed(0)} MB; external ${mb(usage.external ?? 0).toFixed(1)} MB (array buffers ${mb(usage.arrayBuffers ?? 0).toFixed(1)} MB); V8 spaces used/size MB: ${spaces}; load average ${loadavg()
+        .map((l) => l.toFixed(2))
+        .join(' ')}`,
     );
     return figures;
   };

@@ -129,7 +129,7 @@ function controllerObserver(metrics: SlessMetrics, gc: BuildCollector): Controll
     syncFinished: (source, result, ms) => metrics.syncFinished(source, result, ms),
     buildStarted: (fn) => metrics.buildStarted(fn),
     // A reconcile that succeeded may have made an older build unused: history is trimmed soon after.
-    functionReconciled: () => gc.request(),
+    functionReconciled: (namespace, name) => gc.request(undefined, { namespace, name }),
   };
 }
 
@@ -142,7 +142,7 @@ function buildRecorder(
     metrics.buildFinished(record);
     history.record(record, fn);
     // History grew by one: the oldest may now be past the limit, even if the new one never serves.
-    gc()?.request();
+    gc()?.request(undefined, fn.metadata);
   };
 }
 

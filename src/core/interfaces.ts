@@ -281,12 +281,20 @@ export interface StoredBuild {
  * The builds a platform keeps, for garbage collection past the history limit. Which builds go is the
  * core's decision (reconcile/build-gc.ts); the platform only lists and removes.
  */
+/** One function, by namespace and name. */
+export interface FunctionRef {
+  namespace: string;
+  name: string;
+}
+
 export interface BuildArchive {
   /**
-   * Every build kept, of every function, including functions that no longer exist. Leftovers that no
-   * build owns any more (staging directories of interrupted builds) are removed on the way.
+   * Every build kept, of every function, including functions that no longer exist; with `scope`, only
+   * that function's builds (one function's reconcile asks about its own history, and reading every
+   * function's builds for it costs as much as the repository is large). Leftovers that no build owns
+   * any more (staging directories of interrupted builds) are removed on the way.
    */
-  list(): Promise<StoredBuild[]>;
+  list(scope?: FunctionRef): Promise<StoredBuild[]>;
   /** Removes one build and everything that belongs to it alone. */
   remove(build: StoredBuild, keep: readonly StoredBuild[]): Promise<void>;
 }

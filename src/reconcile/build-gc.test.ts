@@ -1,6 +1,9 @@
+import pino from 'pino';
 import { describe, expect, it } from 'vitest';
-import type { StoredBuild } from '../core/interfaces.js';
-import { type KeepRules, selectPrunable } from './build-gc.js';
+import type { BuildArchive, FunctionRef, StoredBuild } from '../core/interfaces.js';
+import type { SlessFunction } from '../core/resources.js';
+import { MemoryStore } from '../platform/local/memory-store.js';
+import { BuildCollector, type KeepRules, selectPrunable } from './build-gc.js';
 
 /** Build `n` of a function: key `k{n}`, commit `c{n}`, finished at minute n (higher is newer). */
 function build(n: number, extra: Partial<StoredBuild> = {}): StoredBuild {
@@ -92,5 +95,65 @@ describe('selectPrunable', () => {
     },
   ])('$what', ({ builds, limit, rules, pruned }) => {
     expect(ids(selectPrunable(builds, limit, rules))).toEqual(pruned);
+  });
+});
+
+describe('BuildCollector', () => {
+  /** Two functions with three finished builds each; the archive records what it was asked for. */
+  async function setup() {
+    const store = new MemoryStore();
+    for (const name of ['a', 'b'])
+      await store.apply({
+        apiVersion: 'sless.dev/v1alpha1',
+        kind: 'Function',
+        metadata: { name, namespace: 'ns', labels: {}, annotations: { 'sless.dev/build-key': 'k3' } },
+        spec: { runtime: 'nodejs20', entrypoint: 'h.handle', memoryMb: 128, timeoutSec: 30, replicas: 1 },
+      } as SlessFunction);
+    const all = ['a', 'b'].flatMap((name) => [1, 2, 3].map((n) => build(n, { id: `${name}${n}`, name })));
+    const asked: string[] = [];
+    const removed: string[] = [];
+    const archive: BuildArchive = {
+      list: async (scope?: FunctionRef) => {
+        asked.push(scope ? `${scope.namespace}/${scope.name}` : 'everything');
+        return all.filter((b) => !removed.includes(b.id) && (!scope || b.name === scope.name));
+      },
+      remove: async (b: StoredBuild) => {
+        removed.push(b.id);
+      },
+    };
+    const gc = new BuildCollector({ store, archive, limit: 1, logger: pino({ level: 'silent' }) });
+    return { gc, asked, removed };
+  }
+
+  it('a pass asked for one function reads and prunes only its builds; all builds only to remove', async () => {
+    const { gc, asked, removed } = await setup();
+    expect((await gc.collect([{ namespace: 'ns', name: 'a' }])).pruned.map((b) => b.id).sort()).toEqual([
+      'a1',
+      'a2',
+    ]);
+    // Everything is read once, before removing: what is removed must not be another function's.
+    expect(asked).toEqual(['ns/a', 'everything']);
+    expect(removed.sort()).toEqual(['a1', 'a2']);
+    // Nothing left to prune: the function's own builds are all it reads.
+    await gc.collect([{ namespace: 'ns', name: 'a' }]);
+    expect(asked).toEqual(['ns/a', 'everything', 'ns/a']);
+  });
+
+  it('requests made together share one pass, and one without a function widens it to everything', async () => {
+    const { gc, asked, removed } = await setup();
+    gc.request(0, { namespace: 'ns', name: 'a' });
+    gc.request(0, { namespace: 'ns', name: 'a' });
+    gc.request(0, { namespace: 'ns', name: 'b' });
+    await new Promise((r) => setTimeout(r, 10));
+    await gc.collect([]);
+    expect(asked).toEqual(['ns/a', 'ns/b', 'everything']);
+    expect(removed.sort()).toEqual(['a1', 'a2', 'b1', 'b2']);
+
+    const wide = await setup();
+    wide.gc.request(0, { namespace: 'ns', name: 'a' });
+    wide.gc.request(0);
+    await new Promise((r) => setTimeout(r, 10));
+    await wide.gc.collect([]);
+    expect(wide.asked).toEqual(['everything']);
   });
 });

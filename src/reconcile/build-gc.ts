@@ -7,7 +7,13 @@
  */
 import type { Logger } from 'pino';
 import { asError } from '../core/errors.js';
-import type { BuildArchive, EventRecorder, ObjectStore, StoredBuild } from '../core/interfaces.js';
+import type {
+  BuildArchive,
+  EventRecorder,
+  FunctionRef,
+  ObjectStore,
+  StoredBuild,
+} from '../core/interfaces.js';
 import {
   ANNOTATION_BUILD_KEY,
   type FunctionJob,
@@ -86,6 +92,8 @@ export class BuildCollector {
   private readonly options: BuildCollectorOptions;
   private running: Promise<CollectResult> | undefined;
   private delay: NodeJS.Timeout | undefined;
+  /** What the pass waiting in `delay` looks at: everything, or these functions. */
+  private scope: 'all' | Map<string, FunctionRef> | undefined;
   private timer: NodeJS.Timeout | undefined;
   private stopped = false;
 
@@ -105,22 +113,36 @@ export class BuildCollector {
     await this.running?.catch(() => undefined);
   }
 
-  /** Asks for a pass soon; requests made meanwhile share it. */
-  request(delayMs = this.options.delayMs ?? 1000): void {
-    if (this.stopped || this.delay) return;
+  /**
+   * Asks for a pass soon; requests made meanwhile share it. With `fn`, the pass looks only at that
+   * function's builds (what one reconcile or build can have changed), so a commit that touches one
+   * function of a thousand reads one function's history, not all of them; a pass over everything
+   * still runs on the timer and when asked without `fn`.
+   */
+  request(delayMs = this.options.delayMs ?? 1000, fn?: FunctionRef): void {
+    if (this.stopped) return;
+    if (!fn) this.scope = 'all';
+    else if (this.scope !== 'all') {
+      const functions = this.scope ?? new Map<string, FunctionRef>();
+      functions.set(key(fn.namespace, fn.name), fn);
+      this.scope = functions;
+    }
+    if (this.delay) return;
     this.delay = setTimeout(() => {
       this.delay = undefined;
-      this.collect().catch((error: unknown) =>
+      const scope = this.scope;
+      this.scope = undefined;
+      this.collect(scope === 'all' ? undefined : [...(scope?.values() ?? [])]).catch((error: unknown) =>
         this.options.logger.warn({ err: asError(error).message }, 'build garbage collection failed'),
       );
     }, delayMs);
     this.delay.unref();
   }
 
-  /** One pass now, after the one running (if any). */
-  collect(): Promise<CollectResult> {
+  /** One pass now (over everything, or over the builds of `functions`), after the one running (if any). */
+  collect(functions?: readonly FunctionRef[]): Promise<CollectResult> {
     const previous = this.running ?? Promise.resolve(undefined);
-    const next = previous.catch(() => undefined).then(() => this.pass());
+    const next = previous.catch(() => undefined).then(() => this.pass(functions));
     this.running = next;
     void next
       .finally(() => {
@@ -130,16 +152,19 @@ export class BuildCollector {
     return next;
   }
 
-  private async pass(): Promise<CollectResult> {
+  private async pass(functions: readonly FunctionRef[] | undefined): Promise<CollectResult> {
     if (this.stopped || !(this.options.shouldRun?.() ?? true)) return { ran: false, pruned: [] };
     const { archive, limit, logger } = this.options;
-    const builds = await archive.list();
+    const builds = functions
+      ? (await Promise.all(functions.map((fn) => archive.list(fn)))).flat()
+      : await archive.list();
     const byFunction = new Map<string, StoredBuild[]>();
     for (const build of builds) {
       const k = key(build.namespace, build.name);
       byFunction.set(k, [...(byFunction.get(k) ?? []), build]);
     }
-    const { rules, settled } = await this.keepRules(new Set(byFunction.keys()));
+    const { rules, settled } = await this.keepRules(new Set(byFunction.keys()), functions !== undefined);
+    let everything: StoredBuild[] | undefined = functions ? undefined : builds;
     const pruned: StoredBuild[] = [];
     for (const [fnKey, history] of [...byFunction].sort(([a], [b]) => a.localeCompare(b))) {
       // No Function may mean deleted, or not applied yet: after a state file was set aside, the store
@@ -147,8 +172,11 @@ export class BuildCollector {
       if (!rules.has(fnKey) && !settled.has(history[0]?.namespace ?? '')) continue;
       const prunable = selectPrunable(history, limit, rules.get(fnKey));
       if (prunable.length === 0) continue;
-      const gone = new Set(prunable);
-      const keep = builds.filter((b) => !gone.has(b));
+      // What a removal must not take can belong to another function's kept build (an image digest, a
+      // code verdict shared by identical code): a scoped pass reads every build before it removes one.
+      everything ??= await archive.list();
+      const gone = new Set(prunable.map((b) => b.id));
+      const keep = everything.filter((b) => !gone.has(b.id));
       const removed: StoredBuild[] = [];
       for (const build of prunable) {
         try {
@@ -170,6 +198,7 @@ export class BuildCollector {
    */
   private async keepRules(
     functions: ReadonlySet<string>,
+    few: boolean,
   ): Promise<{ rules: Map<string, KeepRules>; settled: Set<string> }> {
     const { store } = this.options;
     const rules = new Map<string, { buildKeys: Set<string>; commits: Set<string> }>();
@@ -182,7 +211,18 @@ export class BuildCollector {
       (source.status?.lastSyncedCommit ? settled : unsettled).add(source.metadata.namespace);
     }
     for (const namespace of unsettled) settled.delete(namespace);
-    for (const fn of (await store.list('Function')) as SlessFunction[]) {
+    // A few functions are read one by one; a pass over everything lists them once.
+    const wanted = few
+      ? (
+          await Promise.all(
+            [...functions].map((k) => {
+              const [namespace, name] = k.split('/') as [string, string];
+              return store.get('Function', namespace, name);
+            }),
+          )
+        ).filter((fn) => fn !== undefined)
+      : await store.list('Function');
+    for (const fn of wanted as SlessFunction[]) {
       const k = key(fn.metadata.namespace, fn.metadata.name);
       if (!functions.has(k)) continue;
       const buildKeys = new Set<string>();
@@ -193,7 +233,13 @@ export class BuildCollector {
       const pin = source ? pins.get(key(fn.metadata.namespace, source)) : undefined;
       rules.set(k, { buildKeys, commits: new Set(pin ? [pin] : []) });
     }
-    for (const job of (await store.list('FunctionJob')) as FunctionJob[]) {
+    const namespaces = few ? [...new Set([...functions].map((k) => k.split('/')[0] as string))] : [undefined];
+    const jobs = (
+      await Promise.all(
+        namespaces.map((namespace) => store.list('FunctionJob', namespace ? { namespace } : {})),
+      )
+    ).flat();
+    for (const job of jobs as FunctionJob[]) {
       const phase = job.status?.phase;
       if (phase !== 'Running' && phase !== 'Pending') continue;
       const buildKey = job.status?.buildKey;

@@ -64,8 +64,13 @@ function toResource<K extends KindName = KindName>(object: KubeObject): Resource
   return { ...object, metadata } as unknown as ResourceOf<K>;
 }
 
-/** What the watch cache keeps: managedFields are a third of a Function and nobody reads them here. */
-function withoutManagedFields(object: KubeObject): KubeObject {
+/**
+ * What the watch cache keeps of an object (client-go's informers take a transform for the same job):
+ * managedFields are a third of a Function and nobody reads them here; what the store compares
+ * (resourceVersion, generation, labels, annotations, finalizers, deletion) and what `cached` hands out
+ * (spec, status) stay.
+ */
+export function forWatchCache(object: KubeObject): KubeObject {
   if (object.metadata.managedFields === undefined) return object;
   const { managedFields: _managed, ...metadata } = object.metadata;
   return { ...object, metadata };
@@ -277,7 +282,7 @@ export class KubeStore implements ObjectStore {
       return;
     }
     if (previous?.metadata.resourceVersion === object.metadata.resourceVersion) return;
-    this.seen.set(key, withoutManagedFields(object));
+    this.seen.set(key, forWatchCache(object));
     if (isDeleting(object)) {
       if (
         (object.kind === 'Function' || object.kind === 'GitSource') &&

@@ -5,7 +5,7 @@
  */
 import { DeleteObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import type { Logger } from 'pino';
-import type { BuildArchive, StoredBuild } from '../../../core/interfaces.js';
+import type { BuildArchive, FunctionRef, StoredBuild } from '../../../core/interfaces.js';
 import { verdictConfigMapName } from '../code-verdicts.js';
 import type { KubeHttp } from '../http.js';
 import { jobCondition, jobFailed, jobStatus, jobSucceeded } from '../job-status.js';
@@ -53,10 +53,14 @@ export class KubeBuildArchive implements BuildArchive {
    * Images that run now: every function Deployment's template and every function pod, so an old
    * revision's pods that still serve during a rollout count too.
    */
-  private async servingImages(): Promise<Set<string>> {
-    const labels = { [LABEL_COMPONENT]: 'function', [LABEL_MANAGED_BY]: MANAGED_BY };
+  private async servingImages(scope: FunctionRef | undefined): Promise<Set<string>> {
+    const labels = {
+      [LABEL_COMPONENT]: 'function',
+      [LABEL_MANAGED_BY]: MANAGED_BY,
+      ...(scope ? { [LABEL_FUNCTION]: scope.name } : {}),
+    };
     const images = new Set<string>();
-    for (const namespace of this.options.namespaces ?? [undefined]) {
+    for (const namespace of scope ? [scope.namespace] : (this.options.namespaces ?? [undefined])) {
       const [deployments, pods] = await Promise.all([
         listObjects<PodLike>(this.options.http, DEPLOYMENT, { ...(namespace ? { namespace } : {}), labels }),
         listObjects<PodLike>(this.options.http, POD, { ...(namespace ? { namespace } : {}), labels }),
@@ -68,13 +72,17 @@ export class KubeBuildArchive implements BuildArchive {
     return images;
   }
 
-  async list(): Promise<StoredBuild[]> {
+  async list(scope?: FunctionRef): Promise<StoredBuild[]> {
     const [jobs, serving] = await Promise.all([
       listObjects<KubeObject>(this.options.http, JOB, {
         namespace: this.options.controllerNamespace,
-        labels: { [LABEL_COMPONENT]: 'build', [LABEL_MANAGED_BY]: MANAGED_BY },
+        labels: {
+          [LABEL_COMPONENT]: 'build',
+          [LABEL_MANAGED_BY]: MANAGED_BY,
+          ...(scope ? { [LABEL_FUNCTION_NAMESPACE]: scope.namespace, [LABEL_FUNCTION]: scope.name } : {}),
+        },
       }),
-      this.servingImages(),
+      this.servingImages(scope),
     ]);
     const watched = this.options.namespaces ? new Set(this.options.namespaces) : undefined;
     const builds: StoredBuild[] = [];

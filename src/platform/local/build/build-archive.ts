@@ -7,7 +7,7 @@ import { type Dirent, existsSync } from 'node:fs';
 import { readdir, readFile, rm, rmdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
-import type { BuildArchive, StoredBuild } from '../../../core/interfaces.js';
+import type { BuildArchive, FunctionRef, StoredBuild } from '../../../core/interfaces.js';
 import type { BuildRecord } from '../../../core/resources.js';
 import { type LocalBuilder, STAGING } from './local-builder.js';
 
@@ -65,11 +65,15 @@ export class LocalBuildArchive implements BuildArchive {
     return found;
   }
 
-  async list(): Promise<StoredBuild[]> {
+  async list(scope?: FunctionRef): Promise<StoredBuild[]> {
     const serving = this.options.servingDirs();
     const entries = await this.entries();
     await this.removeStaging(entries);
-    const finished = entries.filter((e) => !e.entry.includes(STAGING));
+    // Build directories are read from the disk, not asked of a server: a scope only narrows the answer.
+    const finished = entries.filter(
+      (e) =>
+        !e.entry.includes(STAGING) && (!scope || (e.namespace === scope.namespace && e.name === scope.name)),
+    );
     const perFunction = new Map<string, number>();
     for (const { namespace, name } of finished)
       perFunction.set(`${namespace}/${name}`, (perFunction.get(`${namespace}/${name}`) ?? 0) + 1);
