@@ -128,7 +128,7 @@ export function rememberedToolchains(runDir: string): Toolchains | undefined {
   }
 }
 
-function rememberToolchains(runDir: string, tools: Toolchains): void {
+export function rememberToolchains(runDir: string, tools: Toolchains): void {
   mkdirSync(runDir, { recursive: true, mode: 0o755 });
   writeFileSync(join(runDir, TOOLCHAINS_FILE), JSON.stringify({ ...toolchainsKey(), ...tools }), {
     mode: 0o644,
