@@ -18,6 +18,7 @@ import { asError } from './core/errors.js';
 import type { ObjectStore, ProcessLauncher } from './core/interfaces.js';
 import { ALWAYS_LEADER, type Leadership, LeaderTasks } from './core/leadership.js';
 import type { BuildRecord, GitSource, SlessFunction } from './core/resources.js';
+import { startupMark } from './core/startup-marks.js';
 import type { KanikoBuilder } from './platform/kube/build/kaniko-builder.js';
 import type { KubeStore } from './platform/kube/kube-store.js';
 import type { KubeCredentials } from './platform/kube/kubeconfig.js';
@@ -171,6 +172,7 @@ function controllerContext(
  * a start loads. Loaded once restored revisions are starting, so they boot while this compiles.
  */
 async function controlPlaneModules() {
+  startupMark('control plane loading');
   const [app, history, metrics, gate, controller] = await Promise.all([
     import('./api/app.js'),
     import('./api/build-history.js'),
@@ -197,18 +199,21 @@ export async function startLocalSystem(
   // that served and the builds that failed. A restart then starts from there, not from nothing. The
   // sandbox probe (a few child processes) runs meanwhile.
   // The probe's children run while the serving path (undici, the proxy, prom-client) loads.
-  const [state, launcher, { LocalPlatform }, { FunctionProxy, observedFunctionProxy }, { SlessMetrics }] =
-    await Promise.all([
-      LocalState.open(config.stateDir, logger),
-      createLauncher({
-        runDir: join(config.stateDir, 'sandbox'),
-        logger,
-        ...(config.sandbox === 'off' ? { disabled: 'turned off with --sandbox off (single-user mode)' } : {}),
-      }),
-      import('./platform/local/local-platform.js'),
-      import('./proxy/function-proxy.js'),
-      import('./api/metrics.js'),
-    ]);
+  const [state, launcher, { LocalPlatform }] = await Promise.all([
+    LocalState.open(config.stateDir, logger).then((state) => {
+      startupMark('state loaded');
+      return state;
+    }),
+    createLauncher({
+      runDir: join(config.stateDir, 'sandbox'),
+      logger,
+      ...(config.sandbox === 'off' ? { disabled: 'turned off with --sandbox off (single-user mode)' } : {}),
+    }).then((launcher) => {
+      startupMark('sandbox probed');
+      return launcher;
+    }),
+    import('./platform/local/local-platform.js'),
+  ]);
   const store: MemoryStore = new MemoryStore({
     ...(state.storeSnapshot ? { initial: state.storeSnapshot } : {}),
     persist: () => state.saveStore(() => store.snapshotJson()),
@@ -247,6 +252,15 @@ export async function startLocalSystem(
   // does the controller look at git, so an unreachable server or a rejected head cannot delay or undo
   // what served.
   const restored = platform.restore();
+  // The restored processes are spawned before the rest loads (undici, prom-client: hundreds of ms of
+  // CPU here), so they boot meanwhile.
+  await restored.launched;
+  startupMark('restored launched');
+  const [{ FunctionProxy, observedFunctionProxy }, { SlessMetrics }] = await Promise.all([
+    import('./proxy/function-proxy.js'),
+    import('./api/metrics.js'),
+  ]);
+  startupMark('serving path loaded');
   // The /fn/ proxy needs only the platform (and the metrics it counts in), so it serves at once.
   const metrics = new SlessMetrics({
     readyFunctions: () => readyFunctionCounts(store),
@@ -254,11 +268,15 @@ export async function startLocalSystem(
   });
   const proxy = observedFunctionProxy({ routes: platform, metrics, logger });
   options.listener?.serveEarly(FunctionProxy.matches, (req, res) => void proxy.handle(req, res));
+  startupMark('proxy attached');
   // Loading the control plane (fastify, ajv, isomorphic-git: seconds of CPU on a busy small machine)
   // blocks the event loop, so started alongside the restored revisions it held up their health
   // checks and the requests waiting for them. It loads once they serve; nothing it does can start
   // before then anyway (the controller starts after the restore, so a reconcile never races it).
-  await restored;
+  await restored.serving;
+  startupMark('restored');
+  // This start may have used the toolchains the last one found; they are looked up again now.
+  void launcher.checkToolchains();
   const { guardedGitHttp } = await import('./source/guarded-http.js');
   const gitHttp = guardedGitHttp(outboundPolicy(config.tenancy, logger));
   let parts: Awaited<ReturnType<typeof localControlPlane>>;
@@ -290,12 +308,14 @@ export async function startLocalSystem(
     throw error;
   }
   const { app, controller, builder, scheduler, gc } = parts;
+  startupMark('control plane loaded');
   await controller.start();
   if (options.source) await store.apply(await withStoredPin(store, options.source));
   // The first pass removes the history of functions deleted while sless was stopped.
   gc.start();
   gc.request();
   parts.markReady();
+  startupMark('ready');
   return {
     app,
     store,

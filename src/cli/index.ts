@@ -10,6 +10,7 @@ import { parseArgs, promisify } from 'node:util';
 import { EarlyListener } from '../api/early-listener.js';
 import { ConfigError, loadLocalConfig } from '../config/config.js';
 import type { GitSource } from '../core/resources.js';
+import { startupMark } from '../core/startup-marks.js';
 import { ensureExamplesRepository } from './examples-repo.js';
 import { LOGS_USAGE, printLogs } from './logs.js';
 import { UsageError, VALIDATE_USAGE } from './usage.js';
@@ -23,6 +24,21 @@ async function currentBranch(path: string): Promise<string> {
   } catch {
     return 'main';
   }
+}
+
+/** The repository `sless dev` watches (examples-repo/ copied into a git repository by default). */
+async function locateRepository(
+  config: ReturnType<typeof loadLocalConfig>,
+): Promise<{ repo: string; branch: string; created: boolean }> {
+  let repo = config.repo;
+  let created = false;
+  if (repo === undefined) {
+    const made = await ensureExamplesRepository(config.examplesDir, join(config.stateDir, 'examples-repo'));
+    repo = made.path;
+    created = made.created;
+  }
+  const branch = config.branch ?? (repo.startsWith('/') ? await currentBranch(repo) : 'main');
+  return { repo, branch, created };
 }
 
 async function dev(argv: string[]): Promise<void> {
@@ -42,19 +58,21 @@ async function dev(argv: string[]): Promise<void> {
       json: { type: 'boolean' },
     },
   });
+  startupMark('cli');
   const config = loadLocalConfig(values);
   // The port first: the rest of sless (the API, the proxy, their schemas) loads behind it, and
   // requests that arrive meanwhile wait for it (see EarlyListener).
   const listener = await EarlyListener.listen(config.host, config.port);
-  const { createLogger, startLocalSystem } = await import('../main.js');
+  startupMark('listening');
+  // The repository and its branch (a git child process) are found while the rest of sless loads.
+  const located = locateRepository(config);
+  const [{ createLogger, startLocalSystem }, { repo, branch, created }] = await Promise.all([
+    import('../main.js'),
+    located,
+  ]);
+  startupMark('main loaded');
   const logger = createLogger(config);
-  let repo = config.repo;
-  if (repo === undefined) {
-    const made = await ensureExamplesRepository(config.examplesDir, join(config.stateDir, 'examples-repo'));
-    repo = made.path;
-    if (made.created) logger.info({ repo }, 'created a git repository from examples-repo/');
-  }
-  const branch = config.branch ?? (repo.startsWith('/') ? await currentBranch(repo) : 'main');
+  if (created) logger.info({ repo }, 'created a git repository from examples-repo/');
   const source: GitSource = {
     apiVersion: 'sless.dev/v1alpha1',
     kind: 'GitSource',

@@ -1,10 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
-import { Agent, type Dispatcher, Pool, errors as undiciErrors } from 'undici';
+import type { Dispatcher } from 'undici';
 import type { RouteResolver, RouteState } from '../core/interfaces.js';
 import { isDnsLabel } from '../core/naming.js';
 import { stripHopByHop, stripHopByHopRaw } from './hop-by-hop.js';
+import { Agent, Pool, errors as undiciErrors } from './undici-parts.js';
 
 export interface FunctionProxyOptions {
   routes: RouteResolver;

@@ -98,7 +98,7 @@ export interface BubblewrapLauncherOptions {
 /** Tenant processes in a bubblewrap sandbox, under their namespace's uid and their cgroup limits. */
 export class BubblewrapLauncher implements ProcessLauncher {
   readonly report: IsolationReport;
-  private readonly options: BubblewrapLauncherOptions;
+  private options: BubblewrapLauncherOptions;
 
   constructor(options: BubblewrapLauncherOptions) {
     this.options = options;
@@ -112,6 +112,11 @@ export class BubblewrapLauncher implements ProcessLauncher {
   /** Removes the cgroups this launcher made. */
   close(): Promise<void> {
     return this.options.cgroups.releaseAll();
+  }
+
+  /** What every launch from now on sees: another system view and PATH (the toolchains moved). */
+  useView(view: SystemView, path: string): void {
+    this.options = { ...this.options, view, path };
   }
 
   launch(spec: LaunchSpec): ChildProcess {

@@ -1,5 +1,13 @@
 import { execFile } from 'node:child_process';
-import { existsSync, lstatSync, mkdirSync, readlinkSync, realpathSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  readFileSync,
+  readlinkSync,
+  realpathSync,
+  writeFileSync,
+} from 'node:fs';
 import { delimiter, dirname, join } from 'node:path';
 import type { Logger } from 'pino';
 import type { IsolationReport, ProcessLauncher } from '../core/interfaces.js';
@@ -62,11 +70,17 @@ async function output(command: string, args: string[]): Promise<string | undefin
 
 const outsideSystem = (path: string) => !/^\/(usr|bin|lib|lib64|sbin)(\/|$)/.test(path);
 
+/** Where the toolchains live: their bin directories, and the install directories bound read-only. */
+export interface Toolchains {
+  binDirs: string[];
+  dirs: string[];
+}
+
 /**
  * Where the toolchains live: Node (this process), Python 3 and Go as found on PATH. Their bin
  * directories lead the sandbox's PATH; installs outside /usr (pyenv, nvm) are bound read-only.
  */
-async function toolchains(): Promise<{ binDirs: string[]; dirs: string[] }> {
+async function toolchains(): Promise<Toolchains> {
   // The first match on the sandbox's PATH wins: the same python3 and go as on sless's own PATH.
   const binDirs: string[] = [];
   const dirs: string[] = [];
@@ -87,6 +101,44 @@ async function toolchains(): Promise<{ binDirs: string[]; dirs: string[] }> {
   }
   binDirs.push(dirname(process.execPath));
   return { binDirs: [...new Set(binDirs)], dirs: [...new Set(dirs)].sort() };
+}
+
+const TOOLCHAINS_FILE = 'toolchains.json';
+
+/** What the toolchains found depend on; a remembered answer counts only while these are the same. */
+const toolchainsKey = () => ({ path: process.env.PATH ?? '', node: process.execPath });
+
+/**
+ * The toolchains the last start found, while PATH and this Node are the same and every directory
+ * still exists. Asking python3 where it lives costs most of a second when it is a pyenv shim, and a
+ * restart must not wait for that before its functions start again; the answer is checked afterwards.
+ */
+export function rememberedToolchains(runDir: string): Toolchains | undefined {
+  try {
+    const saved = JSON.parse(readFileSync(join(runDir, TOOLCHAINS_FILE), 'utf8')) as Record<string, unknown>;
+    const key = toolchainsKey();
+    if (saved.path !== key.path || saved.node !== key.node) return undefined;
+    const dirs = (list: unknown): list is string[] =>
+      Array.isArray(list) &&
+      list.every((dir) => typeof dir === 'string' && dir.startsWith('/') && existsSync(dir));
+    if (!dirs(saved.binDirs) || !dirs(saved.dirs)) return undefined;
+    return { binDirs: saved.binDirs, dirs: saved.dirs };
+  } catch {
+    return undefined;
+  }
+}
+
+export function rememberToolchains(runDir: string, tools: Toolchains): void {
+  mkdirSync(runDir, { recursive: true, mode: 0o755 });
+  writeFileSync(join(runDir, TOOLCHAINS_FILE), JSON.stringify({ ...toolchainsKey(), ...tools }), {
+    mode: 0o644,
+  });
+}
+
+const sameToolchains = (a: Toolchains, b: Toolchains) => JSON.stringify(a) === JSON.stringify(b);
+
+function sandboxPath(tools: Toolchains): string {
+  return [...tools.binDirs, ...SYSTEM_PATH].filter((dir, i, all) => all.indexOf(dir) === i).join(':');
 }
 
 function systemView(runDir: string, toolchainDirs: string[], setpriv: string, unshare: string): SystemView {
@@ -163,14 +215,23 @@ export function describeIsolation(report: IsolationReport): string {
   return lines.join('\n');
 }
 
+/** A launcher as sless uses it: closed at the end; its toolchains checked once functions serve. */
+export type SandboxLauncher = ProcessLauncher & {
+  close(): Promise<void>;
+  /**
+   * Finds the toolchains again when this start used those the last one found, and uses what it
+   * finds for every launch from now on. Called once the restored functions serve, so the lookup
+   * (a pyenv shim costs most of a second) does not compete with their start.
+   */
+  checkToolchains(): Promise<void>;
+};
+
 /**
  * Finds out what this machine lets sless enforce on tenant processes and returns the launcher that
  * enforces it: bubblewrap when it works here, plain children otherwise (the caller decides whether
  * that is acceptable). cgroup limits apply either way when the controllers are writable.
  */
-export async function createLauncher(
-  options: IsolationOptions,
-): Promise<ProcessLauncher & { close(): Promise<void> }> {
+export async function createLauncher(options: IsolationOptions): Promise<SandboxLauncher> {
   const cgroups = options.cgroups ?? new CgroupLimits();
   cgroups.sweepStale();
   const enforced: string[] = [];
@@ -187,7 +248,8 @@ export async function createLauncher(
   const setpriv = which('setpriv');
   const unshare = which('unshare');
   // Only a sandbox needs to know where the toolchains are: plain children use sless's own PATH.
-  let tools: { binDirs: string[]; dirs: string[] } | undefined;
+  let tools: Toolchains | undefined;
+  let remembered = false;
   let failure: string | undefined;
   let view: SystemView | undefined;
   if (options.disabled) failure = options.disabled;
@@ -197,8 +259,11 @@ export async function createLauncher(
   else if (process.getuid?.() !== 0)
     failure = 'sless is not running as root, which the sandbox needs to switch tenants to their own uid';
   else {
-    tools = await toolchains();
+    const previous = rememberedToolchains(options.runDir);
+    remembered = previous !== undefined;
+    tools = previous ?? (await toolchains());
     view = systemView(options.runDir, tools.dirs, setpriv, unshare);
+    if (!previous) rememberToolchains(options.runDir, tools);
     const error = await trySandbox(bwrap, view);
     if (error) failure = `a trial sandbox failed: ${error}`;
   }
@@ -206,7 +271,8 @@ export async function createLauncher(
     notEnforced.unshift(
       `sandbox: ${failure}; functions and builds run as sless's own user and can read its environment and files (${HOW_TO})`,
     );
-    return new DirectLauncher({ cgroups, report: { sandboxed: false, enforced, notEnforced } });
+    const direct = new DirectLauncher({ cgroups, report: { sandboxed: false, enforced, notEnforced } });
+    return Object.assign(direct, { checkToolchains: async () => undefined });
   }
   const slirp4netns = which('slirp4netns');
   enforced.unshift(
@@ -218,14 +284,41 @@ export async function createLauncher(
     notEnforced.push(
       `build network: slirp4netns is not installed, so builds cannot download dependencies (${HOW_TO})`,
     );
-  const path = [...tools.binDirs, ...SYSTEM_PATH].filter((dir, i, all) => all.indexOf(dir) === i).join(':');
-  return new BubblewrapLauncher({
+  const launcher = new BubblewrapLauncher({
     bwrap,
     slirp4netns,
     view,
-    path,
+    path: sandboxPath(tools),
     cgroups,
     logger: options.logger,
     report: { sandboxed: true, enforced, notEnforced },
+  });
+  const used = tools;
+  const { setpriv: setprivPath, unshare: unsharePath } = view;
+  const release = launcher.close.bind(launcher);
+  let checking: Promise<void> | undefined;
+  const check = async () => {
+    const found = await toolchains();
+    if (sameToolchains(found, used)) return;
+    options.logger.warn(
+      { before: used.binDirs, now: found.binDirs },
+      'python3 or go on PATH moved since the last start: functions started from now on use the new one',
+    );
+    launcher.useView(systemView(options.runDir, found.dirs, setprivPath, unsharePath), sandboxPath(found));
+    rememberToolchains(options.runDir, found);
+  };
+  return Object.assign(launcher, {
+    checkToolchains: () => {
+      if (remembered)
+        checking ??= check().catch((error: unknown) =>
+          options.logger.warn({ err: (error as Error).message }, 'finding the toolchains again failed'),
+        );
+      return checking ?? Promise.resolve();
+    },
+    // A check still running would write into the state directory after sless stopped.
+    close: async () => {
+      await checking;
+      await release();
+    },
   });
 }

@@ -6,6 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { bwrapArgs, type SystemView } from './bwrap-args.js';
 import { CgroupLimits } from './cgroups.js';
 import { tenantUid } from './launcher.js';
+import { rememberedToolchains, rememberToolchains } from './probe.js';
 
 const view: SystemView = {
   symlinks: { '/bin': 'usr/bin', '/lib': 'usr/lib' },
@@ -118,5 +119,40 @@ describe('CgroupLimits (on a stand-in cgroup tree)', () => {
     expect(limits.missing.get('memory')).toMatch(/no memory controller/);
     expect(limits.create({ memoryMb: 64 }).procsFiles).toEqual([]);
     expect(existsSync(join(base, 'memory', 'outer', `sless-${process.pid}`))).toBe(false);
+  });
+});
+
+describe('remembered toolchains', () => {
+  let dir: string | undefined;
+  const savedPath = process.env.PATH;
+  afterEach(async () => {
+    process.env.PATH = savedPath;
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  it('are used while PATH, this Node and every directory are the same, and not otherwise', async () => {
+    dir = await mkdtemp(join(tmpdir(), 'sless-toolchains-'));
+    const install = join(dir, 'python');
+    mkdirSync(join(install, 'bin'), { recursive: true });
+    const tools = { binDirs: [join(install, 'bin'), '/usr/bin'], dirs: [install] };
+    const runDir = join(dir, 'run');
+    expect(rememberedToolchains(runDir)).toBeUndefined();
+    rememberToolchains(runDir, tools);
+    expect(rememberedToolchains(runDir)).toEqual(tools);
+
+    process.env.PATH = `/elsewhere:${savedPath}`;
+    expect(rememberedToolchains(runDir)).toBeUndefined();
+    process.env.PATH = savedPath;
+    expect(rememberedToolchains(runDir)).toEqual(tools);
+
+    await rm(install, { recursive: true });
+    expect(rememberedToolchains(runDir)).toBeUndefined();
+
+    const file = join(runDir, 'toolchains.json');
+    const saved = JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>;
+    writeFileSync(file, JSON.stringify({ ...saved, node: '/other/node', binDirs: ['/usr/bin'], dirs: [] }));
+    expect(rememberedToolchains(runDir)).toBeUndefined();
+    writeFileSync(file, JSON.stringify({ ...saved, binDirs: ['relative/bin'], dirs: [] }));
+    expect(rememberedToolchains(runDir)).toBeUndefined();
   });
 });

@@ -10,6 +10,7 @@ import type {
   WorkloadPlatform,
 } from '../../core/interfaces.js';
 import type { BuildRecord, SlessFunction } from '../../core/resources.js';
+import { startupMark } from '../../core/startup-marks.js';
 import type { FunctionLogBuffer } from './function-logs.js';
 import type { PinnedBuilds, ServingRecord, ServingRecords } from './local-state.js';
 import { type RuntimeCommand, RuntimeProcess } from './runtime-process.js';
@@ -112,20 +113,36 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
    * A revision whose build is gone or that no longer starts is forgotten, so the reconcile that
    * follows deploys the function afresh; so is one of a function the store no longer holds (its state
    * file was set aside), since no reconcile would ever stop it.
+   * `launched` resolves once every process to restore has been spawned (or given up on), so the
+   * caller can load what it needs next while they boot; `serving` once they all serve.
    */
-  async restore(): Promise<void> {
+  restore(): { launched: Promise<void>; serving: Promise<void> } {
     const records = this.options.serving?.all() ?? [];
-    await Promise.all(
-      records.map(async ([key, record]) => {
-        const { namespace, name } = record.fn.metadata;
-        if (await this.options.store.get('Function', namespace, name)) return this.restoreOne(key, record);
-        this.options.logger.warn({ function: key }, 'no Function for the revision that served; not restored');
-        await this.options.serving?.forget(key);
+    const launches: Promise<void>[] = [];
+    const serving = Promise.all(
+      records.map(([key, record]) => {
+        let launched: () => void = () => undefined;
+        launches.push(
+          new Promise<void>((resolve) => {
+            launched = resolve;
+          }),
+        );
+        return (async () => {
+          const { namespace, name } = record.fn.metadata;
+          if (await this.options.store.get('Function', namespace, name))
+            return this.restoreOne(key, record, launched);
+          this.options.logger.warn(
+            { function: key },
+            'no Function for the revision that served; not restored',
+          );
+          await this.options.serving?.forget(key);
+        })().finally(launched);
       }),
-    );
+    ).then(() => undefined);
+    return { launched: Promise.all(launches).then(() => undefined), serving };
   }
 
-  private async restoreOne(key: string, record: ServingRecord): Promise<void> {
+  private async restoreOne(key: string, record: ServingRecord, launched: () => void): Promise<void> {
     const log = this.options.logger.child({ function: key, revision: record.revision });
     const buildDir = record.build.image ?? '';
     if (!existsSync(join(buildDir, 'build.json'))) {
@@ -148,7 +165,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     if (!record.enabled) return;
     slot.parked = { fn: record.fn, build: record.build, id: record.revision };
     if (this.idleSecondsOf(record.fn) !== undefined) return;
-    slot.waking = this.wake(key, slot).finally(() => {
+    slot.waking = this.wake(key, slot, launched).finally(() => {
       slot.waking = undefined;
     });
     try {
@@ -369,16 +386,17 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     return slot?.parked !== undefined && slot.current === undefined;
   }
 
-  private async wake(key: string, slot: Slot): Promise<void> {
+  private async wake(key: string, slot: Slot, launched?: () => void): Promise<void> {
     const parked = slot.parked;
     if (!parked) return;
-    const revision = await this.startRevision(parked.fn, parked.build, parked.id);
+    const revision = await this.startRevision(parked.fn, parked.build, parked.id, launched);
     if (slot.removed || slot.parked !== parked) {
       await revision.process.stop();
       return;
     }
     slot.parked = undefined;
     slot.current = revision;
+    startupMark('routed', key);
     slot.lastStart = Date.now();
     this.watchCrash(key, slot, revision);
     this.scheduleIdleCheck(slot, revision);
@@ -423,7 +441,12 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     await Promise.all([...stops, ...this.retiring]);
   }
 
-  private async startRevision(fn: SlessFunction, build: BuildRecord, id: string): Promise<Revision> {
+  private async startRevision(
+    fn: SlessFunction,
+    build: BuildRecord,
+    id: string,
+    launched?: () => void,
+  ): Promise<Revision> {
     const logger = this.options.logger.child({
       function: `${fn.metadata.namespace}/${fn.metadata.name}`,
       revision: id,
@@ -450,7 +473,10 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     );
     process.once('exit', () => void this.sockets.remove(socketDir));
     try {
-      await process.start(this.options.startTimeoutMs ?? 30_000);
+      // start() spawns the process before its first await.
+      const started = process.start(this.options.startTimeoutMs ?? 30_000);
+      launched?.();
+      await started;
     } catch (error) {
       await this.sockets.remove(socketDir);
       throw error;

@@ -1,9 +1,10 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { EventEmitter } from 'node:events';
 import { existsSync } from 'node:fs';
+import { request } from 'node:http';
 import type { Logger } from 'pino';
-import { Client, request } from 'undici';
 import type { LaunchSpec, ProcessLauncher } from '../../core/interfaces.js';
+import { startupMark } from '../../core/startup-marks.js';
 
 export interface RuntimeCommand {
   command: string;
@@ -41,6 +42,33 @@ export type Endpoint = { port: number } | { socketPath: string };
 
 const LOG_TAIL_BYTES = 8 * 1024;
 
+/**
+ * The status of one `GET /healthz`. node:http, not undici: a restart spawns its runtimes before it
+ * loads undici (and the rest of the proxy), and checks their health meanwhile.
+ */
+function healthz(endpoint: Endpoint): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const req = request(
+      {
+        ...('port' in endpoint
+          ? { host: '127.0.0.1', port: endpoint.port }
+          : { socketPath: endpoint.socketPath }),
+        path: '/healthz',
+        agent: false,
+        timeout: 1000,
+      },
+      (res) => {
+        res.on('error', reject);
+        res.on('end', () => resolve(res.statusCode ?? 0));
+        res.resume();
+      },
+    );
+    req.on('timeout', () => req.destroy(new Error('/healthz timed out')));
+    req.on('error', reject);
+    req.end();
+  });
+}
+
 /** Where a process's output goes besides the log: the function log buffer, per stream. */
 export type OutputSink = (stream: 'stdout' | 'stderr') => { write(text: string): void; end(): void };
 
@@ -60,8 +88,6 @@ export class RuntimeProcess extends EventEmitter<{
   private readonly spec: RuntimeCommand;
   private readonly sink: OutputSink | undefined;
   private readonly launcher: ProcessLauncher | undefined;
-  /** Health checks over the unix socket. */
-  private healthClient: Client | undefined;
 
   constructor(
     spec: RuntimeCommand,
@@ -103,6 +129,8 @@ export class RuntimeProcess extends EventEmitter<{
         : { SLESS_SOCKET: this.endpoint.socketPath }),
       SLESS_LIFELINE: 'stdin',
     };
+    const subject = `${this.spec.env.SLESS_NAMESPACE}/${this.spec.env.SLESS_FUNCTION_NAME}`;
+    startupMark('spawn', subject);
     // stdin stays open and unused: when this process dies, even by SIGKILL, the runtime sees EOF and
     // exits instead of lingering as an orphan.
     const child = this.launcher
@@ -112,7 +140,6 @@ export class RuntimeProcess extends EventEmitter<{
           env,
           stdio: ['pipe', 'pipe', 'pipe'],
         });
-    if (this.socketPath) this.healthClient = new Client(this.origin, { socketPath: this.socketPath });
     child.stdin?.on('error', () => undefined);
     this.child = child;
     const capture = (stream: 'stdout' | 'stderr') => {
@@ -148,18 +175,17 @@ export class RuntimeProcess extends EventEmitter<{
     exitedEarly.catch(() => undefined);
     const deadline = Date.now() + timeoutMs;
     try {
-      await Promise.race([exitedEarly, this.pollHealth(deadline)]);
+      await Promise.race([exitedEarly, this.pollHealth(deadline, subject)]);
+      startupMark('healthy', subject);
     } catch (error) {
       await this.stop(0);
       throw error;
-    } finally {
-      void this.healthClient?.close();
-      this.healthClient = undefined;
     }
   }
 
-  private async pollHealth(deadline: number): Promise<void> {
+  private async pollHealth(deadline: number, subject: string): Promise<void> {
     let delay = 2;
+    let socketSeen = false;
     while (!this.exited) {
       if (Date.now() > deadline)
         throw new Error(
@@ -172,14 +198,10 @@ export class RuntimeProcess extends EventEmitter<{
         await new Promise((r) => setTimeout(r, 5));
         continue;
       }
+      if (!socketSeen) startupMark('socket', subject);
+      socketSeen = true;
       try {
-        const response = await request(`${this.origin}/healthz`, {
-          headersTimeout: 1000,
-          bodyTimeout: 1000,
-          ...(this.healthClient ? { dispatcher: this.healthClient } : {}),
-        });
-        await response.body.dump();
-        if (response.statusCode === 200) return;
+        if ((await healthz(this.endpoint)) === 200) return;
       } catch {
         // Not listening yet.
       }
