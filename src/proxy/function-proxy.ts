@@ -1,10 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Dispatcher } from 'undici';
 import type { RouteResolver, RouteState } from '../core/interfaces.js';
 import { isDnsLabel } from '../core/naming.js';
-import { stripHopByHop, stripHopByHopRaw } from './hop-by-hop.js';
+import { stripHopByHopRaw } from './hop-by-hop.js';
 import { Agent, Pool, errors as undiciErrors } from './undici-parts.js';
 
 export interface FunctionProxyOptions {
@@ -278,12 +278,17 @@ type ReadyRoute = Extract<RouteState, { state: 'ready' }>;
 /**
  * One proxied request: undici's parser callbacks write the function's answer straight into the
  * response. The `request()` API put a Readable stream, a promise and three listeners between the two,
- * a third of the proxy's own cost per request.
+ * a third of the proxy's own cost per request. These are undici's own handler callbacks (onConnect,
+ * onHeaders, ...), which its parser calls directly: a handler written to the newer onResponse* names
+ * is wrapped per request in two more objects, and its answer headers are parsed into an object that
+ * the proxy would only copy again without the hop-by-hop ones. Here the raw lines go to writeHead as
+ * lines.
  */
 class UpstreamExchange implements Dispatcher.DispatchHandler {
   private route: ReadyRoute | undefined;
   private released = false;
-  private controller: Dispatcher.DispatchController | undefined;
+  private abort: ((reason?: Error) => void) | undefined;
+  private resume: (() => void) | undefined;
   /** The answer's status line and headers went out: failures from now on can only cut it short. */
   private answering = false;
   private finished = false;
@@ -318,39 +323,40 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
     );
   }
 
-  onRequestStart(controller: Dispatcher.DispatchController): void {
-    this.controller = controller;
+  onConnect(abort: (reason?: Error) => void): void {
+    this.abort = abort;
   }
 
-  onResponseStart(
-    controller: Dispatcher.DispatchController,
-    statusCode: number,
-    headers: IncomingHttpHeaders,
-  ): void {
+  onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void): boolean {
     // 1xx informational answers are the function's business with this hop only.
-    if (statusCode < 200) return;
-    this.res.writeHead(statusCode, stripHopByHop(headers));
+    if (statusCode < 200) return true;
+    this.resume = resume;
+    this.res.writeHead(statusCode, answerHeaders(rawHeaders));
     this.answering = true;
     this.request.finish(statusCode);
-    if (this.res.destroyed) controller.abort(new Error('client closed the connection'));
+    if (this.res.destroyed) {
+      this.abort?.(new Error('client closed the connection'));
+      return false;
+    }
     // `on`, not `once`: 'close' comes once per response anyway, and once() wraps every listener.
-    else this.res.on('close', this.clientGone);
+    this.res.on('close', this.clientGone);
+    return true;
   }
 
-  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
-    if (this.res.write(chunk)) return;
+  onData(chunk: Buffer): boolean {
+    if (this.res.write(chunk)) return true;
     // The client reads slower than the function writes: stop reading the function until it drains.
-    controller.pause();
-    this.res.once('drain', () => controller.resume());
+    this.res.once('drain', this.resumeUpstream);
+    return false;
   }
 
-  onResponseEnd(): void {
+  onComplete(): void {
     this.finished = true;
     this.res.end();
     this.release();
   }
 
-  onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
+  onError(error: Error): void {
     const { ns, name } = this.request;
     if (this.answering || this.res.destroyed) {
       this.finished = true;
@@ -388,16 +394,18 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
       again = { state: 'unknown' };
     }
     if (again.state !== 'ready') {
-      this.onResponseError(this.controller as Dispatcher.DispatchController, error);
+      this.onError(error);
       return;
     }
     this.release();
     this.send(again);
   }
 
+  private readonly resumeUpstream = (): void => this.resume?.();
+
   /** The client left before the answer was complete: stop the upstream request too. */
   private readonly clientGone = (): void => {
-    if (!this.finished) this.controller?.abort(new Error('client closed the connection'));
+    if (!this.finished) this.abort?.(new Error('client closed the connection'));
   };
 
   private release(): void {
@@ -405,6 +413,14 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
     this.released = true;
     this.route?.release?.();
   }
+}
+
+/** The function's answer header lines as the client gets them: hop-by-hop ones dropped, names in lower case. */
+function answerHeaders(raw: Buffer[]): string[] {
+  const lines = new Array<string>(raw.length);
+  // Header bytes are Latin-1 on the wire, and node:http writes strings back out as Latin-1.
+  for (let i = 0; i < raw.length; i++) lines[i] = (raw[i] as Buffer).toString('latin1');
+  return stripHopByHopRaw(lines);
 }
 
 const DROPPED_CONNECTION_CODES = new Set(['ECONNRESET', 'EPIPE', 'ECONNREFUSED', 'UND_ERR_SOCKET']);
