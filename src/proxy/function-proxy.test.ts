@@ -388,3 +388,68 @@ describe('FunctionProxy streaming', () => {
     expect(proxy.releases).toEqual([big.origin]);
   });
 });
+
+describe('FunctionProxy routing', () => {
+  const servers = closedAfterEach();
+
+  it('serves a route the resolver returns at once and one it returns in a promise alike, and releases each once', async () => {
+    const { server: up, origin } = await upstream(0);
+    servers.push(up);
+    const releases: string[] = [];
+    const route = (tag: string): RouteState => ({
+      state: 'ready',
+      origin,
+      timeoutSec: 30,
+      release: () => releases.push(tag),
+    });
+    let calls = 0;
+    const proxy = new FunctionProxy({
+      routes: {
+        resolve: () =>
+          ++calls % 2 === 1 ? route(`at once ${calls}`) : Promise.resolve(route(`later ${calls}`)),
+      },
+    });
+    const server = createServer((req, res) => void proxy.handle(req, res));
+    servers.push(server);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const port = (server.address() as AddressInfo).port;
+    const answers = [];
+    for (let i = 0; i < 4; i++) answers.push(await call(port, i % 2 ? 'POST' : 'GET'));
+    expect(answers).toEqual([
+      { status: 200, body: 'answered GET' },
+      { status: 200, body: 'answered POST' },
+      { status: 200, body: 'answered GET' },
+      { status: 200, body: 'answered POST' },
+    ]);
+    expect(releases).toEqual(['at once 1', 'later 2', 'at once 3', 'later 4']);
+    await proxy.close();
+  });
+
+  it('answers 503 JSON when the resolver throws or rejects, and keeps serving', async () => {
+    const failures: string[] = [];
+    let calls = 0;
+    const proxy = new FunctionProxy({
+      routes: {
+        resolve: () => {
+          calls++;
+          if (calls === 1) throw new Error('store down (thrown)');
+          if (calls === 2) return Promise.reject(new Error('store down (rejected)'));
+          return { state: 'unknown' };
+        },
+      },
+      onUpstreamError: (fn, message) => failures.push(`${fn}: ${message}`),
+    });
+    const server = createServer((req, res) => void proxy.handle(req, res));
+    servers.push(server);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const port = (server.address() as AddressInfo).port;
+    const unavailable = { status: 503, body: '{"error":"function routing is unavailable; try again"}' };
+    expect(await call(port, 'GET')).toEqual(unavailable);
+    expect(await call(port, 'GET')).toEqual(unavailable);
+    expect(await call(port, 'GET')).toEqual({ status: 404, body: '{"error":"unknown function team/hello"}' });
+    expect(failures).toEqual([
+      '/fn/team/hello/: store down (thrown)',
+      '/fn/team/hello/: store down (rejected)',
+    ]);
+  });
+});
