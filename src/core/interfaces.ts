@@ -118,10 +118,9 @@ export type RouteState =
 export interface RouteResolver {
   /**
    * Resolves a route for one request. A ready route may carry `release`, which the proxy calls when
-   * the request ends, so the platform can drain a revision before stopping it. A route at hand is
-   * returned as is, not in a promise: the proxy then serves the request without a microtask's wait.
+   * the request ends, so the platform can drain a revision before stopping it.
    */
-  resolve(namespace: string, name: string): RouteState | Promise<RouteState>;
+  resolve(namespace: string, name: string): Promise<RouteState>;
 }
 
 export type EventType = 'Normal' | 'Warning';

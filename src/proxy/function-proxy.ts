@@ -165,13 +165,18 @@ export class FunctionProxy {
     this.revisionPools.clear();
   }
 
-  /**
-   * Never throws and never rejects: it runs outside fastify's error handling, where either would be
-   * unhandled. A route at hand is proxied at once: no promise or microtask on the way.
-   */
-  handle(req: IncomingMessage, res: ServerResponse): void | Promise<void> {
+  /** Never rejects: it runs outside fastify's error handling, where a rejection would be unhandled. */
+  handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    return this.forward(req, res).catch((error: Error) => {
+      this.options.onUpstreamError?.(req.url ?? '', error.message);
+      sendJson(res, 503, { error: 'function routing is unavailable; try again' }, { 'retry-after': '1' });
+    });
+  }
+
+  private async forward(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const started = performance.now();
-    const match = FN_PATH.exec(req.url ?? '/');
+    const rawUrl = req.url ?? '/';
+    const match = FN_PATH.exec(rawUrl);
     const ns = match?.[1] ?? '';
     const name = match?.[2] ?? '';
     const rest = match?.[3] ?? '';
@@ -183,32 +188,7 @@ export class FunctionProxy {
       sendJson(res, 404, { error: `unknown function ${ns}/${name}` });
       return;
     }
-    const request = { ns, name, rest, started, finish };
-    try {
-      const route = this.options.routes.resolve(ns, name);
-      if (route instanceof Promise)
-        return route.then(
-          (resolved) => this.forward(req, res, request, resolved),
-          (error: Error) => this.routingFailed(req, res, error),
-        );
-      this.forward(req, res, request, route);
-    } catch (error) {
-      this.routingFailed(req, res, error as Error);
-    }
-  }
-
-  private routingFailed(req: IncomingMessage, res: ServerResponse, error: Error): void {
-    this.options.onUpstreamError?.(req.url ?? '', error.message);
-    sendJson(res, 503, { error: 'function routing is unavailable; try again' }, { 'retry-after': '1' });
-  }
-
-  private forward(
-    req: IncomingMessage,
-    res: ServerResponse,
-    request: Pick<ExchangeRequest, 'ns' | 'name' | 'started' | 'finish'> & { rest: string },
-    route: RouteState,
-  ): void {
-    const { ns, name, rest, finish } = request;
+    const route = await this.options.routes.resolve(ns, name);
     if (route.state === 'unknown') {
       finish(404);
       req.resume();
@@ -221,18 +201,15 @@ export class FunctionProxy {
       sendJson(res, route.status, { error: route.message }, { 'retry-after': '1' });
       return;
     }
-    try {
-      new UpstreamExchange(this.options, this.dispatcherFor, req, res, {
-        ns,
-        name,
-        path: rest === '' || rest.startsWith('?') ? `/${rest}` : rest,
-        headers: forwardedHeaders(req, `/fn/${ns}/${name}`),
-        started: request.started,
-        finish,
-      }).send(route);
-    } catch (error) {
-      this.routingFailed(req, res, error as Error);
-    }
+    const path = rest === '' || rest.startsWith('?') ? `/${rest}` : rest;
+    new UpstreamExchange(this.options, this.dispatcherFor, req, res, {
+      ns,
+      name,
+      path,
+      headers: forwardedHeaders(req, `/fn/${ns}/${name}`),
+      started,
+      finish,
+    }).send(route);
   }
 }
 

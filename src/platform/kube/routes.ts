@@ -47,30 +47,19 @@ export class KubeRouteResolver implements RouteResolver {
     this.options = options;
   }
 
-  resolve(namespace: string, name: string): RouteState | Promise<RouteState> {
+  async resolve(namespace: string, name: string): Promise<RouteState> {
     const key = `${namespace}/${name}`;
     const ttl = this.options.cacheMs ?? 1000;
     const cached = this.cache.get(key);
-    // A route looked up within the cache period is answered at once, without a promise.
-    if (cached && Date.now() - cached.at < ttl) return this.routeOf(cached.resolved);
-    return this.lookUpAndCache(namespace, name, key, ttl);
-  }
-
-  private async lookUpAndCache(
-    namespace: string,
-    name: string,
-    key: string,
-    ttl: number,
-  ): Promise<RouteState> {
-    const resolved = await this.lookup(namespace, name);
-    // A refused activation is not kept: the next request may join a new one.
-    if (ttl > 0 && !(resolved.scalesToZero && resolved.state.state !== 'ready'))
-      this.cache.set(key, { at: Date.now(), resolved });
-    if (this.cache.size > 10_000) this.cache.clear();
-    return this.routeOf(resolved);
-  }
-
-  private routeOf(resolved: Resolved): RouteState {
+    let resolved: Resolved;
+    if (cached && Date.now() - cached.at < ttl) resolved = cached.resolved;
+    else {
+      resolved = await this.lookup(namespace, name);
+      // A refused activation is not kept: the next request may join a new one.
+      if (ttl > 0 && !(resolved.scalesToZero && resolved.state.state !== 'ready'))
+        this.cache.set(key, { at: Date.now(), resolved });
+      if (this.cache.size > 10_000) this.cache.clear();
+    }
     const { state, scalesToZero } = resolved;
     if (state.state !== 'ready' || !scalesToZero || !this.options.scaler) return state;
     return { ...state, release: this.options.scaler.requestStarted(scalesToZero) };

@@ -82,14 +82,6 @@ export function hostEnv(): Record<string, string> {
  * revision, waits for /healthz, switches the route in one assignment, then drains and stops the old
  * process: requests never see a gap.
  */
-function crashed(namespace: string, name: string): RouteState {
-  return {
-    state: 'unavailable',
-    status: 503,
-    message: `function ${namespace}/${name} is restarting after a crash`,
-  };
-}
-
 export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBuilds {
   private readonly options: LocalPlatformOptions;
   private readonly slots = new Map<string, Slot>();
@@ -324,14 +316,8 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     this.options.logs?.forget(namespace, name);
   }
 
-  resolve(namespace: string, name: string): RouteState | Promise<RouteState> {
+  async resolve(namespace: string, name: string): Promise<RouteState> {
     const slot = this.slots.get(`${namespace}/${name}`);
-    // A running revision, as for nearly every request: answered at once.
-    if (slot?.enabled && slot.current) return this.routeTo(namespace, name, slot.current);
-    return this.resolveSlowly(namespace, name, slot);
-  }
-
-  private async resolveSlowly(namespace: string, name: string, slot: Slot | undefined): Promise<RouteState> {
     if (!slot) {
       const fn = await this.options.store.get('Function', namespace, name);
       return fn
@@ -357,12 +343,13 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
       }
     }
     const revision = slot.current;
-    if (!revision) return crashed(namespace, name);
-    return this.routeTo(namespace, name, revision);
-  }
-
-  private routeTo(namespace: string, name: string, revision: Revision): RouteState {
-    if (!revision.process.alive) return crashed(namespace, name);
+    if (!revision?.process.alive) {
+      return {
+        state: 'unavailable',
+        status: 503,
+        message: `function ${namespace}/${name} is restarting after a crash`,
+      };
+    }
     revision.inflight++;
     revision.lastActivity = Date.now();
     const socketPath = revision.process.socketPath;
