@@ -1,10 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import type { Dispatcher } from 'undici';
 import type { RouteResolver, RouteState } from '../core/interfaces.js';
 import { isDnsLabel } from '../core/naming.js';
-import { stripHopByHopRaw } from './hop-by-hop.js';
+import { stripHopByHop, stripHopByHopRaw } from './hop-by-hop.js';
 import { Agent, Pool, errors as undiciErrors } from './undici-parts.js';
 
 export interface FunctionProxyOptions {
@@ -278,17 +278,12 @@ type ReadyRoute = Extract<RouteState, { state: 'ready' }>;
 /**
  * One proxied request: undici's parser callbacks write the function's answer straight into the
  * response. The `request()` API put a Readable stream, a promise and three listeners between the two,
- * a third of the proxy's own cost per request. These are undici's own handler callbacks (onConnect,
- * onHeaders, ...), which its parser calls directly: a handler written to the newer onResponse* names
- * is wrapped per request in two more objects, and its answer headers are parsed into an object that
- * the proxy would only copy again without the hop-by-hop ones. Here the raw lines go to writeHead as
- * lines.
+ * a third of the proxy's own cost per request.
  */
 class UpstreamExchange implements Dispatcher.DispatchHandler {
   private route: ReadyRoute | undefined;
   private released = false;
-  private abort: ((reason?: Error) => void) | undefined;
-  private resume: (() => void) | undefined;
+  private controller: Dispatcher.DispatchController | undefined;
   /** The answer's status line and headers went out: failures from now on can only cut it short. */
   private answering = false;
   private finished = false;
@@ -323,40 +318,39 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
     );
   }
 
-  onConnect(abort: (reason?: Error) => void): void {
-    this.abort = abort;
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.controller = controller;
   }
 
-  onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void): boolean {
+  onResponseStart(
+    controller: Dispatcher.DispatchController,
+    statusCode: number,
+    headers: IncomingHttpHeaders,
+  ): void {
     // 1xx informational answers are the function's business with this hop only.
-    if (statusCode < 200) return true;
-    this.resume = resume;
-    this.res.writeHead(statusCode, answerHeaders(rawHeaders));
+    if (statusCode < 200) return;
+    this.res.writeHead(statusCode, stripHopByHop(headers));
     this.answering = true;
     this.request.finish(statusCode);
-    if (this.res.destroyed) {
-      this.abort?.(new Error('client closed the connection'));
-      return false;
-    }
+    if (this.res.destroyed) controller.abort(new Error('client closed the connection'));
     // `on`, not `once`: 'close' comes once per response anyway, and once() wraps every listener.
-    this.res.on('close', this.clientGone);
-    return true;
+    else this.res.on('close', this.clientGone);
   }
 
-  onData(chunk: Buffer): boolean {
-    if (this.res.write(chunk)) return true;
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    if (this.res.write(chunk)) return;
     // The client reads slower than the function writes: stop reading the function until it drains.
-    this.res.once('drain', this.resumeUpstream);
-    return false;
+    controller.pause();
+    this.res.once('drain', () => controller.resume());
   }
 
-  onComplete(): void {
+  onResponseEnd(): void {
     this.finished = true;
     this.res.end();
     this.release();
   }
 
-  onError(error: Error): void {
+  onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
     const { ns, name } = this.request;
     if (this.answering || this.res.destroyed) {
       this.finished = true;
@@ -394,18 +388,16 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
       again = { state: 'unknown' };
     }
     if (again.state !== 'ready') {
-      this.onError(error);
+      this.onResponseError(this.controller as Dispatcher.DispatchController, error);
       return;
     }
     this.release();
     this.send(again);
   }
 
-  private readonly resumeUpstream = (): void => this.resume?.();
-
   /** The client left before the answer was complete: stop the upstream request too. */
   private readonly clientGone = (): void => {
-    if (!this.finished) this.abort?.(new Error('client closed the connection'));
+    if (!this.finished) this.controller?.abort(new Error('client closed the connection'));
   };
 
   private release(): void {
@@ -413,14 +405,6 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
     this.released = true;
     this.route?.release?.();
   }
-}
-
-/** The function's answer header lines as the client gets them: hop-by-hop ones dropped, names in lower case. */
-function answerHeaders(raw: Buffer[]): string[] {
-  const lines = new Array<string>(raw.length);
-  // Header bytes are Latin-1 on the wire, and node:http writes strings back out as Latin-1.
-  for (let i = 0; i < raw.length; i++) lines[i] = (raw[i] as Buffer).toString('latin1');
-  return stripHopByHopRaw(lines);
 }
 
 const DROPPED_CONNECTION_CODES = new Set(['ECONNRESET', 'EPIPE', 'ECONNREFUSED', 'UND_ERR_SOCKET']);
