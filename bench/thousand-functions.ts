@@ -15,6 +15,13 @@ import { median, ms } from './stats.js';
 const FUNCTIONS = Number(process.env.FUNCTIONS ?? 1000);
 /** One-function commits per kind (running, parked) and scenario; the median is reported. */
 const ROUNDS = Number(process.env.ROUNDS ?? 3);
+// Each round parks a function not touched before (the last ones, counting down), and the 4-function
+// baseline has only three besides fn-0; a round past them would commit to a function that does not exist
+// and wait for it for ever.
+if (!(Number.isInteger(ROUNDS) && ROUNDS >= 1 && ROUNDS <= 3))
+  throw new Error(
+    `ROUNDS must be 1, 2 or 3 (the 4-function baseline has 3 functions to park); got ${process.env.ROUNDS}`,
+  );
 const pause = (msecs: number) => new Promise((r) => setTimeout(r, msecs));
 
 /** Resident memory of a process and all its descendants, in MB, from /proc. */
