@@ -1,8 +1,9 @@
-import { existsSync, mkdirSync, statSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
-import { describe, expect, it } from 'vitest';
-import { enterRunTempDir, HOST_TMPDIR_KEY } from './run-temp.ts';
+import { describe, expect, it, vi } from 'vitest';
+import { enterRunTempDir, HOST_TMPDIR_KEY, removeRunDir, sandboxesUnder } from './run-temp.ts';
 
 describe('the test run temporary directory', () => {
   it('is where this worker makes temporary directories, inside the machine one', () => {
@@ -31,5 +32,44 @@ describe('the test run temporary directory', () => {
       process.env.TMPDIR = saved.tmp;
       process.env[HOST_TMPDIR_KEY] = saved.host;
     }
+  });
+
+  it('stops a bubblewrap sandbox left bound to the directory before removing it', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'sless-tests-sandbox-'));
+    mkdirSync(join(dir, 'work'));
+    // A real sandbox, as the local builder starts it, with nothing left to end it.
+    const sandbox = spawn(
+      'bwrap',
+      [
+        '--ro-bind',
+        '/usr',
+        '/usr',
+        '--symlink',
+        'usr/bin',
+        '/bin',
+        '--symlink',
+        'usr/lib',
+        '/lib',
+        '--symlink',
+        'usr/lib64',
+        '/lib64',
+        '--bind',
+        join(dir, 'work'),
+        '/work',
+        '--',
+        'sleep',
+        '600',
+      ],
+      { stdio: 'ignore', detached: true },
+    );
+    const exited = new Promise<number | null>((resolve) =>
+      sandbox.once('exit', (code, signal) => resolve(signal ? -1 : code)),
+    );
+    // The positive signal first: it runs, and it is found.
+    await vi.waitFor(() => expect(sandboxesUnder(dir)).toEqual([sandbox.pid]));
+    removeRunDir(dir);
+    expect(await exited).toBe(-1);
+    expect(existsSync(dir)).toBe(false);
+    expect(sandboxesUnder(dir)).toEqual([]);
   });
 });

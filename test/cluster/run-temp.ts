@@ -2,9 +2,9 @@
 // removes at its end. Tests make hundreds (repositories, caches, state directories); removing each
 // in its own afterAll is easy to forget, and a killed run would leave them all behind. A later run
 // removes the directory of a run whose process is gone.
-import { chmodSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { leftBehind } from '../../src/sandbox/stale.ts';
 
 const PREFIX = 'sless-tests-';
@@ -19,15 +19,48 @@ export const HOST_TMPDIR_KEY = 'SLESS_TEST_HOST_TMPDIR';
  */
 export function enterRunTempDir(): () => void {
   const host = process.env[HOST_TMPDIR_KEY] ?? tmpdir();
-  for (const entry of readdirSync(host))
-    if (leftBehind(entry, OWNED)) rmSync(join(host, entry), { recursive: true, force: true });
+  for (const entry of readdirSync(host)) if (leftBehind(entry, OWNED)) removeRunDir(join(host, entry));
   const dir = mkdtempSync(join(host, `${PREFIX}${process.pid}-`));
   // Like /tmp itself: sandboxed function processes run under other uids and reach sockets in here.
   chmodSync(dir, 0o1777);
   process.env[HOST_TMPDIR_KEY] = host;
   process.env.TMPDIR = dir;
   return () => {
-    rmSync(dir, { recursive: true, force: true });
+    removeRunDir(dir);
     if (process.env.TMPDIR === dir) process.env.TMPDIR = host;
   };
+}
+
+/**
+ * Removes a run's directory, and first every bubblewrap sandbox still bound to something in it: a
+ * test that kills sless with -9 mid-build can leave the sandbox's outer bwrap behind, reparented to
+ * init and waiting for ever (seen once in a CI run), and the run must leave no process behind.
+ */
+export function removeRunDir(dir: string): void {
+  for (const pid of sandboxesUnder(dir)) {
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  rmSync(dir, { recursive: true, force: true, maxRetries: 3 });
+}
+
+/** bwrap processes with an argument inside `dir`. */
+export function sandboxesUnder(dir: string): number[] {
+  const pids: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    const pid = Number(entry);
+    if (!Number.isInteger(pid) || pid === process.pid) continue;
+    let argv: string[];
+    try {
+      argv = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+    } catch {
+      continue;
+    }
+    if (basename(argv[0] ?? '') === 'bwrap' && argv.some((arg) => arg === dir || arg.startsWith(`${dir}/`)))
+      pids.push(pid);
+  }
+  return pids;
 }
