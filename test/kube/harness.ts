@@ -4,6 +4,7 @@
  * plays such a part says so in its name: markBuildSucceeded, markBuildFailed, markDeploymentAvailable.
  */
 import { createHash, randomBytes } from 'node:crypto';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
 import { pino } from 'pino';
@@ -141,7 +142,8 @@ export async function kubeEnv(prefix: string): Promise<KubeEnv> {
       AWS_ACCESS_KEY_ID: cluster.s3.accessKeyId,
       AWS_SECRET_ACCESS_KEY: cluster.s3.secretAccessKey,
       SLESS_EXTERNAL_URL: 'http://sless.test',
-      SLESS_STATE_DIR: join('/tmp', `sless-kube-${id}`),
+      // In the test run's directory, which the run removes.
+      SLESS_STATE_DIR: join(tmpdir(), `sless-kube-${id}`),
       // The test git server listens on loopback: an admin's explicit allowance, as in production.
       SLESS_OUTBOUND_ALLOW: '127.0.0.1/32',
     },
