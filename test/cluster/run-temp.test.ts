@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
@@ -65,11 +65,22 @@ describe('the test run temporary directory', () => {
     const exited = new Promise<number | null>((resolve) =>
       sandbox.once('exit', (code, signal) => resolve(signal ? -1 : code)),
     );
-    // The positive signal first: it runs, and it is found.
-    await vi.waitFor(() => expect(sandboxesUnder(dir)).toEqual([sandbox.pid]));
+    // The positive signal first: it runs, and it is found with the command it runs.
+    const found = await vi.waitFor(() => {
+      const pids = sandboxesUnder(dir);
+      expect(pids[0]).toBe(sandbox.pid);
+      expect(pids).toHaveLength(2);
+      return pids;
+    });
+    const command = found[1] as number;
     removeRunDir(dir);
     expect(await exited).toBe(-1);
     expect(existsSync(dir)).toBe(false);
-    expect(sandboxesUnder(dir)).toEqual([]);
+    // The command under it is gone too (killed, then reaped by init).
+    await vi.waitFor(() =>
+      expect(
+        existsSync(`/proc/${command}/cmdline`) && readFileSync(`/proc/${command}/cmdline`, 'utf8'),
+      ).toBeFalsy(),
+    );
   });
 });

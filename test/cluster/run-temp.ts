@@ -47,20 +47,33 @@ export function removeRunDir(dir: string): void {
   rmSync(dir, { recursive: true, force: true, maxRetries: 3 });
 }
 
-/** bwrap processes with an argument inside `dir`. */
+/** bwrap processes with an argument inside `dir`, and every process under them. */
 export function sandboxesUnder(dir: string): number[] {
-  const pids: number[] = [];
+  const children = new Map<number, number[]>();
+  const sandboxes: number[] = [];
   for (const entry of readdirSync('/proc')) {
     const pid = Number(entry);
     if (!Number.isInteger(pid) || pid === process.pid) continue;
     let argv: string[];
+    let ppid: number;
     try {
       argv = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+      // The parent pid is the second field after the command name, which may hold spaces.
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
     } catch {
       continue;
     }
+    children.set(ppid, [...(children.get(ppid) ?? []), pid]);
     if (basename(argv[0] ?? '') === 'bwrap' && argv.some((arg) => arg === dir || arg.startsWith(`${dir}/`)))
-      pids.push(pid);
+      sandboxes.push(pid);
   }
-  return pids;
+  const all: number[] = [];
+  const visit = (pid: number) => {
+    if (all.includes(pid)) return;
+    all.push(pid);
+    for (const child of children.get(pid) ?? []) visit(child);
+  };
+  for (const pid of sandboxes) visit(pid);
+  return all;
 }
