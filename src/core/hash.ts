@@ -25,3 +25,19 @@ export function sha256Hex(input: string | Uint8Array): string {
 export function hashObject(value: unknown): string {
   return sha256Hex(stableStringify(value));
 }
+
+/** Equal as the stable JSON texts of the two would be (an undefined field is no field), without making them. */
+export function sameJson(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false;
+  if (Array.isArray(a) || Array.isArray(b)) {
+    if (!Array.isArray(a) || !Array.isArray(b) || a.length !== b.length) return false;
+    return a.every((item, i) => sameJson(item, b[i]));
+  }
+  const left = a as Record<string, unknown>;
+  const right = b as Record<string, unknown>;
+  const keys = (o: Record<string, unknown>) => Object.keys(o).filter((k) => o[k] !== undefined);
+  const leftKeys = keys(left);
+  if (leftKeys.length !== keys(right).length) return false;
+  return leftKeys.every((k) => Object.hasOwn(right, k) && sameJson(left[k], right[k]));
+}

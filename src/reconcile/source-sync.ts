@@ -4,6 +4,7 @@
  */
 import type { Logger } from 'pino';
 import { asError, formatIssue, SlessError } from '../core/errors.js';
+import { sameJson } from '../core/hash.js';
 import type { ObjectStore, SourceReader } from '../core/interfaces.js';
 import {
   ANNOTATION_COMMIT,
@@ -357,20 +358,4 @@ export function sameIntent(current: AnyResource, planned: AnyResource): boolean 
     sameJson(current.metadata.labels ?? {}, planned.metadata.labels ?? {}) &&
     sameJson(annotations(current), annotations(planned))
   );
-}
-
-/** Equal as JSON texts of the two would be, without making them. */
-export function sameJson(a: unknown, b: unknown): boolean {
-  if (a === b) return true;
-  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false;
-  if (Array.isArray(a) || Array.isArray(b)) {
-    if (!Array.isArray(a) || !Array.isArray(b) || a.length !== b.length) return false;
-    return a.every((item, i) => sameJson(item, b[i]));
-  }
-  const left = a as Record<string, unknown>;
-  const right = b as Record<string, unknown>;
-  const keys = (o: Record<string, unknown>) => Object.keys(o).filter((k) => o[k] !== undefined);
-  const leftKeys = keys(left);
-  if (leftKeys.length !== keys(right).length) return false;
-  return leftKeys.every((k) => Object.hasOwn(right, k) && sameJson(left[k], right[k]));
 }

@@ -1,9 +1,8 @@
-// sameIntent's comparison must agree with the stable JSON texts it replaced, or a sync would write
-// unchanged objects (or, worse, skip changed ones).
+// sameJson, which a sync's unchanged-object check uses, must agree with the stable JSON texts it
+// replaced, or a sync would write unchanged objects (or, worse, skip changed ones).
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { stableStringify } from '../core/hash.js';
-import { sameJson } from './source-sync.js';
+import { sameJson, stableStringify } from './hash.js';
 
 /** Manifest-like values: plain objects, arrays, strings, numbers, booleans, null, and undefined fields. */
 const value = fc.letrec((tie) => ({
