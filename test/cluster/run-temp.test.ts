@@ -37,7 +37,8 @@ describe('the test run temporary directory', () => {
   it('stops a bubblewrap sandbox left bound to the directory before removing it', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'sless-tests-sandbox-'));
     mkdirSync(join(dir, 'work'));
-    // A real sandbox, as the local builder starts it, with nothing left to end it.
+    // A real bwrap with a command under it and nothing left to end them (a minimal root, not the
+    // builder's full sandbox: what counts here is a bwrap argument inside the directory).
     const sandbox = spawn(
       'bwrap',
       [
