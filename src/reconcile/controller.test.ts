@@ -12,7 +12,12 @@ import {
   silentLogger,
 } from '../../test/helpers/reconcile-fakes.js';
 import type { ObjectStore } from '../core/interfaces.js';
-import { ANNOTATION_BUILD_KEY, ANNOTATION_COMMIT, ANNOTATION_CONFIG_HASH } from '../core/resources.js';
+import {
+  ANNOTATION_BUILD_KEY,
+  ANNOTATION_COMMIT,
+  ANNOTATION_CONFIG_HASH,
+  type Trigger,
+} from '../core/resources.js';
 import { MemoryStore } from '../platform/local/memory-store.js';
 import { Controller } from './controller.js';
 
@@ -39,6 +44,7 @@ function startController() {
     if (kind === 'Function') functionReads++;
     return get(kind, namespace, name);
   }) as ObjectStore['get'];
+  const scheduler = recordingScheduler();
   const lookups: string[] = [];
   const waiting: Array<() => void> = [];
   const controller = new Controller({
@@ -63,7 +69,7 @@ function startController() {
         throw new Error('no sources here');
       },
     },
-    scheduler: recordingScheduler(),
+    scheduler,
     jobs: recordingRunner(),
     logger: silentLogger,
     externalUrl: 'http://sless.test',
@@ -72,6 +78,7 @@ function startController() {
   return {
     store,
     controller,
+    scheduler,
     lookups,
     functionReads: () => functionReads,
     /** Lets the oldest waiting lookup finish. */
@@ -117,4 +124,31 @@ test('a change to a serving function goes ahead of a cold backlog, as the store 
   t.release();
   await eventually(() => t.lookups.length === 3, 'the next reconcile');
   expect(t.lookups).toEqual(['serving', 'cold-0', 'serving']);
+});
+
+test("a Function's event finds its Triggers and FunctionJobs in the store's watch cache, without a list", async () => {
+  const t = startController();
+  running = t.controller;
+  const cron: Trigger = {
+    apiVersion: 'sless.dev/v1alpha1',
+    kind: 'Trigger',
+    metadata: { name: 'fn-0-cron', namespace: 'ns' },
+    spec: { function: 'fn-0', type: 'cron', schedule: '* * * * *', enabled: true },
+  };
+  let lists = 0;
+  const list = t.store.list.bind(t.store);
+  t.store.list = ((kind, options) => {
+    lists++;
+    return list(kind, options);
+  }) as ObjectStore['list'];
+  await t.controller.start();
+  lists = 0;
+  // Only this Trigger is in the "cache"; the MemoryStore's lists know of none.
+  Object.assign(t.store, {
+    cached: (kind: string, keep: (o: Trigger) => boolean) => (kind === 'Trigger' ? [cron].filter(keep) : []),
+  });
+  await t.store.apply(functionResource('fn-0', annotations('a')));
+  // The Trigger's reconcile, queued by the function's event, finds no Trigger and unschedules it.
+  await eventually(() => t.scheduler.removed.includes('fn-0-cron'), 'the dependent Trigger reconciled');
+  expect(lists).toBe(0);
 });

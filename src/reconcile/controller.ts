@@ -24,6 +24,7 @@ import {
   ANNOTATION_COMMIT,
   type BaseStatus,
   type BuildRecord,
+  type FunctionJob,
   type GitSource,
   type GitSourceStatus,
   LABEL_SOURCE,
@@ -486,13 +487,22 @@ export class Controller {
     }
   }
 
+  /**
+   * From the store's watch cache where it keeps one: every Function event (a thousand at a large
+   * commit's apply) would otherwise list its namespace's Triggers and FunctionJobs. A dependent the
+   * cache does not hold yet is queued by its own event.
+   */
   private async enqueueDependents(namespace: string, fnName: string, pendingJobsOnly = false): Promise<void> {
+    const { store } = this.options;
+    const dependsOn = (object: Trigger | FunctionJob) =>
+      object.metadata.namespace === namespace && object.spec.function === fnName;
     if (!pendingJobsOnly) {
-      for (const t of await this.options.store.list('Trigger', { namespace })) {
+      for (const t of store.cached?.('Trigger', dependsOn) ?? (await store.list('Trigger', { namespace }))) {
         if (t.spec.function === fnName) this.triggerQueue.add(`${namespace}/${t.metadata.name}`);
       }
     }
-    for (const j of await this.options.store.list('FunctionJob', { namespace })) {
+    const jobs = store.cached?.('FunctionJob', dependsOn) ?? (await store.list('FunctionJob', { namespace }));
+    for (const j of jobs) {
       if (j.spec.function !== fnName) continue;
       if (pendingJobsOnly && j.status?.phase !== 'Pending') continue;
       this.jobQueue.add(`${namespace}/${j.metadata.name}`);
