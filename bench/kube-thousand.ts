@@ -206,6 +206,44 @@ function breakdown(requests: string[]): string {
     .join(', ');
 }
 
+/**
+ * Requests `from`..`to` of the proxy (Lease renewals left out) by kind, with the bytes of their answers:
+ * what the controller had to read, and so to parse and hold at once; then the largest single answers.
+ */
+function traffic(requests: string[], answerBytes: number[], from: number, to: number): string {
+  const byKind = new Map<string, { count: number; bytes: number }>();
+  const largest: Array<{ request: string; bytes: number }> = [];
+  for (let i = from; i < to; i++) {
+    const request = requests[i] ?? '';
+    if (isLease(request)) continue;
+    const bytes = answerBytes[i] ?? 0;
+    const kind = byKind.get(kindOf(request)) ?? { count: 0, bytes: 0 };
+    kind.count++;
+    kind.bytes += bytes;
+    byKind.set(kindOf(request), kind);
+    if (!request.includes('watch=')) largest.push({ request, bytes });
+  }
+  const mb = (bytes: number) => (bytes / 1024 / 1024).toFixed(1);
+  const kinds = [...byKind]
+    .sort((a, b) => b[1].bytes - a[1].bytes)
+    .map(([kind, { count, bytes }]) => `${count} ${kind} ${mb(bytes)} MB`)
+    .join(', ');
+  const top = largest
+    .sort((a, b) => b.bytes - a.bytes)
+    .slice(0, 5)
+    .map(({ request, bytes }) => `${request.slice(0, 140)} ${mb(bytes)} MB`)
+    .join('\n    ');
+  return `  by kind (answers): ${kinds}\n  largest answers:\n    ${top}`;
+}
+
+/** The process's peak resident memory so far (VmHWM), in MB. */
+function peakRssMb(pid: number): number {
+  const line = readFileSync(`/proc/${pid}/status`, 'utf8')
+    .split('\n')
+    .find((l) => l.startsWith('VmHWM:'));
+  return Number(line?.replace(/\D+/g, '') ?? 0) / 1024;
+}
+
 // A Service per function: the default range holds 254.
 const cluster = await startTestCluster({ serviceCidr: '10.96.0.0/16' });
 const cleanups: Array<() => Promise<void> | void> = [() => cluster.stop()];
@@ -344,6 +382,7 @@ try {
   const memory = async (when: string, snapshot = false) => {
     const pid = controller.pid ?? 0;
     const rss = rssMb(pid);
+    const peak = peakRssMb(pid);
     const resident = residentBreakdown(pid);
     probes++;
     if (snapshot) writeFileSync(`${memoryFile}.snapshot`, '');
@@ -379,7 +418,7 @@ try {
       rssAfterGc: mb(usage.rss),
     };
     console.log(
-      `controller memory, ${when}: RSS ${rss.toFixed(0)} MB; after a full GC: heap used ${figures.heapUsed.toFixed(1)} MB of ${figures.heapTotal.toFixed(0)} MB, RSS ${figures.rssAfterGc.toFixed(0)} MB${usage.snapshot ? ` (heap snapshot ${usage.snapshot})` : ''}`,
+      `controller memory, ${when}: RSS ${rss.toFixed(0)} MB (peak so far ${peak.toFixed(0)} MB); after a full GC: heap used ${figures.heapUsed.toFixed(1)} MB of ${figures.heapTotal.toFixed(0)} MB, RSS ${figures.rssAfterGc.toFixed(0)} MB${usage.snapshot ? ` (heap snapshot ${usage.snapshot})` : ''}`,
     );
     const spaces = Object.entries(usage.spaces ?? {})
       .filter(([, space]) => space.size > 0)
@@ -401,6 +440,7 @@ try {
       .items as unknown as SlessFunction[];
 
   const started = performance.now();
+  const firstRequest = apiProxy.requests.length;
   await apply(
     http,
     slessType('GitSource'),
@@ -427,6 +467,7 @@ try {
   console.log(
     `${FUNCTIONS} Functions Ready after ${firstSyncSeconds.toFixed(0)} s (first sync, builds played); ${requests().length} API requests so far`,
   );
+  console.log(traffic(apiProxy.requests, apiProxy.answerBytes, firstRequest, apiProxy.requests.length));
   const loaded = await memory(`${FUNCTIONS} Functions Ready`);
 
   /** Commits a code change to `names`, syncs, and counts the controller's requests until they serve it. */
@@ -464,11 +505,17 @@ try {
     1,
   );
 
+  // Idle for a minute after the commits (V8's memory reducer runs when a process goes quiet): the
+  // steady state, beside the figure above, which is taken as the first sync settles.
+  await quiet();
+  await pause(60_000);
+  const settled = await memory('idle 60 s after the commits');
   const row = (what: string, m: typeof idle) =>
     `  ${what.padEnd(24)} RSS ${m.rss.toFixed(0).padStart(4)} MB   heap used after GC ${m.heapUsed.toFixed(1).padStart(6)} MB`;
   console.log('controller memory:');
   console.log(row('started, no Functions', idle));
   console.log(row(`${FUNCTIONS} Functions Ready`, loaded));
+  console.log(row('idle 60 s after commits', settled));
   if (process.env.SLESS_BENCH_HEAP_SNAPSHOT === '1') await memory('after the two commits', true);
   console.log(`API requests for a commit changing 1 of ${FUNCTIONS}: ${one.length}`);
   console.log(`  ${breakdown(one)}`);

@@ -632,7 +632,7 @@ export async function startKubeSystem(
   const scaler = new KubeScaler({
     http,
     store,
-    cachedFunctions: () => store.cached('Function'),
+    cachedFunctions: (keep) => store.cached('Function', keep),
     logger,
     events,
     isLeader: options.isLeader ?? (() => leadership.isLeader()),

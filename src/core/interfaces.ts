@@ -95,6 +95,15 @@ export interface ObjectStore {
   patchStatus(object: AnyResource, status: object): Promise<void>;
   delete(kind: KindName, namespace: string, name: string): Promise<boolean>;
   subscribe(listener: (event: StoreEvent) => void): () => void;
+  /**
+   * The objects of `kind` that `keep` accepts, as the store's watches last saw them, without a request;
+   * undefined where a store keeps no such cache (or has not listed yet). For reads that may lag a
+   * moment behind a write: finding dependents, whose own events queue them again when they change.
+   */
+  cached?<K extends KindName>(
+    kind: K,
+    keep?: (object: ResourceOf<K>) => boolean,
+  ): ResourceOf<K>[] | undefined;
 }
 
 export type RouteState =

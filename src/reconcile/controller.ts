@@ -24,6 +24,7 @@ import {
   ANNOTATION_COMMIT,
   type BaseStatus,
   type BuildRecord,
+  type FunctionJob,
   type GitSource,
   type GitSourceStatus,
   LABEL_SOURCE,
@@ -108,6 +109,8 @@ export class Controller {
   private readonly functionQueue: WorkQueue;
   /** Fair shares between namespaces and sources for function reconciles (and so for builds). */
   private readonly functionGate: FairGate;
+  /** What the fair gate needs of each Function, as the store's events last showed it. */
+  private readonly functionTasks = new Map<string, { flow: string; warm: boolean }>();
   private readonly processes: ProcessQuota;
   private readonly triggerQueue: WorkQueue;
   private readonly jobQueue: WorkQueue;
@@ -130,13 +133,10 @@ export class Controller {
       concurrency: Number.POSITIVE_INFINITY,
       handler: async (key) => {
         const [namespace, name] = key.split('/') as [string, string];
-        const fn = await options.store.get('Function', namespace, name);
-        const task = {
-          tenant: namespace,
-          flow: fn?.metadata.labels?.[LABEL_SOURCE] ?? '',
-          // Durable on both platforms: a function that has served goes before a cold backlog.
-          warm: fn?.status?.servingRevision !== undefined,
-        };
+        // From the store's events, not a read: a thousand keys wait here at once after a large commit,
+        // and the reconcile reads the Function anyway once its turn comes.
+        const seen = this.functionTasks.get(key);
+        const task = { tenant: namespace, flow: seen?.flow ?? '', warm: seen?.warm ?? false };
         await this.functionGate.run(task, () =>
           reconcileFunction(
             {
@@ -240,9 +240,20 @@ export class Controller {
 
   /** Queues every Function, Trigger and FunctionJob, as an informer's resync does. */
   private async resync(): Promise<void> {
-    for (const fn of await this.options.store.list('Function')) this.functionQueue.add(keyOf(fn));
+    for (const fn of await this.options.store.list('Function')) {
+      this.noteFunction(fn);
+      this.functionQueue.add(keyOf(fn));
+    }
     for (const t of await this.options.store.list('Trigger')) this.triggerQueue.add(keyOf(t));
     for (const j of await this.options.store.list('FunctionJob')) this.jobQueue.add(keyOf(j));
+  }
+
+  private noteFunction(fn: SlessFunction): void {
+    this.functionTasks.set(keyOf(fn), {
+      flow: fn.metadata.labels?.[LABEL_SOURCE] ?? '',
+      // Durable on both platforms: a function that has served goes before a cold backlog.
+      warm: fn.status?.servingRevision !== undefined,
+    });
   }
 
   async stop(): Promise<void> {
@@ -446,6 +457,8 @@ export class Controller {
         if (event.type === 'DELETED' || !event.statusOnly) this.sourceQueue.add(key);
         break;
       case 'Function':
+        if (event.type === 'DELETED') this.functionTasks.delete(key);
+        else this.noteFunction(object as SlessFunction);
         if (!event.statusOnly) {
           this.functionQueue.add(key);
           this.background(
@@ -474,13 +487,22 @@ export class Controller {
     }
   }
 
+  /**
+   * From the store's watch cache where it keeps one: every Function event (a thousand at a large
+   * commit's apply) would otherwise list its namespace's Triggers and FunctionJobs. A dependent the
+   * cache does not hold yet is queued by its own event.
+   */
   private async enqueueDependents(namespace: string, fnName: string, pendingJobsOnly = false): Promise<void> {
+    const { store } = this.options;
+    const dependsOn = (object: Trigger | FunctionJob) =>
+      object.metadata.namespace === namespace && object.spec.function === fnName;
     if (!pendingJobsOnly) {
-      for (const t of await this.options.store.list('Trigger', { namespace })) {
+      for (const t of store.cached?.('Trigger', dependsOn) ?? (await store.list('Trigger', { namespace }))) {
         if (t.spec.function === fnName) this.triggerQueue.add(`${namespace}/${t.metadata.name}`);
       }
     }
-    for (const j of await this.options.store.list('FunctionJob', { namespace })) {
+    const jobs = store.cached?.('FunctionJob', dependsOn) ?? (await store.list('FunctionJob', { namespace }));
+    for (const j of jobs) {
       if (j.spec.function !== fnName) continue;
       if (pendingJobsOnly && j.status?.phase !== 'Pending') continue;
       this.jobQueue.add(`${namespace}/${j.metadata.name}`);

@@ -6,10 +6,15 @@
 import { describe, expect, it } from 'vitest';
 import { buildRecord, functionResource, silentLogger } from '../../test/helpers/reconcile-fakes.js';
 import { BuildFailedError, RecordedFailure, RolloutError } from '../core/errors.js';
-import type { Builder, SourceSnapshot, WorkloadPlatform } from '../core/interfaces.js';
-import { ANNOTATION_BUILD_KEY, ANNOTATION_COMMIT, ANNOTATION_CONFIG_HASH } from '../core/resources.js';
+import type { Builder, ObjectStore, SourceSnapshot, WorkloadPlatform } from '../core/interfaces.js';
+import {
+  ANNOTATION_BUILD_KEY,
+  ANNOTATION_COMMIT,
+  ANNOTATION_CONFIG_HASH,
+  type Trigger,
+} from '../core/resources.js';
 import { MemoryStore } from '../platform/local/memory-store.js';
-import { reconcileFunction, revisionOf } from './function-reconcile.js';
+import { isFunctionEnabled, reconcileFunction, revisionOf } from './function-reconcile.js';
 
 const KEY = 'b'.repeat(32);
 const CONFIG = 'f'.repeat(32);
@@ -286,5 +291,28 @@ describe('reconcileFunction', () => {
     } else expect(outcome).toBeUndefined();
     expect(builds).toBe(row.expect.builds);
     expect(deploys).toEqual(row.expect.deploys);
+  });
+});
+
+describe('isFunctionEnabled', () => {
+  const trigger = (fn: string, enabled: boolean): Trigger => ({
+    apiVersion: 'sless.dev/v1alpha1',
+    kind: 'Trigger',
+    metadata: { name: `${fn}-cron`, namespace: 'ns' },
+    spec: { function: fn, type: 'cron', schedule: '* * * * *', enabled },
+  });
+
+  it("reads a store's watch cache, without a list, where the store keeps one", async () => {
+    const cachedTriggers = [trigger('f', false), trigger('g', true)];
+    const store = {
+      cached: (kind: string, keep: (t: Trigger) => boolean) =>
+        kind === 'Trigger' ? cachedTriggers.filter(keep) : undefined,
+      list: async () => {
+        throw new Error('listed although the store keeps a cache');
+      },
+    } as unknown as ObjectStore;
+    expect(await isFunctionEnabled(store, functionResource('f'))).toBe(false);
+    expect(await isFunctionEnabled(store, functionResource('g'))).toBe(true);
+    expect(await isFunctionEnabled(store, functionResource('h'))).toBe(true);
   });
 });

@@ -24,6 +24,7 @@ import {
   type FunctionStatus,
   LABEL_SOURCE,
   type SlessFunction,
+  type Trigger,
 } from '../core/resources.js';
 import { Reason, StatusUpdate } from '../core/status.js';
 import type { ProcessQuota } from './process-quota.js';
@@ -48,9 +49,19 @@ export function revisionOf(buildKey: string, configHash: string, enabled: boolea
   return `${buildKey.slice(0, 12)}-${configHash.slice(0, 8)}${enabled ? '' : '-off'}`;
 }
 
+/**
+ * From the store's watch cache where it keeps one (a Trigger that disables the function and is not
+ * there yet queues the function again with its own event), else a list of the namespace's Triggers.
+ */
 export async function isFunctionEnabled(store: ObjectStore, fn: SlessFunction): Promise<boolean> {
-  const triggers = await store.list('Trigger', { namespace: fn.metadata.namespace });
-  return !triggers.some((t) => t.spec.function === fn.metadata.name && t.spec.enabled === false);
+  const disables = (t: Trigger) =>
+    t.metadata.namespace === fn.metadata.namespace &&
+    t.spec.function === fn.metadata.name &&
+    t.spec.enabled === false;
+  const triggers =
+    store.cached?.('Trigger', disables) ??
+    (await store.list('Trigger', { namespace: fn.metadata.namespace }));
+  return !triggers.some(disables);
 }
 
 export async function reconcileFunction(

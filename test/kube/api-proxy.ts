@@ -25,6 +25,8 @@ export interface ApiProxy {
   statusWrites: string[];
   /** Every request forwarded to the API server, as `METHOD path?query`, in arrival order. */
   requests: string[];
+  /** Bytes of each forwarded request's answer so far, by the index of `requests` (a watch's grow). */
+  answerBytes: number[];
   failNext(rule: FailureRule): void;
   close(): Promise<void>;
 }
@@ -35,6 +37,7 @@ export async function startApiProxy(apiServerUrl: string, ca: string, token: str
   const failed: string[] = [];
   const statusWrites: string[] = [];
   const requests: string[] = [];
+  const answerBytes: number[] = [];
   const server: Server = createServer((req: IncomingMessage, res) => {
     const method = req.method ?? 'GET';
     const url = req.url ?? '/';
@@ -56,7 +59,8 @@ export async function startApiProxy(apiServerUrl: string, ca: string, token: str
       );
       return;
     }
-    requests.push(`${method} ${url}`);
+    const index = requests.push(`${method} ${url}`) - 1;
+    answerBytes[index] = 0;
     const isStatusWrite = method === 'PATCH' && url.split('?')[0]?.endsWith('/status');
     const chunks: Buffer[] = [];
     const forward = httpsRequest(
@@ -65,6 +69,9 @@ export async function startApiProxy(apiServerUrl: string, ca: string, token: str
         if (isStatusWrite && (up.statusCode ?? 500) < 300)
           statusWrites.push(Buffer.concat(chunks).toString('utf8'));
         res.writeHead(up.statusCode ?? 502, up.headers);
+        up.on('data', (c: Buffer) => {
+          answerBytes[index] = (answerBytes[index] ?? 0) + c.length;
+        });
         up.pipe(res);
       },
     );
@@ -91,6 +98,7 @@ export async function startApiProxy(apiServerUrl: string, ca: string, token: str
     failed,
     statusWrites,
     requests,
+    answerBytes,
     failNext: (rule) => rules.push(rule),
     close: () =>
       new Promise<void>((resolve) => {

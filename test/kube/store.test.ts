@@ -141,6 +141,15 @@ describe('CRDs on the API server', () => {
       expect(cached?.metadata).not.toHaveProperty('managedFields');
       (cached as SlessFunction).spec.memoryMb = 1;
       expect(store.cached('Function')?.find((f) => f.metadata.name === 'watched')?.spec.memoryMb).toBe(512);
+      // Only what `keep` accepts is handed out (and copied).
+      await store.apply(fnObject('bystander'));
+      await eventually('a second Function cached', async () =>
+        Boolean(store.cached('Function')?.some((f) => f.metadata.name === 'bystander')),
+      );
+      expect(store.cached('Function', (f) => f.spec.memoryMb === 512)?.map((f) => f.metadata.name)).toEqual([
+        'watched',
+      ]);
+      await store.delete('Function', env.ns, 'bystander');
       const relabelled = fnObject('watched', { memoryMb: 512 });
       relabelled.metadata.labels = { ...relabelled.metadata.labels, team: 'b' };
       await store.apply(relabelled);

@@ -156,14 +156,22 @@ export class KubeStore implements ObjectStore {
   /**
    * Every object of `kind` as the watches last saw it, without a request: for periodic passes over
    * all Functions, which would otherwise list a thousand objects every few seconds. Undefined until
-   * the watches (started by the first subscriber) have listed every namespace once.
+   * the watches (started by the first subscriber) have listed every namespace once. Only the objects
+   * `keep` accepts are copied (it sees the cached object itself and must not change it): a pass that
+   * wants a few of a thousand Functions every few seconds would otherwise copy all of them each time.
    */
-  cached<K extends KindName>(kind: K): ResourceOf<K>[] | undefined {
+  cached<K extends KindName>(
+    kind: K,
+    keep: (object: ResourceOf<K>) => boolean = () => true,
+  ): ResourceOf<K>[] | undefined {
     const streams = this.streams.filter((s) => s.kind === kind);
     if (streams.length === 0 || !streams.every((s) => s.listed)) return undefined;
     const out: ResourceOf<K>[] = [];
-    for (const object of this.seen.values())
-      if (object.kind === kind && !isDeleting(object)) out.push(structuredClone(toResource<K>(object)));
+    for (const object of this.seen.values()) {
+      if (object.kind !== kind || isDeleting(object)) continue;
+      const resource = toResource<K>(object);
+      if (keep(resource)) out.push(structuredClone(resource));
+    }
     return out;
   }
 

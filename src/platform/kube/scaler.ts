@@ -38,7 +38,7 @@ export interface ScalerOptions {
    * The Functions as a watch last saw them (undefined while it has not listed yet): the idle sweep
    * reads them instead of listing every Function from the API server every few seconds.
    */
-  cachedFunctions?: () => SlessFunction[] | undefined;
+  cachedFunctions?: (keep: (fn: SlessFunction) => boolean) => SlessFunction[] | undefined;
   logger: Logger;
   events?: EventRecorder;
   /** Whether this replica runs the idle scale-down; any replica holds requests and scales up. */
@@ -334,10 +334,10 @@ export class KubeScaler {
     this.sweeping = true;
     try {
       const functions = new Map<string, SlessFunction>();
-      const all = this.options.cachedFunctions?.() ?? (await this.options.store.list('Function'));
+      const scalesToZero = (fn: SlessFunction) => idleSecondsOf(fn) !== undefined;
+      const all = this.options.cachedFunctions?.(scalesToZero) ?? (await this.options.store.list('Function'));
       for (const fn of all)
-        if (idleSecondsOf(fn) !== undefined)
-          functions.set(`${fn.metadata.namespace}/${fn.metadata.name}`, fn);
+        if (scalesToZero(fn)) functions.set(`${fn.metadata.namespace}/${fn.metadata.name}`, fn);
       for (const key of this.runningSince.keys()) if (!functions.has(key)) this.runningSince.delete(key);
       if (functions.size === 0) return;
       const namespaces = this.options.namespaces ?? [

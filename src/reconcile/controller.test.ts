@@ -1,0 +1,154 @@
+/**
+ * The controller's function queue in front of its fair gate, against MemoryStore with fake builder and
+ * platform: one slot, and a build lookup that waits until the test lets it go, so the test decides
+ * when each reconcile may finish and sees which one runs next.
+ */
+import { afterEach, expect, test } from 'vitest';
+import {
+  buildRecord,
+  functionResource,
+  recordingRunner,
+  recordingScheduler,
+  silentLogger,
+} from '../../test/helpers/reconcile-fakes.js';
+import type { ObjectStore } from '../core/interfaces.js';
+import {
+  ANNOTATION_BUILD_KEY,
+  ANNOTATION_COMMIT,
+  ANNOTATION_CONFIG_HASH,
+  type Trigger,
+} from '../core/resources.js';
+import { MemoryStore } from '../platform/local/memory-store.js';
+import { Controller } from './controller.js';
+
+const annotations = (key: string) => ({
+  [ANNOTATION_BUILD_KEY]: key.repeat(32),
+  [ANNOTATION_CONFIG_HASH]: 'f'.repeat(32),
+  [ANNOTATION_COMMIT]: 'c'.repeat(40),
+});
+
+async function eventually(check: () => boolean | Promise<boolean>, what: string): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`${what}: not within 10 s`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+/** A controller with one reconcile slot whose build lookups wait for `release`. */
+function startController() {
+  const store = new MemoryStore();
+  let functionReads = 0;
+  const get = store.get.bind(store);
+  store.get = ((kind, namespace, name) => {
+    if (kind === 'Function') functionReads++;
+    return get(kind, namespace, name);
+  }) as ObjectStore['get'];
+  const scheduler = recordingScheduler();
+  const lookups: string[] = [];
+  const waiting: Array<() => void> = [];
+  const controller = new Controller({
+    store,
+    builder: {
+      lookup: async (fn, key) => {
+        lookups.push(fn.metadata.name);
+        await new Promise<void>((resolve) => waiting.push(resolve));
+        return buildRecord(key);
+      },
+      build: async () => {
+        throw new Error('every build exists already');
+      },
+    },
+    platform: {
+      deploy: async () => undefined,
+      remove: async () => undefined,
+      currentRevision: () => undefined,
+    },
+    readers: {
+      create: async () => {
+        throw new Error('no sources here');
+      },
+    },
+    scheduler,
+    jobs: recordingRunner(),
+    logger: silentLogger,
+    externalUrl: 'http://sless.test',
+    functionConcurrency: 1,
+  });
+  return {
+    store,
+    controller,
+    scheduler,
+    lookups,
+    functionReads: () => functionReads,
+    /** Lets the oldest waiting lookup finish. */
+    release: () => waiting.shift()?.(),
+  };
+}
+
+let running: Controller | undefined;
+afterEach(async () => {
+  await running?.stop();
+  running = undefined;
+});
+
+test('functions waiting for a reconcile slot read nothing from the store', async () => {
+  const t = startController();
+  running = t.controller;
+  await t.controller.start();
+  for (let i = 0; i < 20; i++) await t.store.apply(functionResource(`fn-${i}`, annotations('a')));
+  await eventually(() => t.lookups.length === 1, 'the first reconcile');
+  t.release();
+  await eventually(() => t.lookups.length === 2, 'the second reconcile');
+  // Twenty keys were queued before the second reconcile began; each read the Function before it
+  // waited for a slot, the reads would be past twenty here. Two reconciles read what two read.
+  expect(t.lookups).toEqual(['fn-0', 'fn-1']);
+  expect(t.functionReads()).toBeLessThan(10);
+});
+
+test('a change to a serving function goes ahead of a cold backlog, as the store last showed it', async () => {
+  const t = startController();
+  running = t.controller;
+  await t.controller.start();
+  await t.store.apply(functionResource('serving', annotations('a')));
+  await eventually(() => t.lookups.length === 1, 'the serving function reconciled');
+  t.release();
+  await eventually(
+    async () => (await t.store.get('Function', 'ns', 'serving'))?.status?.servingRevision !== undefined,
+    'the serving function serving',
+  );
+  for (let i = 0; i < 5; i++) await t.store.apply(functionResource(`cold-${i}`, annotations('b')));
+  await eventually(() => t.lookups.length === 2, 'the first cold reconcile');
+  // A new commit of the serving function, queued behind four cold ones.
+  await t.store.apply(functionResource('serving', annotations('d')));
+  t.release();
+  await eventually(() => t.lookups.length === 3, 'the next reconcile');
+  expect(t.lookups).toEqual(['serving', 'cold-0', 'serving']);
+});
+
+test("a Function's event finds its Triggers and FunctionJobs in the store's watch cache, without a list", async () => {
+  const t = startController();
+  running = t.controller;
+  const cron: Trigger = {
+    apiVersion: 'sless.dev/v1alpha1',
+    kind: 'Trigger',
+    metadata: { name: 'fn-0-cron', namespace: 'ns' },
+    spec: { function: 'fn-0', type: 'cron', schedule: '* * * * *', enabled: true },
+  };
+  let lists = 0;
+  const list = t.store.list.bind(t.store);
+  t.store.list = ((kind, options) => {
+    lists++;
+    return list(kind, options);
+  }) as ObjectStore['list'];
+  await t.controller.start();
+  lists = 0;
+  // Only this Trigger is in the "cache"; the MemoryStore's lists know of none.
+  Object.assign(t.store, {
+    cached: (kind: string, keep: (o: Trigger) => boolean) => (kind === 'Trigger' ? [cron].filter(keep) : []),
+  });
+  await t.store.apply(functionResource('fn-0', annotations('a')));
+  // The Trigger's reconcile, queued by the function's event, finds no Trigger and unschedules it.
+  await eventually(() => t.scheduler.removed.includes('fn-0-cron'), 'the dependent Trigger reconciled');
+  expect(lists).toBe(0);
+});
