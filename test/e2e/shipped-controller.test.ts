@@ -72,6 +72,28 @@ describe('e2e on a real node: the controller as it ships', () => {
     return `http://${ip}`;
   };
 
+  /**
+   * A wait that times out says what the cluster looked like: the objects' status and the controller's
+   * own log, which are gone once the node is stopped.
+   */
+  const withDiagnostics = async <T>(wait: () => Promise<T>): Promise<T> => {
+    try {
+      return await wait();
+    } catch (error) {
+      const sections = await Promise.all(
+        [
+          kubectl(['get', 'gitsources,functions,jobs,deployments,pods', '-A', '-o', 'wide']),
+          kubectl(['get', 'functions,gitsources', '-n', ns, '-o', 'yaml']),
+          kubectl(['logs', '-n', SYSTEM, `deployment/${CONTROLLER}`, '--all-containers', '--tail=150']),
+          kubectl(['get', 'events', '-A', '--sort-by=.lastTimestamp']),
+        ].map((p) => p.catch((e: Error) => `(unavailable: ${e.message})`)),
+      );
+      throw new Error(
+        `${(error as Error).message}\n--- cluster at the timeout ---\n${sections.join('\n---\n')}`,
+      );
+    }
+  };
+
   beforeAll(async () => {
     node = await startTestNode();
     cleanups.push(() => node.stop());
@@ -213,20 +235,22 @@ describe('e2e on a real node: the controller as it ships', () => {
       }
 
       const base = await controllerUrl();
-      const served = await eventually(
-        `/fn/${ns}/hello through the controller's Service serves the handler's body`,
-        async () => {
-          const res = await fetch(`${base}/fn/${ns}/hello`, { signal: AbortSignal.timeout(10_000) });
-          const text = await res.text();
-          if (res.status === 200 && text.includes(BODY)) return { body: text };
-          // A failed build will not heal by waiting: stop with the controller's own words.
-          const fn = await getObject<KubeObject>(http, FUNCTION, ns, 'hello');
-          const ready = (
-            fn?.status as { conditions?: { type: string; reason?: string; message?: string }[] }
-          )?.conditions?.find((c) => c.type === 'Ready');
-          return ready?.reason === 'BuildFailed' ? { failed: ready.message ?? 'build failed' } : undefined;
-        },
-        SERVE_MS,
+      const served = await withDiagnostics(() =>
+        eventually(
+          `/fn/${ns}/hello through the controller's Service serves the handler's body`,
+          async () => {
+            const res = await fetch(`${base}/fn/${ns}/hello`, { signal: AbortSignal.timeout(10_000) });
+            const text = await res.text();
+            if (res.status === 200 && text.includes(BODY)) return { body: text };
+            // A failed build will not heal by waiting: stop with the controller's own words.
+            const fn = await getObject<KubeObject>(http, FUNCTION, ns, 'hello');
+            const ready = (
+              fn?.status as { conditions?: { type: string; reason?: string; message?: string }[] }
+            )?.conditions?.find((c) => c.type === 'Ready');
+            return ready?.reason === 'BuildFailed' ? { failed: ready.message ?? 'build failed' } : undefined;
+          },
+          SERVE_MS,
+        ),
       );
       if ('failed' in served) throw new Error(`hello's build failed: ${served.failed}`);
       expect(served.body).toContain(BODY);
