@@ -76,7 +76,7 @@ describe('e2e on a real node: the controller as it ships', () => {
    * A wait that times out says what the cluster looked like: the objects' status and the controller's
    * own log, which are gone once the node is stopped.
    */
-  const withDiagnostics = async <T>(wait: () => Promise<T>): Promise<T> => {
+  const withDiagnostics = async <T>(wait: () => Promise<T>, seen: () => string): Promise<T> => {
     try {
       return await wait();
     } catch (error) {
@@ -84,12 +84,22 @@ describe('e2e on a real node: the controller as it ships', () => {
         [
           kubectl(['get', 'gitsources,functions,jobs,deployments,pods', '-A', '-o', 'wide']),
           kubectl(['get', 'functions,gitsources', '-n', ns, '-o', 'yaml']),
-          kubectl(['logs', '-n', SYSTEM, `deployment/${CONTROLLER}`, '--all-containers', '--tail=150']),
+          // Every replica's: the leader does the work, and either may be it.
+          kubectl([
+            'logs',
+            '-n',
+            SYSTEM,
+            '-l',
+            `app.kubernetes.io/name=${CONTROLLER}`,
+            '--all-containers',
+            '--prefix',
+            '--tail=150',
+          ]),
           kubectl(['get', 'events', '-A', '--sort-by=.lastTimestamp']),
         ].map((p) => p.catch((e: Error) => `(unavailable: ${e.message})`)),
       );
       throw new Error(
-        `${(error as Error).message}\n--- cluster at the timeout ---\n${sections.join('\n---\n')}`,
+        `${(error as Error).message}\nlast answer: ${seen()}\n--- cluster at the timeout ---\n${sections.join('\n---\n')}`,
       );
     }
   };
@@ -235,22 +245,28 @@ describe('e2e on a real node: the controller as it ships', () => {
       }
 
       const base = await controllerUrl();
-      const served = await withDiagnostics(() =>
-        eventually(
-          `/fn/${ns}/hello through the controller's Service serves the handler's body`,
-          async () => {
-            const res = await fetch(`${base}/fn/${ns}/hello`, { signal: AbortSignal.timeout(10_000) });
-            const text = await res.text();
-            if (res.status === 200 && text.includes(BODY)) return { body: text };
-            // A failed build will not heal by waiting: stop with the controller's own words.
-            const fn = await getObject<KubeObject>(http, FUNCTION, ns, 'hello');
-            const ready = (
-              fn?.status as { conditions?: { type: string; reason?: string; message?: string }[] }
-            )?.conditions?.find((c) => c.type === 'Ready');
-            return ready?.reason === 'BuildFailed' ? { failed: ready.message ?? 'build failed' } : undefined;
-          },
-          SERVE_MS,
-        ),
+      let lastAnswer = 'no answer yet';
+      const served = await withDiagnostics(
+        () =>
+          eventually(
+            `/fn/${ns}/hello through the controller's Service serves the handler's body`,
+            async () => {
+              const res = await fetch(`${base}/fn/${ns}/hello`, { signal: AbortSignal.timeout(10_000) });
+              const text = await res.text();
+              lastAnswer = `${res.status} (server: ${res.headers.get('server') ?? '-'}) ${text.slice(0, 300)}`;
+              if (res.status === 200 && text.includes(BODY)) return { body: text };
+              // A failed build will not heal by waiting: stop with the controller's own words.
+              const fn = await getObject<KubeObject>(http, FUNCTION, ns, 'hello');
+              const ready = (
+                fn?.status as { conditions?: { type: string; reason?: string; message?: string }[] }
+              )?.conditions?.find((c) => c.type === 'Ready');
+              return ready?.reason === 'BuildFailed'
+                ? { failed: ready.message ?? 'build failed' }
+                : undefined;
+            },
+            SERVE_MS,
+          ),
+        () => lastAnswer,
       );
       if ('failed' in served) throw new Error(`hello's build failed: ${served.failed}`);
       expect(served.body).toContain(BODY);
