@@ -37,9 +37,18 @@ export function assertKubeTestsEnabled(): void {
   }
 }
 
-export async function getTestCluster(timeoutMs = 45 * 60_000): Promise<SharedTestCluster> {
+/**
+ * The run-wide cluster, or with `own` a private one for the calling file, stopped by release(). A
+ * file whose controller watches every namespace needs its own: on the shared cluster it reconciles
+ * other files' objects too, racing their controllers (a cron Job written with the wrong API URL).
+ */
+export async function getTestCluster(
+  timeoutMs = 45 * 60_000,
+  options: { own?: boolean } = {},
+): Promise<SharedTestCluster> {
   const broker = inject(BROKER_KEY);
-  if (broker === undefined) {
+  if (options.own) assertKubeTestsEnabled();
+  if (broker === undefined || options.own) {
     const own = await startTestCluster();
     const { stop, ...rest } = own;
     return { ...rest, release: stop };

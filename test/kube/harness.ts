@@ -107,8 +107,8 @@ export interface KubeEnv {
   close(): Promise<void>;
 }
 
-export async function kubeEnv(prefix: string): Promise<KubeEnv> {
-  const cluster = await getTestCluster();
+export async function kubeEnv(prefix: string, options: { ownCluster?: boolean } = {}): Promise<KubeEnv> {
+  const cluster = await getTestCluster(undefined, { own: options.ownCluster ?? false });
   const http = new KubeHttp(cluster.kubeConfig);
   await installCrds(http);
   const id = suffix();

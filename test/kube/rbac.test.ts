@@ -58,7 +58,9 @@ let saConfig: KubeConfig;
 let stopKubelet: () => void;
 
 beforeAll(async () => {
-  env = await kubeEnv('rbac');
+  // Its controller watches every namespace: on the shared cluster it would reconcile, and race over,
+  // other test files' objects.
+  env = await kubeEnv('rbac', { ownCluster: true });
   // Plays the Deployment controller and kubelet: every rollout succeeds; these tests are about RBAC.
   stopKubelet = playHealthyKubelet(env.http, env.ns);
   const objects = await loadKustomization(DEPLOY_DIR);
