@@ -3,6 +3,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, statSync } from 'node
 import { tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
+import { MINIMAL_BWRAP_ROOT } from '../helpers/bwrap-root.ts';
 import { enterRunTempDir, HOST_TMPDIR_KEY, removeRunDir, sandboxesUnder } from './run-temp.ts';
 
 describe('the test run temporary directory', () => {
@@ -41,26 +42,7 @@ describe('the test run temporary directory', () => {
     // builder's full sandbox: what counts here is a bwrap argument inside the directory).
     const sandbox = spawn(
       'bwrap',
-      [
-        '--ro-bind',
-        '/usr',
-        '/usr',
-        '--symlink',
-        'usr/bin',
-        '/bin',
-        '--symlink',
-        'usr/lib',
-        '/lib',
-        '--symlink',
-        'usr/lib64',
-        '/lib64',
-        '--bind',
-        join(dir, 'work'),
-        '/work',
-        '--',
-        'sleep',
-        '600',
-      ],
+      [...MINIMAL_BWRAP_ROOT, '--bind', join(dir, 'work'), '/work', '--', 'sleep', '600'],
       { stdio: 'ignore', detached: true },
     );
     const exited = new Promise<number | null>((resolve) =>

@@ -29,6 +29,7 @@ import {
 import { getObject, type KubeObject } from '../../src/platform/kube/objects.js';
 import { JOB } from '../../src/platform/kube/resource-types.js';
 import { LocalRepositoryReader } from '../../src/source/readers.js';
+import { MINIMAL_BWRAP_ROOT } from '../helpers/bwrap-root.js';
 import { TestRepo, tempDir } from '../helpers/git.js';
 import { eventually, type KubeEnv, kanikoBuilder, kubeEnv } from '../kube/harness.js';
 
@@ -227,18 +228,7 @@ describe('kube builds: tenant code never runs where credentials are (row 7)', ()
         '--unshare-ipc',
         '--unshare-uts',
         '--die-with-parent',
-        '--ro-bind',
-        '/usr',
-        '/usr',
-        '--symlink',
-        'usr/bin',
-        '/bin',
-        '--symlink',
-        'usr/lib',
-        '/lib',
-        '--symlink',
-        'usr/lib64',
-        '/lib64',
+        ...MINIMAL_BWRAP_ROOT,
         '--perms',
         '0755',
         '--dir',
