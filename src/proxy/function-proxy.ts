@@ -5,6 +5,7 @@ import type { Dispatcher } from 'undici';
 import type { RouteResolver, RouteState } from '../core/interfaces.js';
 import { isDnsLabel } from '../core/naming.js';
 import { stripHopByHop, stripHopByHopRaw } from './hop-by-hop.js';
+import { keepTickObjectShapes } from './tick-object-shape.js';
 import { Agent, Pool, errors as undiciErrors } from './undici-parts.js';
 
 export interface FunctionProxyOptions {
@@ -96,6 +97,7 @@ export class FunctionProxy {
 
   constructor(options: FunctionProxyOptions) {
     this.options = options;
+    void keepTickObjectShapes();
   }
 
   private readonly dispatcherFor = (route: ReadyRoute): Dispatcher => this.upstreamFor(route);
