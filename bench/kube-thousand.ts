@@ -10,7 +10,10 @@
 // few seconds whatever happens) are counted apart.
 // Run: npx tsx bench/kube-thousand.ts   (FUNCTIONS=30 for a quick run; SLESS_BENCH_HEAP_SNAPSHOT=1
 // also writes a heap snapshot of the controller at the end, named in the output;
-// SLESS_BENCH_LOG_LEVEL=info shows its log)
+// SLESS_BENCH_LOG_LEVEL=info shows its log; SLESS_BENCH_NODE_OPTIONS replaces the node options of
+// deploy/Dockerfile, SLESS_BENCH_CONTROLLER_ENV adds `NAME=value …` to the controller's environment,
+// e.g. LD_PRELOAD for another malloc or a native allocation profiler; SLESS_BENCH_FIRST_SYNC_ONLY=1
+// stops after the memory figure of the first sync, for quicker experiments)
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { once } from 'node:events';
@@ -66,8 +69,10 @@ function residentBreakdown(pid: number): { mallocHeap: number; anonymous: number
 
 /**
  * How the controller image starts node: the options between `node` and `bin/sless.js` in
- * deploy/Dockerfile's ENTRYPOINT, and its MALLOC_* environment, so the bench measures what ships.
- * SLESS_BENCH_NODE_OPTIONS (space-separated) replaces the options, to measure others.
+ * deploy/Dockerfile's ENTRYPOINT, and its malloc environment (MALLOC_*, GLIBC_TUNABLES, LD_PRELOAD), so
+ * the bench measures what ships. SLESS_BENCH_NODE_OPTIONS (space-separated) replaces the options, and
+ * SLESS_BENCH_CONTROLLER_ENV (`NAME=value` pairs, space-separated) adds to the environment, to measure
+ * others.
  */
 function shippedNode(): { options: string[]; env: Record<string, string> } {
   const dockerfile = readFileSync(join(PACKAGE_ROOT, 'deploy', 'Dockerfile'), 'utf8');
@@ -76,8 +81,12 @@ function shippedNode(): { options: string[]; env: Record<string, string> } {
   const argv = JSON.parse(entrypoint) as string[];
   const options = process.env.SLESS_BENCH_NODE_OPTIONS?.split(' ').filter(Boolean) ?? argv.slice(1, -1);
   const env: Record<string, string> = {};
-  for (const [, name, value] of dockerfile.matchAll(/^ENV (MALLOC_\w+)=(\S+)$/gm))
+  for (const [, name, value] of dockerfile.matchAll(/^ENV (MALLOC_\w+|GLIBC_TUNABLES|LD_PRELOAD)=(\S+)$/gm))
     if (name && value) env[name] = value;
+  for (const pair of process.env.SLESS_BENCH_CONTROLLER_ENV?.split(' ').filter(Boolean) ?? []) {
+    const [name = '', ...value] = pair.split('=');
+    env[name] = value.join('=');
+  }
   return { options, env };
 }
 
@@ -244,6 +253,8 @@ function peakRssMb(pid: number): number {
   return Number(line?.replace(/\D+/g, '') ?? 0) / 1024;
 }
 
+/** Thrown to stop after the first sync's figure (SLESS_BENCH_FIRST_SYNC_ONLY=1), cleaning up as at the end. */
+const firstSyncOnly = new Error('stopped after the first sync');
 // A Service per function: the default range holds 254.
 const cluster = await startTestCluster({ serviceCidr: '10.96.0.0/16' });
 const cleanups: Array<() => Promise<void> | void> = [() => cluster.stop()];
@@ -469,6 +480,7 @@ try {
   );
   console.log(traffic(apiProxy.requests, apiProxy.answerBytes, firstRequest, apiProxy.requests.length));
   const loaded = await memory(`${FUNCTIONS} Functions Ready`);
+  if (process.env.SLESS_BENCH_FIRST_SYNC_ONLY === '1') throw firstSyncOnly;
 
   /** Commits a code change to `names`, syncs, and counts the controller's requests until they serve it. */
   const change = async (names: string[], round: number) => {
@@ -542,6 +554,8 @@ try {
       met: one.length < FUNCTIONS / 10 && ten.length <= 12 * one.length,
     },
   );
+} catch (error) {
+  if (error !== firstSyncOnly) throw error;
 } finally {
   for (const cleanup of cleanups) await cleanup();
 }
