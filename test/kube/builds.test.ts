@@ -198,6 +198,38 @@ describe('build once', () => {
     await repo.remove();
   });
 
+  it('a new build reads its Job once before creating it: the read that picks the name is the read of the Job', async () => {
+    const repo = await TestRepo.create({
+      'once/function.yaml': functionManifest('once'),
+      'once/handler.js': nodeHandler(`return 'once';`),
+    });
+    const request = (await buildRequest('once', repo, 'c'.repeat(32)))(env.ns);
+    const job = buildName('once', request.commit);
+    const sent: string[] = [];
+    const counting = new Proxy(env.http, {
+      get(target, property) {
+        const value = Reflect.get(target, property);
+        if (property !== 'request') return typeof value === 'function' ? value.bind(target) : value;
+        return (method: string, path: string, options?: unknown) => {
+          sent.push(`${method} ${path.split('?')[0]}`);
+          return target.request(method, path, options as never);
+        };
+      },
+    });
+    const built = kanikoBuilder(env, counting).build(request);
+    await eventually('build Job', () => getObject<KubeObject>(env.http, JOB, env.controllerNs, job));
+    await playKanikoPushed(env.http, env.controllerNs, job, fakeDigest('once'));
+    await built;
+    const created = sent.indexOf(`POST /apis/batch/v1/namespaces/${env.controllerNs}/jobs`);
+    expect(created).toBeGreaterThan(0);
+    expect(
+      sent
+        .slice(0, created)
+        .filter((r) => r === `GET /apis/batch/v1/namespaces/${env.controllerNs}/jobs/${job}`),
+    ).toHaveLength(1);
+    await repo.remove();
+  });
+
   it("the same function name at the same commit in two namespaces gets two Jobs, never the other tenant's build", async () => {
     const repo = await TestRepo.create({
       'same/function.yaml': functionManifest('same'),

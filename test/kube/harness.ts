@@ -216,7 +216,7 @@ export function specOf<T>(object: KubeObject | undefined): T {
 export const markJobFailed = markBuildFailed;
 
 /** A KanikoBuilder on the test cluster, configured as the controller configures it. */
-export function kanikoBuilder(env: KubeEnv): KanikoBuilder {
+export function kanikoBuilder(env: KubeEnv, http: KubeHttp = env.http): KanikoBuilder {
   const s3 = new S3Client({
     endpoint: env.config.s3.endpoint,
     region: env.config.s3.region,
@@ -224,7 +224,7 @@ export function kanikoBuilder(env: KubeEnv): KanikoBuilder {
     credentials: { accessKeyId: env.config.s3.accessKeyId, secretAccessKey: env.config.s3.secretAccessKey },
   });
   return new KanikoBuilder({
-    http: env.http,
+    http,
     s3,
     runtimesDir: env.config.runtimesDir,
     logger,

@@ -132,8 +132,7 @@ export class KanikoBuilder implements Builder {
     const buildKey = fn.metadata.annotations?.[ANNOTATION_BUILD_KEY];
     const commit = fn.metadata.annotations?.[ANNOTATION_COMMIT];
     if (!buildKey || !commit) return;
-    const name = await this.jobNameFor(fn, buildKey, commit);
-    const job = await getObject<KubeObject>(this.options.http, JOB, this.options.controllerNamespace, name);
+    const { name, job } = await this.jobFor(fn, buildKey, commit);
     if (job && jobFailed(job))
       await this.options.http.request('DELETE', objectPath(JOB, this.options.controllerNamespace, name), {
         body: { apiVersion: 'v1', kind: 'DeleteOptions', propagationPolicy: 'Background' },
@@ -141,20 +140,22 @@ export class KanikoBuilder implements Builder {
   }
 
   /**
-   * `build-{fn}-{sha12}`; when that name is taken by another namespace's function or another build
-   * key (a runtime bump at the same commit), a name with a short hash of both is used instead.
+   * The build Job's name, and the Job if it exists: `build-{fn}-{sha12}`; when that name is taken by
+   * another namespace's function or another build key (a runtime bump at the same commit), a name with
+   * a short hash of both is used instead. The read that decides the name is the Job's read too.
    */
-  private async jobNameFor(fn: SlessFunction, buildKey: string, commit: string): Promise<string> {
+  private async jobFor(
+    fn: SlessFunction,
+    buildKey: string,
+    commit: string,
+  ): Promise<{ name: string; job: KubeObject | undefined }> {
+    const ns = this.options.controllerNamespace;
     const name = buildName(fn.metadata.name, commit);
-    const existing = await getObject<KubeObject>(
-      this.options.http,
-      JOB,
-      this.options.controllerNamespace,
-      name,
-    );
-    if (!existing || this.isOurs(existing, fn, buildKey)) return name;
+    const existing = await getObject<KubeObject>(this.options.http, JOB, ns, name);
+    if (!existing || this.isOurs(existing, fn, buildKey)) return { name, job: existing };
     const salt = sha256Hex(`${fn.metadata.namespace}/${fn.metadata.name}/${buildKey}`).slice(0, 8);
-    return boundedName(['build', fn.metadata.name, commit.slice(0, 12)], salt);
+    const salted = boundedName(['build', fn.metadata.name, commit.slice(0, 12)], salt);
+    return { name: salted, job: await getObject<KubeObject>(this.options.http, JOB, ns, salted) };
   }
 
   private isOurs(job: KubeObject, fn: SlessFunction, buildKey: string): boolean {
@@ -174,9 +175,10 @@ export class KanikoBuilder implements Builder {
       buildKey,
     });
     const startedAt = new Date().toISOString();
-    const name = await this.jobNameFor(fn, buildKey, commit);
+    const found = await this.jobFor(fn, buildKey, commit);
+    const name = found.name;
+    let job = found.job;
     try {
-      let job = await getObject<KubeObject>(this.options.http, JOB, ns, name);
       if (job) {
         log.info({ job: name }, 'attaching to the existing build Job');
       } else {
