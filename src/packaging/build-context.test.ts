@@ -1,4 +1,5 @@
-import { describe, expect, it } from 'vitest';
+import zlib from 'node:zlib';
+import { describe, expect, it, vi } from 'vitest';
 import { PACKAGE_ROOT } from '../config/config.js';
 import type { SourceSnapshot, TreeFile } from '../core/interfaces.js';
 import { createBuildContext } from './build-context.js';
@@ -44,6 +45,24 @@ describe('build context', () => {
       'server.js',
     ]);
     expect(Buffer.compare(a.archive, b.archive)).toBe(0);
+  });
+
+  it('closes its gzip compressor when the archive is done, not at some later GC', async () => {
+    // tar compresses through minizlib, which keeps node's zlib handle (and its deflate state, ~270 KB
+    // of native memory) open after the stream ends; a first sync makes hundreds of contexts.
+    const close = vi.spyOn(zlib.Gzip.prototype, 'close');
+    try {
+      await createBuildContext({
+        runtime: 'nodejs20',
+        runtimesDir: `${PACKAGE_ROOT}runtimes`,
+        snapshot: snapshot(files),
+        codeDir: 'fn',
+        excludedFiles: new Set(),
+      });
+      expect(close).toHaveBeenCalledTimes(1);
+    } finally {
+      close.mockRestore();
+    }
   });
 
   it('ships what each runtime Dockerfile copies (go: build.sh and the sdk)', async () => {
