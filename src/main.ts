@@ -628,12 +628,9 @@ export async function startKubeSystem(
       currentController().finalizeSource(source.metadata.namespace, source.metadata.name),
   });
   const events = new KubeEventRecorder({ http, logger, instance: election.identity });
-  // A request held for a scaled-to-zero function, or a route looked up for /fn/, must not queue behind
-  // a sync's burst of reconcile requests.
-  const servingHttp = http.withOwnConnections(4);
   // Every replica holds requests and scales up; only the leader scales idle functions down.
   const scaler = new KubeScaler({
-    http: servingHttp,
+    http,
     store,
     cachedFunctions: (keep) => store.cached('Function', keep),
     logger,
@@ -645,7 +642,7 @@ export async function startKubeSystem(
     ...(config.watchNamespaces ? { namespaces: config.watchNamespaces } : {}),
   });
   const routes = new KubeRouteResolver({
-    http: servingHttp,
+    http,
     store,
     scaler,
     route: config.functionRoute,
@@ -768,7 +765,7 @@ export async function startKubeSystem(
   const address = await app.listen({ host: config.host, port: config.port });
   if (election.enabled) {
     term.elector = new LeaderElector({
-      http: http.withOwnConnections(1),
+      http,
       logger,
       namespace: config.controllerNamespace,
       name: election.leaseName,

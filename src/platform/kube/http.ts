@@ -5,8 +5,8 @@
  * the KubeConfig for every request, so rotated in-cluster tokens are picked up.
  */
 
-import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http';
-import { Agent as HttpsAgent, request as httpsRequest, type RequestOptions } from 'node:https';
+import { request as httpRequest, type IncomingMessage } from 'node:http';
+import { Agent, request as httpsRequest, type RequestOptions } from 'node:https';
 import type { KubeCredentials } from './kubeconfig.js';
 
 export class KubeApiError extends Error {
@@ -40,46 +40,16 @@ export interface KubeRequest {
   headers?: Record<string, string>;
 }
 
-export interface KubeHttpOptions {
-  /**
-   * Connections that short requests share (default 16); more requests wait for one in order. A burst
-   * of reconciles otherwise opens a connection per request in flight, each with its socket and TLS
-   * buffers, and glibc keeps the memory they freed long after the burst ends. Watches and log
-   * streams hold a connection for minutes and have their own, unbounded.
-   */
-  maxConnections?: number;
-}
-
-/** The agents of one client: bounded for requests, unbounded for long-lived streams. */
-interface Agents {
-  requests: HttpAgent;
-  streams: HttpAgent;
-}
-
 export class KubeHttp {
   private readonly kc: KubeCredentials;
   private readonly server: URL;
-  private readonly maxConnections: number;
-  private agents: Agents | undefined;
-  /** Clients made by withOwnConnections: closed with this one. */
-  private readonly derived: KubeHttp[] = [];
+  private agent: Agent | undefined;
 
-  constructor(kc: KubeCredentials, options: KubeHttpOptions = {}) {
+  constructor(kc: KubeCredentials) {
     this.kc = kc;
     const cluster = kc.getCurrentCluster();
     if (!cluster) throw new Error('kubeconfig has no current cluster');
     this.server = new URL(cluster.server);
-    this.maxConnections = options.maxConnections ?? 16;
-  }
-
-  /**
-   * The same API server and credentials over connections of its own: for requests that must not wait
-   * behind a burst of others (Lease renewals: a late renewal loses leadership).
-   */
-  withOwnConnections(maxConnections: number): KubeHttp {
-    const client = new KubeHttp(this.kc, { maxConnections });
-    this.derived.push(client);
-    return client;
   }
 
   async request<T>(method: string, path: string, options: KubeRequest = {}): Promise<T> {
@@ -129,24 +99,16 @@ export class KubeHttp {
       headers['content-length'] = String(Buffer.byteLength(payload));
     }
     const secure = url.protocol === 'https:';
-    this.agents ??= this.makeAgents(secure, opts);
+    if (secure && !this.agent) {
+      this.agent = new Agent({
+        keepAlive: true,
+        ...(opts.ca ? { ca: opts.ca } : {}),
+        ...(opts.cert ? { cert: opts.cert } : {}),
+        ...(opts.key ? { key: opts.key } : {}),
+        ...(opts.rejectUnauthorized === false ? { rejectUnauthorized: false } : {}),
+      });
+    }
     return { url, headers, payload, secure };
-  }
-
-  private makeAgents(secure: boolean, opts: RequestOptions): Agents {
-    const tls = {
-      ...(opts.ca ? { ca: opts.ca } : {}),
-      ...(opts.cert ? { cert: opts.cert } : {}),
-      ...(opts.key ? { key: opts.key } : {}),
-      ...(opts.rejectUnauthorized === false ? { rejectUnauthorized: false } : {}),
-    };
-    const bounded = { keepAlive: true, maxSockets: this.maxConnections, maxFreeSockets: this.maxConnections };
-    return secure
-      ? {
-          requests: new HttpsAgent({ ...bounded, ...tls }),
-          streams: new HttpsAgent({ keepAlive: false, ...tls }),
-        }
-      : { requests: new HttpAgent(bounded), streams: new HttpAgent({ keepAlive: false }) };
   }
 
   /**
@@ -159,7 +121,7 @@ export class KubeHttp {
       const send = secure ? httpsRequest : httpRequest;
       const req = send(
         url,
-        { method: 'GET', headers, signal: options.signal, agent: this.agents?.streams },
+        { method: 'GET', headers, signal: options.signal, ...(secure ? { agent: this.agent } : {}) },
         (res) => {
           const code = res.statusCode ?? 0;
           if (code >= 200 && code < 300) {
@@ -181,7 +143,7 @@ export class KubeHttp {
     const { url, headers, payload, secure } = await this.prepare(path, options);
     return new Promise<string>((resolve, reject) => {
       const send = secure ? httpsRequest : httpRequest;
-      const req = send(url, { method, headers, agent: this.agents?.requests }, (res) => {
+      const req = send(url, { method, headers, ...(secure ? { agent: this.agent } : {}) }, (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
         res.on('error', reject);
@@ -203,9 +165,7 @@ export class KubeHttp {
   }
 
   close(): void {
-    for (const client of this.derived) client.close();
-    this.agents?.requests.destroy();
-    this.agents?.streams.destroy();
+    this.agent?.destroy();
   }
 }
 
