@@ -245,6 +245,13 @@ function traffic(requests: string[], answerBytes: number[], from: number, to: nu
   return `  by kind (answers): ${kinds}\n  largest answers:\n    ${top}`;
 }
 
+/** CPU seconds (user + system) a process has used so far, from /proc/PID/stat. */
+function cpuSeconds(pid: number): number {
+  // Fields after the command name (which may hold spaces): utime and stime are the 12th and 13th.
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
 /** The process's peak resident memory so far (VmHWM), in MB. */
 function peakRssMb(pid: number): number {
   const line = readFileSync(`/proc/${pid}/status`, 'utf8')
@@ -451,6 +458,7 @@ try {
       .items as unknown as SlessFunction[];
 
   const started = performance.now();
+  const cpuBefore = cpuSeconds(controller.pid ?? 0);
   const firstRequest = apiProxy.requests.length;
   await apply(
     http,
@@ -476,7 +484,7 @@ try {
   const firstSyncSeconds = (performance.now() - started) / 1000;
   await quiet();
   console.log(
-    `${FUNCTIONS} Functions Ready after ${firstSyncSeconds.toFixed(0)} s (first sync, builds played); ${requests().length} API requests so far`,
+    `${FUNCTIONS} Functions Ready after ${firstSyncSeconds.toFixed(0)} s (first sync, builds played; the controller's CPU ${(cpuSeconds(controller.pid ?? 0) - cpuBefore).toFixed(1)} s); ${requests().length} API requests so far`,
   );
   console.log(traffic(apiProxy.requests, apiProxy.answerBytes, firstRequest, apiProxy.requests.length));
   const loaded = await memory(`${FUNCTIONS} Functions Ready`);
