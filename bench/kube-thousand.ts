@@ -36,6 +36,7 @@ import { startApiProxy } from '../test/kube/api-proxy.ts';
 import { createNamespace, installCrds } from '../test/kube/install.ts';
 import { deploymentLags, markBuildSucceeded, markDeploymentAvailable } from '../test/kube/play.ts';
 import { ensureCompiled } from './compiled.ts';
+import { cpuSeconds } from './proc-stat.ts';
 import { report } from './report.ts';
 
 const FUNCTIONS = Number(process.env.FUNCTIONS ?? 1000);
@@ -243,13 +244,6 @@ function traffic(requests: string[], answerBytes: number[], from: number, to: nu
     .map(({ request, bytes }) => `${request.slice(0, 140)} ${mb(bytes)} MB`)
     .join('\n    ');
   return `  by kind (answers): ${kinds}\n  largest answers:\n    ${top}`;
-}
-
-/** CPU seconds (user + system) a process has used so far, from /proc/PID/stat. */
-function cpuSeconds(pid: number): number {
-  // Fields after the command name (which may hold spaces): utime and stime are the 12th and 13th.
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
-  return (Number(fields[11]) + Number(fields[12])) / 100;
 }
 
 /** The process's peak resident memory so far (VmHWM), in MB. */

@@ -5,7 +5,6 @@
 // Run: npx tsx bench/poll-sources.ts
 import { execFileSync, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { readFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { PACKAGE_ROOT } from '../src/config/config.js';
@@ -13,18 +12,12 @@ import { freePort } from '../src/platform/local/ports.js';
 import { functionManifest, nodeHandler, TestRepo, tempDir } from '../test/helpers/git.js';
 import { startGitHttpServer } from '../test/helpers/git-http-server.js';
 import { ensureCompiled } from './compiled.ts';
+import { cpuSeconds } from './proc-stat.ts';
 import { report } from './report.ts';
 
 const SOURCES = Number(process.env.SOURCES ?? 100);
 const MINUTES = Number(process.env.MINUTES ?? 1);
-const CLOCK_TICKS = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim() || 100);
 const pause = (msecs: number) => new Promise((r) => setTimeout(r, msecs));
-
-function cpuSeconds(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
-}
 
 ensureCompiled();
 const work = await TestRepo.create({

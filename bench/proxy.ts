@@ -29,6 +29,7 @@ import { freePort } from '../src/platform/local/ports.js';
 import { functionManifest, nodeHandler, TestRepo } from '../test/helpers/git.js';
 import { ensureCompiled } from './compiled.ts';
 import { accepts } from './net.ts';
+import { cpuSeconds } from './proc-stat.ts';
 import { report } from './report.ts';
 import { median, percentile } from './stats.js';
 
@@ -66,15 +67,6 @@ function ensureDebianTools(): void {
   }
   // The package's own nginx service (port 80) is never used here.
   spawnSync('sh', ['-c', 'service nginx stop || systemctl disable --now nginx'], { stdio: 'ignore' });
-}
-
-const CLOCK_TICKS = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim() || 100);
-
-/** User + system CPU seconds of a process, from /proc/PID/stat. */
-function cpuSeconds(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
 }
 
 function loadAverage(): string {

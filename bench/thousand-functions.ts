@@ -8,6 +8,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import { functionManifest, nodeHandler, TestRepo, tempDir } from '../test/helpers/git.js';
 import { ensureCompiled } from './compiled.ts';
+import { cpuSeconds } from './proc-stat.ts';
 import { report } from './report.ts';
 import { type Sless, startSlessDev } from './sless-dev.ts';
 import { median, ms } from './stats.js';
@@ -97,13 +98,9 @@ async function readyCount(sless: Sless): Promise<number> {
   }
 }
 
-/** Commit a new body for one function and time until /fn/ serves it. */
 /** CPU time (user + system) sless itself has used, in ms; its runtimes are not counted. */
 function cpuMs(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  // utime and stime, in clock ticks of 10 ms.
-  return (Number(fields[11]) + Number(fields[12])) * 10;
+  return cpuSeconds(pid) * 1000;
 }
 
 /**
