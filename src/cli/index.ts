@@ -11,7 +11,6 @@ import { EarlyListener } from '../api/early-listener.js';
 import { ConfigError, loadLocalConfig } from '../config/config.js';
 import type { GitSource } from '../core/resources.js';
 import { startupMark } from '../core/startup-marks.js';
-import { keepTickObjectShapes } from '../proxy/tick-object-shape.js';
 import { ensureExamplesRepository } from './examples-repo.js';
 import { LOGS_USAGE, printLogs } from './logs.js';
 import { UsageError, VALIDATE_USAGE } from './usage.js';
@@ -122,12 +121,9 @@ async function main(): Promise<void> {
   switch (command) {
     case 'dev':
     case undefined:
-      // First thing in a server: see tick-object-shape.ts (the proxy asks again, for embedders).
-      void keepTickObjectShapes();
       await dev(rest);
       return;
     case 'controller':
-      void keepTickObjectShapes();
       await (await import('./controller.js')).runController(rest);
       return;
     case 'logs':
