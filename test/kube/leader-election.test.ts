@@ -39,6 +39,7 @@ import {
 
 interface EventObject extends KubeObject {
   reason: string;
+  reportingComponent?: string;
   reportingInstance?: string;
   involvedObject: { kind: string; name: string };
 }
@@ -89,14 +90,18 @@ async function lease(env: KubeEnv, name: string): Promise<LeaseRecord | undefine
     | undefined;
 }
 
+/**
+ * sless's own Events in the test namespace. The API server's own loops may write Events there too
+ * (a CI run saw one reported by `ipallocator-repair-controller-vm`), and those say nothing about
+ * which replica led.
+ */
 async function events(env: KubeEnv): Promise<EventObject[]> {
-  return (
-    await listObjects<EventObject>(
-      env.http,
-      { apiVersion: 'v1', kind: 'Event', plural: 'events', namespaced: true },
-      { namespace: env.ns },
-    )
-  ).items;
+  const all = await listObjects<EventObject>(
+    env.http,
+    { apiVersion: 'v1', kind: 'Event', plural: 'events', namespaced: true },
+    { namespace: env.ns },
+  );
+  return all.items.filter((e) => e.reportingComponent === 'sless.dev/sless-controller');
 }
 
 async function readyz(url: string): Promise<{ status: string; leader: LeaderInfo } | undefined> {
