@@ -1,8 +1,13 @@
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import zlib from 'node:zlib';
 import { describe, expect, it, vi } from 'vitest';
 import { PACKAGE_ROOT } from '../config/config.js';
 import type { SourceSnapshot, TreeFile } from '../core/interfaces.js';
-import { createBuildContext } from './build-context.js';
+import { createBuildContext, removeAbandonedContexts } from './build-context.js';
 
 function snapshot(files: Record<string, { content: string; mode?: string }>): SourceSnapshot {
   const tree: TreeFile[] = Object.entries(files)
@@ -84,5 +89,55 @@ describe('build context', () => {
       excludedFiles: new Set(),
     });
     expect(py.entries).toEqual(['Dockerfile', 'code/', 'code/main.py', 'server.py']);
+  });
+
+  it('a context whose writer was SIGKILLed mid-write is removed by the next sweep; live writers keep theirs', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'sless-context-test-'));
+    const script = join(dir, 'writer.ts');
+    // The writer stages a context in `dir` and stops for good at the first file read, as a process
+    // killed mid-write would.
+    await writeFile(
+      script,
+      `import { createBuildContext } from ${JSON.stringify(join(PACKAGE_ROOT, 'src/packaging/build-context.ts'))};
+void createBuildContext({
+  runtime: 'nodejs20',
+  runtimesDir: ${JSON.stringify(`${PACKAGE_ROOT}runtimes`)},
+  snapshot: {
+    commit: 'c'.repeat(40),
+    listFiles: async () => [{ path: 'fn/handler.js', mode: '100644', oid: 'x' }],
+    readFile: () => { process.stdout.write('staged\\n'); return new Promise(() => {}); },
+  },
+  codeDir: 'fn',
+  excludedFiles: new Set(),
+});
+`,
+    );
+    const writer = spawn(process.execPath, ['--import', 'tsx', script], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+      env: { ...process.env, TMPDIR: dir },
+    });
+    const alive = spawn('sleep', ['600'], { stdio: 'ignore' });
+    try {
+      const [line] = (await once(writer.stdout, 'data')) as [Buffer];
+      expect(line.toString()).toBe('staged\n');
+      const staged = (await readdir(dir)).filter((name) => name.startsWith('sless-context-'));
+      expect(staged).toEqual([expect.stringMatching(new RegExp(`^sless-context-${writer.pid}-`))]);
+      writer.kill('SIGKILL');
+      await once(writer, 'exit');
+      const kept = [
+        `sless-context-${alive.pid}-live`,
+        `sless-context-${process.pid}-mine`,
+        'sless-context-x',
+      ];
+      for (const name of kept) await mkdir(join(dir, name));
+
+      expect(await removeAbandonedContexts(dir)).toEqual(staged);
+      const left = (await readdir(dir)).filter((name) => name.startsWith('sless-context-'));
+      expect(left.sort()).toEqual([...kept].sort());
+    } finally {
+      writer.kill('SIGKILL');
+      alive.kill('SIGKILL');
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });

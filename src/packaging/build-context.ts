@@ -21,6 +21,38 @@ export const RUNTIME_CONTEXT_FILES: Readonly<Record<RuntimeName, readonly string
 
 const FIXED_MTIME = new Date('2000-01-01T00:00:00Z');
 
+/**
+ * Staging directories are named after the process that writes them, so one left by a process killed
+ * mid-write (SIGKILL, OOM) can be told from one still in use and removed by the next start.
+ */
+const STAGING_PREFIX = 'sless-context-';
+const STAGING_NAME = /^sless-context-(\d+)-/;
+
+function isRunning(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    // EPERM: the pid is alive but someone else's; only ESRCH says it is gone.
+    return (error as NodeJS.ErrnoException).code !== 'ESRCH';
+  }
+}
+
+/**
+ * Removes the staging directories whose writer is no longer running. Returns their names.
+ * `dir` is where staging happens (the system temp directory unless a test says otherwise).
+ */
+export async function removeAbandonedContexts(dir: string = tmpdir()): Promise<string[]> {
+  const removed: string[] = [];
+  for (const name of await readdir(dir)) {
+    const owner = STAGING_NAME.exec(name)?.[1];
+    if (owner === undefined || Number(owner) === process.pid || isRunning(Number(owner))) continue;
+    await rm(join(dir, name), { recursive: true, force: true });
+    removed.push(name);
+  }
+  return removed.sort();
+}
+
 export interface BuildContext {
   /** gzip-compressed tar. */
   archive: Buffer;
@@ -35,7 +67,7 @@ export async function createBuildContext(options: {
   codeDir: string;
   excludedFiles: ReadonlySet<string>;
 }): Promise<BuildContext> {
-  const staging = await mkdtemp(join(tmpdir(), 'sless-context-'));
+  const staging = await mkdtemp(join(tmpdir(), `${STAGING_PREFIX}${process.pid}-`));
   try {
     for (const file of RUNTIME_CONTEXT_FILES[options.runtime])
       await cp(join(options.runtimesDir, options.runtime, file), join(staging, file), { recursive: true });

@@ -6,6 +6,8 @@
  * No kaniko or Job controller runs here: markBuildSucceeded plays them (Job Complete via /status, a
  * build Pod whose terminated container message is the digest).
  */
+import { readdir } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildName } from '../../src/core/naming.js';
@@ -227,6 +229,50 @@ describe('build once', () => {
         .slice(0, created)
         .filter((r) => r === `GET /apis/batch/v1/namespaces/${env.controllerNs}/jobs/${job}`),
     ).toHaveLength(1);
+    await repo.remove();
+  });
+
+  it('stop() waits for a build context being written, so its staging directory is gone when the process exits', async () => {
+    const repo = await TestRepo.create({
+      'halt/function.yaml': functionManifest('halt'),
+      'halt/handler.js': nodeHandler(`return 'halt';`),
+    });
+    const request = (await buildRequest('halt', repo, 'd'.repeat(32)))(env.ns);
+    const staged = () =>
+      readdir(tmpdir()).then((names) => names.filter((n) => n.startsWith(`sless-context-${process.pid}-`)));
+    let reached!: () => void;
+    const reading = new Promise<void>((resolve) => {
+      reached = resolve;
+    });
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const { snapshot } = request;
+    const gated = {
+      ...snapshot,
+      listFiles: snapshot.listFiles.bind(snapshot),
+      readFile: async (path: string, oid?: string) => {
+        reached();
+        await released;
+        return snapshot.readFile(path, oid);
+      },
+    };
+    const b = builder();
+    void b.build({ ...request, snapshot: gated });
+    await reading;
+    const writing = await staged();
+    expect(writing).toHaveLength(1);
+    let stopped = false;
+    const stopping = b.stop().then(() => {
+      stopped = true;
+    });
+    // A round trip to the API server: stop() had every chance to settle, and has not.
+    await getObject<KubeObject>(env.http, JOB, env.controllerNs, 'no-such-job');
+    expect(stopped).toBe(false);
+    release();
+    await stopping;
+    expect(await staged()).toEqual([]);
     await repo.remove();
   });
 

@@ -20,7 +20,7 @@ import {
   type BuildRecord,
   type SlessFunction,
 } from '../../../core/resources.js';
-import { createBuildContext } from '../../../packaging/build-context.js';
+import { createBuildContext, removeAbandonedContexts } from '../../../packaging/build-context.js';
 import { isStatus, type KubeHttp, MERGE_PATCH } from '../http.js';
 import { jobCondition, jobFailed, jobStatus, jobSucceeded } from '../job-status.js';
 import {
@@ -80,6 +80,8 @@ const DIGEST = /^sha256:[0-9a-f]{64}$/;
 export class KanikoBuilder implements Builder {
   private readonly options: KanikoBuilderOptions;
   private readonly inFlight = new Map<string, Promise<BuildRecord>>();
+  /** Build contexts being written to local staging directories, which stop() waits for. */
+  private readonly writingContexts = new Set<Promise<unknown>>();
   private stopped = false;
 
   constructor(options: KanikoBuilderOptions) {
@@ -112,10 +114,17 @@ export class KanikoBuilder implements Builder {
   /**
    * Stops watching Jobs. Builds in progress stay pending for good rather than failing: the Jobs go on
    * in the cluster, and the next controller attaches to them, so a stopping controller must not write
-   * "failed" into status on their behalf.
+   * "failed" into status on their behalf. A build context being written is let finish, so its
+   * staging directory is removed before the process exits.
    */
-  stop(): void {
+  async stop(): Promise<void> {
     this.stopped = true;
+    await Promise.allSettled(this.writingContexts);
+  }
+
+  /** Removes the build-context staging directories of controllers killed while writing one. */
+  removeAbandonedContexts(): Promise<string[]> {
+    return removeAbandonedContexts();
   }
 
   build(request: BuildRequest): Promise<BuildRecord> {
@@ -182,13 +191,15 @@ export class KanikoBuilder implements Builder {
       if (job) {
         log.info({ job: name }, 'attaching to the existing build Job');
       } else {
-        const context = await createBuildContext({
+        const writing = createBuildContext({
           runtime: fn.spec.runtime,
           runtimesDir: this.options.runtimesDir,
           snapshot: request.snapshot,
           codeDir: request.codeDir,
           excludedFiles: request.excludedFiles,
         });
+        this.writingContexts.add(writing);
+        const context = await writing.finally(() => this.writingContexts.delete(writing));
         await this.options.s3.send(
           new PutObjectCommand({
             Bucket: this.options.bucket,
