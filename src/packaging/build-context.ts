@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { create as createTar } from 'tar';
 import type { SourceSnapshot } from '../core/interfaces.js';
+import { leftBehind } from '../core/left-behind.js';
 import type { RuntimeName } from '../core/schemas.js';
 import { materializeFunction } from './materialize.js';
 
@@ -28,29 +29,14 @@ const FIXED_MTIME = new Date('2000-01-01T00:00:00Z');
 const STAGING_PREFIX = 'sless-context-';
 const STAGING_NAME = /^sless-context-(\d+)-/;
 
-function isRunning(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    // EPERM: the pid is alive but someone else's; only ESRCH says it is gone.
-    return (error as NodeJS.ErrnoException).code !== 'ESRCH';
-  }
-}
-
 /**
  * Removes the staging directories whose writer is no longer running. Returns their names.
  * `dir` is where staging happens (the system temp directory unless a test says otherwise).
  */
 export async function removeAbandonedContexts(dir: string = tmpdir()): Promise<string[]> {
-  const removed: string[] = [];
-  for (const name of await readdir(dir)) {
-    const owner = STAGING_NAME.exec(name)?.[1];
-    if (owner === undefined || Number(owner) === process.pid || isRunning(Number(owner))) continue;
-    await rm(join(dir, name), { recursive: true, force: true });
-    removed.push(name);
-  }
-  return removed.sort();
+  const abandoned = (await readdir(dir)).filter((name) => leftBehind(name, STAGING_NAME)).sort();
+  for (const name of abandoned) await rm(join(dir, name), { recursive: true, force: true });
+  return abandoned;
 }
 
 export interface BuildContext {

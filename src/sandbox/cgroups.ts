@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { leftBehind } from './stale.js';
+import { leftBehind } from '../core/left-behind.js';
 
 /** A controller sless can create child groups in: the directory of sless's own group in it. */
 interface Controller {

@@ -5,7 +5,7 @@
 import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
-import { leftBehind } from '../../src/sandbox/stale.ts';
+import { leftBehind } from '../../src/core/left-behind.ts';
 
 const PREFIX = 'sless-tests-';
 const OWNED = /^sless-tests-(\d+)-/;

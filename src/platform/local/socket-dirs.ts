@@ -2,7 +2,7 @@ import { readdirSync, rmSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { leftBehind } from '../../sandbox/stale.js';
+import { leftBehind } from '../../core/left-behind.js';
 
 const PREFIX = 'sless-fn-';
 const OWNED = /^sless-fn-(\d+)-/;
