@@ -53,6 +53,46 @@ describe('e2e on a real node: push to serve', () => {
     ).items;
   const servedBody = (name: string, expected: string) => servedBodyOf(env, name, expected, BUILD_MS);
 
+  /**
+   * What the cluster says about a function, for a wait that timed out: its status, its build Jobs and
+   * its pods. Bounded in time and never throwing, since the API server may be what stopped answering.
+   */
+  const diagnosis = async (name: string): Promise<string> => {
+    type Described = KubeObject & { status?: Record<string, unknown> };
+    const gather = async () => {
+      const s = await status(name);
+      const ready = s?.conditions?.find((c) => c.type === 'Ready');
+      const jobs = (await buildJobs(name)) as Described[];
+      const podList = (await pods(name)) as Described[];
+      return [
+        `status: ${s?.phase} Ready=${ready?.status} ${ready?.reason}: ${ready?.message}; lastBuild ${JSON.stringify(s?.lastBuild)}`,
+        ...jobs.map((j) => {
+          const { active, succeeded, failed, conditions } = (j.status ?? {}) as {
+            active?: number;
+            succeeded?: number;
+            failed?: number;
+            conditions?: { type: string; status: string }[];
+          };
+          const held = conditions?.filter((c) => c.status === 'True').map((c) => c.type);
+          return `job ${j.metadata.name}: active ${active ?? 0}, succeeded ${succeeded ?? 0}, failed ${failed ?? 0}, ${held?.join(',') || 'no condition'}`;
+        }),
+        ...podList.map(
+          (p) =>
+            `pod ${p.metadata.name}: ${p.status?.phase} ${JSON.stringify(
+              (p.status?.containerStatuses as { state?: unknown }[] | undefined)?.map((c) => c.state),
+            )}`,
+        ),
+      ].join('\n  ');
+    };
+    const timeout = new Promise<string>((resolve) =>
+      setTimeout(() => resolve('the API server did not answer within 10 s'), 10_000).unref(),
+    );
+    return Promise.race([
+      gather().catch((error: Error) => `cannot read the cluster: ${error.message}`),
+      timeout,
+    ]);
+  };
+
   beforeAll(async () => {
     env = await startE2e('e2e', {
       'hello/function.yaml': functionManifest('hello'),
@@ -113,7 +153,14 @@ describe('e2e on a real node: push to serve', () => {
           await new Promise((r) => setTimeout(r, 100));
         }
       })();
-      await eventually('hello v2 served', async () => rolled || undefined, BUILD_MS);
+      await eventually('hello v2 served', async () => rolled || undefined, BUILD_MS).catch(
+        async (error: Error) => {
+          rolled = true; // ends the load loop
+          throw new Error(
+            `${error.message}; last load failures: ${JSON.stringify(failures.slice(-3))}\n  ${await diagnosis('hello')}`,
+          );
+        },
+      );
       await load;
       expect(failures).toEqual([]);
       expect(requests).toBeGreaterThan(1);
