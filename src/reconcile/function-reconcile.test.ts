@@ -36,6 +36,8 @@ interface Row {
   running?: string;
   /** The last reconcile's rollout of the desired revision failed (Ready=False, RolloutFailed). */
   rolloutFailedBefore?: boolean;
+  /** The last commit's build failed (Ready=False and Stalled, BuildFailed). */
+  buildFailedBefore?: boolean;
   /** What deploying does. */
   deploy?: 'ok' | 'rollout-fails' | 'transient';
   /** A Trigger with enabled: false points at the function. */
@@ -44,6 +46,8 @@ interface Row {
     phase: string;
     ready: ['True' | 'False', string];
     reconciling: 'True' | 'False';
+    /** The Stalled condition's reason when it must be there; absent otherwise. */
+    stalled?: string;
     message?: string;
     /** What the reconcile throws: nothing, a retry after a failure it recorded, or the error itself. */
     throws?: 'recorded' | 'transient';
@@ -76,6 +80,18 @@ const rows: Row[] = [
     },
   },
   {
+    name: 'a commit that builds, after one whose build failed: Ready, and no longer Stalled',
+    running: OLD,
+    buildFailedBefore: true,
+    expect: {
+      phase: 'Ready',
+      ready: ['True', 'Serving'],
+      reconciling: 'False',
+      builds: 1,
+      deploys: [REVISION],
+    },
+  },
+  {
     name: 'built before and rolled out already: nothing to do but say so',
     builtBefore: true,
     running: REVISION,
@@ -88,19 +104,22 @@ const rows: Row[] = [
       phase: 'Failed',
       ready: ['False', 'BuildFailed'],
       reconciling: 'False',
+      stalled: 'BuildFailed',
       message: `build ${KEY.slice(0, 12)} failed: npm ci exited 1`,
       builds: 1,
       deploys: [],
     },
   },
   {
-    name: 'the build fails while an older revision serves',
+    name: 'the build fails while an older revision serves: it serves on, but the push did not land',
     build: 'fails',
     running: OLD,
     expect: {
+      // Not Ready, as for a failed rollout: the revision this commit asks for will not serve.
       phase: 'Failed',
-      ready: ['True', 'BuildFailed'],
+      ready: ['False', 'BuildFailed'],
       reconciling: 'False',
+      stalled: 'BuildFailed',
       message: `build ${KEY.slice(0, 12)} failed: npm ci exited 1; still serving ${OLD}`,
       builds: 1,
       deploys: [],
@@ -221,6 +240,18 @@ async function run(row: Row) {
           lastTransitionTime: new Date(0).toISOString(),
           observedGeneration: 1,
         },
+        ...(row.buildFailedBefore
+          ? [
+              {
+                type: 'Stalled',
+                status: 'True' as const,
+                reason: 'BuildFailed',
+                message: 'build 0123456789ab failed: npm ci exited 1',
+                lastTransitionTime: new Date(0).toISOString(),
+                observedGeneration: 1,
+              },
+            ]
+          : []),
       ],
     });
   }
@@ -281,6 +312,7 @@ describe('reconcileFunction', () => {
     expect(status?.phase).toBe(row.expect.phase);
     expect([condition('Ready')?.status, condition('Ready')?.reason]).toEqual(row.expect.ready);
     expect(condition('Reconciling')?.status).toBe(row.expect.reconciling);
+    expect(condition('Stalled')?.reason).toBe(row.expect.stalled);
     if (row.expect.message !== undefined) expect(condition('Ready')?.message).toBe(row.expect.message);
     // Every condition says which generation it describes (kstatus).
     for (const c of status?.conditions ?? []) expect(c.observedGeneration).toBe(1);

@@ -84,11 +84,28 @@ export async function reconcileFunction(
   const update = new StatusUpdate<FunctionStatus>(fn);
   const status = update.status;
   status.url = `${deps.externalUrl}${functionPath(namespace, name)}`;
-  const setPhase = (phase: FunctionPhase, ready: ConditionStatus, reason: Reason, message: string) => {
+  /** `stalled`: Stalled's message; the condition is removed when not given. */
+  const setPhase = (
+    phase: FunctionPhase,
+    ready: ConditionStatus,
+    reason: Reason,
+    message: string,
+    stalled?: string,
+  ) => {
     status.phase = phase;
     update.set('Ready', ready, reason, message);
     update.set('Reconciling', phase === 'Building' || phase === 'Deploying', reason, message);
+    // Set or removed once per pass: removing and setting it again would restart its transition time.
+    if (stalled === undefined) update.remove('Stalled');
+    else update.set('Stalled', true, reason, stalled);
   };
+  /**
+   * The desired revision cannot come by waiting (its build failed, or the namespace has no room):
+   * not Ready, whatever still serves, and Stalled, so `kubectl wait --for=condition=Ready` and
+   * kstatus report the push as failed instead of done. Ready's message names what still serves.
+   */
+  const setStalled = async (reason: Reason, message: string) =>
+    setPhase('Failed', 'False', reason, await servingNote(deps, fn, message), message);
   const write = () => update.write(deps.store, fn);
   // Ready says whether the revision this Function asks for serves. While a new one builds or rolls
   // out, the one that served keeps Ready as it was; once a revision failed, nothing but the desired
@@ -118,12 +135,7 @@ export async function reconcileFunction(
     if (failed && failed.buildKey === buildKey) {
       status.lastBuild = failed;
       const failure = failureOf(failed, `build ${buildKey.slice(0, 12)} failed: ${failed.message}`);
-      setPhase(
-        'Failed',
-        (await deps.platform.currentRevision(namespace, name)) ? 'True' : 'False',
-        failure.reason,
-        await servingNote(deps, fn, failure.message),
-      );
+      await setStalled(failure.reason, failure.message);
       await write();
       return;
     }
@@ -177,12 +189,7 @@ export async function reconcileFunction(
       log.warn({ err: error.message }, 'build failed; the previous revision keeps serving');
       // Worded as the remembered failure above words it, so the report reads the same on every pass.
       const failure = failureOf(record, `build ${buildKey.slice(0, 12)} failed: ${error.message}`);
-      setPhase(
-        'Failed',
-        (await deps.platform.currentRevision(namespace, name)) ? 'True' : 'False',
-        failure.reason,
-        await servingNote(deps, fn, failure.message),
-      );
+      await setStalled(failure.reason, failure.message);
       await write();
       return;
     }
@@ -199,12 +206,7 @@ export async function reconcileFunction(
   else deps.processes?.release(namespace, name);
   if (refusal) {
     status.lastError = refusal;
-    setPhase(
-      'Failed',
-      (await deps.platform.currentRevision(namespace, name)) ? 'True' : 'False',
-      Reason.QuotaExceeded,
-      await servingNote(deps, fn, refusal),
-    );
+    await setStalled(Reason.QuotaExceeded, refusal);
     await write();
     return;
   }

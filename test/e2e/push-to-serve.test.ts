@@ -214,6 +214,11 @@ describe('e2e on a real node: push to serve', () => {
       expect(failed.lastBuild?.logTail).toMatch(
         /No matching distribution found for sless-no-such-package-e2e==0\.0\.1/,
       );
+      // Not Ready and Stalled: the commit did not land and waiting will not land it; v1 serves on.
+      const ready = failed.conditions?.find((c) => c.type === 'Ready');
+      expect([ready?.status, ready?.reason]).toEqual(['False', 'BuildFailed']);
+      expect(ready?.message).toMatch(/; still serving [0-9a-f]{12}-[0-9a-f]{8}$/);
+      expect(failed.conditions?.find((c) => c.type === 'Stalled')?.status).toBe('True');
       const [code, body] = await callFunction(env, 'snake');
       expect(code).toBe(200);
       expect(body).toContain('hello from python v1');

@@ -398,7 +398,11 @@ describe('kube platform: GitOps loop', () => {
     });
     expect(failed.lastBuild?.result).toBe('Failed');
     expect(failed.lastBuild?.message).toContain('kaniko: RUN npm ci failed');
-    expect(failed.conditions?.find((c) => c.type === 'Ready')?.status).toBe('True');
+    // Not Ready (the commit's revision will not serve) and Stalled (waiting will not build it).
+    const ready = failed.conditions?.find((c) => c.type === 'Ready');
+    expect([ready?.status, ready?.reason]).toEqual(['False', 'BuildFailed']);
+    expect(ready?.message).toMatch(/; still serving [0-9a-f]{12}-[0-9a-f]{8}$/);
+    expect(failed.conditions?.find((c) => c.type === 'Stalled')?.status).toBe('True');
     expect(containerOf(await deployment('alpha')).image).toBe(image);
     // Still routed to the old revision.
     const served = await fetch(`${system.url}/fn/${env.ns}/alpha/`);

@@ -91,7 +91,13 @@ describe('code security gate on the local platform', () => {
       'the build to be refused',
     );
     const ready = refused.conditions?.find((c) => c.type === 'Ready');
-    expect(ready?.status).toBe('True');
+    // Not Ready: the commit's revision will not serve; the previous one does, as the message says.
+    expect(ready?.status).toBe('False');
+    expect(refused.conditions?.find((c) => c.type === 'Stalled')).toMatchObject({
+      status: 'True',
+      reason: 'CodeValidationFailed',
+      message: 'code validation failed: runs the xmrig cryptocurrency miner',
+    });
     expect(ready?.message).toMatch(
       /^code validation failed: runs the xmrig cryptocurrency miner; still serving [0-9a-f]{12}-[0-9a-f]{8}$/,
     );
