@@ -4,6 +4,7 @@
  */
 import { posix } from 'node:path';
 import { parseAllDocuments } from 'yaml';
+import { BoundedCache } from '../core/bounded-cache.js';
 import type { ManifestIssue } from '../core/errors.js';
 import type { SourceSnapshot, TreeFile } from '../core/interfaces.js';
 import { normalizeRepoPath } from '../core/paths.js';
@@ -59,21 +60,22 @@ interface CheckedFile {
  * because every later load hands out the same objects.
  */
 export class ParsedManifestCache {
-  private readonly files = new Map<string, ParsedFile>();
-  private readonly checked = new Map<string, CheckedFile>();
-  constructor(private readonly limit = 20_000) {}
+  private readonly files: BoundedCache<string, ParsedFile>;
+  private readonly checked: BoundedCache<string, CheckedFile>;
+  constructor(limit = 20_000) {
+    this.files = new BoundedCache(limit);
+    this.checked = new BoundedCache(limit);
+  }
   get(oid: string): ParsedFile | undefined {
     return this.files.get(oid);
   }
   set(oid: string, parsed: ParsedFile): void {
-    if (this.files.size >= this.limit) this.files.clear();
     this.files.set(oid, parsed);
   }
   getChecked(key: string): CheckedFile | undefined {
     return this.checked.get(key);
   }
   setChecked(key: string, file: CheckedFile): void {
-    if (this.checked.size >= this.limit) this.checked.clear();
     this.checked.set(key, file);
   }
 }

@@ -4,6 +4,7 @@
  * work queue. Platforms plug in through ObjectStore, Builder, WorkloadPlatform and SourceReaderFactory.
  */
 import type { Logger } from 'pino';
+import { BoundedCache } from '../core/bounded-cache.js';
 import { parseDuration } from '../core/duration.js';
 import { asError, RecordedFailure, SlessError, SourceError } from '../core/errors.js';
 import { FairGate, GateStoppedError } from '../core/fair-gate.js';
@@ -102,7 +103,11 @@ export class Controller {
   private readonly sources = new Map<string, SourceHandle>();
   private readonly locks = new Map<string, Promise<unknown>>();
   /** Per source and commit; a promise, so reconciles that start together load the manifests once. */
-  private readonly manifestFiles = new Map<string, Promise<ReadonlySet<string>>>();
+  /**
+   * Each synced commit's manifest files, per source, for the reconciles it starts. Bounded: a source
+   * that syncs for months must not keep every commit it ever saw (a miss reads them again).
+   */
+  private readonly manifestFiles = new BoundedCache<string, Promise<ReadonlySet<string>>>(64);
   private readonly parsedManifests = new ParsedManifestCache();
   private readonly buildKeys = new BuildKeyCache();
   private readonly failedBuilds = new Map<string, BuildRecord>();

@@ -3,6 +3,7 @@
  * the build key (what the artifact depends on) and the config hash (what the running workload
  * depends on), so the reconciler can tell "rebuild" from "restart" from "nothing to do".
  */
+import { BoundedCache } from '../core/bounded-cache.js';
 import type { ManifestIssue } from '../core/errors.js';
 import { hashObject } from '../core/hash.js';
 import type { SourceSnapshot, TreeFile } from '../core/interfaces.js';
@@ -76,12 +77,14 @@ export function computeBuildKey(options: BuildKeyOptions): string {
  * (a sorted JSON text and a SHA-256 of each function's tree was most of planning).
  */
 export class BuildKeyCache {
-  private readonly keys = new Map<string, string>();
+  private readonly keys: BoundedCache<string, string>;
   constructor(
-    private readonly limit = 20_000,
+    limit = 20_000,
     /** A seam for tests that count what is hashed. */
     private readonly hash = hashInputs,
-  ) {}
+  ) {
+    this.keys = new BoundedCache(limit);
+  }
 
   of(options: BuildKeyOptions): string {
     const inputs = buildInputs(options);
@@ -94,7 +97,6 @@ export class BuildKeyCache {
     let key = this.keys.get(id);
     if (key === undefined) {
       key = this.hash(inputs);
-      if (this.keys.size >= this.limit) this.keys.clear();
       this.keys.set(id, key);
     }
     return key;
