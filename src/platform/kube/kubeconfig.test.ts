@@ -193,6 +193,19 @@ describe('loadKubeCredentials', () => {
     expect(await server({ ...env, KUBECONFIG: explicit })).toBe('https://explicit.example');
   });
 
+  it('refuses to start without credentials, or in a pod without the API server address, saying which', async () => {
+    const home = join(dir, 'nohome');
+    const account = join(dir, 'noaccount');
+    await expect(loadKubeCredentials({}, { home, accountDir: account })).rejects.toThrow(
+      `no Kubernetes credentials: KUBECONFIG is not set, ${join(home, '.kube', 'config')} does not exist, and there is no service account token at ${join(account, 'token')}`,
+    );
+    mkdirSync(account);
+    writeFileSync(join(account, 'token'), 't');
+    await expect(
+      loadKubeCredentials({ KUBERNETES_SERVICE_HOST: '10.0.0.1' }, { home, accountDir: account }),
+    ).rejects.toThrow(/KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are not both set/);
+  });
+
   it('hands what it does not read to client-node', async () => {
     const file = kubeconfig({ server: 'https://exec.example' }, { exec: { command: 'true' } });
     // client-node reads the process's own environment.

@@ -203,8 +203,22 @@ export async function loadKubeCredentials(
   if (files.length === 1) simple = readSimpleKubeconfig(files[0] as string);
   else if (files.length === 0) {
     const userConfig = join(home, '.kube', 'config');
+    const token = join(accountDir, 'token');
     if (existsSync(userConfig)) simple = readSimpleKubeconfig(userConfig);
-    else if (existsSync(join(accountDir, 'token'))) simple = inClusterCredentials(env, accountDir);
+    else if (existsSync(token)) {
+      simple = inClusterCredentials(env, accountDir);
+      // As client-go's in-cluster config does: fail at start, so the pod restarts and says why.
+      if (!simple)
+        throw new Error(
+          `a service account token is at ${token}, but KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are not both set (the kubelet sets them from the "kubernetes" Service)`,
+        );
+    } else {
+      // client-node would fall back to http://localhost:8080, and every request would then fail
+      // with a TLS complaint that hides the real cause.
+      throw new Error(
+        `no Kubernetes credentials: KUBECONFIG is not set, ${userConfig} does not exist, and there is no service account token at ${token}`,
+      );
+    }
   }
   if (simple) return simple;
   const { KubeConfig } = await import('@kubernetes/client-node');
