@@ -670,12 +670,6 @@ export async function startKubeSystem(
     ...(options.pollMs ? { pollMs: options.pollMs } : {}),
     onBuildFinished: buildRecorder(metrics, history, () => late.gc),
   });
-  // A controller killed while writing a build context leaves its staging directory behind.
-  builder.removeAbandonedContexts().then(
-    (removed) => removed.length > 0 && logger.info({ removed }, 'removed abandoned build contexts'),
-    (error: unknown) =>
-      logger.warn({ err: asError(error).message }, 'cannot remove abandoned build contexts'),
-  );
   const gc = new BuildCollector({
     store,
     archive,

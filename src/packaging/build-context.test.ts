@@ -7,7 +7,8 @@ import zlib from 'node:zlib';
 import { describe, expect, it, vi } from 'vitest';
 import { PACKAGE_ROOT } from '../config/config.js';
 import type { SourceSnapshot, TreeFile } from '../core/interfaces.js';
-import { createBuildContext, removeAbandonedContexts } from './build-context.js';
+import { OwnedTempDirs } from '../core/owned-temp-dirs.js';
+import { createBuildContext } from './build-context.js';
 
 function snapshot(files: Record<string, { content: string; mode?: string }>): SourceSnapshot {
   const tree: TreeFile[] = Object.entries(files)
@@ -91,7 +92,7 @@ describe('build context', () => {
     expect(py.entries).toEqual(['Dockerfile', 'code/', 'code/main.py', 'server.py']);
   });
 
-  it('a context whose writer was SIGKILLed mid-write is removed by the next sweep; live writers keep theirs', async () => {
+  it("a context whose writer was SIGKILLed mid-write is removed by the next writer's staging; live writers keep theirs", async () => {
     const dir = await mkdtemp(join(tmpdir(), 'sless-context-test-'));
     const script = join(dir, 'writer.ts');
     // The writer stages a context in `dir` and stops for good at the first file read, as a process
@@ -131,9 +132,11 @@ void createBuildContext({
       ];
       for (const name of kept) await mkdir(join(dir, name));
 
-      expect(await removeAbandonedContexts(dir)).toEqual(staged);
+      // What the next writer's first context makes (build-context's staging, rooted in `dir` here).
+      const next = new OwnedTempDirs('sless-context-', dir);
       const left = (await readdir(dir)).filter((name) => name.startsWith('sless-context-'));
       expect(left.sort()).toEqual([...kept].sort());
+      expect(next.removeLeftBehind()).toEqual([]);
     } finally {
       writer.kill('SIGKILL');
       alive.kill('SIGKILL');

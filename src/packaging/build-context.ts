@@ -4,12 +4,11 @@
  * its server files and `code/`, the function's files straight from git objects minus manifests.
  * The same inputs give the same bytes, so a context can be compared, cached and re-uploaded safely.
  */
-import { chmod, cp, lstat, mkdtemp, readdir, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { chmod, cp, lstat, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { create as createTar } from 'tar';
 import type { SourceSnapshot } from '../core/interfaces.js';
-import { leftBehind } from '../core/left-behind.js';
+import { OwnedTempDirs } from '../core/owned-temp-dirs.js';
 import type { RuntimeName } from '../core/schemas.js';
 import { materializeFunction } from './materialize.js';
 
@@ -23,21 +22,10 @@ export const RUNTIME_CONTEXT_FILES: Readonly<Record<RuntimeName, readonly string
 const FIXED_MTIME = new Date('2000-01-01T00:00:00Z');
 
 /**
- * Staging directories are named after the process that writes them, so one left by a process killed
- * mid-write (SIGKILL, OOM) can be told from one still in use and removed by the next start.
+ * Where contexts are staged, made on first use: making it removes the staging directories of writers
+ * killed mid-write (SIGKILL, OOM), which no `finally` of theirs could remove.
  */
-const STAGING_PREFIX = 'sless-context-';
-const STAGING_NAME = /^sless-context-(\d+)-/;
-
-/**
- * Removes the staging directories whose writer is no longer running. Returns their names.
- * `dir` is where staging happens (the system temp directory unless a test says otherwise).
- */
-export async function removeAbandonedContexts(dir: string = tmpdir()): Promise<string[]> {
-  const abandoned = (await readdir(dir)).filter((name) => leftBehind(name, STAGING_NAME)).sort();
-  for (const name of abandoned) await rm(join(dir, name), { recursive: true, force: true });
-  return abandoned;
-}
+let stagingDirs: OwnedTempDirs | undefined;
 
 export interface BuildContext {
   /** gzip-compressed tar. */
@@ -53,7 +41,8 @@ export async function createBuildContext(options: {
   codeDir: string;
   excludedFiles: ReadonlySet<string>;
 }): Promise<BuildContext> {
-  const staging = await mkdtemp(join(tmpdir(), `${STAGING_PREFIX}${process.pid}-`));
+  stagingDirs ??= new OwnedTempDirs('sless-context-');
+  const staging = await stagingDirs.create();
   try {
     for (const file of RUNTIME_CONTEXT_FILES[options.runtime])
       await cp(join(options.runtimesDir, options.runtime, file), join(staging, file), { recursive: true });
@@ -80,7 +69,7 @@ export async function createBuildContext(options: {
     }
     return { archive: Buffer.concat(chunks), entries };
   } finally {
-    await rm(staging, { recursive: true, force: true });
+    await stagingDirs.remove(staging);
   }
 }
 

@@ -9,12 +9,12 @@ import type {
   RouteState,
   WorkloadPlatform,
 } from '../../core/interfaces.js';
+import { OwnedTempDirs } from '../../core/owned-temp-dirs.js';
 import type { BuildRecord, SlessFunction } from '../../core/resources.js';
 import { startupMark } from '../../core/startup-marks.js';
 import type { FunctionLogBuffer } from './function-logs.js';
 import type { PinnedBuilds, ServingRecord, ServingRecords } from './local-state.js';
 import { type RuntimeCommand, RuntimeProcess } from './runtime-process.js';
-import { SocketDirs } from './socket-dirs.js';
 
 export interface LocalPlatformOptions {
   runtimesDir: string;
@@ -94,7 +94,11 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
   private readonly options: LocalPlatformOptions;
   private readonly slots = new Map<string, Slot>();
   private readonly retiring = new Set<Promise<void>>();
-  private readonly sockets = new SocketDirs();
+  /**
+   * One directory per function process, holding its unix socket: in the system's temp directory,
+   * because a socket path must stay under 108 bytes wherever the state directory is.
+   */
+  private readonly sockets = new OwnedTempDirs('sless-fn-');
 
   constructor(options: LocalPlatformOptions) {
     this.options = options;

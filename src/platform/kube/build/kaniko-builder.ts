@@ -20,7 +20,7 @@ import {
   type BuildRecord,
   type SlessFunction,
 } from '../../../core/resources.js';
-import { createBuildContext, removeAbandonedContexts } from '../../../packaging/build-context.js';
+import { createBuildContext } from '../../../packaging/build-context.js';
 import { isStatus, type KubeHttp, MERGE_PATCH } from '../http.js';
 import { jobCondition, jobFailed, jobStatus, jobSucceeded } from '../job-status.js';
 import {
@@ -120,11 +120,6 @@ export class KanikoBuilder implements Builder {
   async stop(): Promise<void> {
     this.stopped = true;
     await Promise.allSettled(this.writingContexts);
-  }
-
-  /** Removes the build-context staging directories of controllers killed while writing one. */
-  removeAbandonedContexts(): Promise<string[]> {
-    return removeAbandonedContexts();
   }
 
   build(request: BuildRequest): Promise<BuildRecord> {
