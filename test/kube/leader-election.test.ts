@@ -11,6 +11,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -326,6 +327,9 @@ class ControllerProcess {
         env: {
           PATH: process.env.PATH,
           HOME: process.env.HOME,
+          // The run's temp directory, which the run removes: a replica killed mid-build leaves its
+          // build-context staging there, not in the machine's /tmp.
+          TMPDIR: tmpdir(),
           KUBECONFIG: env.cluster.kubeconfigPath,
           POD_NAME: identity,
           SLESS_LEASE_NAME: 'sless-controller-proc',
