@@ -4,6 +4,7 @@
  * the plain methods below; none of them knows about Prometheus.
  */
 import { Counter, Gauge, Histogram, type Metric, type MetricValueWithName, Registry } from 'prom-client';
+import { PROXY_SECONDS_BUCKETS, ProxyTallies, type ProxyTally } from '../core/proxy-tallies.js';
 import type { BuildRecord, GitSource, SlessFunction } from '../core/resources.js';
 import type { SyncResult } from '../reconcile/source-sync.js';
 
@@ -15,22 +16,11 @@ export interface MetricsOptions {
    * random `/fn/…` paths cannot grow the series without bound.
    */
   isKnownFunction?: (namespace: string, name: string) => boolean;
-}
-
-const UNKNOWN = '_unknown';
-
-const PROXY_SECONDS_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
-
-/** The proxied requests of one function (or of every unknown name), as plain numbers. */
-interface ProxyTally {
-  namespace: string;
-  function: string;
-  /** Responses by status code. */
-  codes: Map<number, number>;
-  /** Observations per bucket of PROXY_SECONDS_BUCKETS, not cumulative; the last is +Inf only. */
-  buckets: number[];
-  sum: number;
-  count: number;
+  /**
+   * Proxy counts kept elsewhere (the gateway thread's), fetched before each scrape so that /metrics
+   * shows every request answered until then.
+   */
+  collectProxyTallies?: () => Promise<ProxyTally[]>;
 }
 
 /**
@@ -69,8 +59,7 @@ export class SlessMetrics {
   private readonly buildsStarted: Counter<never>;
   private readonly builds: Counter<'result'>;
   private readonly buildSeconds: Histogram<'result'>;
-  /** Per `namespace/name`, and one entry for every unknown name, so a scan cannot grow it. */
-  private readonly proxyTallies = new Map<string, ProxyTally>();
+  private readonly proxyTallies = new ProxyTallies();
 
   constructor(options: MetricsOptions = {}) {
     this.options = options;
@@ -160,27 +149,7 @@ export class SlessMetrics {
 
   proxyResponse(namespace: string, name: string, statusCode: number, durationMs: number): void {
     const known = this.options.isKnownFunction?.(namespace, name) ?? true;
-    const key = known ? `${namespace}/${name}` : UNKNOWN;
-    let tally = this.proxyTallies.get(key);
-    if (!tally) {
-      tally = {
-        namespace: known ? namespace : UNKNOWN,
-        function: known ? name : UNKNOWN,
-        codes: new Map(),
-        buckets: new Array(PROXY_SECONDS_BUCKETS.length + 1).fill(0),
-        sum: 0,
-        count: 0,
-      };
-      this.proxyTallies.set(key, tally);
-    }
-    tally.codes.set(statusCode, (tally.codes.get(statusCode) ?? 0) + 1);
-    const seconds = durationMs / 1000;
-    let bucket = 0;
-    while (bucket < PROXY_SECONDS_BUCKETS.length && seconds > (PROXY_SECONDS_BUCKETS[bucket] as number))
-      bucket++;
-    tally.buckets[bucket] = (tally.buckets[bucket] as number) + 1;
-    tally.sum += seconds;
-    tally.count++;
+    this.proxyTallies.record(namespace, name, statusCode, durationMs, known);
   }
 
   private proxyRequestValues(): MetricValueWithName<string>[] {
@@ -218,7 +187,12 @@ export class SlessMetrics {
     return this.registry.contentType;
   }
 
-  render(): Promise<string> {
+  async render(): Promise<string> {
+    const collect = this.options.collectProxyTallies;
+    if (collect) {
+      const isKnown = this.options.isKnownFunction ?? (() => true);
+      this.proxyTallies.merge(await collect(), isKnown);
+    }
     return this.registry.metrics();
   }
 }
