@@ -8,15 +8,17 @@ import { type DestinationStream, type Logger, type LoggerOptions, pino } from 'p
 import type { Authenticator } from './api/auth/authenticator.js';
 import { createAuthenticator } from './api/auth/factory.js';
 import type { BuildHistory } from './api/build-history.js';
-import type { EarlyListener } from './api/early-listener.js';
+import type { ClientListener } from './api/early-listener.js';
 import { UnavailableError } from './api/errors.js';
 import type { SlessMetrics } from './api/metrics.js';
 import { webhookSecretFor } from './config/auth.js';
 import { ConfigError, type LocalConfig, type TenancySettings } from './config/config.js';
 import type { KubeControllerConfig } from './config/kube.js';
+import type { ActivityBoard } from './core/activity-board.js';
 import { asError } from './core/errors.js';
-import type { ObjectStore, ProcessLauncher } from './core/interfaces.js';
+import type { ObjectStore, ProcessLauncher, RouteMirror } from './core/interfaces.js';
 import { ALWAYS_LEADER, type Leadership, LeaderTasks } from './core/leadership.js';
+import type { ProxyTally } from './core/proxy-tallies.js';
 import type { BuildRecord, GitSource, SlessFunction } from './core/resources.js';
 import { startupMark } from './core/startup-marks.js';
 import type { KanikoBuilder } from './platform/kube/build/kaniko-builder.js';
@@ -189,10 +191,22 @@ async function controlPlaneModules() {
   };
 }
 
+/** What the local system needs of the proxy thread (the Gateway), kept to a type so none loads here. */
+interface ProxyThread extends RouteMirror {
+  readonly activity: ActivityBoard;
+  takeTallies(): Promise<ProxyTally[]>;
+}
+
 /** Starts the embedded platform; `source` registers a GitSource once the controller runs. */
 export async function startLocalSystem(
   config: LocalConfig,
-  options: { logger?: Logger; source?: GitSource; listener?: EarlyListener } = {},
+  options: {
+    logger?: Logger;
+    source?: GitSource;
+    listener?: ClientListener;
+    /** The proxy thread, when `/fn/` is served from one: routes, counts and tallies cross to it. */
+    gateway?: ProxyThread;
+  } = {},
 ): Promise<LocalSystem> {
   const logger = options.logger ?? createLogger(config);
   // What the last run left comes first: the objects it had applied (with their status), the revisions
@@ -246,6 +260,7 @@ export async function startLocalSystem(
     ...(config.scaleToZeroAfterSeconds ? { defaultIdleSeconds: config.scaleToZeroAfterSeconds } : {}),
     serving: state.serving,
     onScaled: (ns, name) => late.controller?.enqueueFunction(ns, name),
+    ...(options.gateway ? { activity: options.gateway.activity, mirror: options.gateway } : {}),
   });
   // Serve first: the revisions that served before start from their builds on disk before the API and
   // the controller load (a request that arrives meanwhile waits for its function). Only then
@@ -265,6 +280,7 @@ export async function startLocalSystem(
   const metrics = new SlessMetrics({
     readyFunctions: () => readyFunctionCounts(store),
     isKnownFunction: (ns, name) => platform.currentRevision(ns, name) !== undefined,
+    ...(options.gateway ? { collectProxyTallies: () => (options.gateway as ProxyThread).takeTallies() } : {}),
   });
   const proxy = observedFunctionProxy({ routes: platform, metrics, logger });
   options.listener?.serveEarly(FunctionProxy.matches, (req, res) => void proxy.handle(req, res));
@@ -331,6 +347,7 @@ export async function startLocalSystem(
       await gc.stop();
       await controller.stop();
       scheduler.stopAll();
+      await options.listener?.drainClients?.();
       await app.close();
       await options.listener?.close();
       await platform.stopAll();
@@ -355,7 +372,7 @@ async function localControlPlane(
     gitHttp: GuardedHttpClient;
     metrics: SlessMetrics;
     proxy: FunctionProxy;
-    listener: EarlyListener | undefined;
+    listener: ClientListener | undefined;
     /** Filled in here: the platform and the builder report to the controller and the collector. */
     late: { controller?: Controller; gc?: BuildCollector };
   },

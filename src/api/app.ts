@@ -9,7 +9,7 @@ import type { Authenticator } from './auth/authenticator.js';
 import { guardLoopback } from './auth/loopback-guard.js';
 import { requireAuth } from './auth/plugin.js';
 import type { ApiContext } from './context.js';
-import type { EarlyListener } from './early-listener.js';
+import type { ClientListener } from './early-listener.js';
 import { installErrorHandling } from './errors.js';
 import { forwardToLeader, type LeaderRoute, mustForward } from './leader-forward.js';
 import { SlessMetrics } from './metrics.js';
@@ -44,7 +44,7 @@ export interface AppOptions {
   /** The /fn/ proxy when it serves before the app is built (see EarlyListener); made here otherwise. */
   proxy?: FunctionProxy;
   /** A port bound before the app was built: it serves the app once the app is ready (no `listen`). */
-  listener?: EarlyListener;
+  listener?: ClientListener;
 }
 
 export async function buildApp(options: AppOptions): Promise<FastifyInstance> {

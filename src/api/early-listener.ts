@@ -1,6 +1,20 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { adoptRelayedClientAddress } from '../proxy/client-address.js';
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => void;
+
+/** Where clients' requests come from: a port of its own (EarlyListener) or the gateway thread. */
+export interface ClientListener {
+  /** The server fastify runs on. */
+  readonly server: Server;
+  /** The public address, as fastify's `listen` reports it, e.g. `http://127.0.0.1:8080`. */
+  readonly url: string;
+  serveEarly(matches: (url: string | undefined) => boolean, handler: Handler): void;
+  attach(handler: Handler): void;
+  /** Stops taking clients and lets requests in flight end, before the API closes. */
+  drainClients?(): Promise<void>;
+  close(): Promise<void>;
+}
 
 /**
  * A port bound before the rest of sless has loaded. Loading the API, the proxy and their schemas
@@ -9,20 +23,38 @@ type Handler = (req: IncomingMessage, res: ServerResponse) => void;
  * handler once it is attached, so nothing answers before it can answer truthfully (`/readyz` says
  * 503 until sless is ready, as it always did). A start that fails exits, which closes the port.
  */
-export class EarlyListener {
+export class EarlyListener implements ClientListener {
   private handler: Handler | undefined;
   private early: { matches: (url: string | undefined) => boolean; handler: Handler } | undefined;
   private held: Array<[IncomingMessage, ServerResponse]> = [];
 
   private constructor(readonly server: Server) {}
 
-  static async listen(host: string, port: number): Promise<EarlyListener> {
+  static listen(host: string, port: number): Promise<EarlyListener> {
+    return EarlyListener.bind((server, listening) => server.listen(port, host, listening), false);
+  }
+
+  /**
+   * On a unix socket only the gateway thread reaches: its requests carry the client's address in a
+   * header, which is trusted here and nowhere else.
+   */
+  static relayedTo(socketPath: string): Promise<EarlyListener> {
+    return EarlyListener.bind((server, listening) => server.listen(socketPath, listening), true);
+  }
+
+  private static async bind(
+    listen: (server: Server, listening: () => void) => void,
+    relayed: boolean,
+  ): Promise<EarlyListener> {
     let listener: EarlyListener | undefined;
-    const server = createServer((req, res) => listener?.dispatch(req, res));
+    const server = createServer((req, res) => {
+      if (relayed) adoptRelayedClientAddress(req);
+      listener?.dispatch(req, res);
+    });
     listener = new EarlyListener(server);
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
-      server.listen(port, host, () => {
+      listen(server, () => {
         server.off('error', reject);
         resolve();
       });

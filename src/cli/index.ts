@@ -11,6 +11,7 @@ import { EarlyListener } from '../api/early-listener.js';
 import { ConfigError, loadLocalConfig } from '../config/config.js';
 import type { GitSource } from '../core/resources.js';
 import { startupMark } from '../core/startup-marks.js';
+import { Gateway } from '../proxy/gateway/gateway.js';
 import { ensureExamplesRepository } from './examples-repo.js';
 import { LOGS_USAGE, printLogs } from './logs.js';
 import { UsageError, VALIDATE_USAGE } from './usage.js';
@@ -55,6 +56,7 @@ async function dev(argv: string[]): Promise<void> {
       'state-dir': { type: 'string' },
       namespace: { type: 'string' },
       sandbox: { type: 'string' },
+      'proxy-thread': { type: 'string' },
       json: { type: 'boolean' },
     },
   });
@@ -62,7 +64,9 @@ async function dev(argv: string[]): Promise<void> {
   const config = loadLocalConfig(values);
   // The port first: the rest of sless (the API, the proxy, their schemas) loads behind it, and
   // requests that arrive meanwhile wait for it (see EarlyListener).
-  const listener = await EarlyListener.listen(config.host, config.port);
+  // With the proxy thread, it owns the port and loads alongside the main thread.
+  const gateway = config.proxyThread ? await Gateway.start(config.host, config.port) : undefined;
+  const listener = gateway ?? (await EarlyListener.listen(config.host, config.port));
   startupMark('listening');
   // The repository and its branch (a git child process) are found while the rest of sless loads.
   const located = locateRepository(config);
@@ -81,16 +85,25 @@ async function dev(argv: string[]): Promise<void> {
   };
   // Handlers come first: a start serves restored revisions at once, and a signal that arrives while it
   // does must still stop them cleanly rather than kill sless outright.
-  const starting = startLocalSystem(config, { logger, source, listener });
+  const starting = startLocalSystem(config, { logger, source, listener, ...(gateway ? { gateway } : {}) });
   let stopping = false;
-  const shutdown = (signal: string) => {
+  const shutdown = (signal: string, exitCode = 0) => {
+    if (stopping) return;
     stopping = true;
     logger.info({ signal }, 'stopping: every function process is stopped first');
     void starting
       .then((system) => system.stop())
       .catch(() => undefined)
-      .then(() => process.exit(0));
+      .then(() => process.exit(exitCode));
   };
+  gateway?.report({
+    upstreamError: (fn, message) => logger.warn({ function: fn, err: message }, 'upstream failed'),
+    // Without the thread nothing answers on the port: stop, so that a supervisor starts sless again.
+    failed: (error) => {
+      logger.error({ err: error.message }, 'the proxy thread stopped');
+      shutdown('proxy thread failed', 1);
+    },
+  });
   process.once('SIGINT', () => shutdown('SIGINT'));
   process.once('SIGTERM', () => shutdown('SIGTERM'));
   const system = await starting;

@@ -32,6 +32,11 @@ export interface LocalConfig {
    * single-user loopback mode only, for functions that must reach the user's own files and ports.
    */
   readonly sandbox: 'auto' | 'off';
+  /**
+   * `on`: `/fn/` is proxied from a thread of its own (the gateway), away from the pauses of the main
+   * thread's garbage collector; `off`: from the main thread, with the API.
+   */
+  readonly proxyThread: boolean;
   /** Package caches for builds, one directory per namespace; default `{stateDir}/cache`. */
   readonly buildCacheDir: string | undefined;
   readonly runtimesDir: string;
@@ -110,6 +115,9 @@ export function loadLocalConfig(
     throw new ConfigError(
       "--sandbox off: with authentication on, tenants' code runs here and must be sandboxed; off is for single-user loopback mode only",
     );
+  const proxyThread = String(flags['proxy-thread'] ?? env.SLESS_PROXY_THREAD ?? 'on');
+  if (proxyThread !== 'on' && proxyThread !== 'off')
+    throw new ConfigError(`--proxy-thread: "${proxyThread}" must be on or off`);
   const externalUrl = String(
     env.SLESS_EXTERNAL_URL ??
       `http://${host.includes(':') ? `[${host}]` : host === '127.0.0.1' ? 'localhost' : host}:${port}`,
@@ -127,6 +135,7 @@ export function loadLocalConfig(
     scaleToZeroAfterSeconds,
     stateDir,
     sandbox,
+    proxyThread: proxyThread === 'on',
     buildCacheDir:
       typeof flags['build-cache-dir'] === 'string'
         ? resolve(flags['build-cache-dir'])

@@ -132,6 +132,29 @@ export interface RouteResolver {
   resolve(namespace: string, name: string): Promise<RouteState>;
 }
 
+/** A ready route as another thread serves it: where to send requests and where to count them. */
+export interface MirroredRoute {
+  origin: string;
+  socketPath?: string;
+  timeoutSec: number;
+  /** The revision's slot on the ActivityBoard the platform reads to drain and to scale to zero. */
+  activitySlot: number;
+}
+
+/**
+ * Ready routes served outside the platform's own `resolve` too: by the gateway thread, which proxies
+ * `/fn/` without the main thread. Whatever it has no route for, it hands to the main thread.
+ */
+export interface RouteMirror {
+  /** The function's route from now on; undefined: not ready (parked, crashed, disabled, removed). */
+  publish(key: string, route: MirroredRoute | undefined): void;
+  /**
+   * Resolves once every change published so far applies where the routes are served: after it, no
+   * new request reaches a route that was replaced, so a drain that starts then sees every request.
+   */
+  synced(): Promise<void>;
+}
+
 export type EventType = 'Normal' | 'Warning';
 
 /**

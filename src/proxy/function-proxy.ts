@@ -4,6 +4,7 @@ import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:
 import type { Dispatcher } from 'undici';
 import type { RouteResolver, RouteState } from '../core/interfaces.js';
 import { isDnsLabel } from '../core/naming.js';
+import { clientAddressOf, RELAYED_CLIENT_ADDRESS } from './client-address.js';
 import { stripHopByHop, stripHopByHopRaw } from './hop-by-hop.js';
 import { keepTickObjectShapes } from './tick-object-shape.js';
 import { Agent, Pool, errors as undiciErrors } from './undici-parts.js';
@@ -19,6 +20,12 @@ export interface FunctionProxyOptions {
    * again is a rollback: its pods are new, and its old connections lead to pods that are gone.
    */
   previousRevisionGraceMs?: number;
+  /**
+   * Where a request goes when its function has no ready route here, instead of an answer from this
+   * proxy: the gateway thread knows only ready routes and hands the rest to the main thread, which
+   * knows why (unknown, disabled, waking from zero). Counted there, not here.
+   */
+  elsewhere?: (req: IncomingMessage, res: ServerResponse) => void;
 }
 
 /** The proxy as both platforms serve it: responses counted in metrics, upstream failures logged. */
@@ -191,6 +198,10 @@ export class FunctionProxy {
       return;
     }
     const route = await this.options.routes.resolve(ns, name);
+    if (route.state !== 'ready' && this.options.elsewhere) {
+      this.options.elsewhere(req, res);
+      return;
+    }
     if (route.state === 'unknown') {
       finish(404);
       req.resume();
@@ -241,6 +252,8 @@ function forwardedHeaders(req: IncomingMessage, prefix: string): string[] {
       forwardedFor = forwardedFor ? `${forwardedFor}, ${value}` : value;
       continue;
     }
+    // sless's own hop between its threads: never the client's to set, nor the function's to see.
+    if (name === RELAYED_CLIENT_ADDRESS) continue;
     if (name === 'x-request-id') {
       if (value === '') continue;
       hasRequestId = true;
@@ -249,7 +262,7 @@ function forwardedHeaders(req: IncomingMessage, prefix: string): string[] {
     headers[kept++] = value;
   }
   headers.length = kept;
-  const peer = req.socket.remoteAddress ?? '';
+  const peer = clientAddressOf(req);
   headers.push(
     'x-forwarded-host',
     host ?? '',
@@ -390,6 +403,13 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
       again = { state: 'unknown' };
     }
     if (again.state !== 'ready') {
+      // The request has no body and nothing was answered: it can go where unready routes go.
+      if (this.options.elsewhere) {
+        this.release();
+        this.finished = true;
+        this.options.elsewhere(this.req, this.res);
+        return;
+      }
       this.onResponseError(this.controller as Dispatcher.DispatchController, error);
       return;
     }

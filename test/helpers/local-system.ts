@@ -5,6 +5,7 @@ import { pino } from 'pino';
 import { loadLocalConfig } from '../../src/config/config.js';
 import type { FunctionStatus, GitSourceStatus } from '../../src/core/resources.js';
 import { type LocalSystem, startLocalSystem } from '../../src/main.js';
+import { Gateway } from '../../src/proxy/gateway/gateway.js';
 import { gitSource, tempDir } from './git.js';
 
 export const TEST_BUILD_CACHE = join(homedir(), '.cache', 'sless', 'test-build-cache');
@@ -35,6 +36,11 @@ export async function startTestSystem(options: {
   env?: NodeJS.ProcessEnv;
   /** `--scale-to-zero-after` (platform-wide scale to zero with lazy start), e.g. '30s'. */
   scaleToZeroAfter?: string;
+  /**
+   * `/fn/` from the proxy thread, as `sless dev` serves it (the default); false: from the main thread,
+   * as `--proxy-thread off` and the kube controller serve it.
+   */
+  proxyThread?: boolean;
 }): Promise<TestSystem> {
   const stateDir = options.stateDir ?? (await tempDir('state'));
   const config = loadLocalConfig(
@@ -52,13 +58,23 @@ export async function startTestSystem(options: {
     { SLESS_OUTBOUND_ALLOW: '127.0.0.1/32', ...options.env },
   );
   const logger = pino({ level: process.env.SLESS_TEST_LOG ?? 'silent' });
-  const system = await startLocalSystem(config, {
+  const gateway = options.proxyThread === false ? undefined : await Gateway.start('127.0.0.1', 0);
+  gateway?.report({
+    upstreamError: (fn, message) => logger.warn({ function: fn, err: message }, 'upstream failed'),
+    failed: (error) => logger.error({ err: error.message }, 'the proxy thread stopped'),
+  });
+  const starting = startLocalSystem(config, {
+    ...(gateway ? { listener: gateway, gateway } : {}),
     logger,
     source: gitSource('test', 'default', options.url, {
       branch: options.branch ?? 'main',
       path: options.path ?? '.',
       interval: options.interval ?? '1h',
     }),
+  });
+  const system = await starting.catch(async (error: unknown) => {
+    await gateway?.close();
+    throw error;
   });
   return {
     ...system,

@@ -16,7 +16,11 @@ const ECHO = nodeHandler(`
   return { version: process.env.VERSION ?? 'v1', method: event.method, path: event.path, query: event.query, headers: event.headers, body: event.body };
 `);
 
-describe('/fn/ proxy', () => {
+// Both ways `/fn/` is served: from the proxy thread (`sless dev`'s default) and from the main thread.
+describe.each([
+  ['the proxy thread', true],
+  ['the main thread', false],
+])('/fn/ proxy from %s', (_how, proxyThread) => {
   let repo: TestRepo;
   let system: TestSystem;
 
@@ -25,7 +29,7 @@ describe('/fn/ proxy', () => {
       'echo/function.yaml': functionManifest('echo', { timeoutSec: 1 }),
       'echo/handler.js': ECHO,
     });
-    system = await startTestSystem({ url: repo.dir });
+    system = await startTestSystem({ url: repo.dir, proxyThread });
     await eventually(
       async () => (await system.functionStatus('echo'))?.phase === 'Ready',
       30_000,
@@ -144,6 +148,15 @@ describe('/fn/ proxy', () => {
     const hop = await system.call('/fn/default/echo/hop');
     expect(hop.headers.get('x-kept')).toBe('yes');
     expect(hop.headers.get('proxy-authenticate')).toBeNull();
+  });
+
+  it("passes on the client's address in X-Forwarded-For, and no client can claim another", async () => {
+    const response = await system.call('/fn/default/echo/who', {
+      headers: { 'x-forwarded-for': '198.51.100.1', 'x-sless-relayed-client-address': '203.0.113.9' },
+    });
+    const body = (await response.json()) as { headers: Record<string, string> };
+    expect(body.headers['x-forwarded-for']).toBe('198.51.100.1, 127.0.0.1');
+    expect(body.headers).not.toHaveProperty('x-sless-relayed-client-address');
   });
 
   it('restarts a crashed process with backoff and serves again', async () => {

@@ -1,10 +1,12 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
+import { ActivityBoard } from '../../core/activity-board.js';
 import { asError, RolloutError } from '../../core/errors.js';
 import type {
   ObjectStore,
   ProcessLauncher,
+  RouteMirror,
   RouteResolver,
   RouteState,
   WorkloadPlatform,
@@ -36,6 +38,13 @@ export interface LocalPlatformOptions {
   serving?: ServingRecords;
   /** Told when a scale-to-zero function stops or starts, so its status can say so. */
   onScaled?: (namespace: string, name: string) => void;
+  /**
+   * Where requests are counted per revision; shared with the gateway thread when it proxies `/fn/`
+   * (`mirror`), so draining and scale-to-zero see its requests too.
+   */
+  activity?: ActivityBoard;
+  /** Told every change of a function's ready route, for a proxy that serves outside `resolve`. */
+  mirror?: RouteMirror;
 }
 
 /** Threads count too (Python serves each request on one): room for a busy server, not a fork bomb. */
@@ -46,9 +55,8 @@ interface Revision {
   fn: SlessFunction;
   build: BuildRecord;
   process: RuntimeProcess;
-  inflight: number;
-  lastActivity: number;
-  drained?: () => void;
+  /** Its in-flight requests and last activity on the ActivityBoard, wherever they were proxied. */
+  activitySlot: number;
   /**
    * The route every request to this revision gets: one object and one `release` per revision, not
    * per request. A closure made per request cost the proxy about a tenth of its CPU per request,
@@ -99,9 +107,33 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
    * because a socket path must stay under 108 bytes wherever the state directory is.
    */
   private readonly sockets = new OwnedTempDirs('sless-fn-');
+  private readonly board: ActivityBoard;
 
   constructor(options: LocalPlatformOptions) {
     this.options = options;
+    this.board = options.activity ?? new ActivityBoard();
+  }
+
+  /**
+   * Tells the mirror what serves `key` now. Called after every change of a slot's current revision,
+   * its enabled flag or its process's life; the mirror skips what it already has.
+   */
+  private mirrorRoute(key: string): void {
+    const mirror = this.options.mirror;
+    if (!mirror) return;
+    const slot = this.slots.get(key);
+    const revision = slot?.enabled && !slot.removed ? slot.current : undefined;
+    if (!revision?.process.alive) {
+      mirror.publish(key, undefined);
+      return;
+    }
+    const { origin, socketPath, timeoutSec } = revision.route;
+    mirror.publish(key, {
+      origin,
+      ...(socketPath ? { socketPath } : {}),
+      timeoutSec,
+      activitySlot: revision.activitySlot,
+    });
   }
 
   currentRevision(namespace: string, name: string): string | undefined {
@@ -190,6 +222,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
       );
       if (this.slots.get(key) === slot) this.slots.delete(key);
       slot.removed = true;
+      this.mirrorRoute(key);
       await this.options.serving?.forget(key);
     }
   }
@@ -259,6 +292,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
       slot.current = undefined;
       slot.enabled = false;
       slot.revisionId = options.revision;
+      this.mirrorRoute(key);
       clearTimeout(slot.restarting);
       clearTimeout(slot.idleTimer);
       if (previous) await this.retire(previous);
@@ -290,6 +324,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     slot.restarts = 0;
     slot.totalRestarts = 0;
     slot.lastStart = Date.now();
+    this.mirrorRoute(key);
     this.watchCrash(key, slot, revision);
     this.scheduleIdleCheck(slot, revision);
     // The new revision serves from here on; draining the old one must not hold up the next rollout.
@@ -324,7 +359,11 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     clearTimeout(slot.restarting);
     clearTimeout(slot.idleTimer);
     this.slots.delete(key);
-    if (slot.current) await slot.current.process.stop();
+    this.mirrorRoute(key);
+    if (slot.current) {
+      await this.options.mirror?.synced();
+      await slot.current.process.stop();
+    }
     this.options.logs?.forget(namespace, name);
   }
 
@@ -362,8 +401,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
         message: `function ${namespace}/${name} is restarting after a crash`,
       };
     }
-    revision.inflight++;
-    revision.lastActivity = Date.now();
+    this.board.begin(revision.activitySlot);
     return revision.route;
   }
 
@@ -397,6 +435,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     }
     slot.parked = undefined;
     slot.current = revision;
+    this.mirrorRoute(key);
     startupMark('routed', key);
     slot.lastStart = Date.now();
     this.watchCrash(key, slot, revision);
@@ -413,18 +452,18 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     const idleMs = idleSeconds * 1000;
     const check = () => {
       if (slot.removed || slot.current !== revision) return;
-      const idleFor = Date.now() - revision.lastActivity;
-      if (revision.inflight > 0 || idleFor < idleMs) {
+      const idleFor = Date.now() - this.board.lastActivityOf(revision.activitySlot);
+      if (this.board.inflightOf(revision.activitySlot) > 0 || idleFor < idleMs) {
         slot.idleTimer = setTimeout(check, Math.max(idleMs - idleFor, 50));
         return;
       }
       slot.parked = { fn: revision.fn, build: revision.build, id: revision.id };
       slot.current = undefined;
-      this.options.logger.info(
-        { function: `${revision.fn.metadata.namespace}/${revision.fn.metadata.name}`, idleSeconds },
-        'scaled to zero',
-      );
-      void revision.process.stop();
+      const key = `${revision.fn.metadata.namespace}/${revision.fn.metadata.name}`;
+      this.mirrorRoute(key);
+      this.options.logger.info({ function: key, idleSeconds }, 'scaled to zero');
+      // A request the gateway thread sent before it learned of this is let finish.
+      this.retireInBackground(revision);
       this.options.onScaled?.(revision.fn.metadata.namespace, revision.fn.metadata.name);
     };
     slot.idleTimer = setTimeout(check, idleMs);
@@ -438,7 +477,9 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
       clearTimeout(slot.idleTimer);
       if (slot.current) stops.push(slot.current.process.stop());
     }
+    const keys = [...this.slots.keys()];
     this.slots.clear();
+    for (const key of keys) this.mirrorRoute(key);
     await Promise.all([...stops, ...this.retiring]);
   }
 
@@ -482,24 +523,26 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
       await this.sockets.remove(socketDir);
       throw error;
     }
+    const activitySlot = this.board.allocate();
+    if (activitySlot === undefined) {
+      await process.stop();
+      throw new Error('too many revisions alive at once to count their requests');
+    }
+    process.once('exit', () => void this.freeActivitySlot(`${namespace}/${name}`, activitySlot));
+    const board = this.board;
     const revision: Revision = {
       id,
       fn,
       build,
       process,
-      inflight: 0,
-      lastActivity: Date.now(),
+      activitySlot,
       route: {
         state: 'ready',
         origin: process.origin,
         ...(process.socketPath ? { socketPath: process.socketPath } : {}),
         timeoutSec: fn.spec.timeoutSec ?? 30,
         // Called once per resolve (the proxy and the cron scheduler each release what they resolved).
-        release: () => {
-          revision.inflight--;
-          revision.lastActivity = Date.now();
-          if (revision.inflight === 0) revision.drained?.();
-        },
+        release: () => board.end(activitySlot),
       },
     };
     return revision;
@@ -508,6 +551,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
   private watchCrash(key: string, slot: Slot, revision: Revision): void {
     revision.process.once('exit', (code, signal) => {
       if (slot.removed || slot.current !== revision) return;
+      this.mirrorRoute(key);
       this.options.logger.warn({ function: key, code, signal }, 'function process exited');
       slot.totalRestarts++;
       void this.recordCrash(revision, slot.totalRestarts, `process exited (${signal ?? `code ${code}`})`);
@@ -537,6 +581,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
       }
       slot.current = revision;
       slot.lastStart = Date.now();
+      this.mirrorRoute(key);
       this.watchCrash(key, slot, revision);
       this.scheduleIdleCheck(slot, revision);
     } catch (error) {
@@ -545,19 +590,27 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     }
   }
 
-  /** Waits for in-flight requests (up to the function's timeout), then stops the process. */
+  /**
+   * Waits for in-flight requests (up to the function's timeout), then stops the process. Its route was
+   * replaced before this is called; the mirror's acknowledgement comes first, so that no request can
+   * still start after the count is read.
+   */
   private async retire(revision: Revision): Promise<void> {
-    if (revision.inflight > 0) {
-      const limitMs = ((revision.fn.spec.timeoutSec ?? 30) + 1) * 1000;
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, limitMs);
-        revision.drained = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-      });
-    }
+    await this.options.mirror?.synced();
+    const limitMs = ((revision.fn.spec.timeoutSec ?? 30) + 1) * 1000;
+    await this.board.waitIdle(revision.activitySlot, limitMs);
     await revision.process.stop();
+  }
+
+  /**
+   * A revision's process is gone: its slot is reused once nothing can count in it any more. A request
+   * still counted after a minute (a client that never finishes) keeps the slot from reuse, since its
+   * late end would be counted against another revision.
+   */
+  private async freeActivitySlot(key: string, activitySlot: number): Promise<void> {
+    this.mirrorRoute(key);
+    await this.options.mirror?.synced();
+    if (await this.board.waitIdle(activitySlot, 60_000)) this.board.free(activitySlot);
   }
 
   /** How a build of this function runs here; FunctionJobs use it too, in one-shot mode. */

@@ -1,0 +1,27 @@
+import type { ActivityBoardMemory } from '../../core/activity-board.js';
+import type { MirroredRoute } from '../../core/interfaces.js';
+import type { ProxyTally } from '../../core/proxy-tallies.js';
+
+/** What the gateway thread is started with. */
+export interface GatewayWorkerData {
+  host: string;
+  port: number;
+  /** The main thread's private unix socket: everything the gateway does not proxy itself goes there. */
+  mainSocketPath: string;
+  activity: ActivityBoardMemory;
+}
+
+export type ToGateway =
+  /** Route changes in the order they happened; `undefined`: no ready route any more. */
+  | { type: 'routes'; seq: number; changes: Array<[key: string, route: MirroredRoute | undefined]> }
+  | { type: 'take-tallies'; id: number }
+  /** Stop taking connections; let requests in flight end for up to `graceMs`, then cut them. */
+  | { type: 'close'; graceMs: number };
+
+export type FromGateway =
+  | { type: 'listening'; url: string }
+  | { type: 'listen-failed'; message: string; code: string | undefined }
+  | { type: 'routes-applied'; seq: number }
+  | { type: 'tallies'; id: number; tallies: ProxyTally[] }
+  | { type: 'upstream-error'; function: string; message: string }
+  | { type: 'closed' };

@@ -1,0 +1,102 @@
+/**
+ * The gateway thread: it owns the public port and proxies `/fn/` requests to functions with a ready
+ * route itself, in an isolate that holds nothing else. The main thread's heap (the API, the
+ * controller, git objects, every loaded library) made its garbage collector's pauses long enough to
+ * show in the proxy's tail latency; here they are as short as a bare proxy's. Everything else (the
+ * API, webhooks, functions that are not ready) is relayed to the main thread.
+ */
+import { createServer } from 'node:http';
+import { parentPort, workerData } from 'node:worker_threads';
+import { ActivityBoard } from '../../core/activity-board.js';
+import type { MirroredRoute, RouteResolver, RouteState } from '../../core/interfaces.js';
+import { ProxyTallies } from '../../core/proxy-tallies.js';
+import { FunctionProxy } from '../function-proxy.js';
+import type { FromGateway, GatewayWorkerData, ToGateway } from './protocol.js';
+import { MainThreadRelay } from './relay.js';
+
+type ReadyRoute = Extract<RouteState, { state: 'ready' }>;
+
+const port = parentPort;
+if (!port) throw new Error('the gateway runs as a worker thread');
+const data = workerData as GatewayWorkerData;
+const send = (message: FromGateway) => port.postMessage(message);
+
+const board = new ActivityBoard(data.activity);
+/** One route object per mirrored revision, handed to every request, as the platform does. */
+const routes = new Map<string, { route: ReadyRoute; activitySlot: number }>();
+const NOT_HERE: RouteState = { state: 'unknown' };
+
+const resolver: RouteResolver = {
+  async resolve(namespace, name) {
+    const entry = routes.get(`${namespace}/${name}`);
+    if (!entry) return NOT_HERE;
+    // Counted in the same turn as the lookup: a route change (a message, a later turn) cannot slip in
+    // between, so once the main thread has its acknowledgement, the count is complete.
+    board.begin(entry.activitySlot);
+    return entry.route;
+  },
+};
+
+function mirrored(route: MirroredRoute): { route: ReadyRoute; activitySlot: number } {
+  const slot = route.activitySlot;
+  return {
+    activitySlot: slot,
+    route: {
+      state: 'ready',
+      origin: route.origin,
+      ...(route.socketPath ? { socketPath: route.socketPath } : {}),
+      timeoutSec: route.timeoutSec,
+      release: () => board.end(slot),
+    },
+  };
+}
+
+const tallies = new ProxyTallies();
+const relay = new MainThreadRelay(data.mainSocketPath);
+const proxy = new FunctionProxy({
+  routes: resolver,
+  onResponse: (namespace, name, status, ms) => tallies.record(namespace, name, status, ms),
+  onUpstreamError: (fn, message) => send({ type: 'upstream-error', function: fn, message }),
+  elsewhere: (req, res) => relay.relay(req, res),
+});
+
+const server = createServer((req, res) => {
+  if (FunctionProxy.matches(req.url)) void proxy.handle(req, res);
+  else relay.relay(req, res);
+});
+// As the API server does: clients and load balancers may keep connections for a minute.
+server.keepAliveTimeout = 65_000;
+
+port.on('message', (message: ToGateway) => {
+  switch (message.type) {
+    case 'routes':
+      for (const [key, route] of message.changes) {
+        if (route) routes.set(key, mirrored(route));
+        else routes.delete(key);
+      }
+      send({ type: 'routes-applied', seq: message.seq });
+      return;
+    case 'take-tallies':
+      send({ type: 'tallies', id: message.id, tallies: tallies.take() });
+      return;
+    case 'close': {
+      const cut = setTimeout(() => server.closeAllConnections(), message.graceMs);
+      server.close(() => {
+        clearTimeout(cut);
+        void Promise.all([proxy.close(), relay.close()]).finally(() => send({ type: 'closed' }));
+      });
+      server.closeIdleConnections();
+      return;
+    }
+  }
+});
+
+server.once('error', (error: NodeJS.ErrnoException) =>
+  send({ type: 'listen-failed', message: error.message, code: error.code }),
+);
+server.listen(data.port, data.host, () => {
+  const address = server.address();
+  if (address === null || typeof address === 'string') return;
+  const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  send({ type: 'listening', url: `http://${host}:${address.port}` });
+});
