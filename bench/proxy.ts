@@ -12,8 +12,8 @@
 // ...), and the figure against the target is the median of the per-round ratios, with their spread:
 // a ratio of medians taken minutes apart measures the machine's other users as much as the proxy.
 // Run: npx tsx bench/proxy.ts   (DURATION=seconds per measurement, default 4; ROUNDS, default 7;
-// TARGETS=fn,minimal measures only those (keys: direct fn baseline minimal headers go nginx; default
-// all; "headers" is the minimal proxy doing the same header work as /fn/, see bench/peers);
+// TARGETS=fn,minimal measures only those (keys: direct fn baseline minimal headers go nginx inline;
+// default all; "inline" is a second `sless dev` with `--proxy-thread off`, /fn/ from its main thread; "headers" is the minimal proxy doing the same header work as /fn/, see bench/peers);
 // PIN=1 pins the proxies to CPU 1 and wrk and the function to CPU 0 with taskset (2 cores or more);
 // SLESS_BASELINE=another checkout, compiled: its /fn/ is measured too, as "/fn/ baseline", against its
 // own copy of the function: a before/after in one run)
@@ -173,12 +173,13 @@ async function startSless(
   repo: string,
   stateDir: string,
   children: ChildProcess[],
+  env: NodeJS.ProcessEnv = {},
 ): Promise<StartedSless> {
   const port = await freePort();
   const child = spawn(
     process.execPath,
     [join(root, 'bin', 'sless.js'), 'dev', '--repo', repo, '--port', String(port), '--state-dir', stateDir],
-    { stdio: 'ignore', env: { ...process.env, SLESS_LOG_LEVEL: 'warn' } },
+    { stdio: 'ignore', env: { ...process.env, SLESS_LOG_LEVEL: 'warn', ...env } },
   );
   children.push(child);
   const deadline = Date.now() + 300_000;
@@ -238,11 +239,18 @@ async function main(): Promise<void> {
   });
   try {
     ensureCompiled();
-    const started = await Promise.all(
-      [PACKAGE_ROOT, ...(process.env.SLESS_BASELINE ? [process.env.SLESS_BASELINE] : [])].map((root, i) =>
-        startSless(root, repo.dir, join(work, `state-${i}`), children),
+    const [started, inline] = await Promise.all([
+      Promise.all(
+        [PACKAGE_ROOT, ...(process.env.SLESS_BASELINE ? [process.env.SLESS_BASELINE] : [])].map((root, i) =>
+          startSless(root, repo.dir, join(work, `state-${i}`), children),
+        ),
       ),
-    );
+      wanted('inline')
+        ? startSless(PACKAGE_ROOT, repo.dir, join(work, 'state-inline'), children, {
+            SLESS_PROXY_THREAD: 'off',
+          })
+        : undefined,
+    ]);
     const [{ child: sless, port: slessPort }, baseline] = started as [StartedSless, StartedSless?];
     const slessUrl = `http://127.0.0.1:${slessPort}`;
     const { origin, socketPath } = functionUpstream(sless.pid ?? 0, slessPort);
@@ -309,6 +317,15 @@ async function main(): Promise<void> {
             },
           }
         : {}),
+      ...(inline
+        ? {
+            '/fn/ main thread': {
+              url: `http://127.0.0.1:${inline.port}/fn/default/hello`,
+              pids: [inline.child.pid ?? 0],
+              functionPids: descendants(inline.child.pid ?? 0),
+            },
+          }
+        : {}),
       ...(goProxy ? { 'go httputil': { url: `http://127.0.0.1:${goPort}/`, pids: [goProxy.pid ?? 0] } } : {}),
       ...(nginx
         ? {
@@ -326,7 +343,11 @@ async function main(): Promise<void> {
         1,
         Object.values(targets).flatMap((t) => t.pids),
       );
-      pin(0, [...descendants(sless.pid ?? 0), ...(baseline ? descendants(baseline.child.pid ?? 0) : [])]);
+      pin(0, [
+        ...descendants(sless.pid ?? 0),
+        ...(baseline ? descendants(baseline.child.pid ?? 0) : []),
+        ...(inline ? descendants(inline.child.pid ?? 0) : []),
+      ]);
     }
     const results: Record<string, Load[]> = {};
     for (const [name, { url, pids, functionPids: fnPids = functionPids }] of Object.entries(targets)) {
@@ -338,6 +359,7 @@ async function main(): Promise<void> {
     }
     const rounds: { rps: number; p99: number; cpu: number; load: string }[] = [];
     const sameWorkRounds: { rps: number; p99: number; cpu: number }[] = [];
+    const inlineRounds: { rps: number; p99: number; cpu: number }[] = [];
     for (let round = 0; round < ROUNDS; round++) {
       const before = loadAverage();
       // A B ..., then ... B A: neither goes first every time, and the pair is always back to back.
@@ -354,6 +376,13 @@ async function main(): Promise<void> {
         load: `${before} → ${loadAverage()}`,
       };
       rounds.push(ratios);
+      const mainThread = results['/fn/ main thread']?.[round];
+      if (mainThread)
+        inlineRounds.push({
+          rps: mainThread.rps / minimal.rps,
+          p99: mainThread.p99 / minimal.p99,
+          cpu: mainThread.cpuUs / minimal.cpuUs,
+        });
       const same = results['minimal + headers']?.[round];
       if (same)
         sameWorkRounds.push({ rps: fn.rps / same.rps, p99: fn.p99 / same.p99, cpu: fn.cpuUs / same.cpuUs });
@@ -412,6 +441,17 @@ async function main(): Promise<void> {
       console.log(`/fn/ ÷ minimal + headers, per round: p99 ${spread(sameWorkRounds.map((r) => r.p99))}`);
       console.log(
         `/fn/ ÷ minimal + headers, per round: CPU µs/req ${spread(sameWorkRounds.map((r) => r.cpu))}`,
+      );
+    }
+    if (inlineRounds.length > 0) {
+      console.log(
+        `/fn/ main thread ÷ minimal node, per round: req/s ${spread(inlineRounds.map((r) => r.rps))}`,
+      );
+      console.log(
+        `/fn/ main thread ÷ minimal node, per round: p99 ${spread(inlineRounds.map((r) => r.p99))}`,
+      );
+      console.log(
+        `/fn/ main thread ÷ minimal node, per round: CPU µs/req ${spread(inlineRounds.map((r) => r.cpu))}`,
       );
     }
     console.log(
