@@ -4,6 +4,7 @@ import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:
 import type { Dispatcher } from 'undici';
 import type { RouteResolver, RouteState } from '../core/interfaces.js';
 import { isDnsLabel } from '../core/naming.js';
+import { sendJson, writeUpstreamChunk } from './answers.js';
 import { clientAddressOf, RELAYED_CLIENT_ADDRESS } from './client-address.js';
 import { stripHopByHop, stripHopByHopRaw } from './hop-by-hop.js';
 import { keepTickObjectShapes } from './tick-object-shape.js';
@@ -45,25 +46,6 @@ export function observedFunctionProxy(options: {
 const FN_PATH = /^\/fn\/([^/?#]*)\/([^/?#]*)(.*)$/s;
 
 type Method = 'GET' | 'HEAD' | 'POST' | 'PUT' | 'DELETE' | 'PATCH' | 'OPTIONS';
-
-function sendJson(
-  res: ServerResponse,
-  status: number,
-  body: { error: string },
-  extra: Record<string, string> = {},
-) {
-  if (res.headersSent) {
-    res.destroy();
-    return;
-  }
-  const payload = JSON.stringify(body);
-  res.writeHead(status, {
-    'content-type': 'application/json; charset=utf-8',
-    'content-length': Buffer.byteLength(payload),
-    ...extra,
-  });
-  res.end(payload);
-}
 
 /**
  * `ANY /fn/{ns}/{name}/*` on plain node:http objects: streams the request to the function's ready
@@ -353,10 +335,7 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
   }
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
-    if (this.res.write(chunk)) return;
-    // The client reads slower than the function writes: stop reading the function until it drains.
-    controller.pause();
-    this.res.once('drain', () => controller.resume());
+    writeUpstreamChunk(this.res, controller, chunk);
   }
 
   onResponseEnd(): void {

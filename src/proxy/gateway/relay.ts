@@ -1,5 +1,6 @@
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import type { Dispatcher } from 'undici';
+import { sendJson, writeUpstreamChunk } from '../answers.js';
 import { RELAYED_CLIENT_ADDRESS } from '../client-address.js';
 import { stripHopByHop, stripHopByHopRaw } from '../hop-by-hop.js';
 import { Pool } from '../undici-parts.js';
@@ -75,9 +76,7 @@ class RelayedExchange implements Dispatcher.DispatchHandler {
   }
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
-    if (this.res.write(chunk)) return;
-    controller.pause();
-    this.res.once('drain', () => controller.resume());
+    writeUpstreamChunk(this.res, controller, chunk);
   }
 
   onResponseEnd(): void {
@@ -88,16 +87,7 @@ class RelayedExchange implements Dispatcher.DispatchHandler {
   onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
     this.finished = true;
     this.req.resume();
-    if (this.res.headersSent || this.res.destroyed) {
-      this.res.destroy();
-      return;
-    }
-    const payload = JSON.stringify({ error: `sless is not answering: ${error.message}` });
-    this.res.writeHead(503, {
-      'content-type': 'application/json; charset=utf-8',
-      'content-length': Buffer.byteLength(payload),
-      'retry-after': '1',
-    });
-    this.res.end(payload);
+    if (this.res.destroyed) return;
+    sendJson(this.res, 503, { error: `sless is not answering: ${error.message}` }, { 'retry-after': '1' });
   }
 }
