@@ -1,0 +1,59 @@
+import { describe, expect, it } from 'vitest';
+import { ActivityBoard } from './activity-board.js';
+
+function smallBoard(slots: number): ActivityBoard {
+  return new ActivityBoard({
+    inflight: new SharedArrayBuffer(slots * 4),
+    lastActivity: new SharedArrayBuffer(slots * 8),
+  });
+}
+
+describe('ActivityBoard', () => {
+  it('hands out each slot once, reuses freed ones zeroed, and says when none is left', () => {
+    const board = smallBoard(2);
+    const a = board.allocate() as number;
+    const b = board.allocate() as number;
+    expect([a, b].sort()).toEqual([0, 1]);
+    expect(board.allocate()).toBeUndefined();
+    board.begin(a);
+    board.begin(a);
+    expect(board.inflightOf(a)).toBe(2);
+    expect(board.inflightOf(b)).toBe(0);
+    board.free(a);
+    expect(board.allocate()).toBe(a);
+    expect(board.inflightOf(a)).toBe(0);
+  });
+
+  it('records the time of the last request start or end', () => {
+    const board = smallBoard(1);
+    const slot = board.allocate() as number;
+    const before = Date.now();
+    board.begin(slot);
+    expect(board.lastActivityOf(slot)).toBeGreaterThanOrEqual(before);
+  });
+
+  it('waitIdle resolves when the last request ends, and false when the time runs out first', async () => {
+    const board = smallBoard(1);
+    const slot = board.allocate() as number;
+    expect(await board.waitIdle(slot, 10)).toBe(true);
+    board.begin(slot);
+    board.begin(slot);
+    expect(await board.waitIdle(slot, 20)).toBe(false);
+    // Longer than the test may take: only the wake-up from end() can make it resolve in time.
+    const idle = board.waitIdle(slot, 600_000);
+    board.end(slot);
+    setTimeout(() => board.end(slot), 5);
+    expect(await idle).toBe(true);
+    expect(board.inflightOf(slot)).toBe(0);
+  });
+
+  it('is the same memory on another view: counts made there are read here', () => {
+    const board = smallBoard(4);
+    const other = new ActivityBoard(board.memory);
+    const slot = board.allocate() as number;
+    other.begin(slot);
+    expect(board.inflightOf(slot)).toBe(1);
+    other.end(slot);
+    expect(board.inflightOf(slot)).toBe(0);
+  });
+});
