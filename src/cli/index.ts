@@ -64,16 +64,24 @@ async function dev(argv: string[]): Promise<void> {
   const config = loadLocalConfig(values);
   // The port first: the rest of sless (the API, the proxy, their schemas) loads behind it, and
   // requests that arrive meanwhile wait for it (see EarlyListener).
-  // With the proxy thread, it owns the port and loads alongside the main thread.
-  const gateway = config.proxyThread ? await Gateway.start(config.host, config.port) : undefined;
-  const listener = gateway ?? (await EarlyListener.listen(config.host, config.port));
-  startupMark('listening');
+  // With the proxy thread, the thread takes the port once it has loaded the proxy, on the other core,
+  // while this thread loads the rest.
+  const listening = (
+    config.proxyThread
+      ? Gateway.start(config.host, config.port)
+      : EarlyListener.listen(config.host, config.port)
+  ).then((listener) => {
+    startupMark('listening');
+    return listener;
+  });
   // The repository and its branch (a git child process) are found while the rest of sless loads.
   const located = locateRepository(config);
-  const [{ createLogger, startLocalSystem }, { repo, branch, created }] = await Promise.all([
+  const [listener, { createLogger, startLocalSystem }, { repo, branch, created }] = await Promise.all([
+    listening,
     import('../main.js'),
     located,
   ]);
+  const gateway = listener instanceof Gateway ? listener : undefined;
   startupMark('main loaded');
   const logger = createLogger(config);
   if (created) logger.info({ repo }, 'created a git repository from examples-repo/');
