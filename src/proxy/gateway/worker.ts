@@ -5,14 +5,12 @@
  * show in the proxy's tail latency; here they are as short as a bare proxy's. Everything else (the
  * API, webhooks, functions that are not ready) is relayed to the main thread.
  */
-import { createServer } from 'node:http';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { parentPort, workerData } from 'node:worker_threads';
 import { ActivityBoard } from '../../core/activity-board.js';
 import type { MirroredRoute, RouteResolver, RouteState } from '../../core/interfaces.js';
 import { ProxyTallies } from '../../core/proxy-tallies.js';
-import { FunctionProxy } from '../function-proxy.js';
 import type { FromGateway, GatewayWorkerData, ToGateway } from './protocol.js';
-import { MainThreadRelay } from './relay.js';
 
 type ReadyRoute = Extract<RouteState, { state: 'ready' }>;
 
@@ -52,20 +50,21 @@ function mirrored(route: MirroredRoute): { route: ReadyRoute; activitySlot: numb
 }
 
 const tallies = new ProxyTallies();
-const relay = new MainThreadRelay(data.mainSocketPath);
-const proxy = new FunctionProxy({
-  routes: resolver,
-  onResponse: (namespace, name, status, ms) => tallies.record(namespace, name, status, ms),
-  onUpstreamError: (fn, message) => send({ type: 'upstream-error', function: fn, message }),
-  elsewhere: (req, res) => relay.relay(req, res),
-});
 
+type Handler = (req: IncomingMessage, res: ServerResponse) => void;
+/**
+ * The port is taken before the proxy's modules load (undici: tens of milliseconds), as the main
+ * thread's early listener does; requests that come meanwhile wait for the proxy.
+ */
+let dispatch: Handler | undefined;
+const held: Array<[IncomingMessage, ServerResponse]> = [];
 const server = createServer((req, res) => {
-  if (FunctionProxy.matches(req.url)) void proxy.handle(req, res);
-  else relay.relay(req, res);
+  if (dispatch) dispatch(req, res);
+  else held.push([req, res]);
 });
 // As the API server does: clients and load balancers may keep connections for a minute.
 server.keepAliveTimeout = 65_000;
+const closers: Array<() => Promise<void>> = [];
 
 port.on('message', (message: ToGateway) => {
   switch (message.type) {
@@ -83,7 +82,7 @@ port.on('message', (message: ToGateway) => {
       const cut = setTimeout(() => server.closeAllConnections(), message.graceMs);
       server.close(() => {
         clearTimeout(cut);
-        void Promise.all([proxy.close(), relay.close()]).finally(() => send({ type: 'closed' }));
+        void Promise.all(closers.map((close) => close())).finally(() => send({ type: 'closed' }));
       });
       server.closeIdleConnections();
       return;
@@ -100,3 +99,24 @@ server.listen(data.port, data.host, () => {
   const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
   send({ type: 'listening', url: `http://${host}:${address.port}` });
 });
+
+const [{ FunctionProxy }, { MainThreadRelay }] = await Promise.all([
+  import('../function-proxy.js'),
+  import('./relay.js'),
+]);
+const relay = new MainThreadRelay(data.mainSocketPath);
+const proxy = new FunctionProxy({
+  routes: resolver,
+  onResponse: (namespace, name, status, ms) => tallies.record(namespace, name, status, ms),
+  onUpstreamError: (fn, message) => send({ type: 'upstream-error', function: fn, message }),
+  elsewhere: (req, res) => relay.relay(req, res),
+});
+closers.push(
+  () => proxy.close(),
+  () => relay.close(),
+);
+dispatch = (req, res) => {
+  if (FunctionProxy.matches(req.url)) void proxy.handle(req, res);
+  else relay.relay(req, res);
+};
+for (const [req, res] of held.splice(0)) dispatch(req, res);
