@@ -64,6 +64,7 @@ describe('Gateway (the proxy thread)', () => {
   let fn: Awaited<ReturnType<typeof functionServer>>;
   let gateway: Gateway;
   const mainSaw: Seen[] = [];
+  let streaming: ServerResponse | undefined;
 
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), 'sless-gateway-test-'));
@@ -71,6 +72,13 @@ describe('Gateway (the proxy thread)', () => {
     gateway = await Gateway.start('127.0.0.1', 0);
     gateway.attach((req, res) => {
       mainSaw.push({ url: req.url ?? '', headers: req.headers, client: clientAddressOf(req) });
+      if (req.url === '/v1/stream') {
+        // A log stream that follows: headers now, lines later.
+        res.writeHead(200, { 'content-type': 'application/x-ndjson' });
+        res.flushHeaders();
+        streaming = res;
+        return;
+      }
       res.end(`main:${req.url}`);
     });
   });
@@ -121,6 +129,22 @@ describe('Gateway (the proxy thread)', () => {
     ]);
     expect(mainSaw[0]?.headers).not.toHaveProperty('x-sless-relayed-client-address');
     expect(fn.seen).toEqual([]);
+  });
+
+  it('passes on at once the headers the main thread sent before any body', async () => {
+    const response = await new Promise<IncomingMessage>((resolve, reject) => {
+      httpRequest(`${gateway.url}/v1/stream`, { agent: false }, resolve).on('error', reject).end();
+    });
+    expect(response.statusCode).toBe(200);
+    expect(response.headers['content-type']).toBe('application/x-ndjson');
+    let text = '';
+    response.on('data', (chunk: Buffer) => {
+      text += chunk.toString();
+    });
+    const ended = new Promise((resolve) => response.on('end', resolve));
+    streaming?.end('{"line":"x"}\n');
+    await ended;
+    expect(text).toBe('{"line":"x"}\n');
   });
 
   it('does not let a client claim an address on the relayed path', async () => {

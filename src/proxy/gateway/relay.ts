@@ -73,6 +73,9 @@ class RelayedExchange implements Dispatcher.DispatchHandler {
   ): void {
     if (statusCode < 200) return;
     this.res.writeHead(statusCode, stripHopByHop(headers));
+    // The main thread sent its headers, so the client gets them now: a log stream that follows sends
+    // its headers and then waits for lines, and node:http would hold them until the first one.
+    this.res.flushHeaders();
   }
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
