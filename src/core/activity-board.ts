@@ -65,9 +65,10 @@ export class ActivityBoard {
 
   /**
    * Resolves true once no request is in flight in `slot`, false if `timeoutMs` passes first. Woken by
-   * the thread that ends the last request, without polling.
+   * the thread that ends the last request, without polling. An Atomics wait does not keep the process
+   * alive; a timer does, unless `holdProcess` is false (a wait nothing else depends on).
    */
-  async waitIdle(slot: number, timeoutMs: number): Promise<boolean> {
+  async waitIdle(slot: number, timeoutMs: number, holdProcess = true): Promise<boolean> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       const inflight = Atomics.load(this.inflight, slot);
@@ -75,8 +76,8 @@ export class ActivityBoard {
       const remaining = deadline - Date.now();
       if (remaining <= 0) return false;
       const wait = Atomics.waitAsync(this.inflight, slot, inflight, remaining);
-      // The timer keeps the process alive while it waits, as a setTimeout-based drain did.
       const keepAlive = setTimeout(() => undefined, remaining);
+      if (!holdProcess) keepAlive.unref();
       try {
         if (wait.async) await wait.value;
       } finally {

@@ -610,7 +610,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
   private async freeActivitySlot(key: string, activitySlot: number): Promise<void> {
     this.mirrorRoute(key);
     await this.options.mirror?.synced();
-    if (await this.board.waitIdle(activitySlot, 60_000)) this.board.free(activitySlot);
+    if (await this.board.waitIdle(activitySlot, 60_000, false)) this.board.free(activitySlot);
   }
 
   /** How a build of this function runs here; FunctionJobs use it too, in one-shot mode. */
