@@ -8,6 +8,7 @@ import { once } from 'node:events';
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { PACKAGE_ROOT } from '../src/config/config.js';
+import { QUOTA_ENV } from '../src/core/quotas.js';
 import { freePort } from '../src/platform/local/ports.js';
 import { functionManifest, nodeHandler, TestRepo, tempDir } from '../test/helpers/git.js';
 import { startGitHttpServer } from '../test/helpers/git-http-server.js';
@@ -50,7 +51,17 @@ const sless = spawn(
     '5m',
     '--json',
   ],
-  { stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, SLESS_LOG_LEVEL: 'warn' } },
+  {
+    stdio: ['ignore', 'ignore', 'inherit'],
+    // An operator who serves this many sources from one namespace raises its quota (default 20).
+    // The git server listens on loopback, which tenant URLs may reach only by the admin's allowance.
+    env: {
+      ...process.env,
+      SLESS_LOG_LEVEL: 'warn',
+      [QUOTA_ENV.maxSources]: String(SOURCES),
+      SLESS_OUTBOUND_ALLOW: '127.0.0.1/32',
+    },
+  },
 );
 const api = `http://127.0.0.1:${port}/v1/namespaces/default`;
 try {
@@ -75,7 +86,15 @@ try {
   }
   const deadline = Date.now() + 5 * 60_000;
   for (;;) {
-    if (Date.now() > deadline) throw new Error('the sources did not all sync within 5 minutes');
+    if (Date.now() > deadline) {
+      const list = (await (await fetch(`${api}/sources`)).json()) as { items: { status?: object }[] };
+      const unsynced = list.items.filter(
+        (s) => !(s.status as { lastSyncedCommit?: string })?.lastSyncedCommit,
+      );
+      throw new Error(
+        `${unsynced.length} sources did not sync within 5 minutes; the first: ${JSON.stringify(unsynced[0]?.status)}`,
+      );
+    }
     const list = (await (await fetch(`${api}/sources`)).json()) as {
       items: { status?: { lastSyncedCommit?: string } }[];
     };
