@@ -5,7 +5,8 @@
  */
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdir, symlink } from 'node:fs/promises';
+import { mkdir, readdir, symlink } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { exportSPKI, generateKeyPair } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -34,7 +35,8 @@ function runSless(env: Record<string, string>, stateDir: string, ready: RegExp):
       stateDir,
       '--json',
     ],
-    { cwd: PACKAGE_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] },
+    // TMPDIR stays the test run's, which the run removes, whatever else the case leaves out.
+    { cwd: PACKAGE_ROOT, env: { TMPDIR: tmpdir(), ...env }, stdio: ['ignore', 'pipe', 'pipe'] },
   );
   let output = '';
   const collect = (chunk: Buffer) => {
@@ -72,8 +74,16 @@ describe('the sandbox is required in tenant mode', () => {
   });
 
   it('with auth on and no bubblewrap, sless refuses to start and says how to get the sandbox', async () => {
-    const run = await runSless({ PATH: noBwrapPath, ...authEnv }, join(root, 'refused'), /serving on/);
+    const tmp = join(root, 'refused-tmp');
+    await mkdir(tmp);
+    const run = await runSless(
+      { PATH: noBwrapPath, TMPDIR: tmp, ...authEnv },
+      join(root, 'refused'),
+      /serving on/,
+    );
     expect(run.code).toBe(2);
+    // The proxy thread's socket directory is gone with the refused start.
+    expect((await readdir(tmp)).filter((entry) => entry.startsWith('sless-gw-'))).toEqual([]);
     expect(run.output).toContain('authentication is on');
     expect(run.output).toContain('bwrap (bubblewrap) is not installed');
     expect(run.output).toContain('apt-get install bubblewrap slirp4netns');

@@ -1,4 +1,4 @@
-import { existsSync } from 'node:fs';
+import { existsSync, rmSync } from 'node:fs';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -55,6 +55,11 @@ export class Gateway implements ClientListener, RouteMirror {
   private closing: Promise<void> | undefined;
   private drained: Promise<void> | undefined;
   private exited = false;
+  /**
+   * Removes the socket directory however the process ends (a start-up error exits with process.exit,
+   * past every finally); only SIGKILL skips it, and the next start sweeps what a dead owner left.
+   */
+  private readonly removeOnExit = () => rmSync(this.socketDir, { recursive: true, force: true });
 
   private constructor(
     private readonly inner: EarlyListener,
@@ -64,6 +69,7 @@ export class Gateway implements ClientListener, RouteMirror {
     activity: ActivityBoard,
   ) {
     this.activity = activity;
+    process.once('exit', this.removeOnExit);
     worker.on('message', (message: FromGateway) => this.onMessage(message));
     worker.on('error', (error) => this.reports?.failed(error));
     worker.once('exit', (code) => {
@@ -183,6 +189,7 @@ export class Gateway implements ClientListener, RouteMirror {
       await this.drainClients();
       await this.worker.terminate();
       await this.inner.close();
+      process.off('exit', this.removeOnExit);
       await sockets().remove(this.socketDir);
     })();
     return this.closing;
