@@ -4,6 +4,7 @@
  * with a kubeconfig), building with kaniko from base images in the node's registry.
  */
 import { randomBytes } from 'node:crypto';
+import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
 import { pino } from 'pino';
@@ -100,6 +101,9 @@ export async function startE2e(
     s3.destroy();
 
     const gitRoot = await tempDir('e2e-git');
+    // Reverse order: after the controller that keeps its state in it has stopped. Tests have the run's
+    // directory removed for them; benchmarks that use this harness do not.
+    cleanups.push(() => rm(gitRoot, { recursive: true, force: true }));
     await git(gitRoot, 'init', '--quiet', '--bare', '--initial-branch=main', 'fns.git');
     const gitServer = await startGitHttpServer(gitRoot);
     cleanups.push(() => gitServer.close());
