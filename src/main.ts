@@ -209,6 +209,7 @@ export async function startLocalSystem(
   } = {},
 ): Promise<LocalSystem> {
   const logger = options.logger ?? createLogger(config);
+  const { gateway } = options;
   // What the last run left comes first: the objects it had applied (with their status), the revisions
   // that served and the builds that failed. A restart then starts from there, not from nothing. The
   // sandbox probe (a few child processes) runs meanwhile.
@@ -260,7 +261,7 @@ export async function startLocalSystem(
     ...(config.scaleToZeroAfterSeconds ? { defaultIdleSeconds: config.scaleToZeroAfterSeconds } : {}),
     serving: state.serving,
     onScaled: (ns, name) => late.controller?.enqueueFunction(ns, name),
-    ...(options.gateway ? { activity: options.gateway.activity, mirror: options.gateway } : {}),
+    ...(gateway ? { activity: gateway.activity, mirror: gateway } : {}),
   });
   // Serve first: the revisions that served before start from their builds on disk before the API and
   // the controller load (a request that arrives meanwhile waits for its function). Only then
@@ -280,7 +281,7 @@ export async function startLocalSystem(
   const metrics = new SlessMetrics({
     readyFunctions: () => readyFunctionCounts(store),
     isKnownFunction: (ns, name) => platform.currentRevision(ns, name) !== undefined,
-    ...(options.gateway ? { collectProxyTallies: () => (options.gateway as ProxyThread).takeTallies() } : {}),
+    ...(gateway ? { collectProxyTallies: () => gateway.takeTallies() } : {}),
   });
   const proxy = observedFunctionProxy({ routes: platform, metrics, logger });
   options.listener?.serveEarly(FunctionProxy.matches, (req, res) => void proxy.handle(req, res));

@@ -608,6 +608,8 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
    * late end would be counted against another revision.
    */
   private async freeActivitySlot(key: string, activitySlot: number): Promise<void> {
+    // This exit listener runs before watchCrash's, which withdraws a crashed revision's route: the
+    // withdrawal must be published before the wait, or the thread could still count in the slot.
     this.mirrorRoute(key);
     await this.options.mirror?.synced();
     if (await this.board.waitIdle(activitySlot, 60_000, false)) this.board.free(activitySlot);

@@ -52,8 +52,10 @@ export class Gateway implements ClientListener, RouteMirror {
   private pending: Array<[string, MirroredRoute | undefined]> = [];
   private tallyRequests = new Map<number, (tallies: ProxyTally[]) => void>();
   private nextTallyId = 0;
-  private closing: Promise<void> | undefined;
+  /** Set once sless stops the thread on purpose: its exit is then no failure. */
+  private stopping = false;
   private drained: Promise<void> | undefined;
+  private closed: Promise<void> | undefined;
   private exited = false;
   /**
    * Removes the socket directory however the process ends (a start-up error exits with process.exit,
@@ -77,7 +79,7 @@ export class Gateway implements ClientListener, RouteMirror {
       for (const waiter of this.waitingForSeq.splice(0)) waiter.resolve();
       for (const answer of this.tallyRequests.values()) answer([]);
       this.tallyRequests.clear();
-      if (!this.closing) this.reports?.failed(new Error(`the gateway thread exited with code ${code}`));
+      if (!this.stopping) this.reports?.failed(new Error(`the gateway thread exited with code ${code}`));
     });
   }
 
@@ -168,10 +170,10 @@ export class Gateway implements ClientListener, RouteMirror {
 
   /** The public port closes; requests in flight there get up to `graceMs` to end. */
   drainClients(graceMs = 10_000): Promise<void> {
+    this.stopping = true;
     this.drained ??= this.exited
       ? Promise.resolve()
       : new Promise<void>((resolve) => {
-          this.closing ??= Promise.resolve();
           const onClosed = (message: FromGateway) => {
             if (message.type !== 'closed') return;
             this.worker.off('message', onClosed);
@@ -185,14 +187,14 @@ export class Gateway implements ClientListener, RouteMirror {
   }
 
   close(): Promise<void> {
-    this.closing = (async () => {
+    this.closed ??= (async () => {
       await this.drainClients();
       await this.worker.terminate();
       await this.inner.close();
       process.off('exit', this.removeOnExit);
       await sockets().remove(this.socketDir);
     })();
-    return this.closing;
+    return this.closed;
   }
 
   private flush(): void {
@@ -208,13 +210,12 @@ export class Gateway implements ClientListener, RouteMirror {
 
   private onMessage(message: FromGateway): void {
     switch (message.type) {
-      case 'routes-applied': {
+      case 'routes-applied':
         this.appliedSeq = message.seq;
-        const still = this.waitingForSeq.filter((waiter) => waiter.seq > message.seq);
-        for (const waiter of this.waitingForSeq) if (waiter.seq <= message.seq) waiter.resolve();
-        this.waitingForSeq.splice(0, this.waitingForSeq.length, ...still);
+        // Waiters come in the order of the sequence numbers they wait for.
+        while ((this.waitingForSeq[0]?.seq ?? Number.POSITIVE_INFINITY) <= message.seq)
+          this.waitingForSeq.shift()?.resolve();
         return;
-      }
       case 'tallies':
         this.tallyRequests.get(message.id)?.(message.tallies);
         this.tallyRequests.delete(message.id);

@@ -5,8 +5,8 @@
  * show in the proxy's tail latency; here they are as short as a bare proxy's. Everything else (the
  * API, webhooks, functions that are not ready) is relayed to the main thread.
  */
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import { parentPort, workerData } from 'node:worker_threads';
+import { type MessagePort, parentPort, workerData } from 'node:worker_threads';
+import { EarlyListener } from '../../api/early-listener.js';
 import { ActivityBoard } from '../../core/activity-board.js';
 import type { MirroredRoute, RouteResolver, RouteState } from '../../core/interfaces.js';
 import { ProxyTallies } from '../../core/proxy-tallies.js';
@@ -14,8 +14,8 @@ import type { FromGateway, GatewayWorkerData, ToGateway } from './protocol.js';
 
 type ReadyRoute = Extract<RouteState, { state: 'ready' }>;
 
-const port = parentPort;
-if (!port) throw new Error('the gateway runs as a worker thread');
+if (!parentPort) throw new Error('the gateway runs as a worker thread');
+const port: MessagePort = parentPort;
 const data = workerData as GatewayWorkerData;
 const send = (message: FromGateway) => port.postMessage(message);
 
@@ -51,72 +51,64 @@ function mirrored(route: MirroredRoute): { route: ReadyRoute; activitySlot: numb
 
 const tallies = new ProxyTallies();
 
-type Handler = (req: IncomingMessage, res: ServerResponse) => void;
 /**
- * The port is taken before the proxy's modules load (undici: tens of milliseconds), as the main
- * thread's early listener does; requests that come meanwhile wait for the proxy.
+ * Takes the port before the proxy's modules load (undici: tens of milliseconds), holding the requests
+ * that come meanwhile, as the main thread's early listener does without the proxy thread.
  */
-let dispatch: Handler | undefined;
-const held: Array<[IncomingMessage, ServerResponse]> = [];
-const server = createServer((req, res) => {
-  if (dispatch) dispatch(req, res);
-  else held.push([req, res]);
-});
-// As the API server does: clients and load balancers may keep connections for a minute.
-server.keepAliveTimeout = 65_000;
-const closers: Array<() => Promise<void>> = [];
-
-port.on('message', (message: ToGateway) => {
-  switch (message.type) {
-    case 'routes':
-      for (const [key, route] of message.changes) {
-        if (route) routes.set(key, mirrored(route));
-        else routes.delete(key);
-      }
-      send({ type: 'routes-applied', seq: message.seq });
-      return;
-    case 'take-tallies':
-      send({ type: 'tallies', id: message.id, tallies: tallies.take() });
-      return;
-    case 'close': {
-      const cut = setTimeout(() => server.closeAllConnections(), message.graceMs);
-      server.close(() => {
-        clearTimeout(cut);
-        void Promise.all(closers.map((close) => close())).finally(() => send({ type: 'closed' }));
-      });
-      server.closeIdleConnections();
-      return;
-    }
+async function serve(): Promise<void> {
+  let listener: EarlyListener;
+  try {
+    listener = await EarlyListener.listen(data.host, data.port);
+  } catch (error) {
+    const { message, code } = error as NodeJS.ErrnoException;
+    send({ type: 'listen-failed', message, code });
+    return;
   }
-});
+  const { server } = listener;
+  // As the API server does: clients and load balancers may keep connections for a minute.
+  server.keepAliveTimeout = 65_000;
+  send({ type: 'listening', url: listener.url });
 
-server.once('error', (error: NodeJS.ErrnoException) =>
-  send({ type: 'listen-failed', message: error.message, code: error.code }),
-);
-server.listen(data.port, data.host, () => {
-  const address = server.address();
-  if (address === null || typeof address === 'string') return;
-  const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
-  send({ type: 'listening', url: `http://${host}:${address.port}` });
-});
+  const [{ FunctionProxy }, { MainThreadRelay }] = await Promise.all([
+    import('../function-proxy.js'),
+    import('./relay.js'),
+  ]);
+  const relay = new MainThreadRelay(data.mainSocketPath);
+  const proxy = new FunctionProxy({
+    routes: resolver,
+    onResponse: (namespace, name, status, ms) => tallies.record(namespace, name, status, ms),
+    onUpstreamError: (fn, message) => send({ type: 'upstream-error', function: fn, message }),
+    elsewhere: (req, res) => relay.relay(req, res),
+  });
 
-const [{ FunctionProxy }, { MainThreadRelay }] = await Promise.all([
-  import('../function-proxy.js'),
-  import('./relay.js'),
-]);
-const relay = new MainThreadRelay(data.mainSocketPath);
-const proxy = new FunctionProxy({
-  routes: resolver,
-  onResponse: (namespace, name, status, ms) => tallies.record(namespace, name, status, ms),
-  onUpstreamError: (fn, message) => send({ type: 'upstream-error', function: fn, message }),
-  elsewhere: (req, res) => relay.relay(req, res),
-});
-closers.push(
-  () => proxy.close(),
-  () => relay.close(),
-);
-dispatch = (req, res) => {
-  if (FunctionProxy.matches(req.url)) void proxy.handle(req, res);
-  else relay.relay(req, res);
-};
-for (const [req, res] of held.splice(0)) dispatch(req, res);
+  port.on('message', (message: ToGateway) => {
+    switch (message.type) {
+      case 'routes':
+        for (const [key, route] of message.changes) {
+          if (route) routes.set(key, mirrored(route));
+          else routes.delete(key);
+        }
+        send({ type: 'routes-applied', seq: message.seq });
+        return;
+      case 'take-tallies':
+        send({ type: 'tallies', id: message.id, tallies: tallies.take() });
+        return;
+      case 'close': {
+        const cut = setTimeout(() => server.closeAllConnections(), message.graceMs);
+        server.close(() => {
+          clearTimeout(cut);
+          void Promise.all([proxy.close(), relay.close()]).finally(() => send({ type: 'closed' }));
+        });
+        server.closeIdleConnections();
+        return;
+      }
+    }
+  });
+
+  listener.attach((req, res) => {
+    if (FunctionProxy.matches(req.url)) void proxy.handle(req, res);
+    else relay.relay(req, res);
+  });
+}
+
+void serve();
