@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { ActivityBoard } from './activity-board.js';
 
 function smallBoard(slots: number): ActivityBoard {
@@ -25,11 +25,20 @@ describe('ActivityBoard', () => {
   });
 
   it('records the time of the last request start or end', () => {
-    const board = smallBoard(1);
-    const slot = board.allocate() as number;
-    const before = Date.now();
-    board.begin(slot);
-    expect(board.lastActivityOf(slot)).toBeGreaterThanOrEqual(before);
+    vi.useFakeTimers({ now: 1_000_000 });
+    try {
+      const board = smallBoard(1);
+      const slot = board.allocate() as number;
+      expect(board.lastActivityOf(slot)).toBe(1_000_000);
+      vi.setSystemTime(1_005_000);
+      board.begin(slot);
+      expect(board.lastActivityOf(slot)).toBe(1_005_000);
+      vi.setSystemTime(1_009_000);
+      board.end(slot);
+      expect(board.lastActivityOf(slot)).toBe(1_009_000);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('waitIdle resolves when the last request ends, and false when the time runs out first', async () => {

@@ -69,6 +69,21 @@ describe('scale to zero (local)', () => {
       'status ScaledToZero once idle',
     );
   });
+
+  it('stays up while requests keep coming through the proxy thread, which the main thread never sees', async () => {
+    // Once awake, the thread serves the function itself; only the shared counts tell the platform.
+    const instanceOf = async () =>
+      ((await (await system.call('/fn/default/lazy')).json()) as { instance: string }).instance;
+    const first = await instanceOf();
+    const seen = new Set([first]);
+    // Three idle periods (idleSeconds: 1) of requests 250 ms apart: one process answers them all.
+    for (let i = 0; i < 12; i++) {
+      await new Promise((r) => setTimeout(r, 250));
+      seen.add(await instanceOf());
+    }
+    expect([...seen]).toEqual([first]);
+    expect(system.platform.isParked('default', 'lazy')).toBe(false);
+  });
 });
 
 /**
