@@ -11,6 +11,10 @@ import { leftBehind } from './left-behind.js';
  */
 export class OwnedTempDirs {
   private readonly owned: RegExp;
+  /** Made here and not removed yet. */
+  private readonly live = new Set<string>();
+  /** Removals under way: a stop waits for them too. */
+  private readonly removing = new Set<Promise<void>>();
 
   /** `prefix`: letters, digits and dashes. */
   constructor(
@@ -21,12 +25,28 @@ export class OwnedTempDirs {
     this.removeLeftBehind();
   }
 
-  create(): Promise<string> {
-    return mkdtemp(join(this.root, `${this.prefix}${process.pid}-`));
+  async create(): Promise<string> {
+    const dir = await mkdtemp(join(this.root, `${this.prefix}${process.pid}-`));
+    this.live.add(dir);
+    return dir;
   }
 
-  async remove(dir: string): Promise<void> {
-    await rm(dir, { recursive: true, force: true }).catch(() => undefined);
+  remove(dir: string): Promise<void> {
+    this.live.delete(dir);
+    const removal: Promise<void> = rm(dir, { recursive: true, force: true })
+      .catch(() => undefined)
+      .finally(() => this.removing.delete(removal));
+    this.removing.add(removal);
+    return removal;
+  }
+
+  /**
+   * Removes every directory made here that is still there, and waits for removals already under
+   * way: those that exit listeners start would otherwise still be running when the process exits.
+   */
+  async removeAll(): Promise<void> {
+    for (const dir of [...this.live]) void this.remove(dir);
+    await Promise.all([...this.removing]);
   }
 
   /** Removes the directories whose owner is gone; returns their names, sorted. */

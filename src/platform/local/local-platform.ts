@@ -481,6 +481,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     this.slots.clear();
     for (const key of keys) this.mirrorRoute(key);
     await Promise.all([...stops, ...this.retiring]);
+    await this.sockets.removeAll();
   }
 
   private async startRevision(
