@@ -121,7 +121,14 @@ export type RouteState =
       release?: () => void;
     }
   | { state: 'unknown' }
-  | { state: 'unavailable'; status: 502 | 503; message: string };
+  | UnavailableRoute;
+
+/** A function that exists but cannot serve now (disabled, restarting after a crash): an answer as is. */
+export interface UnavailableRoute {
+  state: 'unavailable';
+  status: 502 | 503;
+  message: string;
+}
 
 /** Where `/fn/{ns}/{name}` goes right now. */
 export interface RouteResolver {
@@ -132,21 +139,31 @@ export interface RouteResolver {
   resolve(namespace: string, name: string): Promise<RouteState>;
 }
 
-/** A ready route as another thread serves it: where to send requests and where to count them. */
-export interface MirroredRoute {
-  origin: string;
-  socketPath?: string;
-  timeoutSec: number;
-  /** The revision's slot on the ActivityBoard the platform reads to drain and to scale to zero. */
-  activitySlot: number;
-}
+/**
+ * A route as another thread serves it. Ready: where to send requests and where to count them.
+ * Unavailable: the answer the platform itself gives, so that a request whose function crashed under
+ * it gets the same 502 from either thread instead of being handed on as a new request.
+ */
+export type MirroredRoute =
+  | {
+      state: 'ready';
+      origin: string;
+      socketPath?: string;
+      timeoutSec: number;
+      /** The revision's slot on the ActivityBoard the platform reads to drain and to scale to zero. */
+      activitySlot: number;
+    }
+  | UnavailableRoute;
 
 /**
  * Ready routes served outside the platform's own `resolve` too: by the gateway thread, which proxies
  * `/fn/` without the main thread. Whatever it has no route for, it hands to the main thread.
  */
 export interface RouteMirror {
-  /** The function's route from now on; undefined: not ready (parked, crashed, disabled, removed). */
+  /**
+   * The function's route from now on; undefined: only the platform can answer (parked, starting,
+   * removed, unknown).
+   */
   publish(key: string, route: MirroredRoute | undefined): void;
   /**
    * Resolves once every change published so far applies where the routes are served: after it, no

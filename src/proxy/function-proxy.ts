@@ -22,9 +22,9 @@ export interface FunctionProxyOptions {
    */
   previousRevisionGraceMs?: number;
   /**
-   * Where a request goes when its function has no ready route here, instead of an answer from this
-   * proxy: the gateway thread knows only ready routes and hands the rest to the main thread, which
-   * knows why (unknown, disabled, waking from zero). Counted there, not here.
+   * Where a request goes when its function is unknown here, instead of a 404 from this proxy: the
+   * gateway thread knows ready and unavailable routes only, and hands the rest to the main thread,
+   * which knows why (not loaded yet, parked and to be woken, truly unknown). Counted there, not here.
    */
   elsewhere?: (req: IncomingMessage, res: ServerResponse) => void;
 }
@@ -180,7 +180,7 @@ export class FunctionProxy {
       return;
     }
     const route = await this.options.routes.resolve(ns, name);
-    if (route.state !== 'ready' && this.options.elsewhere) {
+    if (route.state === 'unknown' && this.options.elsewhere) {
       this.options.elsewhere(req, res);
       return;
     }
@@ -382,8 +382,10 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
       again = { state: 'unknown' };
     }
     if (again.state !== 'ready') {
-      // The request has no body and nothing was answered: it can go where unready routes go.
-      if (this.options.elsewhere) {
+      // The request has no body and nothing was answered: it can go where unknown routes go (a
+      // function parked meanwhile wakes there). One that is unavailable now (it crashed under this
+      // request) gets the upstream's failure, not the answer a new request would get.
+      if (again.state === 'unknown' && this.options.elsewhere) {
         this.release();
         this.finished = true;
         this.options.elsewhere(this.req, this.res);

@@ -9,6 +9,7 @@ import type {
   RouteMirror,
   RouteResolver,
   RouteState,
+  UnavailableRoute,
   WorkloadPlatform,
 } from '../../core/interfaces.js';
 import { OwnedTempDirs } from '../../core/owned-temp-dirs.js';
@@ -122,18 +123,24 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     const mirror = this.options.mirror;
     if (!mirror) return;
     const slot = this.slots.get(key);
-    const revision = slot?.enabled && !slot.removed ? slot.current : undefined;
-    if (!revision?.process.alive) {
+    if (!slot || slot.removed || (slot.enabled && !slot.current)) {
       mirror.publish(key, undefined);
       return;
     }
-    const { origin, socketPath, timeoutSec } = revision.route;
-    mirror.publish(key, {
-      origin,
-      ...(socketPath ? { socketPath } : {}),
-      timeoutSec,
-      activitySlot: revision.activitySlot,
-    });
+    const [namespace = '', name = ''] = key.split('/');
+    const revision = slot.current;
+    if (!slot.enabled) mirror.publish(key, disabled(namespace, name));
+    else if (!revision?.process.alive) mirror.publish(key, restartingAfterCrash(namespace, name));
+    else {
+      const { origin, socketPath, timeoutSec } = revision.route;
+      mirror.publish(key, {
+        state: 'ready',
+        origin,
+        ...(socketPath ? { socketPath } : {}),
+        timeoutSec,
+        activitySlot: revision.activitySlot,
+      });
+    }
   }
 
   currentRevision(namespace: string, name: string): string | undefined {
@@ -375,8 +382,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
         ? { state: 'unavailable', status: 503, message: `function ${namespace}/${name} is not ready yet` }
         : { state: 'unknown' };
     }
-    if (!slot.enabled)
-      return { state: 'unavailable', status: 503, message: `function ${namespace}/${name} is disabled` };
+    if (!slot.enabled) return disabled(namespace, name);
     // Scaled to zero: the request waits while the process starts, then is served. A rollout may park
     // a newer revision while an older one wakes; then the newer one is started.
     while (!slot.current && slot.parked && !slot.removed) {
@@ -394,13 +400,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
       }
     }
     const revision = slot.current;
-    if (!revision?.process.alive) {
-      return {
-        state: 'unavailable',
-        status: 503,
-        message: `function ${namespace}/${name} is restarting after a crash`,
-      };
-    }
+    if (!revision?.process.alive) return restartingAfterCrash(namespace, name);
     this.board.begin(revision.activitySlot);
     return revision.route;
   }
@@ -678,4 +678,16 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
 
 function sortedEnv(env: Record<string, string> | undefined): Record<string, string> {
   return Object.fromEntries(Object.entries(env ?? {}).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+}
+
+function disabled(namespace: string, name: string): UnavailableRoute {
+  return { state: 'unavailable', status: 503, message: `function ${namespace}/${name} is disabled` };
+}
+
+function restartingAfterCrash(namespace: string, name: string): UnavailableRoute {
+  return {
+    state: 'unavailable',
+    status: 503,
+    message: `function ${namespace}/${name} is restarting after a crash`,
+  };
 }

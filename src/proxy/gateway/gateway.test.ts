@@ -17,16 +17,25 @@ interface Seen {
   client?: string;
 }
 
-/** A function's server on a unix socket: answers at once, or holds `/hold` until told. */
+/**
+ * A function's server on a unix socket: answers at once, holds `/hold` until told, or on `/crash`
+ * runs `beforeCrash` and then drops the connection without an answer, as a process killed under a
+ * request does.
+ */
 async function functionServer(dir: string) {
   const seen: Seen[] = [];
   const held: ServerResponse[] = [];
   let onHeld: (() => void) | undefined;
+  const hooks: { beforeCrash?: () => Promise<void> } = {};
   const server = createServer((req, res) => {
     seen.push({ url: req.url ?? '', headers: req.headers });
     if (req.url === '/hold') {
       held.push(res);
       onHeld?.();
+      return;
+    }
+    if (req.url === '/crash') {
+      void (hooks.beforeCrash?.() ?? Promise.resolve()).then(() => req.socket.destroy());
       return;
     }
     res.end(`fn:${req.url}`);
@@ -38,6 +47,7 @@ async function functionServer(dir: string) {
     socketPath,
     seen,
     held,
+    hooks,
     nextHeld: () =>
       new Promise<void>((resolve) => {
         onHeld = resolve;
@@ -96,6 +106,7 @@ describe('Gateway (the proxy thread)', () => {
 
   function publishReady(slot: number): void {
     gateway.publish('default/echo', {
+      state: 'ready',
       origin: 'http://localhost',
       socketPath: fn.socketPath,
       timeoutSec: 5,
@@ -189,6 +200,51 @@ describe('Gateway (the proxy thread)', () => {
     gateway.activity.free(slot);
   });
 
+  it('answers an unavailable function itself, as the main thread would', async () => {
+    gateway.publish('default/echo', {
+      state: 'unavailable',
+      status: 503,
+      message: 'function default/echo is disabled',
+    });
+    await gateway.synced();
+    const answer = await get(`${gateway.url}/fn/default/echo`);
+    expect(answer).toEqual({
+      status: 503,
+      text: JSON.stringify({ error: 'function default/echo is disabled' }),
+    });
+    expect(mainSaw).toEqual([]);
+    gateway.publish('default/echo', undefined);
+    await gateway.synced();
+  });
+
+  it('gives a request whose function crashed under it a 502, not the answer for a new request', async () => {
+    const slot = gateway.activity.allocate() as number;
+    publishReady(slot);
+    await gateway.synced();
+    // The platform learns of the crash (and publishes it) before the proxy sees the dropped connection.
+    fn.hooks.beforeCrash = async () => {
+      gateway.publish('default/echo', {
+        state: 'unavailable',
+        status: 503,
+        message: 'function default/echo is restarting after a crash',
+      });
+      await gateway.synced();
+    };
+    try {
+      const answer = await get(`${gateway.url}/fn/default/echo/crash`);
+      expect(answer.status).toBe(502);
+      expect(JSON.parse(answer.text).error).toMatch(/^function default\/echo is unreachable: /);
+      expect(fn.seen.map((s) => s.url)).toEqual(['/crash']);
+      expect(mainSaw).toEqual([]);
+      expect(gateway.activity.inflightOf(slot)).toBe(0);
+    } finally {
+      fn.hooks.beforeCrash = undefined;
+      gateway.publish('default/echo', undefined);
+      await gateway.synced();
+      gateway.activity.free(slot);
+    }
+  });
+
   it('hands over its proxy counts once', async () => {
     await gateway.takeTallies();
     const slot = gateway.activity.allocate() as number;
@@ -221,6 +277,7 @@ describe('Gateway.drainClients', () => {
       gateway.attach((_req, res) => res.end('main'));
       const slot = gateway.activity.allocate() as number;
       gateway.publish('default/echo', {
+        state: 'ready',
         origin: 'http://localhost',
         socketPath: fn.socketPath,
         timeoutSec: 5,

@@ -230,8 +230,10 @@ export class Gateway implements ClientListener, RouteMirror {
 }
 
 function sameRoute(a: MirroredRoute | undefined, b: MirroredRoute): boolean {
+  if (a?.state === 'unavailable' && b.state === 'unavailable')
+    return a.status === b.status && a.message === b.message;
+  if (a?.state !== 'ready' || b.state !== 'ready') return false;
   return (
-    a !== undefined &&
     a.origin === b.origin &&
     a.socketPath === b.socketPath &&
     a.timeoutSec === b.timeoutSec &&

@@ -12,8 +12,6 @@ import type { MirroredRoute, RouteResolver, RouteState } from '../../core/interf
 import { ProxyTallies } from '../../core/proxy-tallies.js';
 import type { FromGateway, GatewayWorkerData, ToGateway } from './protocol.js';
 
-type ReadyRoute = Extract<RouteState, { state: 'ready' }>;
-
 if (!parentPort) throw new Error('the gateway runs as a worker thread');
 const port: MessagePort = parentPort;
 const data = workerData as GatewayWorkerData;
@@ -21,7 +19,7 @@ const send = (message: FromGateway) => port.postMessage(message);
 
 const board = new ActivityBoard(data.activity);
 /** One route object per mirrored revision, handed to every request, as the platform does. */
-const routes = new Map<string, { route: ReadyRoute; activitySlot: number }>();
+const routes = new Map<string, { route: RouteState; activitySlot?: number }>();
 const NOT_HERE: RouteState = { state: 'unknown' };
 
 const resolver: RouteResolver = {
@@ -30,12 +28,13 @@ const resolver: RouteResolver = {
     if (!entry) return NOT_HERE;
     // Counted in the same turn as the lookup: a route change (a message, a later turn) cannot slip in
     // between, so once the main thread has its acknowledgement, the count is complete.
-    board.begin(entry.activitySlot);
+    if (entry.activitySlot !== undefined) board.begin(entry.activitySlot);
     return entry.route;
   },
 };
 
-function mirrored(route: MirroredRoute): { route: ReadyRoute; activitySlot: number } {
+function mirrored(route: MirroredRoute): { route: RouteState; activitySlot?: number } {
+  if (route.state !== 'ready') return { route };
   const slot = route.activitySlot;
   return {
     activitySlot: slot,
