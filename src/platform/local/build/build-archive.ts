@@ -44,22 +44,21 @@ export class LocalBuildArchive implements BuildArchive {
     return join(this.options.stateDir, 'builds');
   }
 
-  /** Every `builds/{ns}/{fn}/{entry}` directory, staging ones included. */
-  private async entries(): Promise<Entry[]> {
+  /**
+   * Every `builds/{ns}/{fn}/{entry}` directory, staging ones included; with `scope`, that function's
+   * only. A scoped pass of the collector runs once per function a sync touched, so walking every
+   * function's directory for each would make a thousand-function sync cost a million directory reads.
+   */
+  private async entries(scope?: FunctionRef): Promise<Entry[]> {
+    const names = async (dir: string) =>
+      (await list(dir)).filter((entry) => entry.isDirectory()).map((entry) => entry.name);
     const found: Entry[] = [];
-    for (const ns of await list(this.root)) {
-      if (!ns.isDirectory()) continue;
-      const functions = (await list(join(this.root, ns.name))).filter((fn) => fn.isDirectory());
-      const listed = await Promise.all(functions.map((fn) => list(join(this.root, ns.name, fn.name))));
-      functions.forEach((fn, i) => {
+    for (const ns of scope ? [scope.namespace] : await names(this.root)) {
+      const functions = scope ? [scope.name] : await names(join(this.root, ns));
+      const listed = await Promise.all(functions.map((fn) => names(join(this.root, ns, fn))));
+      functions.forEach((name, i) => {
         for (const entry of listed[i] ?? [])
-          if (entry.isDirectory())
-            found.push({
-              namespace: ns.name,
-              name: fn.name,
-              entry: entry.name,
-              path: join(this.root, ns.name, fn.name, entry.name),
-            });
+          found.push({ namespace: ns, name, entry, path: join(this.root, ns, name, entry) });
       });
     }
     return found;
@@ -67,13 +66,9 @@ export class LocalBuildArchive implements BuildArchive {
 
   async list(scope?: FunctionRef): Promise<StoredBuild[]> {
     const serving = this.options.servingDirs();
-    const entries = await this.entries();
+    const entries = await this.entries(scope);
     await this.removeStaging(entries);
-    // Build directories are read from the disk, not asked of a server: a scope only narrows the answer.
-    const finished = entries.filter(
-      (e) =>
-        !e.entry.includes(STAGING) && (!scope || (e.namespace === scope.namespace && e.name === scope.name)),
-    );
+    const finished = entries.filter((e) => !e.entry.includes(STAGING));
     const perFunction = new Map<string, number>();
     for (const { namespace, name } of finished)
       perFunction.set(`${namespace}/${name}`, (perFunction.get(`${namespace}/${name}`) ?? 0) + 1);
