@@ -231,7 +231,7 @@ export async function startLocalSystem(
   ]);
   const store: MemoryStore = new MemoryStore({
     ...(state.storeSnapshot ? { initial: state.storeSnapshot } : {}),
-    persist: () => state.saveStore(() => store.snapshotJson()),
+    persist: (change) => state.saveStore(() => store.snapshotJson(), change),
   });
   const authenticator = createAuthenticator(config.auth);
   if (config.authDisabled)

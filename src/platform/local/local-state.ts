@@ -21,7 +21,7 @@ import {
 } from '../../core/code-verdicts.js';
 import type { AnyResource, BuildRecord, SlessFunction } from '../../core/resources.js';
 import { KIND_NAMES } from '../../core/schemas.js';
-import type { StoreSnapshot } from './memory-store.js';
+import { replayStoreChanges, type StoreSnapshot } from './memory-store.js';
 import { expectArray, expectRecord, expectString, JsonText, JsonTextCache, StateFile } from './state-file.js';
 
 /** Bump when a file's shape changes; an older sless then sets the newer file aside instead of misreading it. */
@@ -73,13 +73,13 @@ export class ServingRecords implements PinnedBuilds {
     const key = functionKey(record.fn);
     this.records.set(key, structuredClone(record));
     this.texts.forget(key);
-    return this.save();
+    return this.save(`{"put":${JSON.stringify(key)},"value":${this.texts.of(key, this.records.get(key))}}`);
   }
 
   forget(key: string): Promise<void> {
     if (!this.records.delete(key)) return Promise.resolve();
     this.texts.forget(key);
-    return this.save();
+    return this.save(`{"delete":${JSON.stringify(key)}}`);
   }
 
   close(): Promise<void> {
@@ -92,8 +92,8 @@ export class ServingRecords implements PinnedBuilds {
     return dirs;
   }
 
-  private save(): Promise<void> {
-    return this.file.save(() => new JsonText(this.texts.record(this.records)));
+  private save(change: string): Promise<void> {
+    return this.file.save(() => new JsonText(this.texts.record(this.records)), change);
   }
 }
 
@@ -195,10 +195,21 @@ export class LocalState {
 
   static async open(stateDir: string, logger: Logger): Promise<LocalState> {
     const dir = join(stateDir, 'state');
-    const file = <T>(name: string, decode: (payload: unknown) => T) =>
-      new StateFile<T>({ path: join(dir, name), version: STATE_VERSION, logger, decode });
-    const storeFile = file('objects.json', decodeStoreSnapshot);
-    const servingFile = file('serving.json', decodeServing);
+    const file = <T>(
+      name: string,
+      decode: (payload: unknown) => T,
+      replay?: (payload: unknown, changes: unknown[]) => unknown,
+    ) =>
+      new StateFile<T>({
+        path: join(dir, name),
+        version: STATE_VERSION,
+        logger,
+        decode,
+        ...(replay ? { replay } : {}),
+      });
+    // The two that change with every function's status or rollout are journaled.
+    const storeFile = file('objects.json', decodeStoreSnapshot, replayStoreChanges);
+    const servingFile = file('serving.json', decodeServing, replayKeyedChanges);
     const failedFile = file('failed-builds.json', decodeFailedBuilds);
     const verdictsFile = file('code-verdicts.json', decodeCodeVerdicts);
     const [storeSnapshot, serving, failed, verdicts] = await Promise.all([
@@ -216,8 +227,9 @@ export class LocalState {
     });
   }
 
-  saveStore(snapshot: () => StoreSnapshot | JsonText): Promise<void> {
-    return this.storeFile.save(snapshot);
+  /** `change`: what changed, as the store journals it (see replayStoreChanges). */
+  saveStore(snapshot: () => StoreSnapshot | JsonText, change?: string): Promise<void> {
+    return this.storeFile.save(snapshot, change);
   }
 
   /** Writes what was asked for so far; later changes are not written (see StateFile.close). */
@@ -261,6 +273,18 @@ export function decodeStoreSnapshot(payload: unknown): StoreSnapshot {
   const resourceVersion = data.resourceVersion;
   if (typeof resourceVersion !== 'number') throw new Error('data.resourceVersion must be a number');
   return { objects, namespaces, resourceVersion };
+}
+
+/** Applies journaled `{put, value}` and `{delete}` changes, in order, to a keyed record as parsed. */
+export function replayKeyedChanges(payload: unknown, changes: unknown[]): unknown {
+  const data = new Map(Object.entries(expectRecord(payload, 'data')));
+  for (const [index, change] of changes.entries()) {
+    const entry = change as { put?: unknown; value?: unknown; delete?: unknown } | null;
+    if (typeof entry?.put === 'string' && 'value' in entry) data.set(entry.put, entry.value);
+    else if (typeof entry?.delete === 'string') data.delete(entry.delete);
+    else throw new Error(`journal change ${index + 1} is neither put nor delete`);
+  }
+  return Object.fromEntries([...data].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
 }
 
 export function decodeServing(payload: unknown): Record<string, ServingRecord> {

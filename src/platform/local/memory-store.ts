@@ -25,9 +25,10 @@ export interface MemoryStoreOptions {
   initial?: StoreSnapshot;
   /**
    * Makes the current contents durable. Every change waits for it before anyone hears of the change,
-   * so nothing acts on state that a restart would not find again.
+   * so nothing acts on state that a restart would not find again. `change` is that change as JSON
+   * text, which `replayStoreChanges` applies to an earlier snapshot.
    */
-  persist?: () => Promise<void>;
+  persist?: (change: string) => Promise<void>;
 }
 
 /**
@@ -44,7 +45,7 @@ export class MemoryStore implements ObjectStore, NamespaceRegistry {
   private readonly namespaces = new Set<string>(['default']);
   private readonly listeners = new Set<(event: StoreEvent) => void>();
   private resourceVersion = 0;
-  private readonly save: () => Promise<void>;
+  private readonly save: (change: string) => Promise<void>;
   /** The last write asked for; once it is done, every earlier change is on disk too. */
   private durable: Promise<void> = Promise.resolve();
 
@@ -61,9 +62,15 @@ export class MemoryStore implements ObjectStore, NamespaceRegistry {
     this.resourceVersion = highest;
   }
 
-  private persist(): Promise<void> {
-    this.durable = this.save();
+  private persist(change: string): Promise<void> {
+    this.durable = this.save(change);
     return this.durable;
+  }
+
+  /** The stored object under `key` as a journaled change. */
+  private putChange(key: string): string {
+    const object = this.objects.get(key);
+    return `{"put":${JSON.stringify(key)},"resourceVersion":${this.resourceVersion},"object":${this.texts.of(key, object)}}`;
   }
 
   /**
@@ -150,7 +157,7 @@ export class MemoryStore implements ObjectStore, NamespaceRegistry {
       };
       delete created.status;
       this.put(key, created);
-      await this.persist();
+      await this.persist(this.putChange(key));
       this.emit({ type: 'ADDED', object: created, statusOnly: false });
       return clone(created);
     }
@@ -171,7 +178,7 @@ export class MemoryStore implements ObjectStore, NamespaceRegistry {
       },
     } as AnyResource;
     this.put(key, updated);
-    await this.persist();
+    await this.persist(this.putChange(key));
     this.emit({ type: 'MODIFIED', object: updated, statusOnly: false });
     return clone(updated);
   }
@@ -190,7 +197,7 @@ export class MemoryStore implements ObjectStore, NamespaceRegistry {
       metadata: { ...existing.metadata, resourceVersion: String(++this.resourceVersion) },
     } as AnyResource;
     this.put(key, updated);
-    await this.persist();
+    await this.persist(this.putChange(key));
     this.emit({ type: 'MODIFIED', object: updated, statusOnly: true });
   }
 
@@ -200,7 +207,7 @@ export class MemoryStore implements ObjectStore, NamespaceRegistry {
     if (!existing) return false;
     this.objects.delete(key);
     this.texts.forget(key);
-    await this.persist();
+    await this.persist(`{"delete":${JSON.stringify(key)}}`);
     this.emit({ type: 'DELETED', object: existing, statusOnly: false });
     return true;
   }
@@ -215,7 +222,7 @@ export class MemoryStore implements ObjectStore, NamespaceRegistry {
     // Check and record with no await in between, so of concurrent calls exactly one creates it.
     const existed = this.namespaces.has(namespace) || this.holdsObjects(namespace);
     this.namespaces.add(namespace);
-    if (!existed) await this.persist();
+    if (!existed) await this.persist(`{"namespace":${JSON.stringify(namespace)}}`);
     return !existed;
   }
 
@@ -233,6 +240,43 @@ export class MemoryStore implements ObjectStore, NamespaceRegistry {
     const copy = { ...event, object: clone(event.object) };
     for (const listener of this.listeners) listener(copy);
   }
+}
+
+/**
+ * Applies journaled store changes, in order, to a snapshot's payload as parsed (decodeStoreSnapshot
+ * checks the result). Throws on a change it does not know, naming it.
+ */
+export function replayStoreChanges(payload: unknown, changes: unknown[]): unknown {
+  const data = payload as Partial<Record<keyof StoreSnapshot, unknown>> | null;
+  if (!data || !Array.isArray(data.objects) || !Array.isArray(data.namespaces))
+    throw new Error('data must have "objects" and "namespaces" arrays');
+  const objects = new Map<string, unknown>();
+  for (const object of data.objects as AnyResource[])
+    objects.set(keyOf(object?.kind, object?.metadata?.namespace, object?.metadata?.name), object);
+  const namespaces = new Set(data.namespaces as unknown[]);
+  let resourceVersion = typeof data.resourceVersion === 'number' ? data.resourceVersion : 0;
+  for (const [index, change] of changes.entries()) {
+    const entry = change as {
+      put?: unknown;
+      delete?: unknown;
+      namespace?: unknown;
+      object?: unknown;
+      resourceVersion?: unknown;
+    } | null;
+    if (typeof entry?.put === 'string' && typeof entry.object === 'object' && entry.object !== null) {
+      objects.set(entry.put, entry.object);
+      if (typeof entry.resourceVersion === 'number')
+        resourceVersion = Math.max(resourceVersion, entry.resourceVersion);
+    } else if (typeof entry?.delete === 'string') objects.delete(entry.delete);
+    else if (typeof entry?.namespace === 'string') namespaces.add(entry.namespace);
+    else throw new Error(`journal change ${index + 1} is none of put, delete or namespace`);
+  }
+  const keys = [...objects.keys()].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+  return {
+    objects: keys.map((key) => objects.get(key)),
+    namespaces: [...namespaces].sort(),
+    resourceVersion,
+  };
 }
 
 function matchesLabels(object: AnyResource, labels: Record<string, string>): boolean {

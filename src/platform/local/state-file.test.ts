@@ -1,11 +1,11 @@
 import { mkdtemp, readdir, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import type { SlessFunction } from '../../core/resources.js';
 import { LocalState } from './local-state.js';
-import { MemoryStore } from './memory-store.js';
+import { MemoryStore, type StoreSnapshot } from './memory-store.js';
 import { expectRecord, StateFile } from './state-file.js';
 
 interface Counter {
@@ -118,6 +118,144 @@ describe('StateFile', () => {
   });
 });
 
+interface Added {
+  items: number[];
+}
+
+function decodeAdded(payload: unknown): Added {
+  const data = expectRecord(payload, 'data');
+  if (!Array.isArray(data.items)) throw new Error('data.items must be an array');
+  return { items: data.items as number[] };
+}
+
+/** Each change appends one number, so a replay in the wrong order or with a line too many shows. */
+function replayAdded(payload: unknown, changes: unknown[]): unknown {
+  const items = [...decodeAdded(payload).items];
+  for (const change of changes) {
+    const add = (change as { add?: unknown }).add;
+    if (typeof add !== 'number') throw new Error('a change must be {"add": n}');
+    items.push(add);
+  }
+  return { items };
+}
+
+async function setUpJournaled() {
+  const dir = await mkdtemp(join(tmpdir(), 'sless-state-journal-'));
+  const warnings: string[] = [];
+  const logger = pino({ level: 'warn' }, { write: (line: string) => warnings.push(JSON.parse(line).msg) });
+  const path = join(dir, 'added.json');
+  const open = () =>
+    new StateFile<Added>({
+      path,
+      version: 1,
+      logger,
+      decode: decodeAdded,
+      replay: replayAdded,
+      minJournalBytes: 1024,
+    });
+  const state: Added = { items: [] };
+  const file = open();
+  const add = (target: StateFile<Added>, n: number) => {
+    state.items.push(n);
+    return target.save(() => ({ items: [...state.items] }), JSON.stringify({ add: n }));
+  };
+  return { dir, path, journal: `${path}.journal`, open, file, add, state, warnings };
+}
+
+describe('StateFile with a journal', () => {
+  it('appends each change as a line after the first write, and a load replays them in order', async () => {
+    const { path, journal, open, file, add } = await setUpJournaled();
+    expect(await file.load()).toBeUndefined();
+    await add(file, 1);
+    const document = await readFile(path, 'utf8');
+    expect(JSON.parse(document)).toEqual({ version: 1, journaled: 0, data: { items: [1] } });
+    await add(file, 2);
+    await add(file, 3);
+    // The document is not written again; the journal has one line per change.
+    expect(await readFile(path, 'utf8')).toBe(document);
+    expect(await readFile(journal, 'utf8')).toBe(
+      '{"seq":1,"change":{"add":2}}\n{"seq":2,"change":{"add":3}}\n',
+    );
+    expect(await open().load()).toEqual({ items: [1, 2, 3] });
+  });
+
+  it('writes the whole document again once the journal is as large as it, and removes the journal', async () => {
+    const { path, journal, open, file, add, state } = await setUpJournaled();
+    await file.load();
+    await add(file, 0);
+    // A line is 29–31 bytes here: the journal passes 1 KiB (the document is smaller) with the 34th
+    // change, and the 35th writes the document again.
+    for (let n = 1; n <= 40; n++) await add(file, n);
+    const document = JSON.parse(await readFile(path, 'utf8')) as { journaled: number; data: Added };
+    expect(document.journaled).toBe(34);
+    // The rewrite also holds the change that asked for it, which takes no sequence number.
+    expect(document.data.items).toEqual(Array.from({ length: 36 }, (_, n) => n));
+    const lines = (await readFile(journal, 'utf8')).split('\n').filter(Boolean);
+    expect(lines.map((line) => JSON.parse(line).seq)).toEqual([35, 36, 37, 38, 39]);
+    expect(JSON.parse(lines[0] ?? '').seq).toBe(document.journaled + 1);
+    expect(await open().load()).toEqual(state);
+  });
+
+  it('skips lines the document already covers (a kill between writing it and removing the journal)', async () => {
+    const { path, journal, open, warnings } = await setUpJournaled();
+    await writeFile(path, '{"version":1,"journaled":2,"data":{"items":[1,2,3]}}\n');
+    await writeFile(
+      journal,
+      '{"seq":1,"change":{"add":2}}\n{"seq":2,"change":{"add":3}}\n{"seq":3,"change":{"add":4}}\n',
+    );
+    const file = open();
+    expect(await file.load()).toEqual({ items: [1, 2, 3, 4] });
+    expect(warnings).toEqual([]);
+    // The next write is the whole document; sequence numbers go on from the journal's last.
+    await file.save(() => ({ items: [1, 2, 3, 4, 5] }), '{"add":5}');
+    expect(JSON.parse(await readFile(path, 'utf8'))).toEqual({
+      version: 1,
+      journaled: 3,
+      data: { items: [1, 2, 3, 4, 5] },
+    });
+    expect(await readdir(dirname(path))).toEqual(['added.json']);
+    await file.save(() => ({ items: [1, 2, 3, 4, 5, 6] }), '{"add":6}');
+    expect(await readFile(journal, 'utf8')).toBe('{"seq":4,"change":{"add":6}}\n');
+  });
+
+  it('drops a last line cut short by a kill, and replaces the journal on the next write', async () => {
+    const { path, journal, open, warnings } = await setUpJournaled();
+    await writeFile(path, '{"version":1,"journaled":0,"data":{"items":[1]}}\n');
+    await writeFile(journal, '{"seq":1,"change":{"add":2}}\n{"seq":2,"change":{"ad');
+    const file = open();
+    expect(await file.load()).toEqual({ items: [1, 2] });
+    expect(warnings).toEqual([]);
+    await file.save(() => ({ items: [1, 2, 7] }), '{"add":7}');
+    expect(await readdir(dirname(path))).toEqual(['added.json']);
+    expect(await open().load()).toEqual({ items: [1, 2, 7] });
+  });
+
+  it('sets a damaged journal aside from the damage on, keeping the changes before it', async () => {
+    const { dir, path, journal, open, warnings } = await setUpJournaled();
+    await writeFile(path, '{"version":1,"journaled":0,"data":{"items":[1]}}\n');
+    await writeFile(journal, '{"seq":1,"change":{"add":2}}\nGARBAGE\n{"seq":3,"change":{"add":4}}\n');
+    expect(await open().load()).toEqual({ items: [1, 2] });
+    expect(warnings).toEqual([
+      `state journal ${journal} line 2 is not JSON; the 1 lines before it are applied; moved it aside`,
+    ]);
+    expect((await readdir(dir)).filter((e) => e.startsWith('added.json.journal.set-aside-'))).toHaveLength(1);
+  });
+
+  it('sets the journal aside with its document when the document cannot be used', async () => {
+    const { dir, path, journal, open, warnings } = await setUpJournaled();
+    await writeFile(path, '{"version":1,"journaled":0,"data":{"items":[1]}}\n');
+    await writeFile(journal, '{"seq":1,"change":{"remove":2}}\n');
+    expect(await open().load()).toBeUndefined();
+    expect(warnings).toEqual([
+      `state journal ${journal} belongs to a document that was moved aside; moved it aside`,
+      `state file ${path} has an unexpected shape: a change must be {"add": n}; moved it aside and started without it`,
+    ]);
+    const entries = await readdir(dir);
+    expect(entries.filter((e) => e.startsWith('added.json.set-aside-'))).toHaveLength(1);
+    expect(entries.filter((e) => e.startsWith('added.json.journal.set-aside-'))).toHaveLength(1);
+  });
+});
+
 describe('LocalState', () => {
   const fn = (name: string): SlessFunction => ({
     apiVersion: 'sless.dev/v1alpha1',
@@ -178,7 +316,7 @@ describe('LocalState', () => {
     const logger = pino({ level: 'silent' });
     const state = await LocalState.open(dir, logger);
     const store: MemoryStore = new MemoryStore({
-      persist: () => state.saveStore(() => store.snapshotJson()),
+      persist: (change) => state.saveStore(() => store.snapshotJson(), change),
     });
     const stored = async () => (await LocalState.open(dir, logger)).storeSnapshot;
     const a = await store.apply(fn('a'));
@@ -194,10 +332,17 @@ describe('LocalState', () => {
     expect((await stored())?.objects[0]?.status).toEqual({ phase: 'Ready' });
     await store.delete('Function', 'default', 'b');
     expect(await stored()).toEqual(store.snapshot());
+    await store.ensureNamespace('team');
+    expect((await stored())?.namespaces).toEqual(['default', 'team']);
     await state.serving.record({ fn: fn('a'), build, revision: 'r2', enabled: true });
     await state.serving.forget('default/b');
     const serving = (await LocalState.open(dir, logger)).serving;
     expect(serving.all().map(([key, record]) => [key, record.revision])).toEqual([['default/a', 'r2']]);
+    // After the first write of each file, changes went to their journals.
+    const files = (await readdir(join(dir, 'state'))).sort();
+    expect(files).toEqual(['objects.json', 'objects.json.journal', 'serving.json', 'serving.json.journal']);
+    const restored = new MemoryStore({ initial: (await stored()) as StoreSnapshot });
+    expect(restored.snapshot()).toEqual(store.snapshot());
   });
 
   it('lets no reader see a change before it is on disk', async () => {

@@ -10,7 +10,17 @@ export interface StateFileOptions<T> {
   logger: Logger;
   /** Checks the payload's shape and returns it typed; throws (with the reason) when it is not. */
   decode(payload: unknown): T;
+  /**
+   * With this, `save` may be given the change it records, and the change is appended to a journal
+   * beside the document instead of the whole document being written again. Loading applies the
+   * journal's changes, in order, to the parsed payload before `decode` checks it.
+   */
+  replay?(payload: unknown, changes: unknown[]): unknown;
+  /** The journal grows to the document's size, and at least this (default 256 KiB), between rewrites. */
+  minJournalBytes?: number;
 }
+
+const MIN_JOURNAL_BYTES = 256 * 1024;
 
 /** A document's `data` already serialised, so a large one is not stringified whole on each write. */
 export class JsonText {
@@ -51,6 +61,13 @@ export class JsonTextCache {
  * power loss: every write goes to a temporary file, is flushed to disk, then renamed over the old one,
  * so a reader sees either the previous document or the new one, never half of one.
  *
+ * A document with a `replay` also has a journal, `<path>.journal`: one line per change since the
+ * document was written, `{"seq":N,"change":…}`, each flushed to disk before its caller hears back. A
+ * status change of one function among a thousand then writes one small line, not the whole store
+ * again. Once the journal is as large as the document, the next write is the whole document, which
+ * records the last sequence number it covers (`journaled`), and the journal is removed. A kill
+ * between the two leaves lines the document covers; loading skips them by their sequence numbers.
+ *
  * Writes are coalesced: callers that ask while a write runs share the next one, which serialises the
  * state as it is when that write starts. Each caller's promise resolves once a write that includes its
  * change is on disk, so what a caller does next (start a process, report a status) never runs ahead
@@ -58,10 +75,16 @@ export class JsonTextCache {
  */
 export class StateFile<T> {
   private readonly options: StateFileOptions<T>;
-  private waiters: { resolve: () => void }[] = [];
+  private waiters: { resolve: () => void; change: string | undefined }[] = [];
   private writing: Promise<void> | undefined;
   private latest: (() => T | JsonText) | undefined;
   private closed = false;
+  /** The last sequence number written, in the document or the journal. */
+  private sequence = 0;
+  private documentBytes = 0;
+  private journalBytes = 0;
+  /** The next write is the whole document: none was written yet, or the journal needs replacing. */
+  private writeDocumentNext = true;
 
   constructor(options: StateFileOptions<T>) {
     this.options = options;
@@ -69,6 +92,10 @@ export class StateFile<T> {
 
   get path(): string {
     return this.options.path;
+  }
+
+  private get journalPath(): string {
+    return `${this.options.path}.journal`;
   }
 
   /**
@@ -83,7 +110,11 @@ export class StateFile<T> {
     try {
       text = await readFile(path, 'utf8');
     } catch (thrown) {
-      if ((thrown as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+      if ((thrown as NodeJS.ErrnoException).code === 'ENOENT') {
+        // Only a document's writer starts a journal: one without it holds nothing to apply.
+        await this.setJournalAside('has no document to apply to');
+        return undefined;
+      }
       return this.setAside(`cannot be read: ${asError(thrown).message}`);
     }
     let document: unknown;
@@ -101,8 +132,17 @@ export class StateFile<T> {
           ? `has version ${found}, written by a newer sless (this one reads version ${version})`
           : `has version ${found}, which this sless no longer reads (it reads version ${version})`,
       );
+    const journaled = (document as { journaled?: unknown }).journaled;
+    this.sequence = typeof journaled === 'number' && Number.isInteger(journaled) ? journaled : 0;
+    this.documentBytes = text.length;
     try {
-      return this.options.decode((document as { data?: unknown }).data);
+      let payload = (document as { data?: unknown }).data;
+      const changes = await this.journalChanges();
+      if (changes.length > 0 && this.options.replay) payload = this.options.replay(payload, changes);
+      const data = this.options.decode(payload);
+      // What the journal held (a cut-short line included) goes into the next write of the document.
+      this.writeDocumentNext = this.journalBytes > 0;
+      return data;
     } catch (thrown) {
       return this.setAside(`has an unexpected shape: ${asError(thrown).message}`);
     } finally {
@@ -110,12 +150,55 @@ export class StateFile<T> {
     }
   }
 
-  /** Writes the document `snapshot()` returns at write time; see the class comment for ordering. */
-  save(snapshot: () => T | JsonText): Promise<void> {
+  /**
+   * The journal's changes past the document's sequence number. A last line cut short is a write that
+   * a kill interrupted before anyone heard of it, and is dropped; damage anywhere else sets the journal
+   * aside from there, keeping the changes before it.
+   */
+  private async journalChanges(): Promise<unknown[]> {
+    if (!this.options.replay) return [];
+    let text: string;
+    try {
+      text = await readFile(this.journalPath, 'utf8');
+    } catch (thrown) {
+      if ((thrown as NodeJS.ErrnoException).code === 'ENOENT') return [];
+      await this.setJournalAside(`cannot be read: ${asError(thrown).message}`);
+      return [];
+    }
+    this.journalBytes = text.length;
+    // Every complete line ends with a newline: what follows the last one is empty or cut short.
+    const complete = text.split('\n').slice(0, -1);
+    const changes: unknown[] = [];
+    for (const [index, line] of complete.entries()) {
+      let entry: { seq?: unknown; change?: unknown };
+      try {
+        entry = JSON.parse(line) as typeof entry;
+      } catch {
+        await this.setJournalAside(`line ${index + 1} is not JSON; the ${index} lines before it are applied`);
+        return changes;
+      }
+      if (typeof entry.seq !== 'number' || !('change' in entry)) {
+        await this.setJournalAside(
+          `line ${index + 1} has no "seq" or "change"; the ${index} lines before it are applied`,
+        );
+        return changes;
+      }
+      if (entry.seq <= this.sequence) continue;
+      this.sequence = entry.seq;
+      changes.push(entry.change);
+    }
+    return changes;
+  }
+
+  /**
+   * Writes the document `snapshot()` returns at write time; see the class comment for ordering. With
+   * `change` (JSON text the document's `replay` understands), the write may be that change alone.
+   */
+  save(snapshot: () => T | JsonText, change?: string): Promise<void> {
     if (this.closed) return Promise.resolve();
     this.latest = snapshot;
     return new Promise((resolve) => {
-      this.waiters.push({ resolve });
+      this.waiters.push({ resolve, change });
       this.writing ??= this.drain();
     });
   }
@@ -139,11 +222,45 @@ export class StateFile<T> {
       while (this.waiters.length > 0) {
         const batch = this.waiters.splice(0);
         const snapshot = this.latest;
-        if (snapshot) await this.writeNow(snapshot);
+        const changes = batch.map((waiter) => waiter.change);
+        if (snapshot) {
+          if (this.journalTakes(changes)) await this.appendNow(changes as string[]);
+          else await this.writeNow(snapshot);
+        }
         for (const waiter of batch) waiter.resolve();
       }
     } finally {
       this.writing = undefined;
+    }
+  }
+
+  private journalTakes(changes: (string | undefined)[]): changes is string[] {
+    if (!this.options.replay || this.writeDocumentNext) return false;
+    if (changes.some((change) => change === undefined)) return false;
+    const least = this.options.minJournalBytes ?? MIN_JOURNAL_BYTES;
+    return this.journalBytes < Math.max(least, this.documentBytes);
+  }
+
+  private async appendNow(changes: string[]): Promise<void> {
+    const { logger } = this.options;
+    let lines = '';
+    for (const change of changes) lines += `{"seq":${++this.sequence},"change":${change}}\n`;
+    try {
+      const handle = await open(this.journalPath, 'a');
+      try {
+        await handle.writeFile(lines);
+        await handle.sync();
+      } finally {
+        await handle.close();
+      }
+      this.journalBytes += lines.length;
+    } catch (thrown) {
+      // A line may be half written: the next write is the whole document, which replaces the journal.
+      this.writeDocumentNext = true;
+      logger.error(
+        { path: this.journalPath, err: asError(thrown).message },
+        'cannot write state; it will not survive a restart',
+      );
     }
   }
 
@@ -153,15 +270,23 @@ export class StateFile<T> {
     try {
       const data = snapshot();
       const text = data instanceof JsonText ? data.text : JSON.stringify(data);
+      const journaled = this.options.replay ? `"journaled":${this.sequence},` : '';
+      const document = `{"version":${version},${journaled}"data":${text}}\n`;
       await mkdir(dirname(path), { recursive: true });
       const handle = await open(temporary, 'w');
       try {
-        await handle.writeFile(`{"version":${version},"data":${text}}\n`);
+        await handle.writeFile(document);
         await handle.sync();
       } finally {
         await handle.close();
       }
       await rename(temporary, path);
+      this.documentBytes = document.length;
+      this.writeDocumentNext = false;
+      if (this.options.replay) {
+        await rm(this.journalPath, { force: true });
+        this.journalBytes = 0;
+      }
     } catch (thrown) {
       // Serving goes on without durability rather than stopping: the next write may well succeed
       // (a full disk freed), and a restart then loses only what changed in between.
@@ -173,8 +298,24 @@ export class StateFile<T> {
     }
   }
 
+  private async setJournalAside(reason: string): Promise<void> {
+    if (!this.options.replay) return;
+    const journal = this.journalPath;
+    const aside = `${journal}.set-aside-${new Date().toISOString().replace(/[:.]/g, '-')}`;
+    try {
+      await rename(journal, aside);
+    } catch (thrown) {
+      if ((thrown as NodeJS.ErrnoException).code === 'ENOENT') return;
+    }
+    this.options.logger.warn(
+      { path: journal, movedTo: aside },
+      `state journal ${journal} ${reason}; moved it aside`,
+    );
+  }
+
   private async setAside(reason: string): Promise<undefined> {
     const { path, logger } = this.options;
+    await this.setJournalAside('belongs to a document that was moved aside');
     const aside = `${path}.set-aside-${new Date().toISOString().replace(/[:.]/g, '-')}`;
     try {
       await rename(path, aside);
