@@ -15,6 +15,10 @@
 // TARGETS=fn,minimal measures only those (keys: direct fn baseline minimal headers go nginx inline;
 // default all; "inline" is a second `sless dev` with `--proxy-thread off`, /fn/ from its main thread; "headers" is the minimal proxy doing the same header work as /fn/, see bench/peers);
 // PIN=1 pins the proxies to CPU 1 and wrk and the function to CPU 0 with taskset (2 cores or more);
+// RATES=r1,r2 (default 2000,6000; "none" skips them): after the wrk rounds, /fn/ and the minimal
+// proxy under open-loop load at those fixed rates (vegeta, see bench/open-loop.ts), ROUNDS back-to-back
+// pairs per rate, DURATION seconds each (vegeta itself needs about a core at 12,000/s here, and then
+// dominates the tail it measures);
 // SLESS_BASELINE=another checkout, compiled: its /fn/ is measured too, as "/fn/ baseline", against its
 // own copy of the function: a before/after in one run)
 import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
@@ -29,6 +33,7 @@ import { freePort } from '../src/platform/local/ports.js';
 import { functionManifest, nodeHandler, TestRepo } from '../test/helpers/git.js';
 import { ensureCompiled } from './compiled.ts';
 import { accepts } from './net.ts';
+import { ensureVegeta, type OpenLoad, openLoop } from './open-loop.ts';
 import { cpuSeconds } from './proc-stat.ts';
 import { report } from './report.ts';
 import { median, percentile } from './stats.js';
@@ -37,6 +42,15 @@ const DURATION = Number(process.env.DURATION ?? 4);
 const ROUNDS = Number(process.env.ROUNDS ?? 7);
 const WANTED = process.env.TARGETS?.split(',').map((t) => t.trim());
 const PIN = process.env.PIN === '1';
+const RATES =
+  process.env.RATES === 'none'
+    ? []
+    : (process.env.RATES ?? '2000,6000').split(',').map((rate) => {
+        const value = Number(rate);
+        if (!Number.isInteger(value) || value <= 0)
+          throw new Error(`RATES: "${rate}" is no positive integer`);
+        return value;
+      });
 const wanted = (key: string): boolean => key === 'fn' || key === 'minimal' || !WANTED || WANTED.includes(key);
 
 /** Pins every thread of each process to one CPU (taskset from util-linux). */
@@ -227,6 +241,49 @@ http {
   }
 }
 `;
+}
+
+/**
+ * /fn/ and the minimal proxy at each fixed rate, back to back in alternating order, ROUNDS times: the
+ * median per-round p99 ratio per rate, as the wrk rounds have it.
+ */
+async function openLoopRounds(fnUrl: string, minimalUrl: string): Promise<void> {
+  const vegeta = ensureVegeta();
+  const pinTo = PIN ? 0 : undefined;
+  for (const rate of RATES) {
+    await openLoop(vegeta, fnUrl, rate, 2, pinTo); // warm-up at this rate
+    await openLoop(vegeta, minimalUrl, rate, 2, pinTo);
+    const pairs: { fn: OpenLoad; minimal: OpenLoad }[] = [];
+    for (let round = 0; round < ROUNDS; round++) {
+      const fnFirst = round % 2 === 0;
+      const first = await openLoop(vegeta, fnFirst ? fnUrl : minimalUrl, rate, DURATION, pinTo);
+      const second = await openLoop(vegeta, fnFirst ? minimalUrl : fnUrl, rate, DURATION, pinTo);
+      const pair = fnFirst ? { fn: first, minimal: second } : { fn: second, minimal: first };
+      pairs.push(pair);
+      console.log(
+        `open loop ${rate}/s round ${round + 1}: p99 /fn/ ${pair.fn.p99.toFixed(2)} ms, minimal ${pair.minimal.p99.toFixed(2)} ms ` +
+          `(ratio ${(pair.fn.p99 / pair.minimal.p99).toFixed(2)}); p50 ${pair.fn.p50.toFixed(2)} / ${pair.minimal.p50.toFixed(2)} ms; ` +
+          `max ${pair.fn.max.toFixed(1)} / ${pair.minimal.max.toFixed(1)} ms; success ${pair.fn.success} / ${pair.minimal.success}`,
+      );
+    }
+    const ratios = pairs.map((p) => p.fn.p99 / p.minimal.p99);
+    const fnP99 = median(pairs.map((p) => p.fn.p99));
+    const minimalP99 = median(pairs.map((p) => p.minimal.p99));
+    const failed = pairs.some((p) => p.fn.success < 1 || p.minimal.success < 1);
+    console.log(
+      `open loop ${rate}/s: /fn/ ÷ minimal p99 median ${median(ratios).toFixed(2)} (quartiles ` +
+        `${percentile(ratios, 25).toFixed(2)}–${percentile(ratios, 75).toFixed(2)}, ${ROUNDS} rounds)`,
+    );
+    report({
+      bench: 'proxy',
+      measure: `/fn/ vs minimal Node proxy, p99 at a fixed ${rate} req/s (open loop, median of ${ROUNDS} pairs)`,
+      value: `${fnP99.toFixed(2)} ms`,
+      baseline: `minimal ${minimalP99.toFixed(2)} ms`,
+      ratio: median(ratios),
+      target: 'no worse (<= 1), every request answered',
+      met: median(ratios) <= 1 && !failed,
+    });
+  }
 }
 
 async function main(): Promise<void> {
@@ -507,6 +564,8 @@ async function main(): Promise<void> {
           ]
         : []),
     );
+    if (RATES.length > 0)
+      await openLoopRounds(`${slessUrl}/fn/default/hello`, `http://127.0.0.1:${minimalPort}/`);
   } finally {
     for (const child of children) if (child.exitCode === null) child.kill('SIGTERM');
     await Promise.all(children.map((c) => (c.exitCode === null ? once(c, 'exit') : undefined)));
