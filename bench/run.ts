@@ -16,6 +16,8 @@ const HELPERS = new Set([
   'stats.ts',
   'net.ts',
   'compiled.ts',
+  'proc-stat.ts',
+  'open-loop.ts',
   'sless-dev.ts',
   'profile-one-change.ts',
 ]);
