@@ -158,6 +158,33 @@ describe('kube platform: scale to zero with /fn/ as the activator', () => {
     await eventually('lazy Ready', async () => (await status('lazy'))?.phase === 'Ready');
   });
 
+  /**
+   * Resolves once the scaler has looked for a ready endpoint of `name` `times` more times and found
+   * none: the positive signal that held requests had time to be answered or refused, and were not.
+   */
+  async function scalerFindsNoEndpoint(name: string, times: number): Promise<void> {
+    const scaler = system.scaler;
+    const look = scaler.readyEndpoint.bind(scaler);
+    let misses = 0;
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      await new Promise<void>((resolve, reject) => {
+        timer = setTimeout(
+          () => reject(new Error(`the scaler looked for ${name}'s endpoint ${misses} times`)),
+          30_000,
+        );
+        scaler.readyEndpoint = async (namespace, fn) => {
+          const found = await look(namespace, fn);
+          if (fn === name && found === undefined && ++misses >= times) resolve();
+          return found;
+        };
+      });
+    } finally {
+      clearTimeout(timer);
+      Reflect.deleteProperty(scaler, 'readyEndpoint');
+    }
+  }
+
   // A case that failed while its pods were held back must not hold back the next case's.
   afterEach(() => {
     podsBecomeReady = true;
@@ -197,8 +224,9 @@ describe('kube platform: scale to zero with /fn/ as the activator', () => {
       }),
     );
     await eventually('scaled up to 1', async () => (await replicas('lazy')) === 1);
-    // Scaled, but no endpoint is ready: every request is still held.
-    await new Promise((r) => setTimeout(r, 300));
+    // Scaled, but no endpoint is ready: the scaler has looked again and again, and every request is
+    // still held (neither answered nor refused).
+    await scalerFindsNoEndpoint('lazy', 3);
     expect(answered).toBe(0);
     podsBecomeReady = true;
     const results = await Promise.all(calls);
@@ -236,8 +264,9 @@ describe('kube platform: scale to zero with /fn/ as the activator', () => {
       if (exited) throw new Error(`curl exited before a scale-up: ${JSON.stringify(await run)}`);
       return (await replicas('lazy')) === 1;
     });
-    // Scaled, but no endpoint is ready: the call is held, not refused.
-    await new Promise((r) => setTimeout(r, 300));
+    // Scaled, but no endpoint is ready: the scaler has looked again and again, and the call is held,
+    // not refused.
+    await scalerFindsNoEndpoint('lazy', 3);
     expect(exited).toBe(false);
     podsBecomeReady = true;
     const result = await run;
