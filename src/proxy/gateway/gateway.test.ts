@@ -3,10 +3,12 @@
  * handler behind the private socket, clients over TCP. The thread runs the compiled worker in dist/
  * (`npm test` builds it first).
  */
+import { once } from 'node:events';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { createServer, request as httpRequest, type IncomingMessage, type ServerResponse } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { Worker } from 'node:worker_threads';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { clientAddressOf } from '../client-address.js';
 import { Gateway } from './gateway.js';
@@ -303,6 +305,32 @@ describe('Gateway.drainClients', () => {
       await gateway.close();
       await new Promise((resolve) => fn.server.close(resolve));
       await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('Gateway when its thread dies', () => {
+  it('reports the failure once, and nothing that waits on the thread hangs', async () => {
+    const gateway = await Gateway.start('127.0.0.1', 0);
+    try {
+      gateway.attach((_req, res) => res.end('main'));
+      const failures: string[] = [];
+      gateway.report({ upstreamError: () => undefined, failed: (error) => failures.push(error.message) });
+      expect((await get(`${gateway.url}/v1/x`)).text).toBe('main');
+      // As if the thread crashed: sless cannot reach it from outside, so the test ends it directly.
+      const worker = Reflect.get(gateway, 'worker') as Worker;
+      const exited = once(worker, 'exit');
+      await worker.terminate();
+      await exited;
+      expect(failures).toEqual(['the gateway thread exited with code 1']);
+      // Route changes, their acknowledgement and the tallies answer at once instead of waiting for ever.
+      gateway.publish('default/echo', { state: 'unavailable', status: 503, message: 'x' });
+      await gateway.synced();
+      expect(await gateway.takeTallies()).toEqual([]);
+      // The public port went with the thread.
+      await expect(get(`${gateway.url}/v1/x`)).rejects.toMatchObject({ code: 'ECONNREFUSED' });
+    } finally {
+      await gateway.close();
     }
   });
 });
