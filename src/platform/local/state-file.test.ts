@@ -230,25 +230,47 @@ describe('StateFile with a journal', () => {
     expect(await open().load()).toEqual({ items: [1, 2, 7] });
   });
 
-  it('sets a damaged journal aside from the damage on, keeping the changes before it', async () => {
+  it.each([
+    ['GARBAGE', 'is not JSON'],
+    ['null', 'has no "seq" or "change"'],
+    ['{"seq":2}', 'has no "seq" or "change"'],
+  ])(
+    'sets a journal damaged by a line %s aside from there, keeping the changes before it and the document',
+    async (damage, reason) => {
+      const { dir, path, journal, open, warnings } = await setUpJournaled();
+      await writeFile(path, '{"version":1,"journaled":0,"data":{"items":[1]}}\n');
+      await writeFile(journal, `{"seq":1,"change":{"add":2}}\n${damage}\n{"seq":3,"change":{"add":4}}\n`);
+      expect(await open().load()).toEqual({ items: [1, 2] });
+      expect(warnings).toEqual([
+        `state journal ${journal} line 2 ${reason}; the 1 lines before it are applied; moved it aside`,
+      ]);
+      const entries = await readdir(dir);
+      expect(entries.filter((e) => e.startsWith('added.json.journal.set-aside-'))).toHaveLength(1);
+      expect(entries.filter((e) => e.startsWith('added.json.set-aside-'))).toEqual([]);
+    },
+  );
+
+  it('sets aside a journal whose changes the document does not take, and keeps the document', async () => {
     const { dir, path, journal, open, warnings } = await setUpJournaled();
     await writeFile(path, '{"version":1,"journaled":0,"data":{"items":[1]}}\n');
-    await writeFile(journal, '{"seq":1,"change":{"add":2}}\nGARBAGE\n{"seq":3,"change":{"add":4}}\n');
-    expect(await open().load()).toEqual({ items: [1, 2] });
+    await writeFile(journal, '{"seq":1,"change":{"add":2}}\n{"seq":2,"change":{"remove":2}}\n');
+    expect(await open().load()).toEqual({ items: [1] });
     expect(warnings).toEqual([
-      `state journal ${journal} line 2 is not JSON; the 1 lines before it are applied; moved it aside`,
+      `state journal ${journal} does not apply to its document (a change must be {"add": n}); the document is used without it; moved it aside`,
     ]);
-    expect((await readdir(dir)).filter((e) => e.startsWith('added.json.journal.set-aside-'))).toHaveLength(1);
+    const entries = await readdir(dir);
+    expect(entries.filter((e) => e.startsWith('added.json.journal.set-aside-'))).toHaveLength(1);
+    expect(entries.filter((e) => e.startsWith('added.json.set-aside-'))).toEqual([]);
   });
 
   it('sets the journal aside with its document when the document cannot be used', async () => {
     const { dir, path, journal, open, warnings } = await setUpJournaled();
-    await writeFile(path, '{"version":1,"journaled":0,"data":{"items":[1]}}\n');
-    await writeFile(journal, '{"seq":1,"change":{"remove":2}}\n');
+    await writeFile(path, '{"version":1,"journaled":0,"data":{"items":"none"}}\n');
+    await writeFile(journal, '{"seq":1,"change":{"add":2}}\n');
     expect(await open().load()).toBeUndefined();
     expect(warnings).toEqual([
-      `state journal ${journal} belongs to a document that was moved aside; moved it aside`,
-      `state file ${path} has an unexpected shape: a change must be {"add": n}; moved it aside and started without it`,
+      `state journal ${journal} does not apply to its document (data.items must be an array); the document is used without it; moved it aside`,
+      `state file ${path} has an unexpected shape: data.items must be an array; moved it aside and started without it`,
     ]);
     const entries = await readdir(dir);
     expect(entries.filter((e) => e.startsWith('added.json.set-aside-'))).toHaveLength(1);

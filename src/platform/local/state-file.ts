@@ -136,13 +136,21 @@ export class StateFile<T> {
     this.sequence = typeof journaled === 'number' && Number.isInteger(journaled) ? journaled : 0;
     this.documentBytes = text.length;
     try {
-      let payload = (document as { data?: unknown }).data;
+      const payload = (document as { data?: unknown }).data;
       const changes = await this.journalChanges();
-      if (changes.length > 0 && this.options.replay) payload = this.options.replay(payload, changes);
-      const data = this.options.decode(payload);
       // What the journal held (a cut-short line included) goes into the next write of the document.
       this.writeDocumentNext = this.journalBytes > 0;
-      return data;
+      if (changes.length > 0 && this.options.replay) {
+        try {
+          return this.options.decode(this.options.replay(payload, changes));
+        } catch (thrown) {
+          // Changes the document does not take cost only themselves, not the document as well.
+          await this.setJournalAside(
+            `does not apply to its document (${asError(thrown).message}); the document is used without it`,
+          );
+        }
+      }
+      return this.options.decode(payload);
     } catch (thrown) {
       return this.setAside(`has an unexpected shape: ${asError(thrown).message}`);
     } finally {
@@ -170,14 +178,19 @@ export class StateFile<T> {
     const complete = text.split('\n').slice(0, -1);
     const changes: unknown[] = [];
     for (const [index, line] of complete.entries()) {
-      let entry: { seq?: unknown; change?: unknown };
+      let entry: { seq?: unknown; change?: unknown } | null;
       try {
         entry = JSON.parse(line) as typeof entry;
       } catch {
         await this.setJournalAside(`line ${index + 1} is not JSON; the ${index} lines before it are applied`);
         return changes;
       }
-      if (typeof entry.seq !== 'number' || !('change' in entry)) {
+      if (
+        typeof entry !== 'object' ||
+        entry === null ||
+        typeof entry.seq !== 'number' ||
+        !('change' in entry)
+      ) {
         await this.setJournalAside(
           `line ${index + 1} has no "seq" or "change"; the ${index} lines before it are applied`,
         );
@@ -306,6 +319,12 @@ export class StateFile<T> {
       await rename(journal, aside);
     } catch (thrown) {
       if ((thrown as NodeJS.ErrnoException).code === 'ENOENT') return;
+      // The next write of the document replaces it, as it replaces any journal it covers.
+      this.options.logger.warn(
+        { path: journal, err: asError(thrown).message },
+        `state journal ${journal} ${reason}; it could not be moved aside, so it is ignored`,
+      );
+      return;
     }
     this.options.logger.warn(
       { path: journal, movedTo: aside },
