@@ -123,14 +123,14 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     const mirror = this.options.mirror;
     if (!mirror) return;
     const slot = this.slots.get(key);
-    if (!slot || slot.removed || (slot.enabled && !slot.current)) {
-      mirror.publish(key, undefined);
-      return;
-    }
     const [namespace = '', name = ''] = key.split('/');
-    const revision = slot.current;
-    if (!slot.enabled) mirror.publish(key, disabled(namespace, name));
-    else if (!revision?.process.alive) mirror.publish(key, restartingAfterCrash(namespace, name));
+    const revision = slot?.current;
+    // The same answers, in the same order, as `resolve` gives.
+    if (!slot || slot.removed) mirror.publish(key, undefined);
+    else if (!slot.enabled) mirror.publish(key, disabled(namespace, name));
+    // Parked or still starting: only the platform can wake it or wait for it.
+    else if (!revision) mirror.publish(key, undefined);
+    else if (!revision.process.alive) mirror.publish(key, restartingAfterCrash(namespace, name));
     else {
       const { origin, socketPath, timeoutSec } = revision.route;
       mirror.publish(key, {
