@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# `npm test` runs this first, so that no test hook ever waits on a cold build: the test cluster's
-# binaries (built once from Go modules, cached under ~/.cache/sless/testbin) and the compiled CLI in
-# dist/ (tests start bin/sless.js as users do). SLESS_KUBE_TESTS=0 skips the cluster binaries.
+# `npm test` runs this first, so that a fresh machine needs nothing but the README's two commands and no
+# test hook ever waits on a cold build: the Debian packages the tests need (test/system-packages.sh;
+# installed when run as root with apt-get), the test cluster's binaries (built once from Go modules,
+# cached under ~/.cache/sless/testbin), the compiled CLI in dist/ (tests start bin/sless.js as users
+# do), then the typecheck and the lint. SLESS_KUBE_TESTS=0 skips the cluster binaries.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 say() { printf '[pretest %3ss] %s\n' "$SECONDS" "$*" >&2; }
+
+bash test/system-packages.sh
 
 if [ "${SLESS_KUBE_TESTS:-1}" != 0 ]; then
   say "test cluster binaries: bash test/cluster/build.sh (instant when cached; a cold build takes minutes)"
@@ -21,4 +25,7 @@ fi
 
 say "compiling TypeScript to dist/ (npm run build)"
 npx tsc -p tsconfig.build.json
+say "typecheck (tsc --noEmit) and lint (biome check)"
+npx tsc --noEmit
+npx biome check .
 say "ready"
