@@ -32,6 +32,8 @@ export async function startTestSystem(options: {
   stateDir?: string;
   /** `off` for tests whose functions must write the test's own files (single-user mode). */
   sandbox?: 'auto' | 'off';
+  /** `--build-cache-dir` (default: the package caches every test shares, TEST_BUILD_CACHE). */
+  buildCacheDir?: string;
   /** More settings, as the environment would give them (quotas, secrets). */
   env?: NodeJS.ProcessEnv;
   /** `--scale-to-zero-after` (platform-wide scale to zero with lazy start), e.g. '30s'. */
@@ -50,7 +52,7 @@ export async function startTestSystem(options: {
       interval: options.interval ?? '1h',
       // Sandboxed builds keep package caches per namespace; sharing them across tests spares every test
       // a cold Go standard library build (minutes on this machine).
-      'build-cache-dir': TEST_BUILD_CACHE,
+      'build-cache-dir': options.buildCacheDir ?? TEST_BUILD_CACHE,
       sandbox: options.sandbox ?? 'auto',
       'scale-to-zero-after': options.scaleToZeroAfter,
     },

@@ -77,6 +77,7 @@ export class LocalBuilder implements Builder {
   private readonly options: LocalBuilderOptions;
   private readonly inFlight = new Map<string, Promise<BuildRecord>>();
   private readonly staging = new Set<string>();
+  private readonly grantedCaches = new Set<string>();
 
   constructor(options: LocalBuilderOptions) {
     this.options = options;
@@ -229,11 +230,17 @@ export class LocalBuilder implements Builder {
     }
   }
 
+  /**
+   * The namespace's package caches, handed to the user its builds run as once per process, whoever
+   * made them: a cache that an unsandboxed run created belongs to sless's own user, and a sandboxed
+   * build, which runs as the tenant's user, could not write to it.
+   */
   private async tenantCache(namespace: string): Promise<string> {
     const dir = join(this.options.cacheDir ?? join(this.options.stateDir, 'cache'), namespace);
-    if (!existsSync(dir)) {
+    if (!this.grantedCaches.has(dir)) {
       await mkdir(dir, { recursive: true });
       await this.options.launcher.grant(namespace, dir);
+      this.grantedCaches.add(dir);
     }
     return dir;
   }
