@@ -73,6 +73,12 @@ export interface ControllerOptions {
   resyncMs?: number;
   /** Retry delays of failed reconciles (defaults: 250 ms doubling to 5 min, ±20%, 10/s). */
   backoff?: BackoffOptions;
+  /**
+   * Unforced sync requests (webhooks, polls, repository watches) that come within this long of the
+   * start of a source's last sync wait and join one sync at the end of it (default SYNC_COALESCE_MS).
+   * The first request of a quiet source syncs at once; forced ones (the sync endpoint) never wait.
+   */
+  syncCoalesceMs?: number;
   /** Where syncs, builds, rollouts and prunes are told (Kubernetes Events on the kube platform). */
   events?: EventRecorder;
 }
@@ -88,7 +94,14 @@ export interface ControllerObserver {
 interface SyncSlot {
   pending?: Promise<SyncResult | undefined>;
   force: boolean;
+  /** When the last sync of this source started (ms since the epoch); 0 before the first. */
+  lastStartedAt: number;
+  /** Ends the coalescing wait of the pending sync at once (a forced request, or stop()). */
+  wake?: () => void;
 }
+
+/** Webhooks and watch events within this long of a sync's start join the next sync (default). */
+export const SYNC_COALESCE_MS = 1000;
 
 interface SourceHandle {
   reader: SourceReader;
@@ -263,6 +276,7 @@ export class Controller {
 
   async stop(): Promise<void> {
     this.stopped = true;
+    for (const slot of this.syncSlots.values()) slot.wake?.();
     clearInterval(this.resyncTimer);
     this.unsubscribe?.();
     this.sourceQueue.stop();
@@ -352,8 +366,10 @@ export class Controller {
   /**
    * Syncs one source soon (webhooks, polls, the sync endpoint). Syncs of one source never overlap,
    * and at most one waits behind the running one: every request made meanwhile joins that one, since
-   * a sync started after a request sees everything the request could have asked for. A storm of
-   * webhooks thus costs two syncs, not one per delivery.
+   * a sync started after a request sees everything the request could have asked for. The waiting sync
+   * also starts no sooner than `syncCoalesceMs` after the last one started, unless it is forced, so a
+   * storm of webhooks spread over seconds costs one sync per window, not one per delivery, while the
+   * first delivery to a quiet source still syncs at once.
    */
   syncNow(
     namespace: string,
@@ -363,20 +379,41 @@ export class Controller {
     const key = `${namespace}/${name}`;
     let slot = this.syncSlots.get(key);
     if (!slot) {
-      slot = { force: false };
+      slot = { force: false, lastStartedAt: 0 };
       this.syncSlots.set(key, slot);
     }
-    if (options.force) slot.force = true;
+    if (options.force) {
+      slot.force = true;
+      slot.wake?.();
+    }
     if (slot.pending) return slot.pending;
     const joined = slot;
-    const pending = this.exclusive(key, () => {
+    const pending = this.exclusive(key, async () => {
+      await this.coalesce(joined);
       joined.pending = undefined;
       const force = joined.force;
       joined.force = false;
+      joined.lastStartedAt = Date.now();
       return this.syncOnce(namespace, name, { force });
     });
     joined.pending = pending;
     return pending;
+  }
+
+  /** Waits out the rest of the slot's coalescing window; a forced request or stop() ends it early. */
+  private coalesce(slot: SyncSlot): Promise<void> {
+    const windowMs = this.options.syncCoalesceMs ?? SYNC_COALESCE_MS;
+    const waitMs = slot.lastStartedAt + windowMs - Date.now();
+    if (slot.force || this.stopped || waitMs <= 0) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      const timer = setTimeout(done, waitMs);
+      function done(): void {
+        clearTimeout(timer);
+        slot.wake = undefined;
+        resolve();
+      }
+      slot.wake = done;
+    });
   }
 
   private async syncOnce(
@@ -389,10 +426,14 @@ export class Controller {
     if (!source || this.stopped) return undefined;
     let handle = this.sources.get(key);
     if (!handle) {
-      await this.upsertSource(source, false).catch(() => undefined);
+      // The status already says why (openSource wrote it); the caller of a sync hears it too.
+      const opened = await this.upsertSource(source, false).then(
+        () => undefined,
+        (thrown: unknown) => asError(thrown),
+      );
       handle = this.sources.get(key);
+      if (!handle) return this.openFailure(namespace, name, opened);
     }
-    if (!handle) return undefined;
     const started = Date.now();
     const result = await syncSource(
       {
@@ -412,6 +453,21 @@ export class Controller {
     this.recordSync(source, result);
     this.options.observer?.syncFinished?.(source, result, Date.now() - started);
     return result;
+  }
+
+  /** A sync that could not open its source: the reason and message its status now carries. */
+  private async openFailure(namespace: string, name: string, error: Error | undefined): Promise<SyncResult> {
+    const after = await this.options.store.get('GitSource', namespace, name);
+    const ready = (after?.status as GitSourceStatus | undefined)?.conditions?.find((c) => c.type === 'Ready');
+    const cause = error?.cause instanceof Error ? error.cause : error;
+    return {
+      outcome: 'failed',
+      ...(ready?.status === 'False' ? { reason: ready.reason } : {}),
+      message:
+        ready?.status === 'False'
+          ? ready.message
+          : (cause?.message ?? `source ${namespace}/${name} cannot be opened`),
+    };
   }
 
   private recordSync(source: GitSource, result: SyncResult): void {

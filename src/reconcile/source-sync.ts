@@ -25,6 +25,8 @@ export interface SyncResult {
   outcome: 'synced' | 'unchanged' | 'invalid' | 'failed' | 'suspended';
   commit?: string;
   plan?: Plan;
+  /** Why a sync failed, as the `Reason` its source's Ready condition carries. */
+  reason?: string;
   message?: string;
   /** Objects this sync pruned, as `Kind/name`. */
   pruned?: string[];

@@ -176,4 +176,43 @@ describe('a source recovers by itself and coalesces syncs', () => {
     expect(listings).toBeGreaterThanOrEqual(1);
     expect(listings).toBeLessThanOrEqual(6);
   });
+
+  it('100 webhook deliveries spread over 3 s cost about one sync a second, not one each', async () => {
+    const pushed = await work.commit({ 'hello/handler.js': nodeHandler(`return 'spread';`) });
+    await git(work.dir, 'push', '--quiet', 'origin', 'main');
+    const body = JSON.stringify({ ref: 'refs/heads/main', after: pushed, repository: { full_name: 'o/r' } });
+    const signature = `sha256=${createHmac('sha256', SECRET).update(body).digest('hex')}`;
+    const before = refListings().length;
+    const started = Date.now();
+    for (let i = 0; i < 100; i++) {
+      const answer = await system.call('/v1/webhooks/default/test', {
+        method: 'POST',
+        body,
+        headers: {
+          'content-type': 'application/json',
+          'x-github-event': 'push',
+          'x-github-delivery': randomUUID(),
+          'x-hub-signature-256': signature,
+        },
+      });
+      expect(answer.status).toBe(202);
+      await answer.arrayBuffer();
+      await new Promise((resolve) => setTimeout(resolve, 30));
+    }
+    const spreadMs = Date.now() - started;
+    // Joins the sync still waiting, if any: once it resolves, every delivery's sync has run.
+    const last = await system.controller.syncNow('default', 'test');
+    expect(last?.commit).toBe(pushed);
+    await eventually(
+      async () => (await bodyOf(system, '/fn/default/hello')).text === '"spread"',
+      20_000,
+      'the pushed commit served',
+    );
+    const listings = refListings().length - before;
+    console.log(`100 webhooks over ${spreadMs} ms (1 s polls meanwhile): ${listings} ref listings`);
+    // One sync per 1 s window (the polls join the same windows), one for the last window, and the
+    // one that fetches the new commit lists the refs twice.
+    expect(listings).toBeGreaterThanOrEqual(2);
+    expect(listings).toBeLessThanOrEqual(Math.ceil(spreadMs / 1000) + 3);
+  });
 });

@@ -17,6 +17,7 @@ export const syncResult = {
   properties: {
     outcome: { type: 'string' },
     commit: { type: 'string' },
+    reason: { type: 'string' },
     message: { type: 'string' },
     source: anyObject,
   },
@@ -97,6 +98,7 @@ export async function sourceRoutes(app: FastifyInstance, options: { context: Api
       return {
         outcome: result?.outcome ?? 'unchanged',
         commit: result?.commit,
+        reason: result?.reason,
         message: result?.message,
         source: after,
       };
