@@ -114,9 +114,7 @@ describe('test/system-packages.sh', () => {
     const run = await runScript(bin, 65534);
     expect(run.code).toBe(1);
     expect(run.stderr).toContain('system packages missing: bubblewrap');
-    expect(run.stderr).toContain(
-      'apt-get update && apt-get install -y --no-install-recommends bubblewrap',
-    );
+    expect(run.stderr).toContain('apt-get update && apt-get install -y --no-install-recommends bubblewrap');
     expect(await aptCalls(aptLog)).toEqual([]);
   });
 

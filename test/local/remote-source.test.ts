@@ -98,4 +98,34 @@ describe('remote git source over smart HTTP', () => {
     await push('--force');
     expect((await sync()).outcome).toBe('synced');
   });
+
+  it('a manual sync of a source that cannot open answers the failure and its reason', async () => {
+    const registered = await system.call('/v1/namespaces/default/sources', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({
+        name: 'locked',
+        spec: { url: `${server.url}/fns.git`, branch: 'main', secretRef: { name: 'absent-creds' } },
+      }),
+    });
+    expect(registered.status).toBe(201);
+    const response = await system.call('/v1/namespaces/default/sources/locked/sync', { method: 'POST' });
+    expect(response.status).toBe(200);
+    const body = (await response.json()) as {
+      outcome: string;
+      reason?: string;
+      message?: string;
+      source: { status?: { conditions?: Array<{ type: string; status: string; reason: string }> } };
+    };
+    expect({ outcome: body.outcome, reason: body.reason, message: body.message }).toEqual({
+      outcome: 'failed',
+      reason: 'SecretNotFound',
+      message: 'secretRef "absent-creds": no such secret in default',
+    });
+    expect(body.source.status?.conditions?.find((c) => c.type === 'Ready')).toMatchObject({
+      status: 'False',
+      reason: 'SecretNotFound',
+    });
+    await system.call('/v1/namespaces/default/sources/locked', { method: 'DELETE' });
+  });
 });
