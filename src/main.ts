@@ -721,7 +721,8 @@ export async function startKubeSystem(
         activator: { url: config.activatorUrl, timeoutMs: config.activationTimeoutMs },
       }),
       jobs,
-      functionConcurrency: 32,
+      // Builds are Jobs that run on the cluster; the reconciles themselves never wait on them.
+      buildConcurrency: 32,
       quotas: config.tenancy.quotas,
       events,
       logger,

@@ -7,6 +7,8 @@
  * failed together do not retry together), and never faster than the shared retry rate allows, so an
  * API server that is down is not hammered by every key at once. A success forgets the key's failures.
  * Errors a retry cannot fix must not be thrown: the handler records them in status and returns.
+ * A handler that returns `{ requeueAfterMs }` is run again after that long (RequeueAfter): a wait
+ * that needs no event to end, such as a poll of something that sends none.
  */
 export interface BackoffOptions {
   /** Delay after the first failure (default 250 ms). */
@@ -20,8 +22,11 @@ export interface BackoffOptions {
   burst?: number;
 }
 
+/** What a handler may return: nothing (done), or when to run it again. */
+export type HandlerResult = void | { requeueAfterMs: number };
+
 export interface WorkQueueOptions {
-  handler: (key: string) => Promise<void>;
+  handler: (key: string) => Promise<HandlerResult>;
   /** Called on every failure with the delay before the retry. */
   onError: (key: string, error: unknown, retryInMs: number) => void;
   concurrency?: number;
@@ -31,7 +36,7 @@ export interface WorkQueueOptions {
 }
 
 export class WorkQueue {
-  private readonly handler: (key: string) => Promise<void>;
+  private readonly handler: (key: string) => Promise<HandlerResult>;
   private readonly onError: (key: string, error: unknown, retryInMs: number) => void;
   private readonly concurrency: number;
   private readonly backoff: Required<BackoffOptions>;
@@ -42,6 +47,8 @@ export class WorkQueue {
   private readonly dirty = new Set<string>();
   private readonly failures = new Map<string, number>();
   private readonly delayed = new Map<string, { at: number; timer: NodeJS.Timeout }>();
+  /** Retry delays a handler asked for before it failed, so that status can say when the retry comes. */
+  private readonly reserved = new Map<string, number>();
   private tokens: number;
   private tokensAt = Date.now();
   private running = 0;
@@ -104,6 +111,16 @@ export class WorkQueue {
     return this.failures.get(key) ?? 0;
   }
 
+  /**
+   * The delay the key's retry will wait if the run now under way fails: a handler asks it before it
+   * throws, to write it into status in the same patch as the failure.
+   */
+  reserveRetry(key: string): number {
+    const delay = this.reserved.get(key) ?? this.retryDelay(this.failuresOf(key) + 1);
+    this.reserved.set(key, delay);
+    return delay;
+  }
+
   /** The delay before the next retry of a key that has failed `failures` times in a row. */
   retryDelay(failures: number): number {
     const { baseMs, maxMs, jitter } = this.backoff;
@@ -147,12 +164,15 @@ export class WorkQueue {
 
   private async process(key: string): Promise<void> {
     try {
-      await this.handler(key);
+      const result = await this.handler(key);
+      this.reserved.delete(key);
       this.failures.delete(key);
+      if (result) this.addAfter(key, result.requeueAfterMs);
     } catch (error) {
       const failures = this.failuresOf(key) + 1;
       this.failures.set(key, failures);
-      const delay = this.retryDelay(failures);
+      const delay = this.reserved.get(key) ?? this.retryDelay(failures);
+      this.reserved.delete(key);
       this.onError(key, error, delay);
       this.addAfter(key, delay);
     } finally {

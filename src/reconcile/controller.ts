@@ -26,6 +26,7 @@ import {
   type BaseStatus,
   type BuildRecord,
   type FunctionJob,
+  type FunctionStatus,
   type GitSource,
   type GitSourceStatus,
   LABEL_SOURCE,
@@ -36,11 +37,14 @@ import { type KindName, REPO_KINDS } from '../core/schemas.js';
 import { Reason, StatusUpdate } from '../core/status.js';
 import { type BackoffOptions, WorkQueue } from '../core/work-queue.js';
 import { loadManifests, ParsedManifestCache } from '../manifest/load.js';
-import { reconcileFunction } from './function-reconcile.js';
+import { finalizeFunction, reconcileFunction } from './function/reconciler.js';
 import { reconcileJob } from './job-reconcile.js';
 import { setPin } from './pin.js';
 import { BuildKeyCache } from './plan.js';
 import { ProcessQuota } from './process-quota.js';
+import { InFlight } from './runtime/in-flight.js';
+import { refFromKey } from './runtime/object-ref.js';
+import { reconcileAndPatch } from './runtime/patch.js';
 import { type SyncResult, syncSource } from './source-sync.js';
 import { reconcileTrigger } from './trigger-reconcile.js';
 
@@ -59,10 +63,16 @@ export interface ControllerOptions {
   /** Hooks for metrics; the controller itself knows nothing about Prometheus. */
   observer?: ControllerObserver;
   /**
-   * Functions reconciled at once (default 4). A kube reconcile waits minutes on its kaniko Job while
-   * doing nothing, so the kube platform raises it: one long build must not hold up other functions.
+   * Function reconciles run at once (default 4). A reconcile never waits on a build or a rollout
+   * (both run in the background and queue the function again when they end), so this is set for
+   * the controller's own work, not for waiting.
    */
   functionConcurrency?: number;
+  /**
+   * Builds run at once, shared fairly between namespaces (default 4: local builds run on this
+   * machine). The kube platform raises it: its builds are Jobs that run on the cluster.
+   */
+  buildConcurrency?: number;
   /** Per-namespace limits; DEFAULT_QUOTAS when omitted. */
   quotas?: Quotas;
   /**
@@ -127,6 +137,10 @@ export class Controller {
   private readonly functionQueue: WorkQueue;
   /** Fair shares between namespaces and sources for function reconciles (and so for builds). */
   private readonly functionGate: FairGate;
+  /** Fair shares between namespaces and sources for builds. */
+  private readonly buildGate: FairGate;
+  private readonly builds: InFlight<BuildRecord>;
+  private readonly rollouts: InFlight<void>;
   /** What the fair gate needs of each Function, as the store's events last showed it. */
   private readonly functionTasks = new Map<string, { flow: string; warm: boolean }>();
   private readonly processes: ProcessQuota;
@@ -143,40 +157,55 @@ export class Controller {
     const quotas = options.quotas ?? DEFAULT_QUOTAS;
     this.processes = new ProcessQuota(quotas.maxProcesses);
     this.functionGate = new FairGate({ slots: options.functionConcurrency ?? 4 });
+    this.buildGate = new FairGate({ slots: options.buildConcurrency ?? 4 });
+    // A build or rollout that ends queues its function again: the next pass takes its outcome.
+    this.builds = new InFlight((key) => this.functionQueue.add(key));
+    this.rollouts = new InFlight((key) => this.functionQueue.add(key));
     const backoff = options.backoff ? { backoff: options.backoff } : {};
+    const functionDeps = {
+      store: options.store,
+      builder: options.builder,
+      platform: options.platform,
+      logger: options.logger,
+      externalUrl: options.externalUrl,
+      failedBuilds: this.failedBuilds,
+      snapshotFor: (fn: SlessFunction) => this.snapshotFor(fn),
+      onBuildStarted: (fn: SlessFunction) => options.observer?.buildStarted?.(fn),
+      processes: this.processes,
+      builds: this.builds,
+      rollouts: this.rollouts,
+      buildSlot: <T>(fn: SlessFunction, work: () => Promise<T>) =>
+        this.buildGate.run(this.fairTaskOf(keyOf(fn)), work),
+      ...(options.events ? { events: options.events } : {}),
+    };
     this.functionQueue = new WorkQueue({
       ...backoff,
       // The queue keeps one worker per key and coalesces; how many run, and in which order, is the
       // fair gate's call, so the queue itself lets every key through to the gate.
       concurrency: Number.POSITIVE_INFINITY,
       handler: async (key) => {
-        const [namespace, name] = key.split('/') as [string, string];
-        // From the store's events, not a read: a thousand keys wait here at once after a large commit,
-        // and the reconcile reads the Function anyway once its turn comes.
-        const seen = this.functionTasks.get(key);
-        const task = { tenant: namespace, flow: seen?.flow ?? '', warm: seen?.warm ?? false };
-        await this.functionGate.run(task, () =>
-          reconcileFunction(
-            {
-              store: options.store,
-              builder: options.builder,
-              platform: options.platform,
-              logger: options.logger,
-              externalUrl: options.externalUrl,
-              failedBuilds: this.failedBuilds,
-              snapshotFor: (fn) => this.snapshotFor(fn),
-              onBuildStarted: (fn) => options.observer?.buildStarted?.(fn),
-              processes: this.processes,
-              ...(options.events ? { events: options.events } : {}),
-            },
-            namespace,
-            name,
-          ),
+        const ref = refFromKey('Function', key);
+        const result = await this.functionGate.run(this.fairTaskOf(key), () =>
+          reconcileAndPatch({
+            store: options.store,
+            logger: options.logger,
+            ref,
+            retryDelayMs: () => this.functionQueue.reserveRetry(key),
+            reconcile: (fn: SlessFunction, update: StatusUpdate<FunctionStatus>) =>
+              reconcileFunction(functionDeps, fn, update),
+            finalize: () => finalizeFunction(functionDeps, ref.namespace, ref.name),
+          }),
         );
-        options.observer?.functionReconciled?.(namespace, name);
+        options.observer?.functionReconciled?.(ref.namespace, ref.name);
+        return result.requeueAfterMs === undefined ? undefined : { requeueAfterMs: result.requeueAfterMs };
       },
       onError: (key, error, retryInMs) => {
-        if (!(error instanceof GateStoppedError)) this.onReconcileError('Function', key, error, retryInMs);
+        if (error instanceof GateStoppedError) return;
+        // The reconcile runtime already wrote the failure into status, with this retry's delay.
+        this.options.logger.warn(
+          { Function: key, err: asError(error).message, retryInMs },
+          'Function reconcile failed; retrying',
+        );
       },
     });
     this.triggerQueue = new WorkQueue({
@@ -276,6 +305,9 @@ export class Controller {
 
   async stop(): Promise<void> {
     this.stopped = true;
+    this.builds.stop();
+    this.rollouts.stop();
+    this.buildGate.stop();
     for (const slot of this.syncSlots.values()) slot.wake?.();
     clearInterval(this.resyncTimer);
     this.unsubscribe?.();
@@ -299,10 +331,23 @@ export class Controller {
     clearTimeout(timer);
   }
 
-  /** Resolves when no reconcile is queued or running. */
+  /** Resolves when no reconcile is queued or running, and no build or rollout runs. */
   async idle(): Promise<void> {
-    await this.functionQueue.idle();
-    await this.triggerQueue.idle();
+    // A build or rollout that ends queues its function again, so quiet is all of them at once.
+    for (;;) {
+      await this.functionQueue.idle();
+      await this.builds.idle();
+      await this.rollouts.idle();
+      await this.functionQueue.idle();
+      await this.triggerQueue.idle();
+      if (this.builds.size === 0 && this.rollouts.size === 0) return;
+    }
+  }
+
+  /** What the fair gates need of a function, from the store's events rather than a read. */
+  private fairTaskOf(key: string): { tenant: string; flow: string; warm: boolean } {
+    const seen = this.functionTasks.get(key);
+    return { tenant: key.slice(0, key.indexOf('/')), flow: seen?.flow ?? '', warm: seen?.warm ?? false };
   }
 
   /** Reconciles one Function soon (its workload drifted, for instance). */

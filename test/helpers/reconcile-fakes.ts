@@ -13,7 +13,16 @@ import type {
   TriggerScheduler,
 } from '../../src/core/interfaces.js';
 import { isWithin } from '../../src/core/paths.js';
-import type { BuildRecord, SlessFunction, TriggerStatus } from '../../src/core/resources.js';
+import type { BuildRecord, FunctionStatus, SlessFunction, TriggerStatus } from '../../src/core/resources.js';
+import type { StatusUpdate } from '../../src/core/status.js';
+import {
+  type FunctionReconcileDeps,
+  finalizeFunction,
+  reconcileFunction,
+} from '../../src/reconcile/function/reconciler.js';
+import { InFlight } from '../../src/reconcile/runtime/in-flight.js';
+import { objectRef } from '../../src/reconcile/runtime/object-ref.js';
+import { reconcileAndPatch } from '../../src/reconcile/runtime/patch.js';
 
 export const silentLogger = pino({ level: 'silent' });
 
@@ -121,4 +130,37 @@ export function readerOf(options: {
       return commit === head || (options.onBranch ?? []).includes(commit);
     },
   };
+}
+
+/**
+ * Reconciles one Function as the controller does, pass after pass: a build or rollout a pass starts
+ * runs in the background, and its end brings the next pass, which takes its outcome. Ends when a pass
+ * starts nothing more; a pass that throws ends it with that error. `deps` lacks only the trackers.
+ */
+export async function reconcileUntilQuiet(
+  deps: Omit<FunctionReconcileDeps, 'builds' | 'rollouts'>,
+  namespace: string,
+  name: string,
+): Promise<{ passes: number }> {
+  let queued = 0;
+  const full: FunctionReconcileDeps = {
+    ...deps,
+    builds: new InFlight<BuildRecord>(() => queued++),
+    rollouts: new InFlight<void>(() => queued++),
+  };
+  for (let passes = 1; ; passes++) {
+    queued = 0;
+    await reconcileAndPatch({
+      store: deps.store,
+      logger: deps.logger,
+      ref: objectRef('Function', namespace, name),
+      retryDelayMs: () => 1000,
+      reconcile: (fn: SlessFunction, update: StatusUpdate<FunctionStatus>) =>
+        reconcileFunction(full, fn, update),
+      finalize: () => finalizeFunction(full, namespace, name),
+    });
+    if (full.builds.size === 0 && full.rollouts.size === 0 && queued === 0) return { passes };
+    await full.builds.idle();
+    await full.rollouts.idle();
+  }
 }

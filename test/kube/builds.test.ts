@@ -19,11 +19,11 @@ import { KubeStore } from '../../src/platform/kube/kube-store.js';
 import { getObject, type KubeObject, listObjects } from '../../src/platform/kube/objects.js';
 import { DEPLOYMENT, JOB } from '../../src/platform/kube/resource-types.js';
 import { KubeWorkloads } from '../../src/platform/kube/workloads.js';
-import { reconcileFunction } from '../../src/reconcile/function-reconcile.js';
 import { planSource } from '../../src/reconcile/plan.js';
 import { LocalRepositoryReader } from '../../src/source/readers.js';
 import { functionManifest, git, gitSource, nodeHandler, TestRepo, tempDir } from '../helpers/git.js';
 import { startGitHttpServer } from '../helpers/git-http-server.js';
+import { reconcileUntilQuiet } from '../helpers/reconcile-fakes.js';
 import {
   completeBuild,
   createNamespace,
@@ -100,8 +100,9 @@ describe('build once', () => {
     for (const object of plan.objects) await store.apply(object);
     const replicas = [builder(), builder()];
     const platform = new KubeWorkloads({ http: env.http, pollMs: 100 });
+    // Fifty controllers at once, each with its own background builds, over two builder instances.
     const reconciles = Array.from({ length: 50 }, (_, i) =>
-      reconcileFunction(
+      reconcileUntilQuiet(
         {
           store,
           builder: replicas[i % 2] as KanikoBuilder,

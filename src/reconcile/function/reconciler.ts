@@ -1,19 +1,22 @@
 /**
- * Brings one Function's workload to its desired revision. Whether to build is decided from durable
- * state (is there a successful build for this build key?), never from a phase another writer can
- * reset: the lesson of the seeds' 94 kaniko Jobs.
+ * Brings one Function's workload to its desired revision, one step per run: it fills the status
+ * update the reconcile runtime writes once, and returns instead of waiting. A build or a rollout it
+ * needs is started in the background (InFlight) and ends by queueing the function again, so no worker
+ * waits on either. Whether to build is decided from durable state (is there a successful build for
+ * this build key?), never from a phase another writer can reset: a status write that raced the
+ * controller once made 94 kaniko Jobs of one function.
  */
 import type { Logger } from 'pino';
-import type { ConditionStatus } from '../core/conditions.js';
-import { BuildFailedError, RecordedFailure, RolloutError } from '../core/errors.js';
+import type { ConditionStatus } from '../../core/conditions.js';
+import { BuildFailedError, RecordedFailure, RolloutError } from '../../core/errors.js';
 import type {
   Builder,
   EventRecorder,
   ObjectStore,
   SourceSnapshot,
   WorkloadPlatform,
-} from '../core/interfaces.js';
-import { functionPath } from '../core/naming.js';
+} from '../../core/interfaces.js';
+import { functionPath } from '../../core/naming.js';
 import {
   ANNOTATION_BUILD_KEY,
   ANNOTATION_CODE_DIR,
@@ -25,9 +28,11 @@ import {
   LABEL_SOURCE,
   type SlessFunction,
   type Trigger,
-} from '../core/resources.js';
-import { Reason, StatusUpdate } from '../core/status.js';
-import type { ProcessQuota } from './process-quota.js';
+} from '../../core/resources.js';
+import { Reason, type StatusUpdate } from '../../core/status.js';
+import type { ProcessQuota } from '../process-quota.js';
+import type { InFlight } from '../runtime/in-flight.js';
+import { Done, type Result } from '../runtime/patch.js';
 
 export interface FunctionReconcileDeps {
   store: ObjectStore;
@@ -43,6 +48,12 @@ export interface FunctionReconcileDeps {
   /** The running-process limit of each namespace; no limit when omitted. */
   processes?: ProcessQuota;
   events?: EventRecorder;
+  /** Builds running in the background, one per function, keyed `namespace/name`, by build key. */
+  builds: InFlight<BuildRecord>;
+  /** Rollouts running in the background, one per function, keyed `namespace/name`, by revision. */
+  rollouts: InFlight<void>;
+  /** Runs a build when a build slot is free, fairly between namespaces (all at once when omitted). */
+  buildSlot?: <T>(fn: SlessFunction, work: () => Promise<T>) => Promise<T>;
 }
 
 export function revisionOf(buildKey: string, configHash: string, enabled: boolean): string {
@@ -64,24 +75,28 @@ export async function isFunctionEnabled(store: ObjectStore, fn: SlessFunction): 
   return !triggers.some(disables);
 }
 
-export async function reconcileFunction(
+/** The Function is gone: what ran it goes too. */
+export async function finalizeFunction(
   deps: FunctionReconcileDeps,
   namespace: string,
   name: string,
 ): Promise<void> {
-  const fn = await deps.store.get('Function', namespace, name);
-  if (!fn) {
-    deps.processes?.release(namespace, name);
-    await deps.platform.remove(namespace, name);
-    return;
-  }
+  deps.processes?.release(namespace, name);
+  await deps.platform.remove(namespace, name);
+}
+
+export async function reconcileFunction(
+  deps: FunctionReconcileDeps,
+  fn: SlessFunction,
+  update: StatusUpdate<FunctionStatus>,
+): Promise<Result> {
+  const { namespace, name } = fn.metadata;
   const annotations = fn.metadata.annotations ?? {};
   const buildKey = annotations[ANNOTATION_BUILD_KEY];
   const configHash = annotations[ANNOTATION_CONFIG_HASH];
   const commit = annotations[ANNOTATION_COMMIT];
   const key = `${namespace}/${name}`;
   const log = deps.logger.child({ function: key });
-  const update = new StatusUpdate<FunctionStatus>(fn);
   const status = update.status;
   status.url = `${deps.externalUrl}${functionPath(namespace, name)}`;
   /** `stalled`: Stalled's message; the condition is removed when not given. */
@@ -106,7 +121,6 @@ export async function reconcileFunction(
    */
   const setStalled = async (reason: Reason, message: string) =>
     setPhase('Failed', 'False', reason, await servingNote(deps, fn, message), message);
-  const write = () => update.write(deps.store, fn);
   // Ready says whether the revision this Function asks for serves. While a new one builds or rolls
   // out, the one that served keeps Ready as it was; once a revision failed, nothing but the desired
   // revision serving makes the Function Ready again (a retry of the failed rollout does not).
@@ -120,63 +134,62 @@ export async function reconcileFunction(
       Reason.MissingAnnotations,
       `Function was not applied by a GitSource (needs ${LABEL_SOURCE} and build annotations)`,
     );
-    await write();
-    return;
+    return Done;
   }
   status.commit = commit;
   status.shortCommit = commit.slice(0, 12);
   status.buildKey = buildKey;
 
-  let build = await deps.builder.lookup(fn, buildKey);
-  if (!build) {
-    const remembered = deps.failedBuilds.get(key);
-    const failed =
-      remembered?.buildKey === buildKey ? remembered : await deps.builder.lookupFailed?.(fn, buildKey);
-    if (failed && failed.buildKey === buildKey) {
-      status.lastBuild = failed;
-      const failure = failureOf(failed, `build ${buildKey.slice(0, 12)} failed: ${failed.message}`);
-      await setStalled(failure.reason, failure.message);
-      await write();
-      return;
-    }
-    setPhase(
-      'Building',
-      readyWhileInProgress(),
-      Reason.Building,
-      `building ${buildKey.slice(0, 12)} at ${commit.slice(0, 12)}`,
-    );
-    status.lastBuild = { buildKey, commit, result: 'Running', startedAt: new Date().toISOString() };
-    await write();
-    deps.onBuildStarted?.(fn);
-    deps.events?.record(
-      fn,
-      'Normal',
-      Reason.Building,
-      `building ${buildKey.slice(0, 12)} at ${commit.slice(0, 12)}`,
-    );
-    try {
-      const { snapshot, manifestFiles } = await deps.snapshotFor(fn);
-      build = await deps.builder.build({
-        fn,
-        buildKey,
-        commit,
-        codeDir: annotations[ANNOTATION_CODE_DIR] ?? '',
-        excludedFiles: manifestFiles,
-        snapshot,
+  // A build this controller ran says how it ended first, in its own words.
+  let finished = deps.builds.take(key, buildKey);
+  let build = finished?.state === 'Succeeded' ? finished.value : await deps.builder.lookup(fn, buildKey);
+  if (build && finished?.state !== 'Succeeded') deps.builds.forget(key);
+  else {
+    if (!finished) {
+      const remembered = deps.failedBuilds.get(key);
+      const failed =
+        remembered?.buildKey === buildKey ? remembered : await deps.builder.lookupFailed?.(fn, buildKey);
+      if (failed && failed.buildKey === buildKey) {
+        status.lastBuild = failed;
+        const failure = failureOf(failed, `build ${buildKey.slice(0, 12)} failed: ${failed.message}`);
+        await setStalled(failure.reason, failure.message);
+        return Done;
+      }
+      const building = `building ${buildKey.slice(0, 12)} at ${commit.slice(0, 12)}`;
+      const started = new Date().toISOString();
+      const task = deps.builds.ensure(key, buildKey, async () => {
+        const { snapshot, manifestFiles } = await deps.snapshotFor(fn);
+        const request = {
+          fn,
+          buildKey,
+          commit,
+          codeDir: annotations[ANNOTATION_CODE_DIR] ?? '',
+          excludedFiles: manifestFiles,
+          snapshot,
+        };
+        return deps.buildSlot
+          ? deps.buildSlot(fn, () => deps.builder.build(request))
+          : deps.builder.build(request);
       });
-      deps.failedBuilds.delete(key);
-      deps.events?.record(
-        fn,
-        'Normal',
-        Reason.BuildSucceeded,
-        `built ${buildKey.slice(0, 12)} at ${commit.slice(0, 12)}${build.image ? `: ${build.image}` : ''}`,
-      );
-    } catch (thrown) {
+      if (task.state === 'Running') {
+        setPhase('Building', readyWhileInProgress(), Reason.Building, building);
+        if (task.started || status.lastBuild?.buildKey !== buildKey || status.lastBuild.result !== 'Running')
+          status.lastBuild = { buildKey, commit, result: 'Running', startedAt: started };
+        if (task.started) {
+          deps.onBuildStarted?.(fn);
+          deps.events?.record(fn, 'Normal', Reason.Building, building);
+        }
+        // The build's end queues this function again.
+        return Done;
+      }
+      finished = task;
+    }
+    if (finished.state === 'Failed') {
       // Anything but a verdict on the code (the source or storage failing for a moment) goes back to
-      // the work queue, which retries with backoff; the controller records the retry in status.
-      if (!(thrown instanceof BuildFailedError)) throw thrown;
-      const error = thrown;
-      const record = thrown.record;
+      // the work queue, which retries with backoff; the runtime records the retry in status.
+      if (!(finished.error instanceof BuildFailedError)) throw finished.error;
+      const error = finished.error;
+      const record = error.record;
       deps.failedBuilds.set(key, record);
       deps.events?.record(
         fn,
@@ -190,9 +203,16 @@ export async function reconcileFunction(
       // Worded as the remembered failure above words it, so the report reads the same on every pass.
       const failure = failureOf(record, `build ${buildKey.slice(0, 12)} failed: ${error.message}`);
       await setStalled(failure.reason, failure.message);
-      await write();
-      return;
+      return Done;
     }
+    build = finished.value;
+    deps.failedBuilds.delete(key);
+    deps.events?.record(
+      fn,
+      'Normal',
+      Reason.BuildSucceeded,
+      `built ${buildKey.slice(0, 12)} at ${commit.slice(0, 12)}${build.image ? `: ${build.image}` : ''}`,
+    );
   }
   status.lastBuild = build;
   status.lastBuiltAt = build.finishedAt;
@@ -207,46 +227,56 @@ export async function reconcileFunction(
   if (refusal) {
     status.lastError = refusal;
     await setStalled(Reason.QuotaExceeded, refusal);
-    await write();
-    return;
+    return Done;
   }
-  const rolledOut = (await deps.platform.currentRevision(namespace, name)) === revision;
-  if (!rolledOut || deps.platform.ensure) {
-    if (!rolledOut) {
-      setPhase('Deploying', readyWhileInProgress(), Reason.Deploying, `rolling out ${revision}`);
-      await write();
-      deps.events?.record(fn, 'Normal', Reason.Deploying, `rolling out ${revision}`);
-    }
-    try {
-      if (rolledOut) await deps.platform.ensure?.(fn, build, { revision, enabled });
-      else {
-        await deps.platform.deploy(fn, build, { revision, enabled });
-        status.restarts = 0;
-      }
-    } catch (thrown) {
-      // The API failing for a moment is not a failed revision: the work queue retries it.
-      if (!(thrown instanceof RolloutError)) throw thrown;
-      const error = thrown;
-      status.lastError = error.message;
-      log.warn({ err: error.message }, 'rollout failed; the previous revision keeps serving');
-      if (!(await deps.platform.currentRevision(namespace, name))) deps.processes?.release(namespace, name);
-      deps.events?.record(fn, 'Warning', Reason.RolloutFailed, error.message);
-      // What served last is what status recorded as serving, not what the platform was told to roll.
-      // It keeps serving /fn/ (the route follows servingRevision, not Ready), but the Function is not
-      // Ready: the revision it asks for does not serve.
-      const serving = status.servingRevision;
-      setPhase(
-        'Failed',
-        'False',
-        Reason.RolloutFailed,
-        serving && serving !== revision ? `${error.message}; still serving ${serving}` : error.message,
+  // A rollout this controller ran says how it ended first: on kube the Deployment names the new
+  // revision as soon as it is applied, before the revision is available, so "rolled out" alone does
+  // not mean it served.
+  let rollout = deps.rollouts.take(key, revision);
+  if (!rollout) {
+    const rolledOut = (await deps.platform.currentRevision(namespace, name)) === revision;
+    if (!rolledOut || deps.platform.ensure) {
+      const ready = build;
+      // Rolled out already: put back what was changed or deleted by hand, and wait until it serves.
+      const task = deps.rollouts.ensure(key, revision, () =>
+        rolledOut
+          ? (deps.platform.ensure?.(fn, ready, { revision, enabled }) ?? Promise.resolve())
+          : deps.platform.deploy(fn, ready, { revision, enabled }),
       );
-      await write();
-      // A revision that did not start may start later (an image pull that failed, a dependency
-      // that was down): retried with backoff, like a crash-looping container.
-      throw new RecordedFailure(`rollout of ${revision} failed: ${error.message}`, error);
+      if (task.state === 'Running') {
+        if (!rolledOut) {
+          setPhase('Deploying', readyWhileInProgress(), Reason.Deploying, `rolling out ${revision}`);
+          if (task.started) deps.events?.record(fn, 'Normal', Reason.Deploying, `rolling out ${revision}`);
+        }
+        // The rollout's end queues this function again.
+        return Done;
+      }
+      rollout = task;
     }
   }
+  if (rollout?.state === 'Failed') {
+    // The API failing for a moment is not a failed revision: the work queue retries it.
+    if (!(rollout.error instanceof RolloutError)) throw rollout.error;
+    const error = rollout.error;
+    status.lastError = error.message;
+    log.warn({ err: error.message }, 'rollout failed; the previous revision keeps serving');
+    if (!(await deps.platform.currentRevision(namespace, name))) deps.processes?.release(namespace, name);
+    deps.events?.record(fn, 'Warning', Reason.RolloutFailed, error.message);
+    // What served last is what status recorded as serving, not what the platform was told to roll.
+    // It keeps serving /fn/ (the route follows servingRevision, not Ready), but the Function is not
+    // Ready: the revision it asks for does not serve.
+    const serving = status.servingRevision;
+    setPhase(
+      'Failed',
+      'False',
+      Reason.RolloutFailed,
+      serving && serving !== revision ? `${error.message}; still serving ${serving}` : error.message,
+    );
+    // A revision that did not start may start later (an image pull that failed, a dependency
+    // that was down): retried with backoff, like a crash-looping container.
+    throw new RecordedFailure(`rollout of ${revision} failed: ${error.message}`, error);
+  }
+  if (rollout?.state === 'Succeeded' && status.servingRevision !== revision) status.restarts = 0;
   if (status.servingRevision !== revision)
     deps.events?.record(
       fn,
@@ -276,7 +306,7 @@ export async function reconcileFunction(
     if (atZero === false) update.set('ScaledToZero', 'False', Reason.Serving, 'running');
   }
   if (atZero === undefined) update.remove('ScaledToZero');
-  await write();
+  return Done;
 }
 
 /** A build the code security gate refused says so in its own words; other failures are build failures. */

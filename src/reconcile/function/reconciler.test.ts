@@ -4,17 +4,26 @@
  * world before one reconcile and the conditions it must leave behind.
  */
 import { describe, expect, it } from 'vitest';
-import { buildRecord, functionResource, silentLogger } from '../../test/helpers/reconcile-fakes.js';
-import { BuildFailedError, RecordedFailure, RolloutError } from '../core/errors.js';
-import type { Builder, ObjectStore, SourceSnapshot, WorkloadPlatform } from '../core/interfaces.js';
+import {
+  buildRecord,
+  functionResource,
+  reconcileUntilQuiet,
+  silentLogger,
+} from '../../../test/helpers/reconcile-fakes.js';
+import { BuildFailedError, RecordedFailure, RolloutError } from '../../core/errors.js';
+import type { Builder, ObjectStore, SourceSnapshot, WorkloadPlatform } from '../../core/interfaces.js';
 import {
   ANNOTATION_BUILD_KEY,
   ANNOTATION_COMMIT,
   ANNOTATION_CONFIG_HASH,
+  type BuildRecord,
+  type FunctionStatus,
+  type SlessFunction,
   type Trigger,
-} from '../core/resources.js';
-import { MemoryStore } from '../platform/local/memory-store.js';
-import { isFunctionEnabled, reconcileFunction, revisionOf } from './function-reconcile.js';
+} from '../../core/resources.js';
+import type { StatusUpdate } from '../../core/status.js';
+import { MemoryStore } from '../../platform/local/memory-store.js';
+import { isFunctionEnabled, revisionOf } from './reconciler.js';
 
 const KEY = 'b'.repeat(32);
 const CONFIG = 'f'.repeat(32);
@@ -130,7 +139,8 @@ const rows: Row[] = [
     build: 'transient',
     expect: {
       phase: 'Building',
-      ready: ['False', 'Building'],
+      // The runtime's one patch says the retry: not Ready, Reconciling with ProgressingWithRetry.
+      ready: ['False', 'ReconcileFailed'],
       reconciling: 'True',
       throws: 'transient',
       builds: 1,
@@ -159,7 +169,8 @@ const rows: Row[] = [
     deploy: 'transient',
     expect: {
       phase: 'Deploying',
-      ready: ['False', 'Deploying'],
+      // The runtime's one patch says the retry: not Ready, Reconciling with ProgressingWithRetry.
+      ready: ['False', 'ReconcileFailed'],
       reconciling: 'True',
       throws: 'transient',
       builds: 1,
@@ -198,7 +209,8 @@ const rows: Row[] = [
     deploy: 'transient',
     expect: {
       phase: 'Deploying',
-      ready: ['True', 'Deploying'],
+      // The runtime's one patch says the retry: not Ready, Reconciling with ProgressingWithRetry.
+      ready: ['False', 'ReconcileFailed'],
       reconciling: 'True',
       throws: 'transient',
       builds: 1,
@@ -264,13 +276,16 @@ async function run(row: Row) {
     });
 
   let builds = 0;
+  // A finished build is durable state: a later lookup finds it, as the real builders' do.
+  let made = false;
   const builder: Builder = {
-    lookup: async (_fn, key) => (row.builtBefore && key === KEY ? built : undefined),
+    lookup: async (_fn, key) => ((row.builtBefore || made) && key === KEY ? built : undefined),
     build: async () => {
       builds++;
       if (row.build === 'fails')
         throw new BuildFailedError({ ...built, result: 'Failed', message: 'npm ci exited 1' });
       if (row.build === 'transient') throw new Error('S3 unreachable');
+      made = true;
       return built;
     },
   };
@@ -286,20 +301,25 @@ async function run(row: Row) {
     remove: async () => undefined,
     currentRevision: () => current,
   };
-  const outcome = await reconcileFunction(
+  // Passes as the controller runs them, until one starts nothing more: at most three (build,
+  // rollout, serving), each written once.
+  const outcome = await reconcileUntilQuiet(
     {
       store,
       builder,
       platform,
       logger: silentLogger,
       externalUrl: 'http://sless.test',
-      snapshotFor: async () => ({ snapshot: {} as SourceSnapshot, manifestFiles: new Set() }),
+      snapshotFor: async () => ({ snapshot: {} as SourceSnapshot, manifestFiles: new Set<string>() }),
       failedBuilds: new Map(),
     },
     'ns',
     'f',
   ).then(
-    () => undefined,
+    ({ passes }) => {
+      expect(passes).toBeLessThanOrEqual(3);
+      return undefined;
+    },
     (error: unknown) => error,
   );
   return { status: (await store.get('Function', 'ns', 'f'))?.status, outcome, builds, deploys };

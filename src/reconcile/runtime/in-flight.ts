@@ -1,0 +1,106 @@
+/**
+ * Work a reconcile starts and does not wait for (a build, a rollout): at most one task per key, its
+ * outcome kept until the next reconcile of that key takes it, and the key handed back to the work
+ * queue the moment the task ends. A reconcile thus returns while the task runs, and no worker of the
+ * queue waits on a build or a rollout.
+ */
+
+export type TaskState<T> =
+  /** `started`: this call started it (the reconcile tells so once, in an Event). */
+  | { state: 'Running'; started: boolean }
+  | { state: 'Succeeded'; value: T }
+  | { state: 'Failed'; error: Error };
+
+interface Task<T> {
+  id: string;
+  settled?: { ok: true; value: T } | { ok: false; error: Error };
+}
+
+export class InFlight<T> {
+  private readonly tasks = new Map<string, Task<T>>();
+  private running = 0;
+  private idleWaiters: Array<() => void> = [];
+  private stopped = false;
+  private readonly onSettled: (key: string) => void;
+
+  /** `onSettled` re-enqueues the key; it is not called once stopped. */
+  constructor(onSettled: (key: string) => void) {
+    this.onSettled = onSettled;
+  }
+
+  /**
+   * The state of task `id` of `key`, starting it when nothing runs for the key. A finished task's
+   * outcome is handed out once, then forgotten. While another task of the key runs, this one waits
+   * (Running, not started): the end of that one re-enqueues the key, and the next call starts it.
+   */
+  ensure(key: string, id: string, work: () => Promise<T>): TaskState<T> {
+    const task = this.tasks.get(key);
+    if (task && !task.settled) return { state: 'Running', started: false };
+    const finished = this.take(key, id);
+    if (finished) return finished;
+    const started: Task<T> = { id };
+    this.tasks.set(key, started);
+    this.running++;
+    let running: Promise<T>;
+    try {
+      running = Promise.resolve(work());
+    } catch (thrown) {
+      running = Promise.reject(thrown);
+    }
+    void running
+      .then(
+        (value) => {
+          started.settled = { ok: true, value };
+        },
+        (thrown: unknown) => {
+          started.settled = {
+            ok: false,
+            error: thrown instanceof Error ? thrown : new Error(String(thrown)),
+          };
+        },
+      )
+      .finally(() => {
+        this.running--;
+        // Re-enqueued before idle() resolves, so a caller waiting for quiet sees the next pass.
+        if (!this.stopped && this.tasks.get(key) === started) this.onSettled(key);
+        if (this.running === 0) for (const resolve of this.idleWaiters.splice(0)) resolve();
+      });
+    return { state: 'Running', started: true };
+  }
+
+  /** The outcome of task `id` of `key` if it has finished, handed out once; undefined otherwise. */
+  take(key: string, id: string): Exclude<TaskState<T>, { state: 'Running' }> | undefined {
+    const task = this.tasks.get(key);
+    if (!task?.settled || task.id !== id) return undefined;
+    this.tasks.delete(key);
+    return task.settled.ok
+      ? { state: 'Succeeded', value: task.settled.value }
+      : { state: 'Failed', error: task.settled.error };
+  }
+
+  /** True while a task of `key` runs. */
+  isRunning(key: string): boolean {
+    const task = this.tasks.get(key);
+    return task !== undefined && task.settled === undefined;
+  }
+
+  /** Drops a finished outcome nobody will take (the state it led to was observed another way). */
+  forget(key: string): void {
+    if (this.tasks.get(key)?.settled) this.tasks.delete(key);
+  }
+
+  /** Resolves when no task runs. */
+  idle(): Promise<void> {
+    if (this.running === 0) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  get size(): number {
+    return this.running;
+  }
+
+  /** No more re-enqueues: the controller stopped. Running tasks end by themselves. */
+  stop(): void {
+    this.stopped = true;
+  }
+}
