@@ -1,5 +1,6 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { adoptRelayedClientAddress } from '../proxy/client-address.js';
+import { lingerOnClose, trackRequest } from './lingering-close.js';
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => void;
 
@@ -71,9 +72,11 @@ export class EarlyListener implements ClientListener {
       if (relayed) {
         adoptRelayedClientAddress(req);
         keepRelayConnection(res);
-      }
+      } else trackRequest(req);
       listener?.dispatch(req, res);
     });
+    // Clients' connections: an answer before the body was read closes without a reset.
+    if (!relayed) lingerOnClose(server);
     listener = new EarlyListener(server);
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);

@@ -7,12 +7,6 @@ import { stripHopByHop, stripHopByHopRaw } from '../hop-by-hop.js';
 import { Pool } from '../undici-parts.js';
 
 /**
- * How long a client that was answered before its body was read may go on sending (read and
- * discarded, so that it reads the answer rather than a reset) before its connection is cut.
- */
-export const EARLY_ANSWER_LINGER_MS = 2000;
-
-/**
  * Passes requests from the gateway thread to the main thread's private unix socket, as they came:
  * method, URL and end-to-end headers (Host included: the loopback guard reads it) plus the client's
  * address, which the unix socket would lose. No timeouts: a log stream may last as long as its client.
@@ -128,26 +122,13 @@ class RelayedExchange implements Dispatcher.DispatchHandler {
   }
 
   /**
-   * Ends an answer the client got before its body was read. The rest of the body is read and
-   * discarded until it ends, and the response ends then (node:http closes the connection, as the
-   * answer says); a client still sending, or not reading, after EARLY_ANSWER_LINGER_MS is cut off.
-   * Closing at once, with the client's bytes unread, would send a reset that can reach the client
-   * before the answer does.
+   * Ends an answer the client got before its body was read: the rest of the body is discarded, and
+   * the public listener's lingering close (lingerOnClose) ends the connection once the client's
+   * body has ended, or cuts it after a bound.
    */
   private endEarly(): void {
-    const { req, res } = this;
-    const socket = res.socket;
-    if (!socket || req.complete) {
-      res.end();
-      return;
-    }
-    req.unpipe();
-    req.resume();
-    const cut = setTimeout(() => {
-      if (!res.writableEnded) res.end();
-      socket.destroy();
-    }, EARLY_ANSWER_LINGER_MS);
-    socket.once('close', () => clearTimeout(cut));
-    req.once('end', () => res.end());
+    this.req.unpipe();
+    this.req.resume();
+    this.res.end();
   }
 }
