@@ -103,4 +103,26 @@ describe('remote sources in local mode', () => {
     expect(new Set(negotiations.flatMap((r) => r.wants))).toEqual(new Set([main]));
     expect(negotiations.map((r) => r.deepen)).toEqual(negotiations.map(() => 1));
   });
+
+  it("one namespace's fetch with its secret is not another namespace's: same URL, separate git caches", async () => {
+    const stateDir = await tempDir('ns-cache-state');
+    const factory = new LocalSourceReaderFactory({
+      stateDir,
+      http,
+      env: { SLESS_SECRET_TEAM_A__GIT_CREDS_TOKEN: TOKEN, SLESS_SECRET_TEAM_B__GIT_CREDS_TOKEN: 'wrong' },
+    });
+    const inNamespace = (namespace: string): GitSource => {
+      const base = gitSource('r', namespace, `${server.url}/r.git`);
+      return { ...base, spec: { ...base.spec, secretRef: { name: 'git-creds' } } };
+    };
+    const a = await factory.create(inNamespace('team-a'));
+    expect(await a.resolveHead()).toBe(main);
+    expect((await (await a.snapshot(main)).listFiles('')).map((f) => f.path)).toEqual(['a.txt']);
+    // team-b names the same URL with a wrong token: the commit team-a fetched is not in its cache, so
+    // reading it means fetching with team-b's own credentials, which the server refuses.
+    const b = await factory.create(inNamespace('team-b'));
+    const refused = await b.snapshot(main).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(SourceError);
+    expect((refused as Error).message).toContain('401');
+  });
 });
