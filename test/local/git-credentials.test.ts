@@ -92,6 +92,20 @@ describe('remote sources in local mode', () => {
     expect(await anonymous.resolveHead().catch((e: unknown) => e)).toBeInstanceOf(SourceError);
   });
 
+  it('an empty token or password is no secret: the same "no such secret" as an unset one', async () => {
+    for (const env of [
+      { [ENV]: '' },
+      { SLESS_SECRET_DEFAULT__GIT_CREDS_USERNAME: 'u', SLESS_SECRET_DEFAULT__GIT_CREDS_PASSWORD: '' },
+    ]) {
+      const factory = new LocalSourceReaderFactory({ stateDir: await tempDir('creds-state'), http, env });
+      const refused = await factory
+        .create(source(`${server.url}/r.git`, 'git-creds'))
+        .catch((e: unknown) => e);
+      expect(refused, JSON.stringify(env)).toBeInstanceOf(SourceError);
+      expect((refused as Error).message).toBe('secretRef "git-creds": no such secret in default');
+    }
+  });
+
   it('fetches a new head shallow (depth 1) and for its branch only', async () => {
     const factory = new LocalSourceReaderFactory({ stateDir: await tempDir('shallow-state'), http });
     const reader = await factory.create(source(`${open.url}/r.git`));
