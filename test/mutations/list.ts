@@ -192,6 +192,35 @@ export const MUTATIONS: GuardMutation[] = [
     tests: ['src/api/auth/plugin.test.ts', 'test/api/auth.test.ts'],
   },
 
+  // ---- Without authentication: loopback only ----
+  {
+    id: 'loopback-host-unanchored',
+    guard:
+      'Without auth, only Host: localhost/127.x/[::1] is answered, not a name that merely starts with 127.x (127.0.0.1.nip.io).',
+    file: 'src/api/auth/loopback-guard.ts',
+    from: '/^127\\.\\d{1,3}\\.\\d{1,3}\\.\\d{1,3}$/',
+    to: '/^127\\.\\d{1,3}\\.\\d{1,3}\\.\\d{1,3}/',
+    tests: ['src/api/auth/loopback-guard.test.ts', 'test/security/loopback-browser.test.ts'],
+  },
+  {
+    id: 'loopback-same-site-allowed',
+    guard: 'Without auth, a browser fetch from another site is refused, same-site included (Sec-Fetch-Site).',
+    file: 'src/api/auth/loopback-guard.ts',
+    from: "if (typeof site === 'string' && !SAME_SITE_FETCH.has(site))",
+    to: "if (site === 'cross-site')",
+    tests: ['src/api/auth/loopback-guard.test.ts', 'test/security/loopback-browser.test.ts'],
+  },
+
+  // ---- Quotas ----
+  {
+    id: 'quota-other-sources-ignored',
+    guard: "The function quota counts the namespace's other sources' functions too, not only this commit's.",
+    file: 'src/reconcile/source-sync.ts',
+    from: '    if (others + mine <= deps.maxFunctions) return undefined;\n',
+    to: '    return undefined;\n',
+    tests: ['src/reconcile/source-sync.test.ts', 'test/security/tenant-settings.test.ts'],
+  },
+
   // ---- Outbound address guard ----
   {
     id: 'outbound-first-answer-only',
