@@ -211,6 +211,33 @@ export const MUTATIONS: GuardMutation[] = [
     tests: ['src/api/auth/loopback-guard.test.ts', 'test/security/loopback-browser.test.ts'],
   },
 
+  // ---- Operator surfaces and settings ----
+  {
+    id: 'metrics-any-tenant',
+    guard: 'With auth on, /metrics (which names every tenant) needs an admin token or the scrape token.',
+    file: 'src/api/routes/health.ts',
+    from: "  if (!principal.admin) throw new ForbiddenError('/metrics names every tenant: admins only');\n",
+    to: '',
+    tests: ['test/security/auth-surfaces.test.ts', 'test/api/auth.test.ts'],
+  },
+  {
+    id: 'sandbox-off-flag-with-auth',
+    guard:
+      'With authentication on, --sandbox off is refused, whether it comes as a flag or as SLESS_SANDBOX.',
+    file: 'src/config/config.ts',
+    from: "if (sandbox === 'off' && !authDisabled)",
+    to: "if (sandbox === 'off' && !authDisabled && env.SLESS_SANDBOX === 'off')",
+    tests: ['src/config/config.test.ts', 'test/security/sandbox-required.test.ts'],
+  },
+  {
+    id: 'yaml-aliases-unlimited',
+    guard: 'A manifest file with more than 100 YAML aliases is refused (no billion laughs).',
+    file: 'src/manifest/load.ts',
+    from: 'const MAX_ALIASES = 100;',
+    to: 'const MAX_ALIASES = -1;',
+    tests: ['src/manifest/load.test.ts', 'test/security/repo-limits.test.ts'],
+  },
+
   // ---- Quotas ----
   {
     id: 'quota-other-sources-ignored',
