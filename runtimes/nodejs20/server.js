@@ -369,6 +369,9 @@ function startServer(handler) {
   process.on('SIGINT', stop);
 }
 
+/** How long a client answered 413 may go on sending (read and discarded) before it is cut off. */
+const LINGER_MS = 2000;
+
 function tooLarge(res) {
   const payload = JSON.stringify({ error: `request body exceeds ${MAX_BODY} bytes` });
   res.shouldKeepAlive = false;
@@ -377,7 +380,19 @@ function tooLarge(res) {
     'content-length': Buffer.byteLength(payload),
     connection: 'close',
   });
-  res.end(payload, () => res.socket?.destroySoon?.());
+  // Closed at once, the connection of a client still sending would be reset, and the sless proxy's
+  // write then fails (EPIPE) before it has read this answer: it would answer 502. So the answer goes
+  // out with a FIN, the rest of the body is read and discarded, and the connection closes when the
+  // client stops (the proxy does, once it has the answer) or after LINGER_MS.
+  const socket = res.socket;
+  if (socket) {
+    socket.destroySoon = () => {
+      if (socket.writable) socket.end();
+      setTimeout(() => socket.destroy(), LINGER_MS).unref();
+    };
+  }
+  res.req?.resume();
+  res.end(payload);
 }
 
 // --- one-shot mode ----------------------------------------------------------------------------------

@@ -1,7 +1,28 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { adoptRelayedClientAddress } from '../proxy/client-address.js';
+import { lingerOnClose, trackRequest } from './lingering-close.js';
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => void;
+
+/**
+ * On the gateway's private socket an answer never closes the connection, not even one given before
+ * the body was read (fastify's 413 says `connection: close`): closing while the relay still writes
+ * the body makes its write fail (EPIPE) before it has read the answer, and the client would get a 503
+ * instead of the answer. The rest of the body is read and discarded here (node:http dumps what the
+ * app left unread), and the relay, once it has the whole answer, stops sending and closes the
+ * connection itself; it tells the client `connection: close`.
+ */
+function keepRelayConnection(res: ServerResponse): void {
+  const writeHead = res.writeHead;
+  res.writeHead = function (this: ServerResponse, ...args: unknown[]) {
+    this.removeHeader('connection');
+    for (const headers of args)
+      if (headers !== null && typeof headers === 'object' && !Array.isArray(headers))
+        for (const name of Object.keys(headers))
+          if (name.toLowerCase() === 'connection') delete (headers as Record<string, unknown>)[name];
+    return (writeHead as (...a: unknown[]) => ServerResponse).apply(this, args);
+  } as ServerResponse['writeHead'];
+}
 
 /** Where clients' requests come from: a port of its own (EarlyListener) or the gateway thread. */
 export interface ClientListener {
@@ -48,9 +69,14 @@ export class EarlyListener implements ClientListener {
   ): Promise<EarlyListener> {
     let listener: EarlyListener | undefined;
     const server = createServer((req, res) => {
-      if (relayed) adoptRelayedClientAddress(req);
+      if (relayed) {
+        adoptRelayedClientAddress(req);
+        keepRelayConnection(res);
+      } else trackRequest(req);
       listener?.dispatch(req, res);
     });
+    // Clients' connections: an answer before the body was read closes without a reset.
+    if (!relayed) lingerOnClose(server);
     listener = new EarlyListener(server);
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);

@@ -326,7 +326,11 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
   ): void {
     // 1xx informational answers are the function's business with this hop only.
     if (statusCode < 200) return;
-    this.res.writeHead(statusCode, stripHopByHop(headers));
+    const answer = stripHopByHop(headers);
+    // An answer before the client's body was read (a function's 413): the connection ends with it
+    // (the listener's lingering close reads what the client still sends, for a bounded time).
+    if (!this.req.complete) answer.connection = 'close';
+    this.res.writeHead(statusCode, answer);
     this.answering = true;
     this.request.finish(statusCode);
     if (this.res.destroyed) controller.abort(new Error('client closed the connection'));
@@ -340,6 +344,7 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
 
   onResponseEnd(): void {
     this.finished = true;
+    if (!this.req.complete) this.req.resume();
     this.res.end();
     this.release();
   }
@@ -371,7 +376,11 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
     }
     this.options.onUpstreamError?.(`${ns}/${name}`, error.message);
     this.request.finish(502);
-    sendJson(this.res, 502, { error: `function ${ns}/${name} is unreachable: ${error.message}` });
+    // A function that closed while its body was still coming (EPIPE): the rest of the body is not
+    // read here either, so the connection ends with the answer.
+    const close: Record<string, string> = this.req.complete ? {} : { connection: 'close' };
+    if (!this.req.complete) this.req.resume();
+    sendJson(this.res, 502, { error: `function ${ns}/${name} is unreachable: ${error.message}` }, close);
   }
 
   private async retry(error: Error): Promise<void> {

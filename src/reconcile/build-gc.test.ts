@@ -1,7 +1,7 @@
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import type { BuildArchive, FunctionRef, StoredBuild } from '../core/interfaces.js';
-import type { SlessFunction } from '../core/resources.js';
+import type { FunctionJob, SlessFunction } from '../core/resources.js';
 import { MemoryStore } from '../platform/local/memory-store.js';
 import { BuildCollector, type KeepRules, selectPrunable } from './build-gc.js';
 
@@ -122,7 +122,7 @@ describe('BuildCollector', () => {
       },
     };
     const gc = new BuildCollector({ store, archive, limit: 1, logger: pino({ level: 'silent' }) });
-    return { gc, asked, removed };
+    return { gc, store, asked, removed };
   }
 
   it('a pass asked for one function reads and prunes only its builds; all builds only to remove', async () => {
@@ -155,5 +155,35 @@ describe('BuildCollector', () => {
     await new Promise((r) => setTimeout(r, 10));
     await wide.gc.collect([]);
     expect(wide.asked).toEqual(['everything']);
+  });
+
+  it("keeps the builds that a pending or running FunctionJob runs, and only those jobs'", async () => {
+    const jobs: Array<[string, string, string]> = [
+      ['waiting', 'Pending', 'k1'],
+      ['under-way', 'Running', 'k2'],
+      ['done', 'Succeeded', 'k1'],
+    ];
+    // A pass over everything and a pass over named functions read the jobs each their own way.
+    for (const scope of [
+      undefined,
+      [
+        { namespace: 'ns', name: 'a' },
+        { namespace: 'ns', name: 'b' },
+      ],
+    ]) {
+      const { gc, store, removed } = await setup();
+      for (const [name, phase, buildKey] of jobs) {
+        const job = await store.apply({
+          apiVersion: 'sless.dev/v1alpha1',
+          kind: 'FunctionJob',
+          metadata: { name, namespace: 'ns', labels: {}, annotations: {} },
+          spec: { function: 'a', event: {}, runId: 1 },
+        } as FunctionJob);
+        await store.patchStatus(job, { phase, buildKey });
+      }
+      await gc.collect(scope);
+      // b's builds k1 and k2 are not a's jobs' business: they go past the limit as usual.
+      expect(removed.sort(), scope ? 'named functions' : 'everything').toEqual(['b1', 'b2']);
+    }
   });
 });

@@ -54,6 +54,8 @@ interface Row {
   maxFunctions?: number;
   /** A Function of the same name another source applied already. */
   foreignFunction?: boolean;
+  /** Functions of other names that another source of the namespace applied already. */
+  otherSourceFunctions?: number;
   expect: {
     outcome: SyncResult['outcome'];
     phase: string;
@@ -216,6 +218,29 @@ const rows: Row[] = [
     },
   },
   {
+    name: "the function quota counts the namespace's other sources: one there and one here is past 1",
+    maxFunctions: 1,
+    otherSourceFunctions: 1,
+    expect: {
+      outcome: 'invalid',
+      phase: 'Failed',
+      ready: ['False', Reason.QuotaExceeded],
+      stalled: ['True', Reason.QuotaExceeded],
+      message: 'may hold 1 functions; its other sources hold 1 and this commit defines 1',
+    },
+  },
+  {
+    name: "the function quota counts the namespace's other sources: one there and one here fit in 2",
+    maxFunctions: 2,
+    otherSourceFunctions: 1,
+    expect: {
+      outcome: 'synced',
+      phase: 'Ready',
+      ready: ['True', Reason.Synced],
+      lastSyncedCommit: HEAD,
+    },
+  },
+  {
     name: 'a function another source owns is not taken over',
     foreignFunction: true,
     expect: {
@@ -240,6 +265,8 @@ async function run(row: Row) {
     source = (await store.get('GitSource', 'ns', 'repo')) as GitSource;
   }
   if (row.foreignFunction) await store.apply(functionResource('f', {}, { 'sless.dev/source': 'other' }));
+  for (let n = 0; n < (row.otherSourceFunctions ?? 0); n++)
+    await store.apply(functionResource(`other-${n}`, {}, { 'sless.dev/source': 'other' }));
   const before = structuredClone(source.status);
   const reader = readerOf({
     head: row.head ?? HEAD,

@@ -1,4 +1,5 @@
 import type { LookupAddress } from 'node:dns';
+import dns2 from 'dns2';
 import { describe, expect, test } from 'vitest';
 import { OutboundPolicy, OutboundRefusedError } from './outbound.js';
 
@@ -50,5 +51,64 @@ describe('OutboundPolicy', () => {
     const open = new OutboundPolicy(['127.0.0.0/8', '::1/128']);
     const answer = await lookup(open, 'localhost', false);
     expect(['127.0.0.1', '::1']).toContain(answer);
+  });
+
+  test('every refused range ends where it should: the last address of each is refused, the next one is not', () => {
+    const policy = new OutboundPolicy();
+    const edges = {
+      '127.255.255.255': 'a loopback',
+      '10.255.255.255': 'a private',
+      '172.16.0.0': 'a private',
+      '192.168.255.255': 'a private',
+      '100.127.255.255': 'a shared (carrier NAT)',
+      '169.254.255.255': 'a link-local or metadata',
+      '0.255.255.255': 'an unspecified',
+      'fdff:ffff:ffff:ffff:ffff:ffff:ffff:ffff': 'a private or metadata',
+      'febf:ffff:ffff:ffff:ffff:ffff:ffff:ffff': 'a link-local',
+      '::ffff:10.255.255.255': 'a private',
+      '::ffff:169.254.169.254': 'a link-local or metadata',
+    };
+    for (const [address, what] of Object.entries(edges))
+      expect(policy.refusal(address), address).toBe(`${what} address`);
+    for (const address of [
+      '128.0.0.0',
+      '11.0.0.0',
+      '172.15.255.255',
+      '192.169.0.0',
+      '100.128.0.0',
+      '1.0.0.0',
+    ])
+      expect(policy.refusal(address), address).toBeUndefined();
+  });
+
+  test('a name with a public and a loopback answer is refused, whichever order they come in', async () => {
+    const orders = [
+      ['1.1.1.1', '127.0.0.1'],
+      ['127.0.0.1', '1.1.1.1'],
+    ];
+    let next = 0;
+    const server = dns2.createUDPServer((request, send) => {
+      const response = dns2.Packet.createResponseFromRequest(request);
+      const [question] = request.questions;
+      if (question?.name === 'mixed.test' && question.type === dns2.Packet.TYPE.A)
+        for (const address of orders[next] ?? [])
+          response.answers.push(dns2.Packet.createResourceFromQuestion(question, { ttl: 0, address }));
+      send(response);
+    });
+    await server.listen(0, '127.0.0.1');
+    try {
+      const policy = new OutboundPolicy([], [`127.0.0.1:${server.address().port}`]);
+      for (next = 0; next < orders.length; next++)
+        for (const all of [true, false])
+          await expect(lookup(policy, 'mixed.test', all), `${orders[next]} all=${all}`).rejects.toThrow(
+            'mixed.test is a loopback address',
+          );
+      // The same server's public-only answer passes: the refusal above is about the loopback answer.
+      orders.push(['1.1.1.1']);
+      next = 2;
+      expect(await lookup(policy, 'mixed.test', false)).toBe('1.1.1.1');
+    } finally {
+      server.close();
+    }
   });
 });

@@ -45,7 +45,13 @@ async function settle(): Promise<void> {
 
 beforeAll(async () => {
   h = await startHarness({
-    secrets: { 'default/repo': SECRET, 'default/lab': 'gitlab-token', 'default/barrier': BARRIER_SECRET },
+    secrets: {
+      'default/repo': SECRET,
+      'default/lab': 'gitlab-token',
+      'default/barrier': BARRIER_SECRET,
+      // As a kube Secret whose webhookSecret is the empty string gives it.
+      'default/empty': '',
+    },
   });
   await h.store.apply(gitSource('default', 'barrier', 'main'));
   await h.store.apply(gitSource('default', 'repo', 'main'));
@@ -218,6 +224,21 @@ describe('POST /v1/webhooks/{ns}/{source} over real HTTP', () => {
     });
     expect(response.status).toBe(403);
     expect(await response.json()).toEqual({ error: expect.stringContaining('no secret') });
+    await settle();
+    expect(h.syncCalls).toEqual([]);
+  });
+
+  test('an empty secret is no secret: refused (403), though HMAC under the empty key is easy to forge', async () => {
+    await h.store.apply(gitSource('default', 'empty'));
+    const body = push('refs/heads/main');
+    const response = await post('/v1/webhooks/default/empty', body, {
+      'x-github-event': 'push',
+      'x-hub-signature-256': sign(body, ''),
+    });
+    expect(response.status).toBe(403);
+    expect(await response.json()).toEqual({
+      error: 'webhooks are not configured for source default/empty (no secret)',
+    });
     await settle();
     expect(h.syncCalls).toEqual([]);
   });

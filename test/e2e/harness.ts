@@ -8,7 +8,7 @@ import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
 import { pino } from 'pino';
-import { loadKubeControllerConfig } from '../../src/config/kube.js';
+import { type KubeControllerConfig, loadKubeControllerConfig } from '../../src/config/kube.js';
 import type { SlessFunction } from '../../src/core/resources.js';
 import { type KubeSystem, startKubeSystem } from '../../src/main.js';
 import { KubeHttp } from '../../src/platform/kube/http.js';
@@ -31,6 +31,8 @@ export interface E2eEnv {
   node: TestNode;
   http: KubeHttp;
   system: KubeSystem;
+  /** The controller's configuration, for a test that starts another controller (a restart). */
+  config: KubeControllerConfig;
   repo: TestRepo;
   /** Tenant namespace (functions) and controller namespace (builds). */
   ns: string;
@@ -142,6 +144,7 @@ export async function startE2e(
       node,
       http,
       system,
+      config,
       repo,
       ns,
       controllerNs,

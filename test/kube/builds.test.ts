@@ -10,6 +10,7 @@ import { readdir } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BuildFailedError } from '../../src/core/errors.js';
 import { buildName } from '../../src/core/naming.js';
 import type { SlessFunction } from '../../src/core/resources.js';
 import { type KubeSystem, startKubeSystem } from '../../src/main.js';
@@ -33,6 +34,7 @@ import {
   kanikoBuilder,
   kubeEnv,
   logger,
+  markBuildFailed,
   markBuildSucceeded,
   markJobComplete,
   playHealthyKubelet,
@@ -174,6 +176,92 @@ describe('build once', () => {
       await server.close();
       await work.remove();
     }
+  });
+
+  it('a build is found by its build key: a new builder asked for the same key at a later commit attaches to the running Job', async () => {
+    const repo = await TestRepo.create({
+      'later/function.yaml': functionManifest('later'),
+      'later/handler.js': nodeHandler(`return 'later';`),
+    });
+    const key = '9'.repeat(32);
+    const atC1 = (await buildRequest('later', repo, key))(env.ns);
+    void builder().build(atC1);
+    const job1 = await eventually('C1 Job', () =>
+      getObject<KubeObject>(env.http, JOB, env.controllerNs, buildName('later', atC1.commit)),
+    );
+    // An env-only commit: same code, same build key, another commit. The builder that ran C1's build is
+    // gone (a restarted controller has a new one).
+    await repo.commit({ 'later/function.yaml': functionManifest('later', { env: { N: '2' } }) });
+    const atC2 = (await buildRequest('later', repo, key))(env.ns);
+    expect(atC2.commit).not.toBe(atC1.commit);
+    // What the new builder sends: it either reads C1's Job by name (it attached) or creates a Job.
+    const jobs = `/apis/batch/v1/namespaces/${env.controllerNs}/jobs`;
+    const sent: string[] = [];
+    const watching = new Proxy(env.http, {
+      get(target, property) {
+        const value = Reflect.get(target, property);
+        if (property !== 'request') return typeof value === 'function' ? value.bind(target) : value;
+        return (method: string, path: string, options?: unknown) => {
+          sent.push(`${method} ${path.split('?')[0]}`);
+          return target.request(method, path, options as never);
+        };
+      },
+    });
+    const built = kanikoBuilder(env, watching).build(atC2);
+    const decided = await eventually('the C2 build attaches to a Job or creates one', async () =>
+      sent.find((r) => r === `GET ${jobs}/${job1.metadata.name}` || r === `POST ${jobs}`),
+    );
+    expect(decided).toBe(`GET ${jobs}/${job1.metadata.name}`);
+    await markBuildSucceeded(env.http, env.controllerNs, job1.metadata.name, fakeDigest('later'));
+    const record = await built;
+    // The positive signal (the C2 request resolved, with C1's build): only then "one Job" is checked.
+    expect(sent).not.toContain(`POST ${jobs}`);
+    expect(record.image).toBe(`${env.config.registry}/${env.ns}-later:${atC1.commit}@${fakeDigest('later')}`);
+    expect(record.commit).toBe(atC1.commit);
+    expect((await jobsOf('later')).map((j) => j.metadata.uid)).toEqual([job1.metadata.uid]);
+    await repo.remove();
+  });
+
+  it('a failed build is final for its build key at a later commit too, until a rebuild discards it', async () => {
+    const repo = await TestRepo.create({
+      'flop/function.yaml': functionManifest('flop'),
+      'flop/handler.js': nodeHandler(`return 'flop';`),
+    });
+    const key = '8'.repeat(32);
+    const atC1 = (await buildRequest('flop', repo, key))(env.ns);
+    const first = builder().build(atC1);
+    const job1 = buildName('flop', atC1.commit);
+    await eventually('C1 Job', () => getObject<KubeObject>(env.http, JOB, env.controllerNs, job1));
+    await markBuildFailed(env.http, env.controllerNs, job1, 'kaniko: RUN npm ci failed');
+    await expect(first).rejects.toBeInstanceOf(BuildFailedError);
+    await repo.commit({ 'flop/function.yaml': functionManifest('flop', { env: { N: '2' } }) });
+    const atC2 = (await buildRequest('flop', repo, key))(env.ns);
+    // A restarted controller (a new builder) asked for the same code at C2: the same failure, no Job.
+    const again = await builder()
+      .build(atC2)
+      .catch((e: unknown) => e);
+    expect(again).toBeInstanceOf(BuildFailedError);
+    expect((again as BuildFailedError).record.commit).toBe(atC1.commit);
+    expect((again as BuildFailedError).message).toContain(job1);
+    expect((await jobsOf('flop')).map((j) => j.metadata.name)).toEqual([job1]);
+    // The API's rebuild discards the failed Job, wherever its commit: the next build runs anew at C2.
+    const fn: SlessFunction = {
+      ...atC2.fn,
+      metadata: {
+        ...atC2.fn.metadata,
+        annotations: { 'sless.dev/build-key': key, 'sless.dev/commit': atC2.commit },
+      },
+    };
+    await builder().discardFailed(fn);
+    const rebuilt = builder().build({ ...atC2, fn });
+    const job2 = buildName('flop', atC2.commit);
+    await eventually('C2 Job', () => getObject<KubeObject>(env.http, JOB, env.controllerNs, job2));
+    await markBuildSucceeded(env.http, env.controllerNs, job2, fakeDigest('flop'));
+    expect((await rebuilt).image).toBe(
+      `${env.config.registry}/${env.ns}-flop:${atC2.commit}@${fakeDigest('flop')}`,
+    );
+    expect((await jobsOf('flop')).map((j) => j.metadata.name)).toEqual([job2]);
+    await repo.remove();
   });
 
   it('a build is done once kaniko exited 0 with its digest, before the Job controller marks the Job Complete', async () => {

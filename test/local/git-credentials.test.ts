@@ -92,6 +92,20 @@ describe('remote sources in local mode', () => {
     expect(await anonymous.resolveHead().catch((e: unknown) => e)).toBeInstanceOf(SourceError);
   });
 
+  it('an empty token or password is no secret: the same "no such secret" as an unset one', async () => {
+    for (const env of [
+      { [ENV]: '' },
+      { SLESS_SECRET_DEFAULT__GIT_CREDS_USERNAME: 'u', SLESS_SECRET_DEFAULT__GIT_CREDS_PASSWORD: '' },
+    ]) {
+      const factory = new LocalSourceReaderFactory({ stateDir: await tempDir('creds-state'), http, env });
+      const refused = await factory
+        .create(source(`${server.url}/r.git`, 'git-creds'))
+        .catch((e: unknown) => e);
+      expect(refused, JSON.stringify(env)).toBeInstanceOf(SourceError);
+      expect((refused as Error).message).toBe('secretRef "git-creds": no such secret in default');
+    }
+  });
+
   it('fetches a new head shallow (depth 1) and for its branch only', async () => {
     const factory = new LocalSourceReaderFactory({ stateDir: await tempDir('shallow-state'), http });
     const reader = await factory.create(source(`${open.url}/r.git`));
@@ -102,5 +116,27 @@ describe('remote sources in local mode', () => {
     expect(negotiations.flatMap((r) => r.wants)).not.toContain(other);
     expect(new Set(negotiations.flatMap((r) => r.wants))).toEqual(new Set([main]));
     expect(negotiations.map((r) => r.deepen)).toEqual(negotiations.map(() => 1));
+  });
+
+  it("one namespace's fetch with its secret is not another namespace's: same URL, separate git caches", async () => {
+    const stateDir = await tempDir('ns-cache-state');
+    const factory = new LocalSourceReaderFactory({
+      stateDir,
+      http,
+      env: { SLESS_SECRET_TEAM_A__GIT_CREDS_TOKEN: TOKEN, SLESS_SECRET_TEAM_B__GIT_CREDS_TOKEN: 'wrong' },
+    });
+    const inNamespace = (namespace: string): GitSource => {
+      const base = gitSource('r', namespace, `${server.url}/r.git`);
+      return { ...base, spec: { ...base.spec, secretRef: { name: 'git-creds' } } };
+    };
+    const a = await factory.create(inNamespace('team-a'));
+    expect(await a.resolveHead()).toBe(main);
+    expect((await (await a.snapshot(main)).listFiles('')).map((f) => f.path)).toEqual(['a.txt']);
+    // team-b names the same URL with a wrong token: the commit team-a fetched is not in its cache, so
+    // reading it means fetching with team-b's own credentials, which the server refuses.
+    const b = await factory.create(inNamespace('team-b'));
+    const refused = await b.snapshot(main).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(SourceError);
+    expect((refused as Error).message).toContain('401');
   });
 });

@@ -16,6 +16,15 @@ const ECHO = nodeHandler(`
   return { version: process.env.VERSION ?? 'v1', method: event.method, path: event.path, query: event.query, headers: event.headers, body: event.body };
 `);
 
+// A handler that holds its runtime's event loop: the runtime's own timeout cannot answer for it, so
+// only the proxy's can. It lets go after 8 s, so that a run without the proxy's timeout fails in
+// seconds rather than waiting for undici's default (300 s).
+const SPIN = nodeHandler(`
+  const until = Date.now() + 8000;
+  while (Date.now() < until) {}
+  return 'spun';
+`);
+
 // Both ways `/fn/` is served: from the proxy thread (`sless dev`'s default) and from the main thread.
 describe.each([
   ['the proxy thread', true],
@@ -28,12 +37,16 @@ describe.each([
     repo = await TestRepo.create({
       'echo/function.yaml': functionManifest('echo', { timeoutSec: 1 }),
       'echo/handler.js': ECHO,
+      'spin/function.yaml': functionManifest('spin', { timeoutSec: 1 }),
+      'spin/handler.js': SPIN,
     });
     system = await startTestSystem({ url: repo.dir, proxyThread });
     await eventually(
-      async () => (await system.functionStatus('echo'))?.phase === 'Ready',
+      async () =>
+        (await system.functionStatus('echo'))?.phase === 'Ready' &&
+        (await system.functionStatus('spin'))?.phase === 'Ready',
       30_000,
-      'echo ready',
+      'echo and spin ready',
     );
   });
 
@@ -117,6 +130,20 @@ describe.each([
     // The handler sleeps 15 s: a 504 well before that shows the proxy did not wait for it. The bound
     // is generous on purpose, so that a loaded machine does not fail it.
     expect(Date.now() - started).toBeLessThan(10_000);
+  });
+
+  it("answers the proxy's own 504 when the runtime cannot answer at all (a busy loop)", async () => {
+    const started = Date.now();
+    const response = await system.call('/fn/default/spin');
+    const elapsed = Date.now() - started;
+    // The proxy's words, not the runtime's ("function timed out after 1s"), which never come here.
+    expect({ status: response.status, body: await response.text() }).toEqual({
+      status: 504,
+      body: JSON.stringify({ error: 'function default/spin timed out after 1s' }),
+    });
+    // timeoutSec (1 s) plus the proxy's 1 s of grace; well before the handler lets go after 8 s.
+    expect(elapsed).toBeGreaterThanOrEqual(1900);
+    expect(elapsed).toBeLessThan(6000);
   });
 
   it('strips hop-by-hop headers in both directions', async () => {

@@ -73,6 +73,20 @@ async function refusal(auth: JwtAuthenticator, header: string | undefined): Prom
 }
 
 describe('JwtAuthenticator', () => {
+  it('refuses a token without an expiry, however well signed: it would be good forever', async () => {
+    const auth = authenticator(es.publicKey);
+    const forever = await new SignJWT({ sub: 'a' })
+      .setProtectedHeader({ alg: 'ES256' })
+      .setIssuer(ISSUER)
+      .setAudience(AUDIENCE)
+      .sign(es.privateKey);
+    const error = await refusal(auth, `Bearer ${forever}`);
+    expect(error).toBeInstanceOf(UnauthorizedError);
+    expect(error.message).toBe('token claim "exp" is missing');
+    // The control: the same token with an expiry passes.
+    expect((await auth.authenticate(request(`Bearer ${await token({ sub: 'a' })}`))).subject).toBe('a');
+  });
+
   it('maps the subject to its golden namespace and honours only a boolean true admin claim', async () => {
     const auth = authenticator(es.publicKey);
     expect(await auth.authenticate(request(`Bearer ${await token({ sub: 'alice' })}`))).toEqual({

@@ -1,4 +1,5 @@
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import { PassThrough } from 'node:stream';
 import type { Dispatcher } from 'undici';
 import { sendJson, writeUpstreamChunk } from '../answers.js';
 import { RELAYED_CLIENT_ADDRESS } from '../client-address.js';
@@ -36,7 +37,10 @@ export class MainThreadRelay {
         path: req.url ?? '/',
         method: (req.method ?? 'GET') as Dispatcher.HttpMethod,
         headers,
-        body: hasBody ? req : null,
+        // Not the request itself: undici destroys the body it was given when the main thread answers
+        // early, which would leave the client's connection open and no longer read (the answer
+        // could then not end it). Through a stream of its own, the request stays the relay's.
+        body: hasBody ? req.pipe(new PassThrough()) : null,
         headersTimeout: 0,
         bodyTimeout: 0,
       },
@@ -53,6 +57,7 @@ export class MainThreadRelay {
 class RelayedExchange implements Dispatcher.DispatchHandler {
   private controller: Dispatcher.DispatchController | undefined;
   private finished = false;
+  private early = false;
 
   constructor(
     private readonly req: IncomingMessage,
@@ -72,7 +77,12 @@ class RelayedExchange implements Dispatcher.DispatchHandler {
     headers: IncomingHttpHeaders,
   ): void {
     if (statusCode < 200) return;
-    this.res.writeHead(statusCode, stripHopByHop(headers));
+    const answer = stripHopByHop(headers);
+    // An answer before the client's body was read (a 413, a 401): the rest of the body would be the
+    // next request's start, so the connection ends with it, as fastify's own early answers say.
+    this.early = !this.req.complete;
+    if (this.early) answer.connection = 'close';
+    this.res.writeHead(statusCode, answer);
     // The main thread sent its headers, so the client gets them now: a log stream that follows sends
     // its headers and then waits for lines, and node:http would hold them until the first one.
     this.res.flushHeaders();
@@ -84,13 +94,41 @@ class RelayedExchange implements Dispatcher.DispatchHandler {
 
   onResponseEnd(): void {
     this.finished = true;
-    this.res.end();
+    if (this.early) this.endEarly();
+    else this.res.end();
   }
 
   onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
     this.finished = true;
+    if (this.res.destroyed) {
+      this.req.resume();
+      return;
+    }
+    const body = { error: `sless is not answering: ${error.message}` };
+    if (this.req.complete || this.res.headersSent) {
+      this.req.resume();
+      sendJson(this.res, 503, body, { 'retry-after': '1' });
+      return;
+    }
+    const payload = JSON.stringify(body);
+    this.res.writeHead(503, {
+      'content-type': 'application/json; charset=utf-8',
+      'content-length': Buffer.byteLength(payload),
+      'retry-after': '1',
+      connection: 'close',
+    });
+    this.res.write(payload);
+    this.endEarly();
+  }
+
+  /**
+   * Ends an answer the client got before its body was read: the rest of the body is discarded, and
+   * the public listener's lingering close (lingerOnClose) ends the connection once the client's
+   * body has ended, or cuts it after a bound.
+   */
+  private endEarly(): void {
+    this.req.unpipe();
     this.req.resume();
-    if (this.res.destroyed) return;
-    sendJson(this.res, 503, { error: `sless is not answering: ${error.message}` }, { 'retry-after': '1' });
+    this.res.end();
   }
 }

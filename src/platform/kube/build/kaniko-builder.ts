@@ -1,11 +1,13 @@
 /**
- * Builder on Kubernetes: build context → S3 → one kaniko Job per (function, commit) → registry.
+ * Builder on Kubernetes: build context → S3 → one kaniko Job per (function, build key) → registry.
  *
- * Build once (seeds: 94 kaniko Jobs): the Job name derives from function and commit, concurrent calls
- * in this process share one promise, and a Job that already exists (another replica, or this
- * controller before a restart) is attached to, never duplicated. Whether a build exists is read from
- * the Jobs themselves (label build-key, condition Complete, digest annotation), durable state that no
- * status writer can reset.
+ * Build once (seeds: 94 kaniko Jobs): a build is identified by its build key, not by the commit that
+ * asked for it. Concurrent calls in this process share one promise per key, and a Job of the key that
+ * already exists, at any commit (another replica's, or this controller's before a restart, still
+ * running or finished), is attached to, never duplicated; its image keeps the tag of the commit it
+ * was built at. Only a new Job's name derives from function and commit. Whether a build exists is
+ * read from the Jobs themselves (label build-key, condition Complete, digest annotation), durable
+ * state that no status writer can reset.
  */
 import { GetObjectCommand, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
@@ -123,7 +125,8 @@ export class KanikoBuilder implements Builder {
   }
 
   build(request: BuildRequest): Promise<BuildRecord> {
-    const key = `${request.fn.metadata.namespace}/${request.fn.metadata.name}@${request.buildKey}/${request.commit}`;
+    // Per build key, not per commit: an env-only commit asks for the code being built already.
+    const key = `${request.fn.metadata.namespace}/${request.fn.metadata.name}@${request.buildKey}`;
     const running = this.inFlight.get(key);
     if (running) return running;
     const promise = this.buildOnce(request).finally(() => this.inFlight.delete(key));
@@ -131,16 +134,55 @@ export class KanikoBuilder implements Builder {
     return promise;
   }
 
-  /** Forgets a failed build so it can run again (the API's rebuild): deletes its Job. */
+  /**
+   * Forgets a failed build so it can run again (the API's rebuild): deletes its Job, at whatever
+   * commit it ran (buildOnce would attach to a failed Job of the key at an earlier commit too).
+   */
   async discardFailed(fn: SlessFunction): Promise<void> {
     const buildKey = fn.metadata.annotations?.[ANNOTATION_BUILD_KEY];
     const commit = fn.metadata.annotations?.[ANNOTATION_COMMIT];
     if (!buildKey || !commit) return;
-    const { name, job } = await this.jobFor(fn, buildKey, commit);
-    if (job && jobFailed(job))
-      await this.options.http.request('DELETE', objectPath(JOB, this.options.controllerNamespace, name), {
-        body: { apiVersion: 'v1', kind: 'DeleteOptions', propagationPolicy: 'Background' },
-      });
+    for (const job of await this.jobsOfKey(fn, buildKey))
+      if (jobFailed(job))
+        await this.options.http.request(
+          'DELETE',
+          objectPath(JOB, this.options.controllerNamespace, job.metadata.name),
+          { body: { apiVersion: 'v1', kind: 'DeleteOptions', propagationPolicy: 'Background' } },
+        );
+  }
+
+  /** This function's build Jobs of one build key, at any commit, but for those being deleted. */
+  private async jobsOfKey(fn: SlessFunction, buildKey: string): Promise<KubeObject[]> {
+    const jobs = await listObjects<KubeObject>(this.options.http, JOB, {
+      namespace: this.options.controllerNamespace,
+      labels: {
+        [LABEL_FUNCTION]: fn.metadata.name,
+        [LABEL_FUNCTION_NAMESPACE]: fn.metadata.namespace,
+        [LABEL_BUILD_KEY]: buildKey,
+      },
+    });
+    return jobs.items.filter((job) => !job.metadata.deletionTimestamp);
+  }
+
+  /**
+   * The Job that builds (or built) this code already, at whatever commit: one still running or
+   * succeeded before one that failed (a failed build is final for its code until a rebuild), then the
+   * newest. After a controller restart this is what makes an env-only commit that arrived mid-build
+   * wait for the build at the earlier commit instead of building the same code again.
+   */
+  private async existingBuild(
+    fn: SlessFunction,
+    buildKey: string,
+  ): Promise<{ name: string; job: KubeObject } | undefined> {
+    const jobs = await this.jobsOfKey(fn, buildKey);
+    const rank = (job: KubeObject) => (jobFailed(job) ? 1 : 0);
+    const [job] = jobs.sort(
+      (a, b) =>
+        rank(a) - rank(b) ||
+        (b.metadata.creationTimestamp ?? '').localeCompare(a.metadata.creationTimestamp ?? '') ||
+        a.metadata.name.localeCompare(b.metadata.name),
+    );
+    return job ? { name: job.metadata.name, job } : undefined;
   }
 
   /**
@@ -179,7 +221,7 @@ export class KanikoBuilder implements Builder {
       buildKey,
     });
     const startedAt = new Date().toISOString();
-    const found = await this.jobFor(fn, buildKey, commit);
+    const found = (await this.existingBuild(fn, buildKey)) ?? (await this.jobFor(fn, buildKey, commit));
     const name = found.name;
     let job = found.job;
     try {
@@ -234,7 +276,8 @@ export class KanikoBuilder implements Builder {
       const finished = (error instanceof JobFailedError && error.finishedAt) || new Date().toISOString();
       const record: BuildRecord = {
         buildKey,
-        commit,
+        // The commit the failed Job built, which an attach at a later commit of the same code reports.
+        commit: job?.metadata.annotations?.[ANNOTATION_COMMIT_FULL] ?? commit,
         result: 'Failed',
         startedAt: started,
         finishedAt: finished,

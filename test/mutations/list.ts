@@ -1,0 +1,328 @@
+/**
+ * Hand-written mutations of the guards in the README's security model and of the build and state
+ * invariants: each weakens one guard the smallest plausible way, and names the test files that must
+ * fail with it. `npm run mutate:guards` (test/mutations/run.ts) applies them one at a time in a
+ * throwaway worktree and fails when one survives. `from` must occur exactly once in `file`.
+ *
+ * Adding a guard: write the weakening you would fear in review, run `npm run mutate:guards -- <id>`,
+ * and if it survives, write the test at the level the guard acts (through the real entry point where
+ * practical) until it is caught.
+ */
+export interface GuardMutation {
+  /** Stable, kebab-case; what `npm run mutate:guards -- <id>` selects. */
+  id: string;
+  /** The guard this weakens, in one sentence. */
+  guard: string;
+  /** Repository-relative path of the file to edit. */
+  file: string;
+  /** Exact text, occurring exactly once in `file`. */
+  from: string;
+  /** Its replacement. */
+  to: string;
+  /** Test files (repository-relative) of which at least one must fail with the mutation. */
+  tests: string[];
+}
+
+export const MUTATIONS: GuardMutation[] = [
+  // ---- The /fn/ proxy ----
+  {
+    id: 'proxy-headers-timeout-dropped',
+    guard:
+      "The proxy bounds the wait for a function's answer by its own timeout (timeoutSec + 1 s), even when the runtime cannot answer by itself.",
+    file: 'src/proxy/function-proxy.ts',
+    from: '        headersTimeout: timeoutMs,\n',
+    to: '',
+    tests: ['test/local/proxy.test.ts'],
+  },
+  {
+    id: 'proxy-timeout-not-504',
+    guard: "The proxy's own timeout answers 504 with its own message, not a 502 'unreachable'.",
+    file: 'src/proxy/function-proxy.ts',
+    from: 'if (error instanceof undiciErrors.HeadersTimeoutError || error instanceof undiciErrors.BodyTimeoutError) {',
+    to: 'if (error instanceof undiciErrors.BodyTimeoutError) {',
+    tests: ['test/local/proxy.test.ts'],
+  },
+
+  // ---- Paths from repositories ----
+  {
+    id: 'symlink-only-repo-checked',
+    guard:
+      "A symlink in a function's code is materialised only when it stays inside the function's directory, not merely inside the repository.",
+    file: 'src/packaging/materialize.ts',
+    from: 'if (resolved === undefined || !isWithin(codeDir, resolved)) {',
+    to: 'if (resolved === undefined) {',
+    tests: ['test/local/symlinks.test.ts'],
+  },
+  {
+    id: 'is-within-prefix',
+    guard: 'A path is within a directory only below `dir/`: `fg/x` is not within `f`.',
+    file: 'src/core/paths.ts',
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: the source text itself, not a template
+    from: 'path.startsWith(`${dir}/`)',
+    to: 'path.startsWith(dir)',
+    tests: ['src/core/paths.test.ts', 'test/local/symlinks.test.ts'],
+  },
+  {
+    id: 'repo-path-dotdot-prefix',
+    guard: 'A repository path that climbs out with `../` is refused (not only a bare `..`).',
+    file: 'src/core/paths.ts',
+    from: "if (normalized === '..' || normalized.startsWith('../')) return undefined;",
+    to: "if (normalized === '..') return undefined;",
+    tests: ['src/core/paths.test.ts', 'src/manifest/load.test.ts'],
+  },
+  {
+    id: 'repo-path-absolute',
+    guard: 'An absolute repository path is refused.',
+    file: 'src/core/paths.ts',
+    from: '  if (posix.isAbsolute(path)) return undefined;\n',
+    to: '',
+    tests: ['src/core/paths.test.ts', 'src/manifest/load.test.ts'],
+  },
+
+  // ---- Secrets and source caches per namespace ----
+  {
+    id: 'git-cache-without-namespace',
+    guard:
+      'Local git caches are per namespace: a commit one namespace fetched with its secret is not readable by another namespace naming the same URL.',
+    file: 'src/platform/local/source-readers.ts',
+    from: 'cacheDir: join(this.cacheDir, source.metadata.namespace),',
+    to: 'cacheDir: this.cacheDir,',
+    tests: ['test/local/git-credentials.test.ts'],
+  },
+  {
+    id: 'secret-empty-value-counts',
+    guard: 'An empty SLESS_SECRET_<NS>__<NAME>_TOKEN is no secret: the source fails with "no such secret".',
+    file: 'src/platform/local/source-readers.ts',
+    from: "if (password === undefined || password === '') return undefined;",
+    to: 'if (password === undefined) return undefined;',
+    tests: ['test/local/git-credentials.test.ts'],
+  },
+  {
+    id: 'webhook-empty-secret-accepted',
+    guard: 'A source whose webhook secret is empty takes no webhooks (an empty key would let anyone sign).',
+    file: 'src/api/webhooks/plugin.ts',
+    from: "if (secret === undefined || secret === '')",
+    to: 'if (secret === undefined)',
+    tests: ['test/api/webhooks.test.ts'],
+  },
+  {
+    id: 'webhook-global-secret-allowed',
+    guard: 'Start-up refuses a global SLESS_WEBHOOK_SECRET, which would sign for every namespace.',
+    file: 'src/config/auth.ts',
+    from: 'if (nonEmpty(env[WEBHOOK_PREFIX]) !== undefined)',
+    to: 'if (false)',
+    tests: ['src/config/auth.test.ts', 'test/api/webhooks.test.ts'],
+  },
+
+  // ---- Webhook signatures ----
+  {
+    id: 'webhook-hmac-not-constant-time',
+    guard: 'HMAC signatures are compared in constant time.',
+    file: 'src/api/webhooks/signature.ts',
+    from: "return timingSafeEqual(expected, Buffer.from(providedHex, 'hex'));",
+    to: "return expected.equals(Buffer.from(providedHex, 'hex'));",
+    tests: ['src/api/webhooks/signature.test.ts'],
+  },
+  {
+    id: 'webhook-token-not-constant-time',
+    guard: 'GitLab tokens are compared in constant time, over equal-length digests.',
+    file: 'src/api/webhooks/signature.ts',
+    from: 'return timingSafeEqual(a, b);',
+    to: 'return secret === provided;',
+    tests: ['src/api/webhooks/signature.test.ts'],
+  },
+  {
+    id: 'webhook-hmac-length-check-off',
+    guard: 'A signature that is not exactly 64 hex digits is refused before comparing.',
+    file: 'src/api/webhooks/signature.ts',
+    from: 'if (!/^[0-9a-fA-F]{64}$/.test(providedHex)) return false;',
+    to: 'if (!/^[0-9a-fA-F]*$/.test(providedHex)) return false;',
+    tests: ['src/api/webhooks/signature.test.ts', 'test/api/webhooks.test.ts'],
+  },
+
+  // ---- JWT ----
+  {
+    id: 'jwt-audience-dropped',
+    guard: 'A bearer JWT must name the configured audience.',
+    file: 'src/api/auth/jwt.ts',
+    from: '        audience: this.options.audience,\n',
+    to: '',
+    tests: ['src/api/auth/jwt.test.ts', 'test/api/auth.test.ts'],
+  },
+  {
+    id: 'jwt-issuer-dropped',
+    guard: 'A bearer JWT must come from the configured issuer.',
+    file: 'src/api/auth/jwt.ts',
+    from: '        issuer: this.options.issuer,\n',
+    to: '',
+    tests: ['src/api/auth/jwt.test.ts', 'test/api/auth.test.ts'],
+  },
+  {
+    id: 'jwt-exp-not-required',
+    guard: 'A bearer JWT without an expiry is refused.',
+    file: 'src/api/auth/jwt.ts',
+    from: "requiredClaims: ['sub', 'exp'],",
+    to: "requiredClaims: ['sub'],",
+    tests: ['src/api/auth/jwt.test.ts', 'test/api/auth.test.ts'],
+  },
+  {
+    id: 'jwt-admin-truthy',
+    guard: 'Only the admin claim set to the boolean true makes an admin (not "false", not 1).',
+    file: 'src/api/auth/jwt.ts',
+    from: 'admin: payload[this.options.adminClaim] === true,',
+    to: 'admin: Boolean(payload[this.options.adminClaim]),',
+    tests: ['src/api/auth/jwt.test.ts', 'test/api/auth.test.ts'],
+  },
+
+  // ---- Tenant isolation on /v1 ----
+  {
+    id: 'tenant-namespace-prefix',
+    guard: 'A tenant acts only in its own namespace: exactly its name, not one that starts with it.',
+    file: 'src/api/auth/plugin.ts',
+    from: 'principal.namespace !== ns)',
+    to: '!ns.startsWith(principal.namespace))',
+    tests: ['src/api/auth/plugin.test.ts', 'test/api/auth.test.ts'],
+  },
+  {
+    id: 'tenant-namespace-check-dropped',
+    guard: "A non-admin's request to another namespace is refused.",
+    file: 'src/api/auth/plugin.ts',
+    from: "if (typeof ns === 'string' && !principal.admin && principal.namespace !== ns)",
+    to: "if (typeof ns === 'string' && !principal.admin && principal.namespace === undefined)",
+    tests: ['src/api/auth/plugin.test.ts', 'test/api/auth.test.ts'],
+  },
+
+  // ---- Without authentication: loopback only ----
+  {
+    id: 'loopback-host-unanchored',
+    guard:
+      'Without auth, only Host: localhost/127.x/[::1] is answered, not a name that merely starts with 127.x (127.0.0.1.nip.io).',
+    file: 'src/api/auth/loopback-guard.ts',
+    from: '/^127\\.\\d{1,3}\\.\\d{1,3}\\.\\d{1,3}$/',
+    to: '/^127\\.\\d{1,3}\\.\\d{1,3}\\.\\d{1,3}/',
+    tests: ['src/api/auth/loopback-guard.test.ts', 'test/security/loopback-browser.test.ts'],
+  },
+  {
+    id: 'loopback-same-site-allowed',
+    guard: 'Without auth, a browser fetch from another site is refused, same-site included (Sec-Fetch-Site).',
+    file: 'src/api/auth/loopback-guard.ts',
+    from: "if (typeof site === 'string' && !SAME_SITE_FETCH.has(site))",
+    to: "if (site === 'cross-site')",
+    tests: ['src/api/auth/loopback-guard.test.ts', 'test/security/loopback-browser.test.ts'],
+  },
+
+  // ---- Operator surfaces and settings ----
+  {
+    id: 'metrics-any-tenant',
+    guard: 'With auth on, /metrics (which names every tenant) needs an admin token or the scrape token.',
+    file: 'src/api/routes/health.ts',
+    from: "  if (!principal.admin) throw new ForbiddenError('/metrics names every tenant: admins only');\n",
+    to: '',
+    tests: ['test/security/auth-surfaces.test.ts', 'test/api/auth.test.ts'],
+  },
+  {
+    id: 'sandbox-off-flag-with-auth',
+    guard:
+      'With authentication on, --sandbox off is refused, whether it comes as a flag or as SLESS_SANDBOX.',
+    file: 'src/config/config.ts',
+    from: "if (sandbox === 'off' && !authDisabled)",
+    to: "if (sandbox === 'off' && !authDisabled && env.SLESS_SANDBOX === 'off')",
+    tests: ['src/config/config.test.ts', 'test/security/sandbox-required.test.ts'],
+  },
+  {
+    id: 'yaml-aliases-unlimited',
+    guard: 'A manifest file with more than 100 YAML aliases is refused (no billion laughs).',
+    file: 'src/manifest/load.ts',
+    from: 'const MAX_ALIASES = 100;',
+    to: 'const MAX_ALIASES = -1;',
+    tests: ['src/manifest/load.test.ts', 'test/security/repo-limits.test.ts'],
+  },
+
+  // ---- Quotas ----
+  {
+    id: 'quota-other-sources-ignored',
+    guard: "The function quota counts the namespace's other sources' functions too, not only this commit's.",
+    file: 'src/reconcile/source-sync.ts',
+    from: '    if (others + mine <= deps.maxFunctions) return undefined;\n',
+    to: '    return undefined;\n',
+    tests: ['src/reconcile/source-sync.test.ts', 'test/security/tenant-settings.test.ts'],
+  },
+
+  // ---- Outbound address guard ----
+  {
+    id: 'outbound-first-answer-only',
+    guard:
+      'Every DNS answer is checked, so a mixed public/private answer cannot be raced into the private one.',
+    file: 'src/source/outbound.ts',
+    from: 'for (const { address } of addresses) {',
+    to: 'for (const { address } of addresses.slice(0, 1)) {',
+    tests: ['src/source/outbound.test.ts'],
+  },
+  {
+    id: 'outbound-loopback-off-by-one',
+    guard: 'The whole of 127.0.0.0/8 is loopback.',
+    file: 'src/source/outbound.ts',
+    from: "['127.0.0.0', 8, 'ipv4', 'a loopback'],",
+    to: "['127.0.0.0', 9, 'ipv4', 'a loopback'],",
+    tests: ['src/source/outbound.test.ts'],
+  },
+  {
+    id: 'outbound-private-10-off-by-one',
+    guard: 'The whole of 10.0.0.0/8 is private.',
+    file: 'src/source/outbound.ts',
+    from: "['10.0.0.0', 8, 'ipv4', 'a private'],",
+    to: "['10.0.0.0', 9, 'ipv4', 'a private'],",
+    tests: ['src/source/outbound.test.ts'],
+  },
+  {
+    id: 'outbound-ipv6-literal-brackets',
+    guard: 'An IPv6 address literal in a URL ([::1]) is checked like any other address.',
+    file: 'src/source/outbound.ts',
+    from: "const bare = hostname.replace(/^\\[|\\]$/g, '');",
+    to: 'const bare = hostname;',
+    tests: ['src/source/outbound.test.ts'],
+  },
+  {
+    id: 'outbound-mapped-ipv4',
+    guard: 'An IPv4-mapped IPv6 address (::ffff:127.0.0.1) is judged by the IPv4 address it carries.',
+    file: 'src/source/outbound.ts',
+    from: "const family = isIP(address) === 6 ? 'ipv6' : 'ipv4';",
+    to: "const family = isIP(address) === 6 && !address.toLowerCase().startsWith('::ffff:') ? 'ipv6' : 'ipv4';",
+    tests: ['src/source/outbound.test.ts'],
+  },
+
+  // ---- Builds and state ----
+  {
+    id: 'build-already-exists-fails',
+    guard:
+      'Build once: a build Job that already exists (another reconcile or replica made it) counts as ours.',
+    file: 'src/platform/kube/build/kaniko-builder.ts',
+    from: 'if (!isStatus(error, 409)) throw error;',
+    to: 'throw error;',
+    tests: ['test/kube/builds.test.ts'],
+  },
+  {
+    id: 'gc-serving-not-kept',
+    guard: 'Build GC keeps the build that serves, whatever the history limit.',
+    file: 'src/reconcile/build-gc.ts',
+    from: '    build.serving ||\n',
+    to: '',
+    tests: ['src/reconcile/build-gc.test.ts', 'test/local/build-gc.test.ts'],
+  },
+  {
+    id: 'gc-pinned-not-kept',
+    guard: "Build GC keeps the build made at a source's pinned commit.",
+    file: 'src/reconcile/build-gc.ts',
+    from: '    rules?.buildKeys.has(build.buildKey) === true ||\n    (build.commit !== undefined && rules?.commits.has(build.commit) === true)',
+    to: '    rules?.buildKeys.has(build.buildKey) === true',
+    tests: ['src/reconcile/build-gc.test.ts', 'test/local/build-gc.test.ts'],
+  },
+  {
+    id: 'gc-pending-job-not-kept',
+    guard: 'Build GC keeps the build a pending FunctionJob is about to run.',
+    file: 'src/reconcile/build-gc.ts',
+    from: "if (phase !== 'Running' && phase !== 'Pending') continue;",
+    to: "if (phase !== 'Running') continue;",
+    tests: ['src/reconcile/build-gc.test.ts', 'test/local/build-gc.test.ts'],
+  },
+];
