@@ -3,6 +3,7 @@
  * source reader do is under the test's control; the reconciler is what is under test.
  */
 import { pino } from 'pino';
+import { RecordedFailure } from '../../src/core/errors.js';
 import type {
   Builder,
   JobOutcome,
@@ -135,13 +136,17 @@ export function readerOf(options: {
 /**
  * Reconciles one Function as the controller does, pass after pass: a build or rollout a pass starts
  * runs in the background, and its end brings the next pass, which takes its outcome. Ends when a pass
- * starts nothing more; a pass that throws ends it with that error. `deps` lacks only the trackers.
+ * starts nothing more; a pass that throws ends it with that error, unless `retries` allows the work
+ * queue's retry of a failure that is not recorded (a real API server's 504 under load). `deps` lacks
+ * only the trackers.
  */
 export async function reconcileUntilQuiet(
   deps: Omit<FunctionReconcileDeps, 'builds' | 'rollouts'>,
   namespace: string,
   name: string,
+  options: { retries?: number } = {},
 ): Promise<{ passes: number }> {
+  let retries = options.retries ?? 0;
   let queued = 0;
   const full: FunctionReconcileDeps = {
     ...deps,
@@ -150,7 +155,7 @@ export async function reconcileUntilQuiet(
   };
   for (let passes = 1; ; passes++) {
     queued = 0;
-    await reconcileAndPatch({
+    const failed = await reconcileAndPatch({
       store: deps.store,
       logger: deps.logger,
       ref: objectRef('Function', namespace, name),
@@ -158,7 +163,15 @@ export async function reconcileUntilQuiet(
       reconcile: (fn: SlessFunction, update: StatusUpdate<FunctionStatus>) =>
         reconcileFunction(full, fn, update),
       finalize: () => finalizeFunction(full, namespace, name),
-    });
+    }).then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    if (failed !== undefined) {
+      if (failed instanceof RecordedFailure || retries-- <= 0) throw failed;
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      continue;
+    }
     if (full.builds.size === 0 && full.rollouts.size === 0 && queued === 0) return { passes };
     await full.builds.idle();
     await full.rollouts.idle();

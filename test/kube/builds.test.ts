@@ -116,6 +116,9 @@ describe('build once', () => {
         },
         env.ns,
         'burst',
+        // Fifty writers at once can make the API server answer 504 on this machine; the work queue
+        // retries that, and so does this.
+        { retries: 5 },
       ),
     );
     const name = await completeBuild(env, 'burst', commit, 'burst');

@@ -1,7 +1,6 @@
 /**
  * `sless controller` (the compiled CLI, bin/sless.js) as a child process configured by env, as it runs
  * in a pod: so that "the controller is killed" can be a real SIGKILL, with nothing flushed or released.
- * (leader-election.test.ts has its own copy of this, with the same environment.)
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
@@ -105,6 +104,14 @@ export class ControllerProcess {
       async () => (await readyz(this.url))?.leader.isLeader,
       timeoutMs,
     );
+  }
+
+  /** Resolves once it serves /readyz, leader or not: who leads, as it sees it. */
+  async ready(): Promise<LeaderInfo> {
+    const started = Date.now();
+    const info = (await eventually(`${this.url} ready`, () => readyz(this.url), 60_000)).leader;
+    process.stdout.write(`${info.identity} ready after ${Date.now() - started} ms\n`);
+    return info;
   }
 
   /** `POST …/sources/{name}/sync`: the sync's outcome. */

@@ -7,17 +7,11 @@
  * Fakes, as in gitops.test.ts: there is no kubelet or kaniko (the test marks the build Job done and
  * Deployments available), and a plain HTTP server stands in for the function's Service.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
-import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { PACKAGE_ROOT } from '../../src/config/config.js';
 import type { KubeControllerConfig } from '../../src/config/kube.js';
-import type { LeaderInfo } from '../../src/core/leadership.js';
 import { buildName } from '../../src/core/naming.js';
 import type { SlessFunction } from '../../src/core/resources.js';
 import { type KubeSystem, startKubeSystem } from '../../src/main.js';
@@ -28,6 +22,7 @@ import { slessType } from '../../src/platform/kube/resource-types.js';
 import { kubeConfigFromInfo } from '../cluster/fixture.ts';
 import { functionManifest, git, gitSource, nodeHandler, TestRepo, tempDir } from '../helpers/git.js';
 import { startGitHttpServer } from '../helpers/git-http-server.js';
+import { ControllerProcess, freePort, readyz } from './controller-process.js';
 import {
   eventually,
   fakeDigest,
@@ -103,11 +98,6 @@ async function events(env: KubeEnv): Promise<EventObject[]> {
     { namespace: env.ns },
   );
   return all.items.filter((e) => e.reportingComponent === 'sless.dev/sless-controller');
-}
-
-async function readyz(url: string): Promise<{ status: string; leader: LeaderInfo } | undefined> {
-  const res = await fetch(`${url}/readyz`).catch(() => undefined);
-  return res?.ok ? ((await res.json()) as { status: string; leader: LeaderInfo }) : undefined;
 }
 
 const envOf = async (env: KubeEnv, name: string) =>
@@ -292,99 +282,16 @@ describe('leader election: two replicas in one process, each with its own client
   }, 120_000);
 });
 
-/** `sless controller` (the compiled CLI) as it runs in a pod, configured by env. */
-class ControllerProcess {
-  readonly url: string;
-  readonly tail: string[] = [];
-  private readonly child: ChildProcess;
-  readonly exited: Promise<unknown>;
-
-  constructor(
-    env: KubeEnv,
-    readonly identity: string,
-    port: number,
-    timing: Record<string, string>,
-  ) {
-    this.url = `http://127.0.0.1:${port}`;
-    const c = env.config;
-    this.child = spawn(
-      process.execPath,
-      [
-        join(PACKAGE_ROOT, 'bin/sless.js'),
-        'controller',
-        '--host',
-        '127.0.0.1',
-        '--port',
-        String(port),
-        '--namespace',
-        env.controllerNs,
-        '--watch-namespaces',
-        env.ns,
-      ],
-      {
-        cwd: PACKAGE_ROOT,
-        stdio: ['ignore', 'pipe', 'pipe'],
-        env: {
-          PATH: process.env.PATH,
-          HOME: process.env.HOME,
-          // The run's temp directory, which the run removes: a replica killed mid-build leaves its
-          // build-context staging there, not in the machine's /tmp.
-          TMPDIR: tmpdir(),
-          KUBECONFIG: env.cluster.kubeconfigPath,
-          POD_NAME: identity,
-          SLESS_LEASE_NAME: 'sless-controller-proc',
-          SLESS_REGISTRY: c.registry,
-          SLESS_REGISTRY_INSECURE: 'true',
-          SLESS_S3_ENDPOINT: c.s3.endpoint,
-          SLESS_S3_BUCKET: c.s3.bucket,
-          SLESS_S3_REGION: c.s3.region,
-          AWS_ACCESS_KEY_ID: c.s3.accessKeyId,
-          AWS_SECRET_ACCESS_KEY: c.s3.secretAccessKey,
-          SLESS_EXTERNAL_URL: c.externalUrl,
-          SLESS_STATE_DIR: `${c.stateDir}-${identity}`,
-          SLESS_OUTBOUND_ALLOW: '127.0.0.1/32',
-          ...timing,
-        },
-      },
-    );
-    this.exited = once(this.child, 'exit');
-    // Its log is printed as it comes only when asked for (SLESS_TEST_LOG); its tail is kept so that a
-    // failing test can say what the controllers did (see dumpLogTails).
-    for (const stream of [this.child.stdout, this.child.stderr])
-      if (stream)
-        createInterface({ input: stream }).on('line', (line) => {
-          this.tail.push(line);
-          if (this.tail.length > 200) this.tail.shift();
-          if (process.env.SLESS_TEST_LOG) process.stderr.write(`[${identity}] ${line}\n`);
-        });
-  }
-
-  async ready(): Promise<LeaderInfo> {
-    const started = Date.now();
-    const info = (await eventually(`${this.url} ready`, () => readyz(this.url), 60_000)).leader;
-    process.stdout.write(`${info.identity} ready after ${Date.now() - started} ms\n`);
-    return info;
-  }
-
-  kill(signal: NodeJS.Signals): void {
-    this.child.kill(signal);
-  }
-}
-
 describe('leader election: real controller processes, SIGKILL and SIGTERM', () => {
   let env: KubeEnv;
   let repo: Awaited<ReturnType<typeof gitFixture>>;
   const processes: ControllerProcess[] = [];
 
-  const freePort = async () => {
-    const server = createServer();
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    const { port } = server.address() as AddressInfo;
-    await new Promise((r) => server.close(r));
-    return port;
-  };
   const controller = async (identity: string, timing: Record<string, string>) => {
-    const p = new ControllerProcess(env, identity, await freePort(), timing);
+    const p = new ControllerProcess(env, identity, await freePort(), {
+      SLESS_LEASE_NAME: 'sless-controller-proc',
+      ...timing,
+    });
     processes.push(p);
     return p;
   };

@@ -76,6 +76,20 @@ describe('a source recovers by itself and coalesces syncs', () => {
     );
   const refListings = () =>
     server.requests.filter((r) => r.method === 'GET' && r.path.endsWith('/info/refs'));
+  /** One signed GitHub push delivery of `pushed`, with a delivery id of its own. */
+  const deliver = (pushed: string) => {
+    const body = JSON.stringify({ ref: 'refs/heads/main', after: pushed, repository: { full_name: 'o/r' } });
+    return system.call('/v1/webhooks/default/test', {
+      method: 'POST',
+      body,
+      headers: {
+        'content-type': 'application/json',
+        'x-github-event': 'push',
+        'x-github-delivery': randomUUID(),
+        'x-hub-signature-256': `sha256=${createHmac('sha256', SECRET).update(body).digest('hex')}`,
+      },
+    });
+  };
 
   beforeAll(async () => {
     root = await tempDir('recovery-root');
@@ -141,22 +155,7 @@ describe('a source recovers by itself and coalesces syncs', () => {
     await git(work.dir, 'push', '--quiet', 'origin', 'main');
     const pushed = await git(work.dir, 'rev-parse', 'HEAD');
     const before = refListings().length;
-    const body = JSON.stringify({ ref: 'refs/heads/main', after: pushed, repository: { full_name: 'o/r' } });
-    const signature = `sha256=${createHmac('sha256', SECRET).update(body).digest('hex')}`;
-    const answers = await Promise.all(
-      Array.from({ length: 100 }, () =>
-        system.call('/v1/webhooks/default/test', {
-          method: 'POST',
-          body,
-          headers: {
-            'content-type': 'application/json',
-            'x-github-event': 'push',
-            'x-github-delivery': randomUUID(),
-            'x-hub-signature-256': signature,
-          },
-        }),
-      ),
-    );
+    const answers = await Promise.all(Array.from({ length: 100 }, () => deliver(pushed)));
     for (const answer of answers)
       expect((await answer.json()) as unknown).toEqual({
         status: 'accepted',
@@ -180,21 +179,10 @@ describe('a source recovers by itself and coalesces syncs', () => {
   it('100 webhook deliveries spread over 3 s cost about one sync a second, not one each', async () => {
     const pushed = await work.commit({ 'hello/handler.js': nodeHandler(`return 'spread';`) });
     await git(work.dir, 'push', '--quiet', 'origin', 'main');
-    const body = JSON.stringify({ ref: 'refs/heads/main', after: pushed, repository: { full_name: 'o/r' } });
-    const signature = `sha256=${createHmac('sha256', SECRET).update(body).digest('hex')}`;
     const before = refListings().length;
     const started = Date.now();
     for (let i = 0; i < 100; i++) {
-      const answer = await system.call('/v1/webhooks/default/test', {
-        method: 'POST',
-        body,
-        headers: {
-          'content-type': 'application/json',
-          'x-github-event': 'push',
-          'x-github-delivery': randomUUID(),
-          'x-hub-signature-256': signature,
-        },
-      });
+      const answer = await deliver(pushed);
       expect(answer.status).toBe(202);
       await answer.arrayBuffer();
       await new Promise((resolve) => setTimeout(resolve, 30));
