@@ -21,6 +21,11 @@ export interface GuardMutation {
   to: string;
   /** Test files (repository-relative) of which at least one must fail with the mutation. */
   tests: string[];
+  /**
+   * How long the test run may take before it counts as caught by a hang (default 10 min, or
+   * SLESS_MUTATE_TEST_TIMEOUT_MS): for a mutation that makes the code under test spin.
+   */
+  timeoutMs?: number;
 }
 
 export const MUTATIONS: GuardMutation[] = [
@@ -236,6 +241,8 @@ export const MUTATIONS: GuardMutation[] = [
     from: 'const MAX_ALIASES = 100;',
     to: 'const MAX_ALIASES = -1;',
     tests: ['src/manifest/load.test.ts', 'test/security/repo-limits.test.ts'],
+    // Without the limit the alias bomb of repo-limits expands without end, synchronously: a hang.
+    timeoutMs: 150_000,
   },
 
   // ---- Quotas ----
@@ -299,7 +306,9 @@ export const MUTATIONS: GuardMutation[] = [
     file: 'src/platform/kube/build/kaniko-builder.ts',
     from: 'if (!isStatus(error, 409)) throw error;',
     to: 'throw error;',
-    tests: ['test/kube/builds.test.ts'],
+    // builds.test.ts catches it only when its 50 reconciles happen to race past the builder's read
+    // (caught once, survived once here); build-conflict.test.ts makes the race certain.
+    tests: ['test/kube/build-conflict.test.ts', 'test/kube/builds.test.ts'],
   },
   {
     id: 'gc-serving-not-kept',

@@ -141,7 +141,7 @@ function failedTests(reportPath: string, root: string): string[] {
   }
 }
 
-async function vitest(root: string, tests: string[]): Promise<Outcome> {
+async function vitest(root: string, tests: string[], timeoutMs = TEST_TIMEOUT_MS): Promise<Outcome> {
   const reportPath = join(root, '.mutate-report.json');
   rmSync(reportPath, { force: true });
   const outcome = await run(
@@ -157,7 +157,7 @@ async function vitest(root: string, tests: string[]): Promise<Outcome> {
       ...tests,
     ],
     root,
-    TEST_TIMEOUT_MS,
+    timeoutMs,
   );
   return { ...outcome, failed: failedTests(reportPath, root) };
 }
@@ -266,7 +266,7 @@ async function main(): Promise<number> {
       verdict = 'NO-COMPILE';
       by = [tail(compiled.output, 5)];
     } else {
-      const outcome = await vitest(worktree, m.tests);
+      const outcome = await vitest(worktree, m.tests, m.timeoutMs);
       verdict = outcome.code === 0 ? 'SURVIVED' : 'caught';
       by = outcome.timedOut ? ['(timed out)'] : outcome.failed;
     }
