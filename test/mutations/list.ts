@@ -334,4 +334,49 @@ export const MUTATIONS: GuardMutation[] = [
     to: "if (phase !== 'Running') continue;",
     tests: ['src/reconcile/build-gc.test.ts', 'test/local/build-gc.test.ts'],
   },
+
+  // ---- Syncs, builds and the reconcile runtime ----
+  {
+    id: 'sync-coalesce-window-off',
+    guard:
+      'A webhook or poll within the coalescing window of a source joins the next sync instead of syncing again at once.',
+    file: 'src/reconcile/controller.ts',
+    from: 'if (slot.force || this.stopped || waitMs <= 0) return Promise.resolve();',
+    to: 'return Promise.resolve();',
+    tests: ['src/reconcile/sync-coalescing.test.ts'],
+  },
+  {
+    id: 'sync-open-failure-unchanged',
+    guard: 'A sync of a source that cannot be opened answers the failure and its reason, never "unchanged".',
+    file: 'src/reconcile/controller.ts',
+    from: 'if (!handle) return this.openFailure(namespace, name, opened);',
+    to: 'if (!handle) return undefined;',
+    tests: ['src/reconcile/sync-coalescing.test.ts'],
+  },
+  {
+    id: 'inflight-second-task-per-key',
+    guard:
+      'A function has at most one build (and one rollout) running at a time, whatever the build key asked for.',
+    file: 'src/reconcile/runtime/in-flight.ts',
+    from: "if (task && !task.settled) return { state: 'Running', started: false };",
+    to: "if (task && !task.settled && task.id === id) return { state: 'Running', started: false };",
+    tests: ['src/reconcile/runtime/runtime.test.ts'],
+  },
+  {
+    id: 'inflight-outcome-ignored',
+    guard: "The pass after a build or rollout ends takes that task's outcome instead of starting it again.",
+    file: 'src/reconcile/runtime/in-flight.ts',
+    from: '    const finished = this.take(key, id);\n    if (finished) return finished;\n',
+    to: '',
+    tests: ['src/reconcile/runtime/runtime.test.ts', 'src/reconcile/function/reconciler.test.ts'],
+  },
+  {
+    id: 'build-cache-granted-only-when-new',
+    guard:
+      "A namespace's package cache is handed to the user its sandboxed builds run as, also when an unsandboxed run created it.",
+    file: 'src/platform/local/build/local-builder.ts',
+    from: 'if (!this.grantedCaches.has(dir)) {',
+    to: 'if (!existsSync(dir)) {',
+    tests: ['test/local/build-cache.test.ts'],
+  },
 ];
