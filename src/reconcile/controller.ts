@@ -160,7 +160,9 @@ export class Controller {
     this.buildGate = new FairGate({ slots: options.buildConcurrency ?? 4 });
     // A build or rollout that ends queues its function again: the next pass takes its outcome.
     this.builds = new InFlight((key) => this.functionQueue.add(key));
-    this.rollouts = new InFlight((key) => this.functionQueue.add(key));
+    // A drift repaired while a rollout of the same revision ran needs another: what the rollout
+    // applied may predate it.
+    this.rollouts = new InFlight((key) => this.functionQueue.add(key), { rerunWhenAskedAgain: true });
     const backoff = options.backoff ? { backoff: options.backoff } : {};
     const functionDeps = {
       store: options.store,

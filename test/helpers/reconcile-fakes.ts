@@ -151,7 +151,7 @@ export async function reconcileUntilQuiet(
   const full: FunctionReconcileDeps = {
     ...deps,
     builds: new InFlight<BuildRecord>(() => queued++),
-    rollouts: new InFlight<void>(() => queued++),
+    rollouts: new InFlight<void>(() => queued++, { rerunWhenAskedAgain: true }),
   };
   for (let passes = 1; ; passes++) {
     queued = 0;

@@ -14,6 +14,17 @@ export type TaskState<T> =
 interface Task<T> {
   id: string;
   settled?: { ok: true; value: T } | { ok: false; error: Error };
+  /** Asked for again while it ran: with `rerunWhenAskedAgain`, its success answers no one. */
+  askedAgain?: boolean;
+}
+
+export interface InFlightOptions {
+  /**
+   * A success of a task that was asked for again while it ran is dropped, and the next ask starts the
+   * task anew (failures are still handed out). For work that reads the world as it starts, such as a
+   * rollout that puts back what drifted: what changed after it started is not covered by it.
+   */
+  rerunWhenAskedAgain?: boolean;
 }
 
 export class InFlight<T> {
@@ -22,10 +33,12 @@ export class InFlight<T> {
   private idleWaiters: Array<() => void> = [];
   private stopped = false;
   private readonly onSettled: (key: string) => void;
+  private readonly rerunWhenAskedAgain: boolean;
 
   /** `onSettled` re-enqueues the key; it is not called once stopped. */
-  constructor(onSettled: (key: string) => void) {
+  constructor(onSettled: (key: string) => void, options: InFlightOptions = {}) {
     this.onSettled = onSettled;
+    this.rerunWhenAskedAgain = options.rerunWhenAskedAgain ?? false;
   }
 
   /**
@@ -35,7 +48,10 @@ export class InFlight<T> {
    */
   ensure(key: string, id: string, work: () => Promise<T>): TaskState<T> {
     const task = this.tasks.get(key);
-    if (task && !task.settled) return { state: 'Running', started: false };
+    if (task && !task.settled) {
+      if (task.id === id) task.askedAgain = true;
+      return { state: 'Running', started: false };
+    }
     const finished = this.take(key, id);
     if (finished) return finished;
     const started: Task<T> = { id };
@@ -73,6 +89,7 @@ export class InFlight<T> {
     const task = this.tasks.get(key);
     if (!task?.settled || task.id !== id) return undefined;
     this.tasks.delete(key);
+    if (task.settled.ok && task.askedAgain && this.rerunWhenAskedAgain) return undefined;
     return task.settled.ok
       ? { state: 'Succeeded', value: task.settled.value }
       : { state: 'Failed', error: task.settled.error };

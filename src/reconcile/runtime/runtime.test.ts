@@ -53,6 +53,30 @@ describe('InFlight', () => {
     });
   });
 
+  it('with rerunWhenAskedAgain, a success asked for again while it ran answers no one; a failure still does', async () => {
+    const tasks = new InFlight<string>(() => undefined, { rerunWhenAskedAgain: true });
+    let finish: (value: string) => void = () => undefined;
+    tasks.ensure('ns/f', 'r1', () => new Promise<string>((resolve) => (finish = resolve)));
+    // Something drifted while it ran: the pass for it asks for the same revision again.
+    expect(tasks.ensure('ns/f', 'r1', async () => 'unused')).toEqual({ state: 'Running', started: false });
+    finish('applied before the drift');
+    await tasks.idle();
+    expect(tasks.take('ns/f', 'r1')).toBeUndefined();
+    expect(tasks.ensure('ns/f', 'r1', async () => 'applied after it')).toEqual({
+      state: 'Running',
+      started: true,
+    });
+    await tasks.idle();
+    expect(tasks.take('ns/f', 'r1')).toEqual({ state: 'Succeeded', value: 'applied after it' });
+    tasks.ensure('ns/f', 'r2', async () => {
+      throw new Error('CrashLoopBackOff');
+    });
+    tasks.ensure('ns/f', 'r2', async () => 'unused');
+    await tasks.idle();
+    const failed = tasks.take('ns/f', 'r2');
+    expect(failed?.state === 'Failed' && failed.error.message).toBe('CrashLoopBackOff');
+  });
+
   it('keeps a failure as an Error, forgets on request, and queues nothing once stopped', async () => {
     const queued: string[] = [];
     const tasks = new InFlight<string>((key) => queued.push(key));
