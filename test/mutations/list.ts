@@ -379,4 +379,13 @@ export const MUTATIONS: GuardMutation[] = [
     to: 'if (!existsSync(dir)) {',
     tests: ['test/local/build-cache.test.ts'],
   },
+  {
+    id: 'inflight-stale-rollout-taken',
+    guard:
+      'A rollout asked for again while it ran (a drift repaired meanwhile) is run again, not answered by the success that predates the drift.',
+    file: 'src/reconcile/runtime/in-flight.ts',
+    from: '    if (task.settled.ok && task.askedAgain && this.rerunWhenAskedAgain) return undefined;\n',
+    to: '',
+    tests: ['src/reconcile/runtime/runtime.test.ts', 'test/kube/rollout.test.ts'],
+  },
 ];
