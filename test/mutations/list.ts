@@ -358,8 +358,8 @@ export const MUTATIONS: GuardMutation[] = [
     guard:
       'A function has at most one build (and one rollout) running at a time, whatever the build key asked for.',
     file: 'src/reconcile/runtime/in-flight.ts',
-    from: "if (task && !task.settled) return { state: 'Running', started: false };",
-    to: "if (task && !task.settled && task.id === id) return { state: 'Running', started: false };",
+    from: 'if (task && !task.settled) {',
+    to: 'if (task && !task.settled && task.id === id) {',
     tests: ['src/reconcile/runtime/runtime.test.ts'],
   },
   {
