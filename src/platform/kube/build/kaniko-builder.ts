@@ -91,17 +91,9 @@ export class KanikoBuilder implements Builder {
   }
 
   async lookup(fn: SlessFunction, buildKey: string): Promise<BuildRecord | undefined> {
-    const jobs = await listObjects<KubeObject>(this.options.http, JOB, {
-      namespace: this.options.controllerNamespace,
-      labels: {
-        [LABEL_FUNCTION]: fn.metadata.name,
-        [LABEL_FUNCTION_NAMESPACE]: fn.metadata.namespace,
-        [LABEL_BUILD_KEY]: buildKey,
-      },
-    });
     // A Job whose digest is recorded built its image, whether or not the Job controller has marked it
     // Complete yet (see waitFor).
-    const done = jobs.items
+    const done = (await this.listJobsOfKey(fn, buildKey))
       .filter(
         (job) => jobSucceeded(job) || (!jobFailed(job) && job.metadata.annotations?.[ANNOTATION_DIGEST]),
       )
@@ -151,8 +143,8 @@ export class KanikoBuilder implements Builder {
         );
   }
 
-  /** This function's build Jobs of one build key, at any commit, but for those being deleted. */
-  private async jobsOfKey(fn: SlessFunction, buildKey: string): Promise<KubeObject[]> {
+  /** This function's build Jobs of one build key, at any commit, those being deleted included. */
+  private async listJobsOfKey(fn: SlessFunction, buildKey: string): Promise<KubeObject[]> {
     const jobs = await listObjects<KubeObject>(this.options.http, JOB, {
       namespace: this.options.controllerNamespace,
       labels: {
@@ -161,7 +153,12 @@ export class KanikoBuilder implements Builder {
         [LABEL_BUILD_KEY]: buildKey,
       },
     });
-    return jobs.items.filter((job) => !job.metadata.deletionTimestamp);
+    return jobs.items;
+  }
+
+  /** This function's build Jobs of one build key, at any commit, but for those being deleted. */
+  private async jobsOfKey(fn: SlessFunction, buildKey: string): Promise<KubeObject[]> {
+    return (await this.listJobsOfKey(fn, buildKey)).filter((job) => !job.metadata.deletionTimestamp);
   }
 
   /**
