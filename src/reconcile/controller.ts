@@ -11,6 +11,7 @@ import { FairGate, GateStoppedError } from '../core/fair-gate.js';
 import type {
   Builder,
   EventRecorder,
+  JobOutcome,
   JobRunner,
   ObjectStore,
   SourceReader,
@@ -23,30 +24,31 @@ import type {
 import { DEFAULT_QUOTAS, type Quotas } from '../core/quotas.js';
 import {
   ANNOTATION_COMMIT,
-  type BaseStatus,
   type BuildRecord,
   type FunctionJob,
+  type FunctionJobStatus,
   type FunctionStatus,
   type GitSource,
   type GitSourceStatus,
   LABEL_SOURCE,
   type SlessFunction,
   type Trigger,
+  type TriggerStatus,
 } from '../core/resources.js';
 import { type KindName, REPO_KINDS } from '../core/schemas.js';
-import { Reason, StatusUpdate } from '../core/status.js';
+import { Reason, type StatusUpdate } from '../core/status.js';
 import { type BackoffOptions, WorkQueue } from '../core/work-queue.js';
 import { loadManifests, ParsedManifestCache } from '../manifest/load.js';
 import { finalizeFunction, reconcileFunction } from './function/reconciler.js';
-import { reconcileJob } from './job-reconcile.js';
+import { finalizeJob, reconcileJob } from './job/reconciler.js';
 import { setPin } from './pin.js';
 import { BuildKeyCache } from './plan.js';
 import { ProcessQuota } from './process-quota.js';
 import { InFlight } from './runtime/in-flight.js';
 import { refFromKey } from './runtime/object-ref.js';
-import { reconcileAndPatch } from './runtime/patch.js';
+import { Done, reconcileAndPatch } from './runtime/patch.js';
 import { type SyncResult, syncSource } from './source-sync.js';
-import { reconcileTrigger } from './trigger-reconcile.js';
+import { finalizeTrigger, reconcileTrigger } from './trigger/reconciler.js';
 
 /** How long a stop waits for a git fetch in flight to finish writing into its cache. */
 const STOP_WAIT_MS = 10_000;
@@ -141,6 +143,7 @@ export class Controller {
   private readonly buildGate: FairGate;
   private readonly builds: InFlight<BuildRecord>;
   private readonly rollouts: InFlight<void>;
+  private readonly jobRuns: InFlight<JobOutcome>;
   /** What the fair gate needs of each Function, as the store's events last showed it. */
   private readonly functionTasks = new Map<string, { flow: string; warm: boolean }>();
   private readonly processes: ProcessQuota;
@@ -210,67 +213,101 @@ export class Controller {
         );
       },
     });
+    const triggerDeps = {
+      store: options.store,
+      scheduler: options.scheduler,
+      externalUrl: options.externalUrl,
+    };
     this.triggerQueue = new WorkQueue({
       ...backoff,
-      handler: (key) => {
-        const [namespace, name] = key.split('/') as [string, string];
-        return reconcileTrigger(
-          { store: options.store, scheduler: options.scheduler, externalUrl: options.externalUrl },
-          namespace,
-          name,
-        );
+      handler: async (key) => {
+        const ref = refFromKey('Trigger', key);
+        await reconcileAndPatch({
+          store: options.store,
+          logger: options.logger,
+          ref,
+          retryDelayMs: () => this.triggerQueue.reserveRetry(key),
+          reconcile: (trigger: Trigger, update: StatusUpdate<TriggerStatus>) =>
+            reconcileTrigger(triggerDeps, trigger, update),
+          finalize: () => finalizeTrigger(triggerDeps, ref.namespace, ref.name),
+        });
       },
-      onError: (key, error, retryInMs) => this.onReconcileError('Trigger', key, error, retryInMs),
+      onError: (key, error, retryInMs) => this.logRetry('Trigger', key, error, retryInMs),
     });
+    // A run that ends queues its job again: the next pass takes its outcome.
+    this.jobRuns = new InFlight((key) => this.jobQueue.add(key));
+    const jobDeps = {
+      store: options.store,
+      builder: options.builder,
+      jobs: options.jobs,
+      logger: options.logger,
+      runs: this.jobRuns,
+    };
     this.jobQueue = new WorkQueue({
       ...backoff,
-      handler: (key) => {
-        const [namespace, name] = key.split('/') as [string, string];
-        return reconcileJob(
-          { store: options.store, builder: options.builder, jobs: options.jobs, logger: options.logger },
-          namespace,
-          name,
-        );
+      handler: async (key) => {
+        const ref = refFromKey('FunctionJob', key);
+        await reconcileAndPatch({
+          store: options.store,
+          logger: options.logger,
+          ref,
+          retryDelayMs: () => this.jobQueue.reserveRetry(key),
+          reconcile: (job: FunctionJob, update: StatusUpdate<FunctionJobStatus>) =>
+            reconcileJob(jobDeps, job, update),
+          finalize: () => finalizeJob(jobDeps, ref.namespace, ref.name),
+        });
       },
-      onError: (key, error, retryInMs) => this.onReconcileError('FunctionJob', key, error, retryInMs),
+      onError: (key, error, retryInMs) => this.logRetry('FunctionJob', key, error, retryInMs),
     });
     this.sourceQueue = new WorkQueue({
       ...backoff,
       handler: async (key) => {
-        const [namespace, name] = key.split('/') as [string, string];
-        const source = await options.store.get('GitSource', namespace, name);
-        if (source) await this.upsertSource(source);
-        else await this.removeSource(namespace, name);
+        await this.reconcileSourcePass(key, true);
       },
-      onError: (key, error, retryInMs) => this.onReconcileError('GitSource', key, error, retryInMs),
+      onError: (key, error, retryInMs) => this.logRetry('GitSource', key, error, retryInMs),
     });
   }
 
-  /**
-   * A reconcile threw: the queue retries it after `retryInMs`. Unless the reconciler already wrote
-   * why, status says that it is retrying, so a transient failure is visible and then clears itself.
-   */
-  private onReconcileError(kind: KindName, key: string, thrown: unknown, retryInMs: number): void {
-    const error = asError(thrown);
+  /** A reconcile threw; the runtime already wrote why into status, with this retry's delay. */
+  private logRetry(kind: KindName, key: string, thrown: unknown, retryInMs: number): void {
+    if (thrown instanceof GateStoppedError) return;
     this.options.logger.warn(
-      { [kind]: key, err: error.message, retryInMs },
+      { [kind]: key, err: asError(thrown).message, retryInMs },
       `${kind} reconcile failed; retrying`,
     );
-    if (error instanceof RecordedFailure || this.stopped) return;
-    const [namespace, name] = key.split('/') as [string, string];
-    this.background(
-      'record the retry',
-      (async () => {
-        const object = await this.options.store.get(kind, namespace, name);
-        if (!object) return;
-        const reason = error instanceof SlessError ? error.reason : Reason.ReconcileFailed;
-        const message = `${error.message}; retrying in ${Math.ceil(retryInMs / 1000)}s`;
-        const update = new StatusUpdate<BaseStatus>(object)
-          .set('Ready', false, reason, message)
-          .set('Reconciling', true, Reason.ProgressingWithRetry, message);
-        await update.write(this.options.store, object);
-      })(),
-    );
+  }
+
+  /**
+   * One pass of the GitSource reconciler: open (or re-open) the source's reader and arm its poll,
+   * or say in status why it cannot be opened. The source queue runs it on every change of a source,
+   * and a sync runs it when it finds no reader, so both report an unopenable source the same way.
+   */
+  private reconcileSourcePass(key: string, syncImmediately: boolean): Promise<unknown> {
+    const ref = refFromKey('GitSource', key);
+    return reconcileAndPatch({
+      store: this.options.store,
+      logger: this.options.logger,
+      ref,
+      retryDelayMs: () => this.sourceQueue.reserveRetry(key),
+      reconcile: async (source: GitSource, update: StatusUpdate<GitSourceStatus>) => {
+        try {
+          await this.upsertSource(source, syncImmediately);
+        } catch (thrown) {
+          const error = asError(thrown);
+          update.set(
+            'Ready',
+            false,
+            error instanceof SlessError ? error.reason : Reason.SourceFailed,
+            error.message,
+          );
+          update.status.phase = 'Failed';
+          // A missing secret or an unreachable server may be fixed without a change to the source.
+          throw new RecordedFailure(`cannot open source ${key}: ${error.message}`, error);
+        }
+        return Done;
+      },
+      finalize: () => this.removeSource(ref.namespace, ref.name),
+    });
   }
 
   async start(): Promise<void> {
@@ -309,6 +346,7 @@ export class Controller {
     this.stopped = true;
     this.builds.stop();
     this.rollouts.stop();
+    this.jobRuns.stop();
     this.buildGate.stop();
     for (const slot of this.syncSlots.values()) slot.wake?.();
     clearInterval(this.resyncTimer);
@@ -473,13 +511,14 @@ export class Controller {
     if (!source || this.stopped) return undefined;
     let handle = this.sources.get(key);
     if (!handle) {
-      // The status already says why (openSource wrote it); the caller of a sync hears it too.
-      const opened = await this.upsertSource(source, false).then(
+      // Opened as the source reconciler opens it, so status says why it cannot be; the caller of
+      // the sync hears the same reason.
+      const opened = await this.reconcileSourcePass(key, false).then(
         () => undefined,
         (thrown: unknown) => asError(thrown),
       );
       handle = this.sources.get(key);
-      if (!handle) return this.openFailure(namespace, name, opened);
+      if (!handle) return openFailure(namespace, name, opened);
     }
     const started = Date.now();
     const result = await syncSource(
@@ -500,21 +539,6 @@ export class Controller {
     this.recordSync(source, result);
     this.options.observer?.syncFinished?.(source, result, Date.now() - started);
     return result;
-  }
-
-  /** A sync that could not open its source: the reason and message its status now carries. */
-  private async openFailure(namespace: string, name: string, error: Error | undefined): Promise<SyncResult> {
-    const after = await this.options.store.get('GitSource', namespace, name);
-    const ready = (after?.status as GitSourceStatus | undefined)?.conditions?.find((c) => c.type === 'Ready');
-    const cause = error?.cause instanceof Error ? error.cause : error;
-    return {
-      outcome: 'failed',
-      ...(ready?.status === 'False' ? { reason: ready.reason } : {}),
-      message:
-        ready?.status === 'False'
-          ? ready.message
-          : (cause?.message ?? `source ${namespace}/${name} cannot be opened`),
-    };
   }
 
   private recordSync(source: GitSource, result: SyncResult): void {
@@ -646,13 +670,7 @@ export class Controller {
           );
         });
       } catch (thrown) {
-        const error = asError(thrown);
-        const reason = error instanceof SlessError ? error.reason : Reason.SourceFailed;
-        const update = new StatusUpdate<GitSourceStatus>(source).set('Ready', false, reason, error.message);
-        update.status.phase = 'Failed';
-        await update.write(this.options.store, source);
-        // A missing secret or an unreachable server may be fixed without a change to the source.
-        throw new RecordedFailure(`cannot open source ${key}: ${error.message}`, error);
+        throw asError(thrown);
       }
     }
     clearInterval(handle.timer);
@@ -721,6 +739,16 @@ export class Controller {
     }
     return { snapshot, manifestFiles: await files };
   }
+}
+
+/** A sync that could not open its source: the reason and message its status now carries. */
+function openFailure(namespace: string, name: string, error: Error | undefined): SyncResult {
+  const cause = error instanceof RecordedFailure && error.cause instanceof Error ? error.cause : error;
+  return {
+    outcome: 'failed',
+    reason: cause instanceof SlessError ? cause.reason : Reason.SourceFailed,
+    message: cause?.message ?? `source ${namespace}/${name} cannot be opened`,
+  };
 }
 
 function keyOf(object: { metadata: { namespace: string; name: string } }): string {

@@ -115,7 +115,9 @@ describe('remote git source over smart HTTP', () => {
       outcome: string;
       reason?: string;
       message?: string;
-      source: { status?: { conditions?: Array<{ type: string; status: string; reason: string }> } };
+      source: {
+        status?: { phase?: string; conditions?: Array<{ type: string; status: string; reason: string }> };
+      };
     };
     expect({ outcome: body.outcome, reason: body.reason, message: body.message }).toEqual({
       outcome: 'failed',
@@ -126,6 +128,7 @@ describe('remote git source over smart HTTP', () => {
       status: 'False',
       reason: 'SecretNotFound',
     });
+    expect(body.source.status?.phase).toBe('Failed');
     await system.call('/v1/namespaces/default/sources/locked', { method: 'DELETE' });
   });
 });

@@ -9,12 +9,42 @@ import {
   functionResource,
   recordingRunner,
   silentLogger,
-} from '../../test/helpers/reconcile-fakes.js';
-import type { JobOutcome } from '../core/interfaces.js';
-import type { FunctionJob } from '../core/resources.js';
-import { Reason } from '../core/status.js';
-import { MemoryStore } from '../platform/local/memory-store.js';
-import { reconcileJob } from './job-reconcile.js';
+} from '../../../test/helpers/reconcile-fakes.js';
+import type { Builder, JobOutcome, JobRunner, ObjectStore } from '../../core/interfaces.js';
+import type { FunctionJob, FunctionJobStatus } from '../../core/resources.js';
+import { Reason, type StatusUpdate } from '../../core/status.js';
+import { MemoryStore } from '../../platform/local/memory-store.js';
+import { InFlight } from '../runtime/in-flight.js';
+import { objectRef } from '../runtime/object-ref.js';
+import { reconcileAndPatch } from '../runtime/patch.js';
+import { finalizeJob, reconcileJob } from './reconciler.js';
+
+/**
+ * Reconciles FunctionJob ns/j as the controller does: one pass, then one more each time its run
+ * ends in the background, until nothing runs and nothing was queued. Returns the passes made.
+ */
+async function reconcileUntilQuiet(deps: {
+  store: ObjectStore;
+  builder: Builder;
+  jobs: JobRunner;
+}): Promise<number> {
+  let queued = 0;
+  const full = { ...deps, logger: silentLogger, runs: new InFlight<JobOutcome>(() => queued++) };
+  for (let passes = 1; ; passes++) {
+    queued = 0;
+    await reconcileAndPatch({
+      store: deps.store,
+      logger: silentLogger,
+      ref: objectRef('FunctionJob', 'ns', 'j'),
+      retryDelayMs: () => 1000,
+      reconcile: (job: FunctionJob, update: StatusUpdate<FunctionJobStatus>) =>
+        reconcileJob(full, job, update),
+      finalize: () => finalizeJob(full, 'ns', 'j'),
+    });
+    if (full.runs.size === 0 && queued === 0) return passes;
+    await full.runs.idle();
+  }
+}
 
 async function setUp(options: {
   functionBuildKey?: string;
@@ -158,11 +188,7 @@ describe('reconcileJob', () => {
       ...(row.before ? { jobStatus: row.before } : {}),
     });
     const jobs = recordingRunner(row.outcome);
-    await reconcileJob(
-      { store, builder: builderWith(row.builds ?? []), jobs, logger: silentLogger },
-      'ns',
-      'j',
-    );
+    await reconcileUntilQuiet({ store, builder: builderWith(row.builds ?? []), jobs });
     const status = (await store.get('FunctionJob', 'ns', 'j'))?.status;
     const ready = status?.conditions?.find((c) => c.type === 'Ready');
     expect(status?.phase).toBe(row.expect.phase);
@@ -179,8 +205,7 @@ describe('reconcileJob', () => {
   it('waits in Pending while the function has no build, then runs once', async () => {
     const store = await setUp({ functionBuildKey: 'k1' });
     const jobs = recordingRunner();
-    const reconcile = (keys: string[]) =>
-      reconcileJob({ store, builder: builderWith(keys), jobs, logger: silentLogger }, 'ns', 'j');
+    const reconcile = (keys: string[]) => reconcileUntilQuiet({ store, builder: builderWith(keys), jobs });
     await reconcile([]);
     expect((await store.get('FunctionJob', 'ns', 'j'))?.status).toMatchObject({ phase: 'Pending' });
     await reconcile(['k1']);
@@ -191,5 +216,58 @@ describe('reconcileJob', () => {
       observedRunId: 1,
       buildKey: 'k1',
     });
+  });
+});
+
+describe('a run in the background', () => {
+  it('returns while the run goes on, says Running, starts it once, and takes its outcome when it ends', async () => {
+    const store = await setUp({ functionBuildKey: 'k1' });
+    let finish: (outcome: JobOutcome) => void = () => undefined;
+    const runs: string[] = [];
+    const jobs: JobRunner = {
+      run: (job) => {
+        runs.push(`${job.metadata.name}#${job.spec.runId}`);
+        return new Promise<JobOutcome>((resolve) => {
+          finish = resolve;
+        });
+      },
+    };
+    let queued = 0;
+    const deps = {
+      store,
+      builder: builderWith(['k1']),
+      jobs,
+      logger: silentLogger,
+      runs: new InFlight<JobOutcome>(() => queued++),
+    };
+    const pass = () =>
+      reconcileAndPatch({
+        store,
+        logger: silentLogger,
+        ref: objectRef('FunctionJob', 'ns', 'j'),
+        retryDelayMs: () => 1000,
+        reconcile: (job: FunctionJob, update: StatusUpdate<FunctionJobStatus>) =>
+          reconcileJob(deps, job, update),
+        finalize: () => finalizeJob(deps, 'ns', 'j'),
+      });
+    await pass();
+    const started = (await store.get('FunctionJob', 'ns', 'j'))?.status;
+    expect(started).toMatchObject({ phase: 'Running', observedRunId: 1, buildKey: 'k1' });
+    // A resync while it runs attaches: no second run, and the start time stays.
+    await pass();
+    expect(runs).toEqual(['j#1']);
+    expect((await store.get('FunctionJob', 'ns', 'j'))?.status?.startTime).toBe(started?.startTime);
+    expect(queued).toBe(0);
+    finish({ phase: 'Succeeded', startTime: 't1', completionTime: 't2', exitCode: 0 });
+    await deps.runs.idle();
+    expect(queued).toBe(1);
+    await pass();
+    expect((await store.get('FunctionJob', 'ns', 'j'))?.status).toMatchObject({
+      phase: 'Succeeded',
+      observedRunId: 1,
+      exitCode: 0,
+    });
+    await pass();
+    expect(runs).toEqual(['j#1']);
   });
 });

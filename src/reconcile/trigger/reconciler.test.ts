@@ -3,11 +3,26 @@
  * the world before one reconcile and the Ready condition it must leave behind.
  */
 import { describe, expect, it } from 'vitest';
-import { functionResource, recordingScheduler } from '../../test/helpers/reconcile-fakes.js';
-import type { Trigger, TriggerStatus } from '../core/resources.js';
-import { Reason } from '../core/status.js';
-import { MemoryStore } from '../platform/local/memory-store.js';
-import { reconcileTrigger } from './trigger-reconcile.js';
+import { functionResource, recordingScheduler, silentLogger } from '../../../test/helpers/reconcile-fakes.js';
+import type { Trigger, TriggerStatus } from '../../core/resources.js';
+import { Reason, type StatusUpdate } from '../../core/status.js';
+import { MemoryStore } from '../../platform/local/memory-store.js';
+import { objectRef } from '../runtime/object-ref.js';
+import { reconcileAndPatch } from '../runtime/patch.js';
+import { finalizeTrigger, reconcileTrigger, type TriggerReconcileDeps } from './reconciler.js';
+
+/** One pass of the reconcile runtime over Trigger ns/{name}, as the controller runs it. */
+function reconcileOnce(deps: TriggerReconcileDeps, name: string) {
+  return reconcileAndPatch({
+    store: deps.store,
+    logger: silentLogger,
+    ref: objectRef('Trigger', 'ns', name),
+    retryDelayMs: () => 1000,
+    reconcile: (trigger: Trigger, update: StatusUpdate<TriggerStatus>) =>
+      reconcileTrigger(deps, trigger, update),
+    finalize: () => finalizeTrigger(deps, 'ns', name),
+  });
+}
 
 interface Row {
   name: string;
@@ -134,7 +149,7 @@ describe('reconcileTrigger', () => {
       } as Trigger['spec'],
     });
     const scheduler = recordingScheduler(row.schedule);
-    await reconcileTrigger({ store, scheduler, externalUrl: 'http://sless.test' }, 'ns', 't');
+    await reconcileOnce({ store, scheduler, externalUrl: 'http://sless.test' }, 't');
     const status = (await store.get('Trigger', 'ns', 't'))?.status;
     const ready = status?.conditions?.find((c) => c.type === 'Ready');
     expect(status?.phase).toBe(row.expect.phase);
@@ -150,7 +165,7 @@ describe('reconcileTrigger', () => {
   it('a deleted trigger is removed from the scheduler and nothing is written', async () => {
     const store = new MemoryStore();
     const scheduler = recordingScheduler();
-    await reconcileTrigger({ store, scheduler, externalUrl: 'http://sless.test' }, 'ns', 'gone');
+    await reconcileOnce({ store, scheduler, externalUrl: 'http://sless.test' }, 'gone');
     expect(scheduler.removed).toEqual(['gone']);
     expect(await store.list('Trigger', { namespace: 'ns' })).toEqual([]);
   });

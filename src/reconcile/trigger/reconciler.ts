@@ -1,0 +1,65 @@
+/**
+ * The Trigger reconciler: an http Trigger publishes its function's URL, a cron Trigger is handed to
+ * the platform's scheduler. It fills the status update the reconcile runtime writes once; what the
+ * scheduler observed (the next run, the last run and its result) comes back from `apply`, so the
+ * scheduler never writes status itself.
+ */
+import { asError } from '../../core/errors.js';
+import type { ObjectStore, TriggerScheduler } from '../../core/interfaces.js';
+import { functionPath } from '../../core/naming.js';
+import type { SlessFunction, Trigger, TriggerStatus } from '../../core/resources.js';
+import { Reason, type StatusUpdate } from '../../core/status.js';
+import { Done, type Result } from '../runtime/patch.js';
+
+export interface TriggerReconcileDeps {
+  store: ObjectStore;
+  scheduler: TriggerScheduler;
+  externalUrl: string;
+}
+
+export async function reconcileTrigger(
+  deps: TriggerReconcileDeps,
+  trigger: Trigger,
+  update: StatusUpdate<TriggerStatus>,
+): Promise<Result> {
+  const { namespace } = trigger.metadata;
+  const fn = (await deps.store.get('Function', namespace, trigger.spec.function)) as
+    | SlessFunction
+    | undefined;
+  const disabled = trigger.spec.enabled === false;
+  let ready = fn !== undefined;
+  let reason: Reason = fn ? Reason.Scheduled : Reason.FunctionNotFound;
+  let message = fn ? '' : `function "${trigger.spec.function}" not found`;
+  if (trigger.spec.type === 'http') {
+    await deps.scheduler.remove(namespace, trigger.metadata.name);
+    const url = `${deps.externalUrl}${functionPath(namespace, trigger.spec.function)}`;
+    update.status.url = url;
+    if (fn && disabled) {
+      // A Function answers at /fn/ whatever its Triggers say; a disabled http Trigger must not read
+      // as if it turned the address off.
+      reason = Reason.Disabled;
+      message = `disabled; the function still serves at ${url}`;
+    } else if (fn) {
+      reason = Reason.Published;
+      message = `serving at ${url}`;
+    }
+  } else {
+    try {
+      Object.assign(update.status, await deps.scheduler.apply(trigger, fn));
+      if (fn) message = disabled ? 'disabled' : `next run ${update.status.nextRun ?? 'unknown'}`;
+      if (fn && disabled) reason = Reason.Disabled;
+    } catch (thrown) {
+      ready = false;
+      reason = Reason.ScheduleFailed;
+      message = asError(thrown).message;
+    }
+  }
+  update.status.phase = ready ? (disabled ? 'Disabled' : 'Ready') : 'Failed';
+  update.set('Ready', ready, reason, message);
+  return Done;
+}
+
+/** The Trigger is gone: its schedule goes too. */
+export function finalizeTrigger(deps: TriggerReconcileDeps, namespace: string, name: string): Promise<void> {
+  return deps.scheduler.remove(namespace, name);
+}
