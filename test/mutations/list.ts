@@ -349,9 +349,27 @@ export const MUTATIONS: GuardMutation[] = [
     id: 'sync-open-failure-unchanged',
     guard: 'A sync of a source that cannot be opened answers the failure and its reason, never "unchanged".',
     file: 'src/reconcile/controller.ts',
-    from: 'if (!handle) return this.openFailure(namespace, name, opened);',
+    from: 'if (!handle) return openFailure(namespace, name, opened);',
     to: 'if (!handle) return undefined;',
     tests: ['src/reconcile/sync-coalescing.test.ts'],
+  },
+  {
+    id: 'job-run-keyed-per-pass',
+    guard:
+      'A reconcile of a FunctionJob while its run goes on attaches to that run; it never starts a second.',
+    file: 'src/reconcile/job/reconciler.ts',
+    from: 'deps.runs.ensure(key, String(runId),',
+    to: 'deps.runs.ensure(`${key}#${Math.random()}`, String(runId),',
+    tests: ['src/reconcile/job/reconciler.test.ts'],
+  },
+  {
+    id: 'source-open-failure-not-recorded',
+    guard:
+      'A source that cannot be opened says why in its status (Ready False, phase Failed), with the reason.',
+    file: 'src/reconcile/controller.ts',
+    from: "update.status.phase = 'Failed';",
+    to: '',
+    tests: ['test/local/remote-source.test.ts'],
   },
   {
     id: 'inflight-second-task-per-key',
@@ -530,5 +548,249 @@ export const MUTATIONS: GuardMutation[] = [
     from: '|SSL_CERT_\\w+|NODE_EXTRA_CA_CERTS)$/;',
     to: '|SSL_CERT_\\w+|NODE_EXTRA_CA_CERTS)/;',
     tests: ['test/security/sandbox-guards.test.ts'],
+  },
+
+  // ---- Kube build pods ----
+  {
+    id: 'kube-build-token-automounted',
+    guard: 'A build pod gets no service-account token.',
+    file: 'src/platform/kube/build/kaniko-job.ts',
+    from: '          automountServiceAccountToken: false,',
+    to: '          automountServiceAccountToken: true,',
+    tests: ['test/security/kube-build-credentials.test.ts'],
+  },
+  {
+    id: 'kube-build-service-links',
+    guard: "A build pod is told no Service's address through its environment (enableServiceLinks off).",
+    file: 'src/platform/kube/build/kaniko-job.ts',
+    from: '          enableServiceLinks: false,\n',
+    to: '',
+    tests: ['test/security/kube-build-credentials.test.ts'],
+  },
+  {
+    id: 'kube-build-run-as-root-allowed',
+    guard: 'The install and sanitize steps must run as a non-root user.',
+    file: 'src/platform/kube/build/kaniko-job.ts',
+    from: '    runAsNonRoot: true,\n',
+    to: '',
+    tests: ['test/security/kube-build-credentials.test.ts'],
+  },
+  {
+    id: 'kube-build-privilege-escalation',
+    guard: 'The install and sanitize steps cannot gain privileges.',
+    file: 'src/platform/kube/build/kaniko-job.ts',
+    from: '    allowPrivilegeEscalation: false,\n',
+    to: '',
+    tests: ['test/security/kube-build-credentials.test.ts'],
+  },
+  {
+    id: 'kube-build-capabilities-kept',
+    guard: 'The install and sanitize steps drop every capability.',
+    file: 'src/platform/kube/build/kaniko-job.ts',
+    from: "    capabilities: { drop: ['ALL'] },\n",
+    to: '',
+    tests: ['test/security/kube-build-credentials.test.ts'],
+  },
+  {
+    id: 'kube-build-seccomp-unconfined',
+    guard: 'The install and sanitize steps run under the runtime default seccomp profile.',
+    file: 'src/platform/kube/build/kaniko-job.ts',
+    from: "    seccompProfile: { type: 'RuntimeDefault' },\n",
+    to: '',
+    tests: ['test/security/kube-build-credentials.test.ts'],
+  },
+  {
+    id: 'kube-build-memory-unlimited',
+    guard: 'Every container of a build pod has a memory limit.',
+    file: 'src/platform/kube/build/kaniko-job.ts',
+    from: "const resources = { requests: { cpu: '500m', memory: '512Mi' }, limits: { memory: '2Gi' } };",
+    to: "const resources = { requests: { cpu: '500m', memory: '512Mi' } };",
+    tests: ['test/security/kube-build-credentials.test.ts'],
+  },
+  {
+    id: 'kube-build-host-path',
+    guard: "A build pod mounts none of the node's paths: its scratch space is an emptyDir.",
+    file: 'src/platform/kube/build/kaniko-job.ts',
+    from: "            { name: 'tmp', emptyDir: {} },",
+    to: "            { name: 'tmp', hostPath: { path: '/tmp' } },",
+    tests: ['test/security/kube-build-credentials.test.ts'],
+  },
+  {
+    id: 'kube-build-push-secret-in-sanitize',
+    guard: 'Only kaniko mounts the registry push secret; the steps before it do not.',
+    file: 'src/platform/kube/build/kaniko-job.ts',
+    from: "                { name: 'dockerfile', mountPath: DOCKERFILE_DIR },\n",
+    to: "                { name: 'dockerfile', mountPath: DOCKERFILE_DIR },\n                { name: 'docker-config', mountPath: '/kaniko/.docker', readOnly: true },\n",
+    tests: ['test/security/kube-build-credentials.test.ts'],
+  },
+  {
+    id: 'kube-build-key-label-dropped',
+    guard:
+      'A build Job carries its build key as a label: builds are found by key, whatever commit started them.',
+    file: 'src/platform/kube/build/kaniko-job.ts',
+    from: '    [LABEL_BUILD_KEY]: buildKey,\n',
+    to: '',
+    tests: ['test/security/kube-build-credentials.test.ts'],
+  },
+
+  // ---- The /fn/ proxy and upstreams that never answer ----
+  {
+    id: 'proxy-body-timeout-dropped',
+    guard:
+      "An answer whose body stalls after its headers is cut after timeoutSec + 1 s of silence, not held for undici's 300 s.",
+    file: 'src/proxy/function-proxy.ts',
+    from: '        bodyTimeout: timeoutMs,\n',
+    to: '',
+    tests: ['src/proxy/upstream-stall.test.ts'],
+  },
+  {
+    id: 'proxy-headers-timeout-upstream-silent',
+    guard:
+      "An upstream that takes the request and never sends a header gets the proxy's own 504 after timeoutSec + 1 s.",
+    file: 'src/proxy/function-proxy.ts',
+    from: '        headersTimeout: timeoutMs,\n',
+    to: '',
+    tests: ['src/proxy/upstream-stall.test.ts'],
+  },
+
+  // ---- Process quota ----
+  {
+    id: 'process-quota-replicas-not-counted',
+    guard: 'The process quota counts every replica of a function, not one per function.',
+    file: 'src/reconcile/process-quota.ts',
+    from: '    const replicas = Math.max(1, Number(fn.spec.replicas ?? 1));',
+    to: '    const replicas = 1;',
+    tests: ['test/security/process-quota.test.ts'],
+  },
+  {
+    id: 'process-quota-off-by-one',
+    guard: 'A namespace may run exactly its quota of processes: the last one fits.',
+    file: 'src/reconcile/process-quota.ts',
+    from: '    if (others + replicas > this.max)',
+    to: '    if (others + replicas >= this.max)',
+    tests: ['test/security/process-quota.test.ts', 'test/security/repo-limits.test.ts'],
+  },
+  {
+    id: 'process-quota-counts-itself',
+    guard: "A running function's change is admitted against the others' processes, not its own twice.",
+    file: 'src/reconcile/process-quota.ts',
+    from: '    for (const [other, count] of counts) if (other !== name) others += count;',
+    to: '    for (const [, count] of counts) others += count;',
+    tests: ['test/security/process-quota.test.ts'],
+  },
+  {
+    id: 'process-quota-not-released',
+    guard: "A deleted function's processes no longer count against its namespace.",
+    file: 'src/reconcile/process-quota.ts',
+    from: '    counts?.delete(name);\n',
+    to: '',
+    tests: ['test/security/process-quota.test.ts'],
+  },
+
+  // ---- Fair shares ----
+  {
+    id: 'fair-gate-no-warm-class',
+    guard: 'A change to a function that serves goes ahead of never-deployed functions.',
+    file: 'src/core/fair-gate.ts',
+    from: 'const byTenant = this.waiting[task.warm ? 0 : 1];',
+    to: 'const byTenant = this.waiting[1];',
+    tests: ['src/core/fair-gate.test.ts'],
+  },
+  {
+    id: 'fair-gate-running-not-counted',
+    guard: 'The namespace with the fewest tasks running goes next, before the one served longest ago.',
+    file: 'src/core/fair-gate.ts',
+    from: '        this.runningByTenant.get(t) ?? 0,',
+    to: '        0,',
+    tests: ['src/core/fair-gate.test.ts'],
+  },
+  {
+    id: 'fair-gate-flows-fifo',
+    guard: 'Sources of one namespace take turns: the one served longest ago goes next.',
+    file: 'src/core/fair-gate.ts',
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: the source text itself, not a template
+    from: '(f) => [0, this.lastServedFlow.get(`${tenant}/${f}`) ?? -1]',
+    to: '(f) => [0, 0]',
+    tests: ['src/core/fair-gate.test.ts'],
+  },
+
+  // ---- Limits on input ----
+  {
+    id: 'api-body-limit-raised',
+    guard: 'API bodies over 1 MiB get 413.',
+    file: 'src/api/app.ts',
+    from: 'const bodyLimit = options.bodyLimit ?? 1024 * 1024;',
+    to: 'const bodyLimit = options.bodyLimit ?? 16 * 1024 * 1024;',
+    tests: ['test/api/negative.test.ts'],
+  },
+  {
+    id: 'manifest-size-checked-after-inflate',
+    guard: "A manifest blob over 1 MiB is refused by its object header's size, before it is inflated.",
+    file: 'src/manifest/load.ts',
+    from: '  if (size !== undefined && size > MAX_MANIFEST_BYTES) {',
+    to: '  if (false) {',
+    tests: ['src/manifest/load.test.ts', 'test/security/repo-limits.test.ts'],
+  },
+  {
+    id: 'document-depth-raised',
+    guard: 'A document (an event included) may be at most 32 levels deep.',
+    file: 'src/manifest/validate.ts',
+    from: 'export const MAX_DEPTH = 32;',
+    to: 'export const MAX_DEPTH = 64;',
+    tests: ['src/manifest/validate.test.ts', 'test/security/tenant-settings.test.ts'],
+  },
+  {
+    id: 'document-depth-off-by-one',
+    guard: 'The 33rd level of a document is refused, not only the 34th.',
+    file: 'src/manifest/validate.ts',
+    from: '    if (depth >= max) return',
+    to: '    if (depth > max) return',
+    tests: ['src/manifest/validate.test.ts'],
+  },
+  {
+    id: 'event-size-raised',
+    guard: 'An event is at most 32 KiB as JSON.',
+    file: 'src/manifest/validate.ts',
+    from: 'export const MAX_EVENT_BYTES = 32 * 1024;',
+    to: 'export const MAX_EVENT_BYTES = 128 * 1024;',
+    tests: ['src/manifest/validate.test.ts', 'test/security/tenant-settings.test.ts'],
+  },
+
+  // ---- More of the security model ----
+  {
+    id: 'secret-suffix-double-dash',
+    guard:
+      'A namespace or secret name with "--" has no local secret: "a--b"/"c" and "a"/"b--c" would read the same variable.',
+    file: 'src/core/naming.ts',
+    from: "  if (namespace.includes('--') || name.includes('--')) return undefined;\n",
+    to: '',
+    tests: ['src/core/naming.test.ts'],
+  },
+  {
+    id: 'local-path-source-any-tenant',
+    guard: 'A local repository path as a source URL is for admins only, not for any signed-in tenant.',
+    file: 'src/api/routes/sources.ts',
+    from: 'if (isLocalPath(source.spec.url) && !request.principal?.admin)',
+    to: 'if (isLocalPath(source.spec.url) && !request.principal)',
+    tests: ['test/api/auth.test.ts'],
+  },
+  {
+    id: 'kube-sanitize-top-level-only',
+    guard:
+      "sless's sanitize step removes every link out of the workspace, however deep, before kaniko copies it.",
+    file: 'src/packaging/install-step.ts',
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: the source text itself, not a template
+    from: 'find ${WORKSPACE} -type l -exec',
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: the source text itself, not a template
+    to: 'find ${WORKSPACE} -maxdepth 1 -type l -exec',
+    tests: ['test/security/kube-build-credentials.test.ts'],
+  },
+  {
+    id: 'runtime-node-inherited-handler',
+    guard: 'The Node runtime calls only a function the module itself defines, never an inherited one.',
+    file: 'runtimes/nodejs20/server.js',
+    from: 'const own = (object, key) => (Object.hasOwn(object, key) ? object[key] : undefined);',
+    to: 'const own = (object, key) => object[key];',
+    tests: ['test/runtimes/contract.test.ts'],
   },
 ];

@@ -31,6 +31,8 @@ async function reconcileUntilQuiet(deps: {
   let queued = 0;
   const full = { ...deps, logger: silentLogger, runs: new InFlight<JobOutcome>(() => queued++) };
   for (let passes = 1; ; passes++) {
+    // A run that never settles into one outcome would loop here for ever; a handful of passes is plenty.
+    if (passes > 10) throw new Error('FunctionJob ns/j did not settle in 10 passes');
     queued = 0;
     await reconcileAndPatch({
       store: deps.store,
