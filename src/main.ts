@@ -260,7 +260,7 @@ export async function startLocalSystem(
     launcher,
     ...(config.scaleToZeroAfterSeconds ? { defaultIdleSeconds: config.scaleToZeroAfterSeconds } : {}),
     serving: state.serving,
-    onScaled: (ns, name) => late.controller?.enqueueFunction(ns, name),
+    onChanged: (ns, name) => late.controller?.enqueueFunction(ns, name),
     ...(gateway ? { activity: gateway.activity, mirror: gateway } : {}),
   });
   // Serve first: the revisions that served before start from their builds on disk before the API and
@@ -413,7 +413,11 @@ async function localControlPlane(
   await archive.removeLeftovers();
   const gc = new BuildCollector({ store, archive, limit: config.buildHistory, logger });
   late.gc = gc;
-  const scheduler = new LocalCronScheduler({ store, routes: platform, logger });
+  const scheduler = new LocalCronScheduler({
+    routes: platform,
+    logger,
+    onFired: (ns, name) => late.controller?.enqueueTrigger(ns, name),
+  });
   const jobs = new LocalJobRunner({
     commandFor: (fn, build) => platform.runtimeCommand(fn, build),
     logger,

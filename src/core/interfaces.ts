@@ -213,6 +213,22 @@ export interface WorkloadPlatform {
    * the durable record, rather than from a cache that could go stale.
    */
   currentRevision(namespace: string, name: string): string | undefined | Promise<string | undefined>;
+  /**
+   * What the platform sees of the function's serving revision, for its status: the platform tells
+   * the controller when this changes (a crash) and never writes status itself. Platforms whose
+   * workloads report this elsewhere (pods show their own restarts) leave it out.
+   */
+  observe?(fn: SlessFunction): WorkloadObservation | undefined;
+}
+
+/** What a platform saw of a function's serving revision since it rolled out. */
+export interface WorkloadObservation {
+  /** Crashes of the serving revision since it rolled out. */
+  restarts: number;
+  /** The last crash, with the end of its output. */
+  lastCrash?: string;
+  /** What holds the function in, said plainly. */
+  isolation?: string;
 }
 
 /** Platform-specific pieces of source handling: where secrets live and where caches go. */

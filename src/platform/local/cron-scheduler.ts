@@ -1,7 +1,7 @@
 import { Cron } from 'croner';
 import type { Logger } from 'pino';
 import { Client, request } from 'undici';
-import type { ObjectStore, RouteResolver, TriggerScheduler } from '../../core/interfaces.js';
+import type { RouteResolver, TriggerScheduler } from '../../core/interfaces.js';
 import type { SlessFunction, Trigger, TriggerStatus } from '../../core/resources.js';
 
 interface Scheduled {
@@ -9,15 +9,24 @@ interface Scheduled {
   signature: string;
 }
 
+export interface LocalCronSchedulerOptions {
+  routes: RouteResolver;
+  logger: Logger;
+  /** Told after each tick, so the Trigger's reconcile records the run (the scheduler writes no status). */
+  onFired?: (namespace: string, name: string) => void;
+}
+
 /**
  * Cron triggers in process: croner parses and schedules, and each tick invokes the function through
- * its route with the trigger's event as a JSON POST, exactly as an HTTP caller would.
+ * its route with the trigger's event as a JSON POST, exactly as an HTTP caller would. The last run
+ * and its result are kept here and handed to the Trigger's reconcile through `apply`.
  */
 export class LocalCronScheduler implements TriggerScheduler {
   private readonly jobs = new Map<string, Scheduled>();
-  private readonly options: { store: ObjectStore; routes: RouteResolver; logger: Logger };
+  private readonly lastRuns = new Map<string, { lastRun: string; lastResult: string }>();
+  private readonly options: LocalCronSchedulerOptions;
 
-  constructor(options: { store: ObjectStore; routes: RouteResolver; logger: Logger }) {
+  constructor(options: LocalCronSchedulerOptions) {
     this.options = options;
   }
 
@@ -52,13 +61,14 @@ export class LocalCronScheduler implements TriggerScheduler {
     if (enabled) scheduled.cron.resume();
     else scheduled.cron.pause();
     const next = enabled ? scheduled.cron.nextRun() : null;
-    return next ? { nextRun: next.toISOString() } : { nextRun: undefined };
+    return { ...this.lastRuns.get(key), nextRun: next ? next.toISOString() : undefined };
   }
 
   async remove(namespace: string, name: string): Promise<void> {
     const key = `${namespace}/${name}`;
     this.jobs.get(key)?.cron.stop();
     this.jobs.delete(key);
+    this.lastRuns.delete(key);
   }
 
   stopAll(): void {
@@ -96,14 +106,11 @@ export class LocalCronScheduler implements TriggerScheduler {
         void dispatcher?.close();
       }
     }
-    const current = await this.options.store.get('Trigger', namespace, name);
-    if (!current) return;
-    const next = this.jobs.get(`${namespace}/${name}`)?.cron.nextRun();
-    await this.options.store.patchStatus(current, {
-      lastRun,
-      lastResult,
-      ...(next ? { nextRun: next.toISOString() } : {}),
-    });
+    const key = `${namespace}/${name}`;
+    // Removed while it ran: no record of a trigger that is gone.
+    if (!this.jobs.has(key)) return;
+    this.lastRuns.set(key, { lastRun, lastResult });
+    this.options.onFired?.(namespace, name);
     this.options.logger.info(
       { trigger: `${namespace}/${name}`, lastResult: lastResult.slice(0, 80) },
       'cron trigger fired',

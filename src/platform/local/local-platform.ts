@@ -10,6 +10,7 @@ import type {
   RouteResolver,
   RouteState,
   UnavailableRoute,
+  WorkloadObservation,
   WorkloadPlatform,
 } from '../../core/interfaces.js';
 import { OwnedTempDirs } from '../../core/owned-temp-dirs.js';
@@ -37,8 +38,11 @@ export interface LocalPlatformOptions {
   defaultIdleSeconds?: number;
   /** Where the serving revision of each function is kept across restarts; none: nothing survives. */
   serving?: ServingRecords;
-  /** Told when a scale-to-zero function stops or starts, so its status can say so. */
-  onScaled?: (namespace: string, name: string) => void;
+  /**
+   * Told when what it observes of a function changes (stopped or started by scale to zero, a
+   * crash), so the function's reconcile can say so in its status.
+   */
+  onChanged?: (namespace: string, name: string) => void;
   /**
    * Where requests are counted per revision; shared with the gateway thread when it proxies `/fn/`
    * (`mirror`), so draining and scale-to-zero see its requests too.
@@ -77,6 +81,10 @@ interface Slot {
   restarts: number;
   /** Crashes since the last rollout, for status; `restarts` drives the backoff. */
   totalRestarts: number;
+  /** The last crash since the last rollout, with the end of its output, for status. */
+  lastCrash?: string;
+  /** What holds the serving revision in, for status. */
+  isolation?: string;
   lastStart: number;
   removed: boolean;
   /** Scaled to zero: what to start on the next request. */
@@ -209,6 +217,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
       enabled: record.enabled,
       restarts: 0,
       totalRestarts: 0,
+      isolation: this.isolationOf(record.fn),
       lastStart: 0,
       removed: false,
     };
@@ -238,18 +247,20 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     return this.slots.get(`${namespace}/${name}`)?.totalRestarts ?? 0;
   }
 
-  /** A crash shows in the Function's status (restarts, lastError) as Kubernetes shows pod restarts. */
-  private async recordCrash(revision: Revision, restarts: number, message: string): Promise<void> {
-    const fn = await this.options.store.get(
-      'Function',
-      revision.fn.metadata.namespace,
-      revision.fn.metadata.name,
-    );
-    if (fn)
-      await this.options.store.patchStatus(fn, {
-        restarts,
-        lastError: `${message}: ${revision.process.logTail().trim().split('\n').slice(-3).join(' | ')}`,
-      });
+  /** What status shows of the serving revision: its crashes, as Kubernetes shows pod restarts. */
+  observe(fn: SlessFunction): WorkloadObservation | undefined {
+    const slot = this.slots.get(`${fn.metadata.namespace}/${fn.metadata.name}`);
+    if (!slot || slot.removed) return undefined;
+    return {
+      restarts: slot.totalRestarts,
+      ...(slot.lastCrash ? { lastCrash: slot.lastCrash } : {}),
+      ...(slot.isolation ? { isolation: slot.isolation } : {}),
+    };
+  }
+
+  private recordCrash(slot: Slot, revision: Revision, message: string): void {
+    slot.lastCrash = `${message}: ${revision.process.logTail().trim().split('\n').slice(-3).join(' | ')}`;
+    this.options.onChanged?.(revision.fn.metadata.namespace, revision.fn.metadata.name);
   }
 
   async deploy(
@@ -289,6 +300,8 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
         slot.restarting = undefined;
         slot.restarts = 0;
         slot.totalRestarts = 0;
+        slot.lastCrash = undefined;
+        slot.isolation = this.isolationOf(fn);
         return;
       }
     }
@@ -330,14 +343,14 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     slot.revisionId = options.revision;
     slot.restarts = 0;
     slot.totalRestarts = 0;
+    slot.lastCrash = undefined;
+    slot.isolation = this.isolationOf(fn);
     slot.lastStart = Date.now();
     this.mirrorRoute(key);
     this.watchCrash(key, slot, revision);
     this.scheduleIdleCheck(slot, revision);
     // The new revision serves from here on; draining the old one must not hold up the next rollout.
     if (previous) this.retireInBackground(previous);
-    const current = await this.options.store.get('Function', fn.metadata.namespace, fn.metadata.name);
-    if (current) await this.options.store.patchStatus(current, { isolation: this.isolationOf(fn) });
   }
 
   /** What holds this function in, said plainly in its status. */
@@ -441,7 +454,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     this.watchCrash(key, slot, revision);
     this.scheduleIdleCheck(slot, revision);
     if (this.idleSecondsOf(parked.fn) !== undefined)
-      this.options.onScaled?.(parked.fn.metadata.namespace, parked.fn.metadata.name);
+      this.options.onChanged?.(parked.fn.metadata.namespace, parked.fn.metadata.name);
   }
 
   /** Stops a scale-to-zero revision once it has been idle for `idleSeconds`. */
@@ -464,7 +477,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
       this.options.logger.info({ function: key, idleSeconds }, 'scaled to zero');
       // A request the gateway thread sent before it learned of this is let finish.
       this.retireInBackground(revision);
-      this.options.onScaled?.(revision.fn.metadata.namespace, revision.fn.metadata.name);
+      this.options.onChanged?.(revision.fn.metadata.namespace, revision.fn.metadata.name);
     };
     slot.idleTimer = setTimeout(check, idleMs);
   }
@@ -555,7 +568,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
       this.mirrorRoute(key);
       this.options.logger.warn({ function: key, code, signal }, 'function process exited');
       slot.totalRestarts++;
-      void this.recordCrash(revision, slot.totalRestarts, `process exited (${signal ?? `code ${code}`})`);
+      this.recordCrash(slot, revision, `process exited (${signal ?? `code ${code}`})`);
       this.scheduleRestart(key, slot, revision);
     });
   }

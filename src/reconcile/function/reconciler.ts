@@ -287,6 +287,13 @@ export async function reconcileFunction(
   status.servingRevision = revision;
   status.servingCommit = build.commit;
   delete status.lastError;
+  // What the platform saw of the revision since it rolled out: its crashes, how it is held in.
+  const seen = deps.platform.observe?.(fn);
+  if (seen) {
+    status.restarts = seen.restarts;
+    if (seen.lastCrash) status.lastError = seen.lastCrash;
+    if (seen.isolation) status.isolation = seen.isolation;
+  }
   // Undefined where the platform does not report it or the function does not scale to zero.
   const atZero = enabled ? await deps.platform.scaledToZero?.(fn) : undefined;
   const serving = `serving ${revision} (built at ${build.commit.slice(0, 12)})`;
