@@ -41,7 +41,14 @@ interface Container {
   env?: { name: string; value?: string; valueFrom?: unknown }[];
   envFrom?: unknown[];
   volumeMounts?: { name: string; mountPath: string; readOnly?: boolean }[];
-  securityContext?: { runAsUser?: number; runAsNonRoot?: boolean; allowPrivilegeEscalation?: boolean };
+  securityContext?: {
+    runAsUser?: number;
+    runAsNonRoot?: boolean;
+    allowPrivilegeEscalation?: boolean;
+    capabilities?: { drop?: string[]; add?: string[] };
+    seccompProfile?: { type: string };
+  };
+  resources?: { limits?: Record<string, string>; requests?: Record<string, string> };
 }
 interface Volume {
   name: string;
@@ -50,9 +57,12 @@ interface Volume {
   downwardAPI?: { items: { path: string; fieldRef: { fieldPath: string } }[] };
 }
 interface PodTemplate {
-  metadata: { annotations?: Record<string, string> };
+  metadata: { annotations?: Record<string, string>; labels?: Record<string, string> };
   spec: {
     automountServiceAccountToken?: boolean;
+    enableServiceLinks?: boolean;
+    hostNetwork?: boolean;
+    hostPID?: boolean;
     initContainers?: Container[];
     containers: Container[];
     volumes: Volume[];
@@ -86,6 +96,7 @@ describe('kube builds: tenant code never runs where credentials are (row 7)', ()
   let env: KubeEnv;
   let repo: TestRepo;
   let template: PodTemplate;
+  let jobLabels: Record<string, string>;
   let work: string;
 
   beforeAll(async () => {
@@ -138,6 +149,7 @@ describe('kube builds: tenant code never runs where credentials are (row 7)', ()
     });
     builder.stop();
     template = (job.spec as { template: PodTemplate }).template;
+    jobLabels = (job.metadata.labels ?? {}) as Record<string, string>;
     work = await tempDir('install-replay');
   }, 120_000);
 
@@ -183,6 +195,47 @@ describe('kube builds: tenant code never runs where credentials are (row 7)', ()
       const mountsSecret = (container.volumeMounts ?? []).some((m) => secretVolumes.includes(m.name));
       expect(mountsSecret, container.name).toBe(container.name === KANIKO_CONTAINER);
     }
+  });
+
+  it('the steps that run as 10001 drop every capability under the runtime seccomp profile; every container has a memory limit', () => {
+    const sanitize = template.spec.initContainers?.find((c) => c.name === SANITIZE_CONTAINER) as Container;
+    for (const container of [install(), sanitize])
+      expect(container.securityContext, container.name).toEqual({
+        runAsUser: 10001,
+        runAsGroup: 10001,
+        runAsNonRoot: true,
+        allowPrivilegeEscalation: false,
+        capabilities: { drop: ['ALL'] },
+        seccompProfile: { type: 'RuntimeDefault' },
+      });
+    // A build that allocates without end is killed by its own limit, not by the node running out.
+    for (const container of [...(template.spec.initContainers ?? []), ...template.spec.containers])
+      expect(container.resources?.limits?.memory, container.name).toBe('2Gi');
+  });
+
+  it("the build pod uses none of the node's paths or namespaces, and is told no Service's address", () => {
+    // The only volumes: empty scratch directories and the one push secret.
+    for (const v of template.spec.volumes)
+      expect(Object.keys(v).sort(), v.name).toEqual(
+        v.name === 'docker-config' ? ['name', 'secret'] : ['emptyDir', 'name'],
+      );
+    expect(template.spec.hostNetwork).toBeUndefined();
+    expect(template.spec.hostPID).toBeUndefined();
+    // Service links would put every Service of the controller namespace into the install step's
+    // environment, the S3 server and the API among them.
+    expect(template.spec.enableServiceLinks).toBe(false);
+  });
+
+  it('the Job carries its build key and function labels, so a later commit or another replica finds it by them', () => {
+    expect(jobLabels).toMatchObject({
+      'sless.dev/build-key': 'a'.repeat(32),
+      'sless.dev/function': 'hunter',
+      'sless.dev/function-namespace': env.ns,
+    });
+    expect(template.metadata.labels).toMatchObject({
+      'sless.dev/build-key': 'a'.repeat(32),
+      'sless.dev/build': expect.stringMatching(/^build-hunter-[0-9a-f]{12}$/),
+    });
   });
 
   it("kaniko's Dockerfile runs nothing, and comes from sless's sanitize step, not the tenant's workspace", () => {
