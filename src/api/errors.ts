@@ -1,11 +1,12 @@
 import type { FastifyError, FastifyInstance } from 'fastify';
-import { type ManifestIssue, SlessError } from '../core/errors.js';
+import { type ManifestIssue, SlessError, UnavailableError } from '../core/errors.js';
+import { httpStatusOf } from './http-status.js';
 
 /** 401: no credentials, or credentials that do not verify. Carries the RFC 7235 challenge. */
 export class UnauthorizedError extends SlessError {
   readonly challenge: string;
   constructor(message: string, options: { invalidToken?: boolean; scheme?: 'bearer' | 'webhook' } = {}) {
-    super(message, { reason: 'Unauthorized', httpStatus: 401 });
+    super(message, { reason: 'Unauthorized', category: 'Unauthenticated' });
     // The description repeats our own message only, never anything taken from the token.
     if (options.scheme === 'webhook') this.challenge = 'HMAC realm="sless-webhooks"';
     else
@@ -18,16 +19,12 @@ export class UnauthorizedError extends SlessError {
 /** 403: the caller is known but may not act here (another tenant's namespace, no webhook secret). */
 export class ForbiddenError extends SlessError {
   constructor(message: string) {
-    super(message, { reason: 'Forbidden', httpStatus: 403 });
+    super(message, { reason: 'Forbidden', category: 'Forbidden' });
   }
 }
 
 /** 503: a dependency we need to answer (e.g. the JWKS endpoint) is unreachable. */
-export class UnavailableError extends SlessError {
-  constructor(message: string) {
-    super(message, { reason: 'Unavailable', httpStatus: 503 });
-  }
-}
+export { UnavailableError };
 
 /**
  * A request body that is not a valid resource. The message is `field: reason; …`, exactly the
@@ -38,7 +35,7 @@ export class BodyValidationError extends SlessError {
   constructor(issues: readonly ManifestIssue[]) {
     super(issues.map((i) => (i.field ? `${i.field}: ${i.reason}` : `body: ${i.reason}`)).join('; '), {
       reason: 'ValidationFailed',
-      httpStatus: 400,
+      category: 'Invalid',
     });
     this.issues = issues;
   }
@@ -52,7 +49,7 @@ export function installErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((error: FastifyError | SlessError | Error, request, reply) => {
     if (error instanceof SlessError) {
       if (error instanceof UnauthorizedError) reply.header('www-authenticate', error.challenge);
-      return reply.code(error.httpStatus).send({ error: error.message });
+      return reply.code(httpStatusOf(error)).send({ error: error.message });
     }
     const fastifyError = error as FastifyError;
     if (fastifyError.validation) {

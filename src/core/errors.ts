@@ -1,17 +1,33 @@
 import type { BuildRecord } from './resources.js';
+import type { Reason } from './status.js';
 
 /**
- * Typed errors. Each carries a condition reason (for status) and an HTTP status (for the API),
- * so callers never map error strings to codes by hand.
+ * What kind of failure an error is, in the caller's terms: the API turns it into an HTTP status at
+ * its edge, and nothing below it knows about HTTP.
+ * - Invalid: the request or the manifest is wrong; the same input fails the same way.
+ * - Unauthenticated / Forbidden: who the caller is, or what they may do.
+ * - NotFound, Conflict: the object named is missing, or in a state that refuses the change.
+ * - Unavailable: a piece sless itself needs is missing or unreachable; retrying later may pass.
+ * - Failed: something sless depends on (git, a build, the cluster) failed.
  */
+export type ErrorCategory =
+  | 'Invalid'
+  | 'Unauthenticated'
+  | 'Forbidden'
+  | 'NotFound'
+  | 'Conflict'
+  | 'Unavailable'
+  | 'Failed';
+
+/** Typed errors. Each carries a condition reason (for status) and its category (for the API). */
 export class SlessError extends Error {
-  readonly reason: string;
-  readonly httpStatus: number;
-  constructor(message: string, options: { reason: string; httpStatus: number; cause?: unknown }) {
+  readonly reason: Reason;
+  readonly category: ErrorCategory;
+  constructor(message: string, options: { reason: Reason; category?: ErrorCategory; cause?: unknown }) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
     this.name = new.target.name;
     this.reason = options.reason;
-    this.httpStatus = options.httpStatus;
+    this.category = options.category ?? 'Failed';
   }
 }
 
@@ -31,39 +47,46 @@ export function formatIssue(issue: ManifestIssue): string {
 export class ValidationError extends SlessError {
   readonly issues: readonly ManifestIssue[];
   constructor(issues: readonly ManifestIssue[]) {
-    super(issues.map(formatIssue).join('; '), { reason: 'ValidationFailed', httpStatus: 400 });
+    super(issues.map(formatIssue).join('; '), { reason: 'ValidationFailed', category: 'Invalid' });
     this.issues = issues;
   }
 }
 
 export class BadRequestError extends SlessError {
   constructor(message: string) {
-    super(message, { reason: 'BadRequest', httpStatus: 400 });
+    super(message, { reason: 'BadRequest', category: 'Invalid' });
   }
 }
 
 export class NotFoundError extends SlessError {
   constructor(message: string) {
-    super(message, { reason: 'NotFound', httpStatus: 404 });
+    super(message, { reason: 'NotFound', category: 'NotFound' });
   }
 }
 
 export class ConflictError extends SlessError {
-  constructor(message: string) {
-    super(message, { reason: 'Conflict', httpStatus: 409 });
+  constructor(message: string, reason: Reason = 'Conflict', cause?: unknown) {
+    super(message, { reason, category: 'Conflict', cause });
+  }
+}
+
+/** A piece sless itself needs is missing or unreachable (a JWKS endpoint, its own configuration). */
+export class UnavailableError extends SlessError {
+  constructor(message: string, reason: Reason = 'Unavailable', cause?: unknown) {
+    super(message, { reason, category: 'Unavailable', cause });
   }
 }
 
 export class SourceError extends SlessError {
-  constructor(message: string, reason = 'SourceFailed', cause?: unknown) {
-    super(message, { reason, httpStatus: 502, cause });
+  constructor(message: string, reason: Reason = 'SourceFailed', cause?: unknown) {
+    super(message, { reason, cause });
   }
 }
 
 export class BuildError extends SlessError {
   readonly logTail: string;
-  constructor(message: string, logTail: string, cause?: unknown, reason = 'BuildFailed') {
-    super(message, { reason, httpStatus: 502, cause });
+  constructor(message: string, logTail: string, cause?: unknown, reason: Reason = 'BuildFailed') {
+    super(message, { reason, cause });
     this.logTail = logTail;
   }
 }
@@ -75,7 +98,7 @@ export class BuildError extends SlessError {
  */
 export class BuildFailedError extends BuildError {
   readonly record: BuildRecord;
-  constructor(record: BuildRecord, cause?: unknown, reason = 'BuildFailed') {
+  constructor(record: BuildRecord, cause?: unknown, reason: Reason = 'BuildFailed') {
     super(record.message ?? 'build failed', record.logTail ?? '', cause, reason);
     this.record = record;
   }
@@ -88,7 +111,7 @@ export class BuildFailedError extends BuildError {
  */
 export class RolloutError extends SlessError {
   constructor(message: string, cause?: unknown) {
-    super(message, { reason: 'RolloutFailed', httpStatus: 502, cause });
+    super(message, { reason: 'RolloutFailed', cause });
   }
 }
 

@@ -5,6 +5,7 @@
 
 import type { AnyResource, BuildRecord, ResourceOf, SlessFunction } from './resources.js';
 import type { KindName } from './schemas.js';
+import type { Reason } from './status.js';
 
 export interface TreeFile {
   /** Repository-relative POSIX path. */
@@ -179,7 +180,7 @@ export type EventType = 'Normal' | 'Warning';
  * Fire and forget: a lost event never fails a reconcile.
  */
 export interface EventRecorder {
-  record(object: AnyResource, type: EventType, reason: string, message: string): void;
+  record(object: AnyResource, type: EventType, reason: Reason, message: string): void;
 }
 
 /** Runs functions: processes for `local`, Deployments and Services for `kube`. */

@@ -20,6 +20,17 @@ export const Reason = {
   ApplyConflict: 'ApplyConflict',
   QuotaExceeded: 'QuotaExceeded',
   PinNotOnBranch: 'PinNotOnBranch',
+  // Why a source cannot be read (the source readers' typed errors)
+  RepositoryNotFound: 'RepositoryNotFound',
+  BranchNotFound: 'BranchNotFound',
+  HeadMoved: 'HeadMoved',
+  FetchFailed: 'FetchFailed',
+  InvalidPath: 'InvalidPath',
+  SecretNotFound: 'SecretNotFound',
+  SecretInvalid: 'SecretInvalid',
+  OutboundRefused: 'OutboundRefused',
+  InvalidURL: 'InvalidURL',
+  SourceUnreachable: 'SourceUnreachable',
   // Function
   MissingAnnotations: 'MissingAnnotations',
   Building: 'Building',
@@ -43,9 +54,18 @@ export const Reason = {
   Failed: 'Failed',
   RunFailed: 'RunFailed',
   // Events only
+  ScaledUp: 'ScaledUp',
   BuildSucceeded: 'BuildSucceeded',
   Pruned: 'Pruned',
   HistoryPruned: 'HistoryPruned',
+  // API answers
+  BadRequest: 'BadRequest',
+  NotFound: 'NotFound',
+  Conflict: 'Conflict',
+  Unauthorized: 'Unauthorized',
+  Forbidden: 'Forbidden',
+  Unavailable: 'Unavailable',
+  LogsUnavailable: 'LogsUnavailable',
   // Any kind: an error a retry may fix; the work queue retries with backoff.
   ProgressingWithRetry: 'ProgressingWithRetry',
   ReconcileFailed: 'ReconcileFailed',
@@ -69,11 +89,8 @@ export class StatusUpdate<S extends BaseStatus> {
     this.status = { ...((base ?? object.status ?? {}) as S) };
   }
 
-  /**
-   * Sets one condition. `reason` is one of `Reason`, or the reason a typed error carries (the
-   * source readers' `BranchNotFound`, …).
-   */
-  set(type: ConditionType, status: ConditionStatus | boolean, reason: string, message: string): this {
+  /** Sets one condition; a typed error's reason is one of `Reason` too. */
+  set(type: ConditionType, status: ConditionStatus | boolean, reason: Reason, message: string): this {
     this.status.conditions = setCondition(this.status.conditions, {
       type,
       status: typeof status === 'boolean' ? (status ? 'True' : 'False') : status,

@@ -3,7 +3,7 @@
  * head, read manifests, plan, apply, prune, and write status once at the end.
  */
 import type { Logger } from 'pino';
-import { asError, formatIssue, SlessError } from '../core/errors.js';
+import { asError, ConflictError, formatIssue, SlessError } from '../core/errors.js';
 import { sameJson } from '../core/hash.js';
 import type { ObjectStore, SourceReader } from '../core/interfaces.js';
 import {
@@ -26,7 +26,7 @@ export interface SyncResult {
   commit?: string;
   plan?: Plan;
   /** Why a sync failed, as the `Reason` its source's Ready condition carries. */
-  reason?: string;
+  reason?: Reason;
   message?: string;
   /** Objects this sync pruned, as `Kind/name`. */
   pruned?: string[];
@@ -57,7 +57,7 @@ export async function syncSource(
   const condition = (
     type: 'Ready' | 'Reconciling' | 'Stalled',
     ok: boolean,
-    reason: string,
+    reason: Reason,
     message: string,
   ) => update.set(type, ok, reason, message);
   const finish = async (result: SyncResult) => {
@@ -87,7 +87,7 @@ export async function syncSource(
       { source: source.metadata.name, reason, err: error.message },
       'cannot resolve the branch head',
     );
-    return finish({ outcome: 'failed', message: error.message });
+    return finish({ outcome: 'failed', reason, message: error.message });
   }
 
   // A pin (spec.ref.commit) replaces the head as what is served; it must be a commit of the branch.
@@ -234,7 +234,7 @@ async function pinProblem(
   source: GitSource,
   pinned: string,
   head: string,
-): Promise<{ reason: string; message: string } | undefined> {
+): Promise<{ reason: Reason; message: string } | undefined> {
   const branch = source.spec.branch ?? 'main';
   try {
     if (await reader.isOnBranch(pinned, head)) return undefined;
@@ -290,10 +290,10 @@ export async function applyPlan(
       existing.get(key) ?? (await store.get(object.kind, object.metadata.namespace, object.metadata.name));
     const owner = before?.metadata.labels?.[LABEL_SOURCE];
     if (before && owner !== undefined && owner !== source.metadata.name) {
-      throw new SlessError(`${object.kind} "${object.metadata.name}" is already owned by source "${owner}"`, {
-        reason: Reason.OwnershipConflict,
-        httpStatus: 409,
-      });
+      throw new ConflictError(
+        `${object.kind} "${object.metadata.name}" is already owned by source "${owner}"`,
+        Reason.OwnershipConflict,
+      );
     }
     if (before && sameIntent(before, object)) return;
     const after = await store.apply(object);

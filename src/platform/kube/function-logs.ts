@@ -77,7 +77,6 @@ export class KubeFunctionLogs implements FunctionLogReader {
       }
       throw new SlessError(`cannot read the logs of pod ${pod}: ${(error as Error).message}`, {
         reason: 'LogsUnavailable',
-        httpStatus: 502,
       });
     }
     const lines = createInterface({ input: response, crlfDelay: Number.POSITIVE_INFINITY });

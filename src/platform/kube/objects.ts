@@ -1,5 +1,5 @@
 /** Small typed helpers over KubeHttp: server-side apply with the one field manager, get, delete. */
-import { SlessError } from '../../core/errors.js';
+import { ConflictError } from '../../core/errors.js';
 import { FIELD_MANAGER } from '../../core/resources.js';
 import { Reason } from '../../core/status.js';
 import { APPLY_PATCH, isStatus, KubeApiError, type KubeHttp } from './http.js';
@@ -45,12 +45,13 @@ export interface KubeList<T> {
  * A field sless would set is owned by another field manager (a person's `kubectl edit`, another
  * controller), and sless does not take it: the other manager's value stays and this says which.
  */
-export class ApplyConflictError extends SlessError {
+export class ApplyConflictError extends ConflictError {
   constructor(type: ResourceType, object: KubeObject, apiMessage: string, cause: unknown) {
     const { namespace, name } = object.metadata;
     super(
       `${type.kind} ${namespace ? `${namespace}/` : ''}${name} not applied: ${apiMessage} (sless does not take a field another field manager set: give the field the value in git, or clear that manager's ownership, and the next sync applies)`,
-      { reason: Reason.ApplyConflict, httpStatus: 409, cause },
+      Reason.ApplyConflict,
+      cause,
     );
   }
 }

@@ -19,6 +19,7 @@ import type { Logger } from 'pino';
 import { asError } from '../../core/errors.js';
 import type { EventRecorder, ObjectStore } from '../../core/interfaces.js';
 import { FIELD_MANAGER, type SlessFunction } from '../../core/resources.js';
+import { Reason } from '../../core/status.js';
 import { isStatus, type KubeHttp, MERGE_PATCH } from './http.js';
 import { FUNCTION_PORT, LABEL_COMPONENT, LABEL_FUNCTION, LABEL_MANAGED_BY, MANAGED_BY } from './labels.js';
 import { type KubeObject, listObjects } from './objects.js';
@@ -158,7 +159,7 @@ export class KubeScaler {
     if (await this.scaleUp(fn)) {
       this.scaleUps.set(key, (this.scaleUps.get(key) ?? 0) + 1);
       this.options.logger.info({ function: key }, 'scaled up from zero for a held request');
-      this.options.events?.record(fn, 'Normal', 'ScaledUp', 'scaled up from zero for a request');
+      this.options.events?.record(fn, 'Normal', Reason.ScaledUp, 'scaled up from zero for a request');
     }
     for (;;) {
       const origin =
@@ -385,7 +386,7 @@ export class KubeScaler {
     this.options.events?.record(
       fn,
       'Normal',
-      'ScaledToZero',
+      Reason.ScaledToZero,
       `scaled to zero after ${idleSeconds}s without requests`,
     );
   }

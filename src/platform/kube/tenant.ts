@@ -5,7 +5,7 @@
  * deterministic manifests, applied server-side as `sless-controller`, so re-applying is a no-op and a
  * rotated source secret propagates on the next apply.
  */
-import { RolloutError } from '../../core/errors.js';
+import { type ErrorCategory, RolloutError } from '../../core/errors.js';
 import type { KubeHttp } from './http.js';
 import { FUNCTION_PORT, LABEL_COMPONENT, LABEL_MANAGED_BY, MANAGED_BY } from './labels.js';
 import { apply, getObject, type KubeObject } from './objects.js';
@@ -107,7 +107,7 @@ export function functionsNetworkPolicy(namespace: string, controllerNamespace: s
  * the controller is missing a piece of its own configuration.
  */
 export class PullSecretError extends RolloutError {
-  override readonly httpStatus = 503;
+  override readonly category: ErrorCategory = 'Unavailable';
 }
 
 /**
