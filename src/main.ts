@@ -547,6 +547,8 @@ export async function startKubeSystem(
     { LeaderElector },
     { KubeBuildArchive },
     { RegistryClient, secretCredentials },
+    { BuildWatch },
+    { ChangeSignal },
   ] = await Promise.all([
     controlPlaneModules(),
     import('./source/guarded-http.js'),
@@ -572,6 +574,8 @@ export async function startKubeSystem(
     import('./platform/kube/leader-election.js'),
     import('./platform/kube/build/build-archive.js'),
     import('./platform/kube/build/registry-client.js'),
+    import('./platform/kube/build/build-watch.js'),
+    import('./platform/kube/change-signal.js'),
   ]);
   const http = new KubeHttp(options.kubeConfig ?? (await loadKubeCredentials()));
   const s3 = new S3Client({
@@ -592,8 +596,11 @@ export async function startKubeSystem(
     controllerNamespace: config.controllerNamespace,
     ...(pullSecrets ? { pullSecrets } : {}),
   });
+  // Rollouts and builds in progress read their Deployment or Job when a watch sees it move.
+  const changes = new ChangeSignal();
   const workloads = new KubeWorkloads({
     http,
+    changes,
     imagePullSecrets: config.imagePullSecrets,
     prepareNamespace: (ns) => namespaces.prepare(ns),
     rolloutDeadlineMs: config.rolloutDeadlineMs,
@@ -690,6 +697,7 @@ export async function startKubeSystem(
     registryMap: config.kanikoRegistryMap,
     ...(config.buildServiceAccount ? { serviceAccountName: config.buildServiceAccount } : {}),
     ...(options.pollMs ? { pollMs: options.pollMs } : {}),
+    changes,
     onBuildFinished: buildRecorder(metrics, history, () => late.gc),
   });
   const gc = new BuildCollector({
@@ -771,6 +779,7 @@ export async function startKubeSystem(
       http,
       logger,
       ...(config.watchNamespaces ? { namespaces: config.watchNamespaces } : {}),
+      changes,
       onDrift: (owner, ns, name) => {
         logger.info({ [owner]: `${ns}/${name}` }, 'owned object drifted; reconciling');
         if (owner === 'Trigger') term.controller?.enqueueTrigger(ns, name);
@@ -779,6 +788,11 @@ export async function startKubeSystem(
     });
     drift.start();
     return () => drift.stop();
+  });
+  tasks.register('build watch', () => {
+    const watch = new BuildWatch({ http, logger, controllerNamespace: config.controllerNamespace, changes });
+    watch.start();
+    return () => watch.stop();
   });
   // The scaler runs on every replica: each holds requests and scales up; it scales down only while
   // this replica leads.

@@ -372,6 +372,23 @@ export const MUTATIONS: GuardMutation[] = [
     tests: ['test/local/remote-source.test.ts'],
   },
   {
+    id: 'rollout-waits-on-timer',
+    guard: 'A rollout in progress reads its Deployment when the drift watch sees it change, not on a timer.',
+    file: 'src/main.ts',
+    from: '    http,\n    changes,\n    imagePullSecrets: config.imagePullSecrets,',
+    to: '    http,\n    imagePullSecrets: config.imagePullSecrets,',
+    tests: ['test/kube/watched-waits.test.ts'],
+  },
+  {
+    id: 'build-waits-on-timer',
+    guard:
+      'A build in progress reads its Job when the build watch sees the Job or its pod change, not on a timer.',
+    file: 'src/platform/kube/build/kaniko-builder.ts',
+    from: 'const moved = this.options.changes?.next(buildJobKey(name), CHANGE_FALLBACK_MS);',
+    to: 'const moved = undefined;',
+    tests: ['test/kube/watched-waits.test.ts'],
+  },
+  {
     id: 'inflight-second-task-per-key',
     guard:
       'A function has at most one build (and one rollout) running at a time, whatever the build key asked for.',

@@ -5,20 +5,13 @@
  * the next resync.
  */
 import type { Logger } from 'pino';
-import { asError } from '../../core/errors.js';
 import { FIELD_MANAGER } from '../../core/resources.js';
+import { type ChangeSignal, deploymentKey } from './change-signal.js';
 import type { KubeHttp } from './http.js';
 import { LABEL_COMPONENT, LABEL_FUNCTION, LABEL_MANAGED_BY, LABEL_TRIGGER, MANAGED_BY } from './labels.js';
-import { type KubeObject, listObjects } from './objects.js';
-import {
-  CRONJOB,
-  collectionPath,
-  DEPLOYMENT,
-  labelSelector,
-  type ResourceType,
-  SERVICE,
-} from './resource-types.js';
-import { watchCollection } from './watch.js';
+import type { KubeObject } from './objects.js';
+import { CRONJOB, DEPLOYMENT, type ResourceType, SERVICE } from './resource-types.js';
+import { runWatchLoop } from './watch-loop.js';
 
 /** Which sless object a drifted one belongs to. */
 export type DriftOwner = 'Function' | 'Trigger';
@@ -75,6 +68,7 @@ export class DriftWatch {
   private readonly namespaces: readonly (string | undefined)[];
   private readonly onDrift: (owner: DriftOwner, namespace: string, name: string) => void;
   private readonly retryMs: number;
+  private readonly changes: ChangeSignal | undefined;
   private readonly aborts = new Set<AbortController>();
   private stopped = false;
 
@@ -85,7 +79,10 @@ export class DriftWatch {
     namespaces?: readonly string[];
     onDrift: (owner: DriftOwner, namespace: string, name: string) => void;
     retryMs?: number;
+    /** Told of every change of a Deployment, for rollouts that wait on one. */
+    changes?: ChangeSignal;
   }) {
+    this.changes = options.changes;
     this.http = options.http;
     this.logger = options.logger;
     this.namespaces = options.namespaces ?? [undefined];
@@ -102,7 +99,7 @@ export class DriftWatch {
     for (const abort of this.aborts) abort.abort();
   }
 
-  private async run(watched: Watched, namespace: string | undefined): Promise<void> {
+  private run(watched: Watched, namespace: string | undefined): Promise<void> {
     const { type, owner, ownerLabel, labels } = watched;
     const seen = new Map<string, Seen>();
     const seenOf = (o: KubeObject, fn: string): Seen => ({
@@ -122,29 +119,44 @@ export class DriftWatch {
     const report = (ns: string, name: string | undefined) => {
       if (name && !this.stopped) this.onDrift(owner, ns, name);
     };
-    while (!this.stopped) {
-      try {
-        const list = await listObjects<KubeObject>(this.http, type, {
-          ...(namespace ? { namespace } : {}),
-          labels,
-        });
-        const present = new Set<string>();
-        for (const o of list.items) {
-          const key = `${o.metadata.namespace}/${o.metadata.name}`;
-          present.add(key);
-          const now = seenOf(o, o.metadata.labels?.[ownerLabel] ?? '');
-          if (drifted(seen.get(key), now, o)) report(now.namespace, now.fn);
-          seen.set(key, now);
-        }
-        // Deleted while this watch was down.
-        for (const [key, entry] of seen)
-          if (!present.has(key)) {
-            seen.delete(key);
-            report(entry.namespace, entry.fn);
+    // Whoever waits for a Deployment to roll out reads it again when it moves.
+    const changed = (o: KubeObject) => {
+      if (type === DEPLOYMENT)
+        this.changes?.notify(deploymentKey(o.metadata.namespace ?? '', o.metadata.name));
+    };
+    const abort = new AbortController();
+    this.aborts.add(abort);
+    if (this.stopped) abort.abort();
+    return runWatchLoop(
+      {
+        http: this.http,
+        logger: this.logger,
+        type,
+        namespace,
+        labels,
+        retryMs: this.retryMs,
+        what: 'drift watch',
+        onList: (items) => {
+          const present = new Set<string>();
+          for (const o of items) {
+            const key = `${o.metadata.namespace}/${o.metadata.name}`;
+            present.add(key);
+            const now = seenOf(o, o.metadata.labels?.[ownerLabel] ?? '');
+            if (drifted(seen.get(key), now, o)) report(now.namespace, now.fn);
+            seen.set(key, now);
+            changed(o);
           }
-        await this.watch(watched, namespace, list.metadata.resourceVersion, (phase, o) => {
+          // Deleted while this watch was down.
+          for (const [key, entry] of seen)
+            if (!present.has(key)) {
+              seen.delete(key);
+              report(entry.namespace, entry.fn);
+            }
+        },
+        onEvent: (phase, o) => {
           const key = `${o.metadata.namespace}/${o.metadata.name}`;
           const fn = o.metadata.labels?.[ownerLabel];
+          changed(o);
           if (phase === 'DELETED') {
             seen.delete(key);
             report(o.metadata.namespace ?? '', fn);
@@ -154,43 +166,9 @@ export class DriftWatch {
           const now = seenOf(o, fn ?? '');
           seen.set(key, now);
           if (phase === 'MODIFIED' && drifted(before, now, o)) report(now.namespace, now.fn);
-        });
-      } catch (thrown) {
-        if (this.stopped) return;
-        this.logger.warn(
-          { watch: type.plural, err: asError(thrown).message },
-          'drift watch failed; re-listing',
-        );
-        await new Promise((r) => setTimeout(r, this.retryMs));
-      }
-    }
-  }
-
-  /** Watches until the server ends the stream (then the caller re-lists) or it fails. */
-  private async watch(
-    { type, labels }: Watched,
-    namespace: string | undefined,
-    resourceVersion: string | undefined,
-    onEvent: (phase: string, object: KubeObject) => void,
-  ): Promise<void> {
-    const abort = new AbortController();
-    this.aborts.add(abort);
-    if (this.stopped) abort.abort();
-    let failed: Error | undefined;
-    try {
-      await watchCollection(
-        this.http,
-        collectionPath(type, namespace),
-        { resourceVersion, labelSelector: labelSelector(labels) },
-        (phase, object) => {
-          if (phase === 'ERROR') failed = new Error(`watch of ${type.plural} ended with an error`);
-          else if (phase !== 'BOOKMARK') onEvent(phase, object);
         },
-        abort.signal,
-      );
-    } finally {
-      this.aborts.delete(abort);
-    }
-    if (failed) throw failed;
+      },
+      abort.signal,
+    ).finally(() => this.aborts.delete(abort));
   }
 }

@@ -2,6 +2,7 @@
 import { RolloutError } from '../../core/errors.js';
 import type { WorkloadPlatform } from '../../core/interfaces.js';
 import { type BuildRecord, FIELD_MANAGER, type SlessFunction } from '../../core/resources.js';
+import { type ChangeSignal, deploymentKey } from './change-signal.js';
 import type { KubeHttp } from './http.js';
 import { ANNOTATION_REVISION, LABEL_FUNCTION } from './labels.js';
 import { apply, deleteObject, getObject, type KubeObject, listObjects } from './objects.js';
@@ -10,12 +11,16 @@ import { podFailureReason, replicasManagedElsewhere, replicasOwners, rolloutProg
 import { idleSecondsOf } from './scaler.js';
 import { deploymentFor, serviceFor, serviceName } from './workload-manifests.js';
 
+/** With Deployment changes signalled, a rollout still reads its Deployment this often. */
+const ROLLOUT_FALLBACK_MS = 10_000;
+
 export class KubeWorkloads implements WorkloadPlatform {
   private readonly http: KubeHttp;
   private readonly imagePullSecrets: readonly string[];
   private readonly prepareNamespace: ((namespace: string) => Promise<void>) | undefined;
   private readonly rolloutDeadlineMs: number;
   private readonly pollMs: number;
+  private readonly changes: ChangeSignal | undefined;
 
   /**
    * `prepareNamespace` readies each namespace deployed to: pull secret (lesson 6), NetworkPolicy.
@@ -28,7 +33,10 @@ export class KubeWorkloads implements WorkloadPlatform {
     prepareNamespace?: (namespace: string) => Promise<void>;
     rolloutDeadlineMs?: number;
     pollMs?: number;
+    /** With the drift watch's Deployment changes, a rollout reads its Deployment when it moves. */
+    changes?: ChangeSignal;
   }) {
+    this.changes = options.changes;
     this.http = options.http;
     this.imagePullSecrets = options.imagePullSecrets ?? [];
     this.prepareNamespace = options.prepareNamespace;
@@ -88,6 +96,8 @@ export class KubeWorkloads implements WorkloadPlatform {
   private async awaitRollout(namespace: string, name: string, revision: string): Promise<void> {
     const deadline = Date.now() + this.rolloutDeadlineMs;
     for (;;) {
+      // Asked before the read: a change between the read and the wait must not wait for the fallback.
+      const moved = this.changes?.next(deploymentKey(namespace, name), ROLLOUT_FALLBACK_MS);
       const deployment = await getObject<KubeObject>(this.http, DEPLOYMENT, namespace, name);
       // Not a verdict on the revision: the retry applies it again.
       if (!deployment) throw new Error(`Deployment ${namespace}/${name} disappeared during its rollout`);
@@ -106,7 +116,7 @@ export class KubeWorkloads implements WorkloadPlatform {
           `revision ${revision} not available after ${Math.round(this.rolloutDeadlineMs / 1000)}s: ${why}`,
         );
       }
-      await new Promise((resolve) => setTimeout(resolve, this.pollMs));
+      await (moved ?? new Promise((resolve) => setTimeout(resolve, this.pollMs)));
     }
   }
 

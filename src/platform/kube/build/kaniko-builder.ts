@@ -23,6 +23,7 @@ import {
   type SlessFunction,
 } from '../../../core/resources.js';
 import { createBuildContext } from '../../../packaging/build-context.js';
+import { buildJobKey, type ChangeSignal } from '../change-signal.js';
 import { isStatus, type KubeHttp, MERGE_PATCH } from '../http.js';
 import { jobCondition, jobFailed, jobStatus, jobSucceeded } from '../job-status.js';
 import {
@@ -52,8 +53,12 @@ export interface KanikoBuilderOptions extends KanikoSettings {
   s3: S3Client;
   runtimesDir: string;
   logger: Logger;
-  /** How often a running Job is polled. */
+  /**
+   * How often a running Job is read: every `pollMs` (default 2 s), or with `changes`, when the build
+   * watch sees its Job or pod move (and at least every CHANGE_FALLBACK_MS).
+   */
   pollMs?: number;
+  changes?: ChangeSignal;
   /** How long a succeeded Job may lack its pod's digest before the build counts as failed. */
   digestGraceMs?: number;
   onBuildFinished?: (record: BuildRecord, fn: SlessFunction) => void;
@@ -78,6 +83,9 @@ interface PushedDigest {
 }
 
 const DIGEST = /^sha256:[0-9a-f]{64}$/;
+
+/** With a build watch, a running Job is still read this often: a missed event costs no more. */
+export const CHANGE_FALLBACK_MS = 15_000;
 
 export class KanikoBuilder implements Builder {
   private readonly options: KanikoBuilderOptions;
@@ -296,6 +304,8 @@ export class KanikoBuilder implements Builder {
     let succeededSince: number | undefined;
     const reader = new PollReader();
     for (;;) {
+      // Asked before the read: a change between the read and the wait must not wait for the fallback.
+      const moved = this.options.changes?.next(buildJobKey(name), CHANGE_FALLBACK_MS);
       const read = await reader.read(() => getObject<KubeObject>(this.options.http, JOB, ns, name));
       if (read === 'retry') {
         await new Promise((r) => setTimeout(r, poll));
@@ -328,7 +338,7 @@ export class KanikoBuilder implements Builder {
           reason?.lastTransitionTime,
         );
       }
-      await new Promise((r) => setTimeout(r, poll));
+      await (moved ?? new Promise((r) => setTimeout(r, poll)));
       if (this.stopped) return new Promise<BuildRecord>(() => {});
     }
   }
