@@ -219,8 +219,9 @@ export class LocalBuilder implements Builder {
         message: error.message,
         logTail,
       };
-      log.warn({ err: error.message }, 'build failed');
+      // Recorded before it is told: a kill -9 right after the log line must not build the same code again.
       await this.options.failedBuilds?.set(request.fn, request.buildKey, failed);
+      log.warn({ err: error.message }, 'build failed');
       this.options.onBuildFinished?.(failed, request.fn);
       // Only the function's own build failing is final; a file system error may pass on retry.
       if (error instanceof BuildError) throw new BuildFailedError(failed, error);
