@@ -158,7 +158,10 @@ export class Controller {
   constructor(options: ControllerOptions) {
     this.options = options;
     const quotas = options.quotas ?? DEFAULT_QUOTAS;
-    this.processes = new ProcessQuota(quotas.maxProcesses);
+    // A function refused for want of room starts once its namespace has some again.
+    this.processes = new ProcessQuota(quotas.maxProcesses, (namespace, name) =>
+      this.enqueueFunction(namespace, name),
+    );
     this.functionGate = new FairGate({ slots: options.functionConcurrency ?? 4 });
     this.buildGate = new FairGate({ slots: options.buildConcurrency ?? 4 });
     // A build or rollout that ends queues its function again: the next pass takes its outcome.
