@@ -1,6 +1,6 @@
 /**
  * What the Function finalizer cleans: the things owner references cannot reach. Build Jobs live in
- * the controller's namespace and cross-namespace owner references never fire (seeds lesson 4); build
+ * the controller's namespace and the garbage collector ignores owner references across namespaces; build
  * contexts live in S3, images in the registry. The workload is deleted explicitly too, since GC only
  * runs where a controller-manager does.
  */

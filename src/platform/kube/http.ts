@@ -1,7 +1,8 @@
 /**
  * A thin JSON client over the Kubernetes API. The typed clients of @kubernetes/client-node turn
  * timestamps into Dates and may drop fields of custom resources; the store must read back exactly what
- * it applied (seeds lesson 14), so requests and responses stay plain JSON here. Credentials come from
+ * it applied, or the next apply sees a difference that is not there, so requests and responses stay
+ * plain JSON here. Credentials come from
  * the KubeConfig for every request, so rotated in-cluster tokens are picked up.
  */
 

@@ -1,11 +1,13 @@
 /**
  * ObjectStore over the sless CRDs. Desired state is written with server-side apply under one field
- * manager (never a read-modify-write Update: seeds lesson 3), status through the status subresource,
- * and changes arrive through a watch per kind that re-lists when the watch expires (410 Gone).
+ * manager (never a read-modify-write Update, which fails with "object has been modified" whenever
+ * another writer got there first), status through the status subresource, and changes arrive
+ * through a watch per kind that re-lists when the watch expires (410 Gone).
  *
  * `statusOnly` is computed against the last object seen for the same key: generation, labels,
  * annotations, finalizers and deletion unchanged means only status moved. That is what keeps the
- * controller's own status writes from re-triggering reconciles (seeds: 94 kaniko Jobs).
+ * controller's own status writes from re-triggering reconciles, a loop that would start build after
+ * build of the same function.
  */
 import { isDeepStrictEqual } from 'node:util';
 import type { Logger } from 'pino';

@@ -37,8 +37,9 @@ export class KubeNamespaces implements NamespaceRegistry {
   }
 
   /**
-   * What a namespace needs before functions run in it: the pull secret (seeds lesson 6) and the
-   * NetworkPolicy. Deploys call it too, so a namespace nobody ensured is covered as well.
+   * What a namespace needs before functions run in it: the pull secret (without it the pods end in
+   * ImagePullBackOff) and the NetworkPolicy. Deploys call it too, so a namespace nobody ensured is
+   * covered as well.
    */
   async prepare(namespace: string): Promise<void> {
     await this.pullSecrets?.ensure(namespace);

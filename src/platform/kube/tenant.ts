@@ -1,9 +1,10 @@
 /**
- * What a namespace that runs functions gets besides the Namespace itself (DESIGN "Namespaces", seeds
- * lesson 6): a copy of the pull-only registry secret, and a NetworkPolicy that admits only the
- * controller (which is also the `/fn/` proxy) and the namespace's own cron Trigger pods. Both are pure,
- * deterministic manifests, applied server-side as `sless-controller`, so re-applying is a no-op and a
- * rotated source secret propagates on the next apply.
+ * What a namespace that runs functions gets besides the Namespace itself: a copy of the pull-only
+ * registry secret (so its pods can pull images, while push credentials stay with the builds in the
+ * controller's namespace), and a NetworkPolicy that admits only the controller (which is also the
+ * `/fn/` proxy) and the namespace's own cron Trigger pods. Both are pure, deterministic manifests,
+ * applied server-side as `sless-controller`, so re-applying is a no-op and a rotated source secret
+ * propagates on the next apply.
  */
 import { type ErrorCategory, RolloutError } from '../../core/errors.js';
 import type { KubeHttp } from './http.js';

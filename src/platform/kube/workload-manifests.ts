@@ -1,6 +1,6 @@
 /**
  * The Deployment and Service of one Function, as pure data: deterministic (sorted env, stable names)
- * so that re-applying an unchanged function is a no-op and never rolls pods (seeds lesson 11).
+ * so that re-applying an unchanged function is a no-op and never rolls pods.
  */
 
 import { boundedName } from '../../core/naming.js';
@@ -19,7 +19,7 @@ import type { KubeObject, OwnerReference } from './objects.js';
 export interface WorkloadOptions {
   revision: string;
   enabled: boolean;
-  /** Secrets the function's namespace pulls images with (seeds lesson 6). */
+  /** Secrets the function's namespace pulls images with; without them its pods end in ImagePullBackOff. */
   imagePullSecrets: readonly string[];
 }
 
@@ -106,7 +106,7 @@ export function deploymentFor(fn: SlessFunction, build: BuildRecord, options: Wo
       ownerReferences: [ownerReferenceTo(fn)],
     },
     spec: {
-      // enabled:false scales to 0 in place: nothing is recreated (seeds: Trigger.enabled).
+      // enabled:false scales to 0 in place: nothing is recreated, so enabling it again needs no rebuild.
       replicas: options.enabled ? (fn.spec.replicas ?? 1) : 0,
       revisionHistoryLimit: 3,
       selector: { matchLabels: { [LABEL_FUNCTION]: fn.metadata.name } },
@@ -129,7 +129,7 @@ export function deploymentFor(fn: SlessFunction, build: BuildRecord, options: Wo
           containers: [
             {
               name: 'function',
-              // Tag = commit SHA, pinned by digest: never :latest, never a stale cached image (lesson 1).
+              // Tag = commit SHA, pinned by digest: never :latest, so a node never runs a stale cached image.
               image: build.image,
               imagePullPolicy: 'IfNotPresent',
               ports: [{ name: 'http', containerPort: FUNCTION_PORT, protocol: 'TCP' }],

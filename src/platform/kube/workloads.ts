@@ -23,7 +23,8 @@ export class KubeWorkloads implements WorkloadPlatform {
   private readonly changes: ChangeSignal | undefined;
 
   /**
-   * `prepareNamespace` readies each namespace deployed to: pull secret (lesson 6), NetworkPolicy.
+   * `prepareNamespace` readies each namespace deployed to: pull secret (or its pods cannot pull
+   * images), NetworkPolicy.
    * A revision whose pods are not all updated and available within `rolloutDeadlineMs` (default
    * 3 min) failed; `pollMs` (default 1 s) is how often the Deployment is read meanwhile.
    */

@@ -1,13 +1,13 @@
 /**
  * Builder on Kubernetes: build context → S3 → one kaniko Job per (function, build key) → registry.
  *
- * Build once (seeds: 94 kaniko Jobs): a build is identified by its build key, not by the commit that
- * asked for it. Concurrent calls in this process share one promise per key, and a Job of the key that
- * already exists, at any commit (another replica's, or this controller's before a restart, still
- * running or finished), is attached to, never duplicated; its image keeps the tag of the commit it
- * was built at. Only a new Job's name derives from function and commit. Whether a build exists is
- * read from the Jobs themselves (label build-key, condition Complete, digest annotation), durable
- * state that no status writer can reset.
+ * Build once, since a build decided from anything less durable can repeat without end: a build is
+ * identified by its build key, not by the commit that asked for it. Concurrent calls in this process
+ * share one promise per key, and a Job of the key that already exists, at any commit (another
+ * replica's, or this controller's before a restart, still running or finished), is attached to, never
+ * duplicated; its image keeps the tag of the commit it was built at. Only a new Job's name derives
+ * from function and commit. Whether a build exists is read from the Jobs themselves (label build-key,
+ * condition Complete, digest annotation), durable state that no status writer can reset.
  */
 import { GetObjectCommand, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
@@ -432,7 +432,7 @@ export class KanikoBuilder implements Builder {
       startedAt: started,
       finishedAt: finished,
       durationMs: Math.max(0, Date.parse(finished) - Date.parse(started)),
-      // Tag for people, digest for the kubelet: the exact bytes that were built (lesson 1).
+      // Tag for people, digest for the kubelet: the exact bytes that were built, never a stale cache.
       image: `${tag}@${digest}`,
     };
   }

@@ -51,7 +51,7 @@ export interface KanikoSettings {
   controllerNamespace: string;
   registry: string;
   bucket: string;
-  /** Full URL (scheme included): kaniko broke on a bare host in the seeds (lesson 5). */
+  /** Full URL (scheme included): kaniko fails on a bare host. */
   s3Endpoint: string;
   s3Region: string;
   /** Secret with AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, in the controller's namespace. */
