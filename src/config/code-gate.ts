@@ -38,7 +38,7 @@ function parseEnabled(found: { name: string; value: string } | undefined): boole
   throw new CodeGateConfigError(`${found.name}: "${found.value}" must be true or false`);
 }
 
-/** `15s`, `500ms`, `1m`, or a bare number of seconds, as the seeds wrote it. */
+/** `15s`, `500ms`, `1m`, or a bare number of seconds. */
 function parseTimeout(found: { name: string; value: string } | undefined): number {
   const text = found?.value ?? DEFAULT_TIMEOUT;
   const ms = /^[0-9]+(\.[0-9]+)?$/.test(text)

@@ -1,7 +1,8 @@
 /**
- * `sless controller` configuration: env and flags → one frozen, validated object. Everything that
- * broke the seeds at run time is checked at startup instead: the S3 endpoint must be a full URL
- * (lesson 5), the registry must be a bare host[/path] (the tag is added here, never :latest).
+ * `sless controller` configuration: env and flags → one frozen, validated object. Settings that
+ * would otherwise only fail at build or run time are checked at startup instead: the S3 endpoint must
+ * be a full URL (kaniko fails on a bare host), the registry must be a bare host[/path] (the tag is
+ * added here, never :latest).
  */
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
@@ -44,9 +45,10 @@ export interface KubeControllerConfig {
   readonly pushSecret: string;
   readonly imagePullSecrets: readonly string[];
   /**
-   * The pull secret copied into every tenant namespace (seeds lesson 6): `source` is a dockerconfigjson
-   * Secret in the controller namespace holding pull-only credentials, `name` the Secret the function
-   * pods reference (the first of `imagePullSecrets`). Undefined when no pull secret is referenced.
+   * The pull secret copied into every tenant namespace, without which its pods end in
+   * ImagePullBackOff: `source` is a dockerconfigjson Secret in the controller namespace holding
+   * pull-only credentials, `name` the Secret the function pods reference (the first of
+   * `imagePullSecrets`). Undefined when no pull secret is referenced.
    */
   readonly pullSecret: { readonly source: string; readonly name: string } | undefined;
   readonly kanikoImage: string | undefined;
