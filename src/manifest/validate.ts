@@ -20,10 +20,6 @@ function strictCopy(schema: unknown): unknown {
   if (schema === null || typeof schema !== 'object') return schema;
   const out: JsonObject = {};
   for (const [key, value] of Object.entries(schema)) out[key] = strictCopy(value);
-  // Mutation testing: with today's schemas the mutants of this condition (and `schema === null`
-  // above) survive and are equivalent: every object schema with `properties` has type object and no
-  // additionalProperties, the free-form ones (preserve-unknown-fields) have no properties, and no
-  // schema holds null. Unknown fields are still refused, nested too (validate.test.ts).
   const isClosedObject =
     out.type === 'object' &&
     out.properties !== undefined &&
@@ -34,12 +30,8 @@ function strictCopy(schema: unknown): unknown {
 }
 
 function createAjv(): Ajv {
-  // Stryker disable next-line BooleanLiteral: `strict` only adds compile-time checks of our own schemas (allErrors and useDefaults are tested)
+  // Stryker disable next-line BooleanLiteral: `strict` only adds compile-time checks of our own schemas
   const ajv = new Ajv({ allErrors: true, useDefaults: true, strict: true });
-  // Mutation testing: Stryker lists the two string mutants here as surviving. `keyword: ""` makes
-  // this module throw when it loads, so validate.test.ts fails to load (tried by hand), which
-  // Stryker's vitest runner does not count as a failed test. `schemaType: ""` is equivalent: it only
-  // stops ajv checking that the keyword's value is a boolean, and our schemas only ever write `true`.
   ajv.addKeyword({ keyword: 'x-kubernetes-preserve-unknown-fields', schemaType: 'boolean' });
   return ajv;
 }
@@ -85,7 +77,7 @@ function describe(error: ErrorObject): { field: string; reason: string } {
     case 'pattern':
       if (base.endsWith('name') || base.endsWith('function') || base.endsWith('namespace'))
         return { field: base, reason: 'must be a DNS-1123 label (lowercase letters, digits and "-")' };
-      // Mutation testing: the `'is invalid'` fallback is never reached, ajv always sets a message.
+      // ajv always sets a message; the `'is invalid'` fallback is never reached.
       return { field: base, reason: `${error.message ?? 'is invalid'}` };
     default:
       // Stryker disable next-line StringLiteral: ajv always sets a message; the fallback is never used
@@ -135,7 +127,7 @@ function firstTooDeep(root: unknown, max: number): string | undefined {
   while (stack.length > 0) {
     const { value, depth, path } = stack.pop() as { value: unknown; depth: number; path: string };
     if (value === null || typeof value !== 'object') continue;
-    // Mutation testing: '(root)' is never reached with MAX_DEPTH > 0 (the root sits at depth 0).
+    // '(root)' is never reached with MAX_DEPTH > 0 (the root sits at depth 0).
     if (depth >= max) return path.length > 200 ? `${path.slice(0, 200)}…` : path || '(root)';
     for (const [key, child] of Object.entries(value))
       stack.push({ value: child, depth: depth + 1, path: path ? `${path}.${key}` : key });
@@ -144,8 +136,6 @@ function firstTooDeep(root: unknown, max: number): string | undefined {
 }
 
 // ICU's list holds canonical zone names only; UTC and GMT are aliases people write all the time.
-// Mutation testing: `supportedValuesOf("")` throws a RangeError while the module loads, which fails
-// every test of this file, but Stryker's vitest runner does not count a file that fails to load.
 const TIME_ZONES = new Set([...Intl.supportedValuesOf('timeZone'), 'UTC', 'Etc/UTC', 'GMT', 'Etc/GMT']);
 
 /** git check-ref-format's rules for a branch name, plus a length limit. */
