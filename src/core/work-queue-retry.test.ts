@@ -89,6 +89,9 @@ describe('WorkQueue retries', () => {
     expect(calls).toBe(2);
   });
 
+  // `npm run mutate`: in rateDelay, `this.tokens >= 0` → `>` survives and is equivalent: at exactly
+  // 0 tokens the other branch gives Math.ceil(-0) = -0, and x + -0 = x. It has no disable comment,
+  // which would also hide the killed `<` on that line.
   it('shares a retry rate across keys: past the burst, retries queue behind the rate', async () => {
     const { queue, delays } = queueWith(
       async () => {

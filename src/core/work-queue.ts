@@ -136,8 +136,6 @@ export class WorkQueue {
     this.tokens = Math.min(burst, this.tokens + ((now - this.tokensAt) / 1000) * retriesPerSecond);
     this.tokensAt = now;
     this.tokens -= 1;
-    // Mutation testing: `>=` → `>` survives and is equivalent: at exactly 0 tokens the other branch
-    // gives Math.ceil(-0) = -0, and x + -0 = x. (No disable comment: it would also hide the killed `<`.)
     return this.tokens >= 0 ? 0 : Math.ceil((-this.tokens / retriesPerSecond) * 1000);
   }
 
@@ -152,9 +150,6 @@ export class WorkQueue {
       this.running++;
       void this.process(key);
     }
-    // Mutation testing: `this.queued.length === 0` → true survives and is equivalent for any concurrency
-    // ≥ 1 (every caller): with no key running, the loop above has emptied the queue. (No disable comment:
-    // it would also hide the killed mutants of `this.running === 0` on this line.)
     if (this.running === 0 && this.queued.length === 0) {
       const waiters = this.idleWaiters;
       this.idleWaiters = [];
@@ -185,8 +180,6 @@ export class WorkQueue {
 
   /** Resolves when nothing is queued or running; retries waiting for their delay do not count. */
   idle(): Promise<void> {
-    // Mutation testing: `this.queued.length === 0` → true survives and is equivalent for any concurrency
-    // ≥ 1 (every caller): nothing running means nothing queued (see pump). No disable comment (see pump).
     if (this.running === 0 && this.queued.length === 0) return Promise.resolve();
     return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
