@@ -122,6 +122,8 @@ describe('config hashes', () => {
 });
 
 describe('sortedWithin', () => {
+  // `npm run mutate`: the binary search's `<` → `<=` survives and is equivalent: no file path
+  // equals `dir/`.
   it('returns exactly the files below a directory of a path-sorted listing', () => {
     fc.assert(
       fc.property(
@@ -228,6 +230,9 @@ describe('planSource', () => {
     issues: [],
   };
 
+  // `npm run mutate`: the mutants of sortRecord's `a > b ? 1 : 0` half survive and are equivalent.
+  // Record keys are distinct, so `a <= b` equals `a < b`, and that half only runs when a > b; V8 sorts
+  // records this small by binary insertion, which treats 0 and 1 alike.
   it('turns loaded documents into the objects to apply: golden metadata, sorted labels and annotations', async () => {
     listed.length = 0;
     const plan = await planSource(source, snapshot, loaded);
@@ -294,6 +299,8 @@ describe('planSource', () => {
     });
   });
 
+  // `npm run mutate`: the default path `'.'` → `""` survives and is equivalent: both normalize to the
+  // root.
   it('plans from the repository root when the source has no path', async () => {
     listed.length = 0;
     const { path: _path, ...spec } = source.spec;

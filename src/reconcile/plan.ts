@@ -119,8 +119,7 @@ export async function planSource(
   const commit = snapshot.commit;
   const objects: AnyResource[] = [];
   const functions = new Map<string, PlannedFunction>();
-  // Mutation testing: `'.'` → `""` is equivalent (both normalise to the root), and the final `?? ''`
-  // is unreachable: validation refuses a path that normalizes to undefined.
+  // The final `?? ''` is never taken: validation refuses a path that normalizes to undefined.
   const root = normalizeRepoPath(source.spec.path ?? '.') ?? '';
   const rootFiles = await snapshot.listFiles(root);
   const filesUnder = (dir: string) =>
@@ -140,7 +139,7 @@ export async function planSource(
     };
     if (loadedDoc.kind === 'Function') {
       const spec = doc.spec as FunctionSpec;
-      // Mutation testing: the fallback is unreachable, loadManifests gives every Function a codeDir.
+      // The fallback is never taken: loadManifests gives every Function a codeDir.
       const codeDir = loadedDoc.codeDir ?? '';
       const inputs = {
         runtime: spec.runtime,
@@ -185,7 +184,6 @@ export function sortedWithin(files: readonly TreeFile[], dir: string): readonly 
   let high = files.length;
   while (low < high) {
     const mid = (low + high) >>> 1;
-    // Mutation testing: `<` → `<=` survives and is equivalent: no file path equals `dir/`.
     if ((files[mid] as TreeFile).path < prefix) low = mid + 1;
     else high = mid;
   }
@@ -194,11 +192,7 @@ export function sortedWithin(files: readonly TreeFile[], dir: string): readonly 
   return files.slice(low, end);
 }
 
-/**
- * Mutation testing: the mutants of the `a > b ? 1 : 0` half survive and are equivalent. Record keys
- * are distinct, so `a <= b` equals `a < b`, and that half only runs when a > b; V8 sorts records this
- * small by binary insertion, which treats 0 and 1 alike.
- */
+/** The record with its keys sorted, so the same labels and annotations always come out in one order. */
 function sortRecord(record: Record<string, string>): Record<string, string> {
   return Object.fromEntries(Object.entries(record).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
 }
