@@ -1,12 +1,12 @@
 /**
- * The control loop shared by both platforms: it keeps one reader per GitSource, polls at the source's
- * interval (and on ref changes for local repositories), syncs, and reconciles Functions from a keyed
- * work queue. Platforms plug in through ObjectStore, Builder, WorkloadPlatform and SourceReaderFactory.
+ * The control loop shared by both platforms: one work queue per kind, each running its kind's
+ * reconciler (gitsource/, function/, trigger/, job/) through the reconcile runtime, fed by the
+ * store's events and a periodic resync. Source readers and sync scheduling live in gitsource/; the
+ * fair gates decide which Function reconciles and builds run. Platforms plug in through ObjectStore,
+ * Builder, WorkloadPlatform, JobRunner, TriggerScheduler and SourceReaderFactory.
  */
 import type { Logger } from 'pino';
-import { BoundedCache } from '../core/bounded-cache.js';
-import { parseDuration } from '../core/duration.js';
-import { asError, RecordedFailure, SlessError, SourceError } from '../core/errors.js';
+import { asError } from '../core/errors.js';
 import { FairGate, GateStoppedError } from '../core/fair-gate.js';
 import type {
   Builder,
@@ -14,16 +14,13 @@ import type {
   JobOutcome,
   JobRunner,
   ObjectStore,
-  SourceReader,
   SourceReaderFactory,
-  SourceSnapshot,
   StoreEvent,
   TriggerScheduler,
   WorkloadPlatform,
 } from '../core/interfaces.js';
 import { DEFAULT_QUOTAS, type Quotas } from '../core/quotas.js';
 import {
-  ANNOTATION_COMMIT,
   type BuildRecord,
   type FunctionJob,
   type FunctionJobStatus,
@@ -35,23 +32,27 @@ import {
   type Trigger,
   type TriggerStatus,
 } from '../core/resources.js';
-import { type KindName, REPO_KINDS } from '../core/schemas.js';
-import { Reason, type StatusUpdate } from '../core/status.js';
+import type { KindName } from '../core/schemas.js';
+import type { StatusUpdate } from '../core/status.js';
 import { type BackoffOptions, WorkQueue } from '../core/work-queue.js';
-import { loadManifests, ParsedManifestCache } from '../manifest/load.js';
+import { ParsedManifestCache } from '../manifest/load.js';
 import { finalizeFunction, reconcileFunction } from './function/reconciler.js';
+import { SourceReaders } from './gitsource/readers.js';
+import {
+  finalizeGitSource,
+  type GitSourceReconcileDeps,
+  reconcileGitSource,
+} from './gitsource/reconciler.js';
+import { SourceSyncs, SYNC_COALESCE_MS } from './gitsource/syncs.js';
 import { finalizeJob, reconcileJob } from './job/reconciler.js';
 import { setPin } from './pin.js';
 import { BuildKeyCache } from './plan.js';
 import { ProcessQuota } from './process-quota.js';
 import { InFlight } from './runtime/in-flight.js';
-import { refFromKey } from './runtime/object-ref.js';
-import { Done, reconcileAndPatch } from './runtime/patch.js';
-import { type SyncResult, syncSource } from './source-sync.js';
+import { refFromKey, refKey } from './runtime/object-ref.js';
+import { reconcileAndPatch } from './runtime/patch.js';
+import type { SyncResult } from './source-sync.js';
 import { finalizeTrigger, reconcileTrigger } from './trigger/reconciler.js';
-
-/** How long a stop waits for a git fetch in flight to finish writing into its cache. */
-const STOP_WAIT_MS = 10_000;
 
 export interface ControllerOptions {
   store: ObjectStore;
@@ -102,38 +103,14 @@ export interface ControllerObserver {
   functionReconciled?(namespace: string, name: string): void;
 }
 
-/** Per source: the sync waiting to run after the one running now, which later requests join. */
-interface SyncSlot {
-  pending?: Promise<SyncResult | undefined>;
-  force: boolean;
-  /** When the last sync of this source started (ms since the epoch); 0 before the first. */
-  lastStartedAt: number;
-  /** Ends the coalescing wait of the pending sync at once (a forced request, or stop()). */
-  wake?: () => void;
-}
-
-/** Webhooks and watch events within this long of a sync's start join the next sync (default). */
-export const SYNC_COALESCE_MS = 1000;
-
-interface SourceHandle {
-  reader: SourceReader;
-  identity: string;
-  timer?: NodeJS.Timeout;
-  unwatch?: () => void;
-  debounce?: NodeJS.Timeout;
-}
+export { SYNC_COALESCE_MS } from './gitsource/syncs.js';
 
 export class Controller {
   private readonly options: ControllerOptions;
-  private readonly sources = new Map<string, SourceHandle>();
-  private readonly locks = new Map<string, Promise<unknown>>();
-  /** Per source and commit; a promise, so reconciles that start together load the manifests once. */
-  /**
-   * Each synced commit's manifest files, per source, for the reconciles it starts. Bounded: a source
-   * that syncs for months must not keep every commit it ever saw (a miss reads them again).
-   */
-  private readonly manifestFiles = new BoundedCache<string, Promise<ReadonlySet<string>>>(64);
   private readonly parsedManifests = new ParsedManifestCache();
+  private readonly readers: SourceReaders;
+  private readonly syncs: SourceSyncs;
+  private readonly sourceDeps: GitSourceReconcileDeps;
   private readonly buildKeys = new BuildKeyCache();
   private readonly failedBuilds = new Map<string, BuildRecord>();
   private readonly functionQueue: WorkQueue;
@@ -150,7 +127,6 @@ export class Controller {
   private readonly triggerQueue: WorkQueue;
   private readonly jobQueue: WorkQueue;
   private readonly sourceQueue: WorkQueue;
-  private readonly syncSlots = new Map<string, SyncSlot>();
   private resyncTimer: NodeJS.Timeout | undefined;
   private unsubscribe: (() => void) | undefined;
   private stopped = false;
@@ -170,6 +146,29 @@ export class Controller {
     // applied may predate it.
     this.rollouts = new InFlight((key) => this.functionQueue.add(key), { rerunWhenAskedAgain: true });
     const backoff = options.backoff ? { backoff: options.backoff } : {};
+    this.readers = new SourceReaders({
+      factory: options.readers,
+      store: options.store,
+      parsedManifests: this.parsedManifests,
+      wake: (namespace, name) => this.requestSync(namespace, name),
+    });
+    this.syncs = new SourceSyncs({
+      store: options.store,
+      logger: options.logger,
+      readers: this.readers,
+      parsedManifests: this.parsedManifests,
+      buildKeys: this.buildKeys,
+      maxFunctions: quotas.maxFunctions,
+      coalesceMs: options.syncCoalesceMs ?? SYNC_COALESCE_MS,
+      open: (namespace, name) => this.reconcileSourcePass(refKey({ namespace, name }), false),
+      ...(options.events ? { events: options.events } : {}),
+      finished: (source, result, durationMs) => options.observer?.syncFinished?.(source, result, durationMs),
+    });
+    this.sourceDeps = {
+      readers: this.readers,
+      syncs: this.syncs,
+      requestSync: (namespace, name) => this.requestSync(namespace, name),
+    };
     const functionDeps = {
       store: options.store,
       builder: options.builder,
@@ -177,7 +176,7 @@ export class Controller {
       logger: options.logger,
       externalUrl: options.externalUrl,
       failedBuilds: this.failedBuilds,
-      snapshotFor: (fn: SlessFunction) => this.snapshotFor(fn),
+      snapshotFor: (fn: SlessFunction) => this.readers.snapshotFor(fn),
       onBuildStarted: (fn: SlessFunction) => options.observer?.buildStarted?.(fn),
       processes: this.processes,
       builds: this.builds,
@@ -285,32 +284,22 @@ export class Controller {
    * or say in status why it cannot be opened. The source queue runs it on every change of a source,
    * and a sync runs it when it finds no reader, so both report an unopenable source the same way.
    */
-  private reconcileSourcePass(key: string, syncImmediately: boolean): Promise<unknown> {
+  private reconcileSourcePass(key: string, sync: boolean): Promise<unknown> {
     const ref = refFromKey('GitSource', key);
     return reconcileAndPatch({
       store: this.options.store,
       logger: this.options.logger,
       ref,
       retryDelayMs: () => this.sourceQueue.reserveRetry(key),
-      reconcile: async (source: GitSource, update: StatusUpdate<GitSourceStatus>) => {
-        try {
-          await this.upsertSource(source, syncImmediately);
-        } catch (thrown) {
-          const error = asError(thrown);
-          update.set(
-            'Ready',
-            false,
-            error instanceof SlessError ? error.reason : Reason.SourceFailed,
-            error.message,
-          );
-          update.status.phase = 'Failed';
-          // A missing secret or an unreachable server may be fixed without a change to the source.
-          throw new RecordedFailure(`cannot open source ${key}: ${error.message}`, error);
-        }
-        return Done;
-      },
-      finalize: () => this.removeSource(ref.namespace, ref.name),
+      reconcile: (source: GitSource, update: StatusUpdate<GitSourceStatus>) =>
+        reconcileGitSource(this.sourceDeps, source, update, { sync }),
+      finalize: () => finalizeGitSource(this.sourceDeps, ref.namespace, ref.name),
     });
+  }
+
+  /** A poll, a ref change or a new source: a sync soon, its failure logged (status has it too). */
+  private requestSync(namespace: string, name: string): void {
+    if (!this.stopped) this.background('sync', this.syncNow(namespace, name));
   }
 
   async start(): Promise<void> {
@@ -351,7 +340,7 @@ export class Controller {
     this.rollouts.stop();
     this.jobRuns.stop();
     this.buildGate.stop();
-    for (const slot of this.syncSlots.values()) slot.wake?.();
+    this.syncs.stop();
     clearInterval(this.resyncTimer);
     this.unsubscribe?.();
     this.sourceQueue.stop();
@@ -359,19 +348,7 @@ export class Controller {
     this.functionGate.stop();
     this.triggerQueue.stop();
     this.jobQueue.stop();
-    const closing = [...this.sources.values()].map((handle) => this.closeHandle(handle));
-    this.sources.clear();
-    // A fetch in flight still writes into the source cache; the next owner of that directory (a
-    // restart in the same process, or whoever removes it) must not find it half-written. Bounded: a
-    // hung git server must not hold a shutdown.
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([
-      Promise.allSettled(closing),
-      new Promise((resolve) => {
-        timer = setTimeout(resolve, STOP_WAIT_MS);
-      }),
-    ]);
-    clearTimeout(timer);
+    await this.readers.closeAll();
   }
 
   /** Resolves when no reconcile is queued or running, and no build or rollout runs. */
@@ -435,13 +412,7 @@ export class Controller {
     await setPin(
       {
         store: this.options.store,
-        readerFor: async (source) => {
-          const key = `${namespace}/${name}`;
-          if (!this.sources.has(key)) await this.upsertSource(source, false);
-          const handle = this.sources.get(key);
-          if (!handle) throw new SourceError(`source ${key} cannot be opened`, 'SourceFailed');
-          return handle.reader;
-        },
+        readerFor: async (source) => this.readers.get(namespace, name) ?? this.readers.open(source),
       },
       namespace,
       name,
@@ -451,126 +422,13 @@ export class Controller {
     return this.syncNow(namespace, name, { force: true });
   }
 
-  /**
-   * Syncs one source soon (webhooks, polls, the sync endpoint). Syncs of one source never overlap,
-   * and at most one waits behind the running one: every request made meanwhile joins that one, since
-   * a sync started after a request sees everything the request could have asked for. The waiting sync
-   * also starts no sooner than `syncCoalesceMs` after the last one started, unless it is forced, so a
-   * storm of webhooks spread over seconds costs one sync per window, not one per delivery, while the
-   * first delivery to a quiet source still syncs at once.
-   */
+  /** Syncs one source soon (webhooks, polls, the sync endpoint): see SourceSyncs. */
   syncNow(
     namespace: string,
     name: string,
     options: { force?: boolean } = {},
   ): Promise<SyncResult | undefined> {
-    const key = `${namespace}/${name}`;
-    let slot = this.syncSlots.get(key);
-    if (!slot) {
-      slot = { force: false, lastStartedAt: 0 };
-      this.syncSlots.set(key, slot);
-    }
-    if (options.force) {
-      slot.force = true;
-      slot.wake?.();
-    }
-    if (slot.pending) return slot.pending;
-    const joined = slot;
-    const pending = this.exclusive(key, async () => {
-      await this.coalesce(joined);
-      joined.pending = undefined;
-      const force = joined.force;
-      joined.force = false;
-      joined.lastStartedAt = Date.now();
-      return this.syncOnce(namespace, name, { force });
-    });
-    joined.pending = pending;
-    return pending;
-  }
-
-  /** Waits out the rest of the slot's coalescing window; a forced request or stop() ends it early. */
-  private coalesce(slot: SyncSlot): Promise<void> {
-    const windowMs = this.options.syncCoalesceMs ?? SYNC_COALESCE_MS;
-    const waitMs = slot.lastStartedAt + windowMs - Date.now();
-    if (slot.force || this.stopped || waitMs <= 0) return Promise.resolve();
-    return new Promise<void>((resolve) => {
-      const timer = setTimeout(done, waitMs);
-      function done(): void {
-        clearTimeout(timer);
-        slot.wake = undefined;
-        resolve();
-      }
-      slot.wake = done;
-    });
-  }
-
-  private async syncOnce(
-    namespace: string,
-    name: string,
-    options: { force: boolean },
-  ): Promise<SyncResult | undefined> {
-    const key = `${namespace}/${name}`;
-    const source = await this.options.store.get('GitSource', namespace, name);
-    if (!source || this.stopped) return undefined;
-    let handle = this.sources.get(key);
-    if (!handle) {
-      // Opened as the source reconciler opens it, so status says why it cannot be; the caller of
-      // the sync hears the same reason.
-      const opened = await this.reconcileSourcePass(key, false).then(
-        () => undefined,
-        (thrown: unknown) => asError(thrown),
-      );
-      handle = this.sources.get(key);
-      if (!handle) return openFailure(namespace, name, opened);
-    }
-    const started = Date.now();
-    const result = await syncSource(
-      {
-        store: this.options.store,
-        logger: this.options.logger,
-        manifests: this.parsedManifests,
-        buildKeys: this.buildKeys,
-        maxFunctions: (this.options.quotas ?? DEFAULT_QUOTAS).maxFunctions,
-        // Known before anything is applied, so the reconciles the apply starts need not read again.
-        planned: (plan) =>
-          this.manifestFiles.set(`${key}@${plan.commit}`, Promise.resolve(plan.manifestFiles)),
-      },
-      source,
-      handle.reader,
-      options,
-    );
-    this.recordSync(source, result);
-    this.options.observer?.syncFinished?.(source, result, Date.now() - started);
-    return result;
-  }
-
-  private recordSync(source: GitSource, result: SyncResult): void {
-    const events = this.options.events;
-    if (!events) return;
-    if (result.outcome === 'synced') {
-      events.record(
-        source,
-        'Normal',
-        Reason.Synced,
-        result.message ?? `synced ${result.commit?.slice(0, 12)}`,
-      );
-      for (const pruned of result.pruned ?? [])
-        events.record(source, 'Normal', Reason.Pruned, `pruned ${pruned} (no longer in the repository)`);
-    } else if (result.outcome === 'invalid')
-      events.record(source, 'Warning', Reason.ValidationFailed, result.message ?? 'manifests rejected');
-    else if (result.outcome === 'failed')
-      events.record(source, 'Warning', Reason.SyncFailed, result.message ?? 'sync failed');
-  }
-
-  private exclusive<T>(key: string, task: () => Promise<T>): Promise<T> {
-    const previous = this.locks.get(key) ?? Promise.resolve();
-    const next = previous.then(task, task);
-    const settled = next.catch(() => undefined);
-    this.locks.set(key, settled);
-    void settled.then(() => {
-      if (this.locks.get(key) === settled) this.locks.delete(key);
-    });
-    return next;
+    return this.syncs.syncNow(namespace, name, options);
   }
 
   /**
@@ -644,114 +502,10 @@ export class Controller {
     }
   }
 
-  /**
-   * Opens (or re-opens) a source's reader and (re)arms its poll. The source queue, a sync and a pin
-   * may all ask at once; they take turns, or two readers would share one cache directory and the
-   * loser's poll timer would run on forever.
-   */
-  private upsertSource(source: GitSource, syncImmediately = true): Promise<void> {
-    const key = `${source.metadata.namespace}/${source.metadata.name}`;
-    return this.exclusive(`open:${key}`, () => this.openSource(key, source, syncImmediately));
-  }
-
-  private async openSource(key: string, source: GitSource, syncImmediately: boolean): Promise<void> {
-    const identity = JSON.stringify([source.spec.url, source.spec.branch, source.spec.secretRef?.name]);
-    let handle = this.sources.get(key);
-    if (!handle || handle.identity !== identity) {
-      if (handle) void this.closeHandle(handle);
-      try {
-        const reader = await this.options.readers.create(source);
-        handle = { reader, identity };
-        this.sources.set(key, handle);
-        const watched = handle;
-        handle.unwatch = reader.watch?.(() => {
-          clearTimeout(watched.debounce);
-          // Several ref files change per commit; one sync covers them all.
-          watched.debounce = setTimeout(
-            () => this.background('sync', this.syncNow(source.metadata.namespace, source.metadata.name)),
-            15,
-          );
-        });
-      } catch (thrown) {
-        throw asError(thrown);
-      }
-    }
-    clearInterval(handle.timer);
-    const interval = parseDuration(source.spec.interval ?? '1m');
-    handle.timer = setInterval(
-      () => this.background('sync', this.syncNow(source.metadata.namespace, source.metadata.name)),
-      interval,
-    );
-    handle.timer.unref();
-    if (syncImmediately)
-      this.background('sync', this.syncNow(source.metadata.namespace, source.metadata.name));
-  }
-
   /** Prunes everything a deleted source applied (its finalizer waits for this). */
   finalizeSource(namespace: string, name: string): Promise<void> {
-    return this.removeSource(namespace, name);
+    return finalizeGitSource(this.sourceDeps, namespace, name);
   }
-
-  private async removeSource(namespace: string, name: string): Promise<void> {
-    const key = `${namespace}/${name}`;
-    const handle = this.sources.get(key);
-    if (handle) void this.closeHandle(handle);
-    this.sources.delete(key);
-    this.syncSlots.delete(key);
-    // What a source applied goes with it, as a Kustomization's prune does.
-    await this.exclusive(key, async () => {
-      for (const kind of [...REPO_KINDS].reverse()) {
-        const owned = await this.options.store.list(kind, { namespace, labels: { [LABEL_SOURCE]: name } });
-        for (const o of owned) await this.options.store.delete(kind, o.metadata.namespace, o.metadata.name);
-      }
-    });
-  }
-
-  private closeHandle(handle: SourceHandle): Promise<void> {
-    clearInterval(handle.timer);
-    clearTimeout(handle.debounce);
-    handle.unwatch?.();
-    return handle.reader.close?.() ?? Promise.resolve();
-  }
-
-  private async snapshotFor(
-    fn: SlessFunction,
-  ): Promise<{ snapshot: SourceSnapshot; manifestFiles: ReadonlySet<string> }> {
-    const sourceName = fn.metadata.labels?.[LABEL_SOURCE];
-    const commit = fn.metadata.annotations?.[ANNOTATION_COMMIT];
-    const key = `${fn.metadata.namespace}/${sourceName}`;
-    const handle = sourceName ? this.sources.get(key) : undefined;
-    if (!handle || !commit)
-      throw new Error(`source "${sourceName ?? ''}" of function ${fn.metadata.name} is not available`);
-    const snapshot = await handle.reader.snapshot(commit);
-    const cacheKey = `${key}@${commit}`;
-    let files = this.manifestFiles.get(cacheKey);
-    if (!files) {
-      files = (async () => {
-        const source = await this.options.store.get('GitSource', fn.metadata.namespace, sourceName as string);
-        return (
-          await loadManifests(snapshot, {
-            root: source?.spec.path ?? '.',
-            namespace: fn.metadata.namespace,
-            cache: this.parsedManifests,
-          })
-        ).manifestFiles;
-      })();
-      this.manifestFiles.set(cacheKey, files);
-      files.catch(() => this.manifestFiles.delete(cacheKey));
-    }
-    return { snapshot, manifestFiles: await files };
-  }
-}
-
-/** A sync that could not open its source: the reason and message its status now carries. */
-function openFailure(namespace: string, name: string, error: Error | undefined): SyncResult {
-  const cause = error instanceof RecordedFailure && error.cause instanceof Error ? error.cause : error;
-  return {
-    outcome: 'failed',
-    reason: cause instanceof SlessError ? cause.reason : Reason.SourceFailed,
-    message: cause?.message ?? `source ${namespace}/${name} cannot be opened`,
-  };
 }
 
 function keyOf(object: { metadata: { namespace: string; name: string } }): string {

@@ -340,7 +340,7 @@ export const MUTATIONS: GuardMutation[] = [
     id: 'sync-coalesce-window-off',
     guard:
       'A webhook or poll within the coalescing window of a source joins the next sync instead of syncing again at once.',
-    file: 'src/reconcile/controller.ts',
+    file: 'src/reconcile/gitsource/syncs.ts',
     from: 'if (slot.force || this.stopped || waitMs <= 0) return Promise.resolve();',
     to: 'return Promise.resolve();',
     tests: ['src/reconcile/sync-coalescing.test.ts'],
@@ -348,9 +348,9 @@ export const MUTATIONS: GuardMutation[] = [
   {
     id: 'sync-open-failure-unchanged',
     guard: 'A sync of a source that cannot be opened answers the failure and its reason, never "unchanged".',
-    file: 'src/reconcile/controller.ts',
-    from: 'if (!handle) return openFailure(namespace, name, opened);',
-    to: 'if (!handle) return undefined;',
+    file: 'src/reconcile/gitsource/syncs.ts',
+    from: 'if (!reader) return openFailure(namespace, name, opened);',
+    to: 'if (!reader) return undefined;',
     tests: ['src/reconcile/sync-coalescing.test.ts'],
   },
   {
@@ -366,7 +366,7 @@ export const MUTATIONS: GuardMutation[] = [
     id: 'source-open-failure-not-recorded',
     guard:
       'A source that cannot be opened says why in its status (Ready False, phase Failed), with the reason.',
-    file: 'src/reconcile/controller.ts',
+    file: 'src/reconcile/gitsource/reconciler.ts',
     from: "update.status.phase = 'Failed';",
     to: '',
     tests: ['test/local/remote-source.test.ts'],
