@@ -1,3 +1,9 @@
+/**
+ * The HTTP server sless answers on, assembled in one place: which route groups exist and which
+ * guard each sits behind (bearer auth and tenant checks for `/v1`, a source's shared secret for
+ * webhooks, none for probes). In front of fastify, /fn/ invocations go straight to the function
+ * proxy, and among replicas the requests only the leader can serve are handed to it.
+ */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
 import type { Logger } from 'pino';

@@ -1,3 +1,8 @@
+/**
+ * Remembers the last few builds of each function in memory, because a function's status keeps only
+ * its last build while the API offers a short history with log tails. It is bounded, so a
+ * long-running server does not grow with the number of builds or functions.
+ */
 import type { BuildRecord, SlessFunction } from '../core/resources.js';
 
 /**

@@ -1,3 +1,8 @@
+/**
+ * The boundary between the HTTP API and the rest of sless: everything a route may ask of the
+ * system, as one interface that main.ts fills in for either platform. Routes depend on this alone,
+ * so they serve local and kube mode alike and tests can hand them a fake.
+ */
 import type { NamespaceRegistry, ObjectStore } from '../core/interfaces.js';
 import type { Leadership } from '../core/leadership.js';
 import type { FunctionLogReader } from '../core/logs.js';

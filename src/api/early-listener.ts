@@ -1,3 +1,9 @@
+/**
+ * The client-facing socket from before the API exists until it closes. The port is bound first, so
+ * whoever waits for it is not kept waiting while the modules load; requests are held until
+ * something can answer them truthfully; and on the gateway thread's private socket connections are
+ * kept open, so the relay always receives the answer.
+ */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { adoptRelayedClientAddress } from '../proxy/client-address.js';
 import { lingerOnClose, trackRequest } from './lingering-close.js';

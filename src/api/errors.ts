@@ -1,3 +1,8 @@
+/**
+ * How failures become HTTP answers: the API's own error types (401, 403, an invalid body) and the
+ * one error handler that turns every error into `{ "error": … }` with the right status, so that no
+ * route formats an error itself and a server fault never shows its details to the client.
+ */
 import type { FastifyError, FastifyInstance } from 'fastify';
 import { type ManifestIssue, SlessError, UnavailableError } from '../core/errors.js';
 import { httpStatusOf } from './http-status.js';

@@ -1,3 +1,8 @@
+/**
+ * Makes an answer given before the request body was read (a 413 for a body over the limit) actually
+ * reach the client: node:http's usual close turns the unread bytes into a reset that can overtake
+ * the answer, so here the close lingers, for a bounded time, instead.
+ */
 import type { IncomingMessage, Server } from 'node:http';
 import { Socket } from 'node:net';
 

@@ -1,3 +1,9 @@
+/**
+ * What the API means by an authenticated caller: a Principal (its subject, the one namespace it may
+ * act in, admin or not) and the Authenticator contract that produces one, so that no route knows
+ * whether a JWT or loopback trust vouched for the caller. Local loopback mode's no-auth strategy
+ * lives here too.
+ */
 import type { FastifyRequest } from 'fastify';
 
 /** Who is calling, as far as authorization cares. */

@@ -1,3 +1,7 @@
+/**
+ * The single choice of what protects `/v1`, made from the auth settings alone, so that both
+ * platforms' start-ups make it the same way.
+ */
 import type { AuthSettings } from '../../config/auth.js';
 import { type Authenticator, NoAuthAuthenticator } from './authenticator.js';
 import { createJwtAuthenticator } from './jwt.js';

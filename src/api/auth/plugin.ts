@@ -1,3 +1,8 @@
+/**
+ * Enforces who may call a `/v1` route and in which namespace: each request gets the authenticator's
+ * Principal, and a tenant is kept to its own namespace. It is applied to the route group as a
+ * whole, so no single route can forget the check.
+ */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { ForbiddenError } from '../errors.js';
 import type { Authenticator, Principal } from './authenticator.js';

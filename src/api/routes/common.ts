@@ -1,3 +1,8 @@
+/**
+ * What the `/v1` route files share: their path parameter shapes, the collection each kind is served
+ * under, and the rule that a request body belongs to the namespace in its path and carries only
+ * what a client may set.
+ */
 import { BadRequestError } from '../../core/errors.js';
 import type { AnyResource } from '../../core/resources.js';
 import type { KindName } from '../../core/schemas.js';

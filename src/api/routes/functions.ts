@@ -1,3 +1,7 @@
+/**
+ * The Function routes beyond plain reads: a function's recent builds with their log tails, and
+ * asking for a failed build to be tried again.
+ */
 import type { FastifyInstance } from 'fastify';
 import { NotFoundError } from '../../core/errors.js';
 import type { BuildRecord, SlessFunction } from '../../core/resources.js';

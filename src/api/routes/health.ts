@@ -1,3 +1,7 @@
+/**
+ * The routes outside `/v1` auth: liveness and readiness for probes and supervisors, the OpenAPI
+ * document, and `/metrics`, which guards itself because its labels name every tenant's objects.
+ */
 import { timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Authenticator } from '../auth/authenticator.js';

@@ -1,3 +1,7 @@
+/**
+ * Namespace routes: creating a tenant's namespace idempotently, and saying which replica leads (the
+ * one that reconciles).
+ */
 import type { FastifyInstance } from 'fastify';
 import type { ApiContext } from '../context.js';
 import { errorResponses, nsParams } from '../schemas.js';

@@ -1,3 +1,7 @@
+/**
+ * The read side of the API for every kind: list and get within a namespace, generated from one
+ * table so that every kind reads the same way.
+ */
 import type { FastifyInstance } from 'fastify';
 import { NotFoundError } from '../../core/errors.js';
 import type { ApiContext } from '../context.js';

@@ -1,3 +1,8 @@
+/**
+ * The GitSource routes: registering, removing and syncing a repository. They enforce what a store
+ * write alone would not (the namespace's source quota, and that only an admin may point a source at
+ * a path on this machine); the polling itself is the controller's.
+ */
 import type { FastifyInstance } from 'fastify';
 import { NotFoundError } from '../../core/errors.js';
 import { DEFAULT_QUOTAS } from '../../core/quotas.js';

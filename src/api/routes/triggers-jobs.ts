@@ -1,3 +1,8 @@
+/**
+ * Writes of Triggers and FunctionJobs made through the API rather than git, with the rules that
+ * keep the two apart: an object a GitSource manages cannot be changed or deleted here, and an API
+ * object cannot pass itself off as one.
+ */
 import type { FastifyInstance } from 'fastify';
 import { ConflictError, NotFoundError } from '../../core/errors.js';
 import { type AnyResource, LABEL_SOURCE } from '../../core/resources.js';

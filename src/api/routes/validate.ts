@@ -1,3 +1,7 @@
+/**
+ * A dry run for clients (a CI job before a push): a resource is checked against the same schema the
+ * API applies, and nothing is written.
+ */
 import type { FastifyInstance } from 'fastify';
 import { anyObject, anyResourceBody, errorResponses, nsParams } from '../schemas.js';
 import type { NsParams } from './common.js';

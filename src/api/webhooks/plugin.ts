@@ -1,3 +1,8 @@
+/**
+ * The git providers' webhook endpoint, the one API route not behind bearer auth: a delivery is
+ * trusted only when it is signed with its source's shared secret, and a push to the watched branch
+ * starts a sync, so a change goes live without waiting for the next poll.
+ */
 import type { FastifyInstance } from 'fastify';
 import { asError, BadRequestError, NotFoundError } from '../../core/errors.js';
 import type { ApiContext } from '../context.js';
