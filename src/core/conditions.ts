@@ -1,3 +1,8 @@
+/**
+ * Status conditions (Ready, Reconciling, Stalled, ScaledToZero) in the Kubernetes shape, and the
+ * one way to update them, so that every reconciler writes conditions whose transition times move
+ * only when their status does.
+ */
 export type ConditionStatus = 'True' | 'False' | 'Unknown';
 export type ConditionType = 'Ready' | 'Reconciling' | 'Stalled' | 'ScaledToZero';
 

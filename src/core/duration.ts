@@ -1,3 +1,8 @@
+/**
+ * The duration strings manifests and flags use (`500ms`, `30s`, `1m`, `2h`), parsed in one place,
+ * and the bounds a poll interval must keep, so that a typo can neither hammer someone's git server
+ * nor all but stop polling.
+ */
 const UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
 
 /** Parses the schema's interval format (`500ms`, `30s`, `1m`, `2h`) into milliseconds. */

@@ -1,3 +1,8 @@
+/**
+ * sless's typed errors. Each carries a condition reason, so a failure can go into status as it is,
+ * and a category, which only the API turns into an HTTP status: code below the API reports failures
+ * in its own terms and knows nothing of HTTP.
+ */
 import type { BuildRecord } from './resources.js';
 import type { Reason } from './status.js';
 

@@ -1,3 +1,8 @@
+/**
+ * Hashing and comparing values as their JSON with sorted keys, so that equal values always hash and
+ * compare equal whatever order their keys came in. Build keys, config hashes and derived names rest
+ * on this.
+ */
 import { createHash } from 'node:crypto';
 
 /** JSON with object keys sorted at every level, so equal values always hash equally. */

@@ -1,3 +1,9 @@
+/**
+ * Tells leftovers from live state: sless names some things after its pid (cgroups, socket
+ * directories), which a process killed with SIGKILL cannot remove, so a later start asks whether
+ * their owner still exists.
+ */
+
 /** True while a process with this pid exists (EPERM: it exists, under another uid). */
 function alive(pid: number): boolean {
   try {

@@ -1,3 +1,8 @@
+/**
+ * The names sless derives for what it makes (tenant namespaces, builds, function paths, scoped
+ * environment variables), kept within Kubernetes' DNS-label rules and made so that two different
+ * inputs never share a name.
+ */
 import { sha256Hex } from './hash.js';
 
 export const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;

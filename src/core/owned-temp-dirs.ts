@@ -1,3 +1,8 @@
+/**
+ * Short-lived temporary directories (function sockets, build staging) that are cleaned up even
+ * after a crash: each is named after the process that made it, so a later start removes the ones
+ * whose owner was killed.
+ */
 import { readdirSync, rmSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';

@@ -1,3 +1,7 @@
+/**
+ * Repository-relative paths: the one place that decides whether a path from a manifest, a git tree
+ * or a symlink stays inside the repository, which is how every reader refuses the ones that do not.
+ */
 import { posix } from 'node:path';
 
 /**

@@ -1,3 +1,8 @@
+/**
+ * The facts about each supported runtime that a build depends on: its version (bumped when its
+ * server or base image changes), its pinned base image, and whether its entrypoint is compiled in.
+ * Build keys are derived from them, so a runtime change rebuilds the functions that use it.
+ */
 import type { RuntimeName } from './schemas.js';
 
 export interface RuntimeInfo {
