@@ -1,3 +1,8 @@
+/**
+ * Local mode's cron Triggers: schedules run in this process, and each tick invokes the function
+ * through its route as an HTTP caller would, so a scheduled call behaves like any other. The last
+ * run and its result are kept here for the Trigger's status.
+ */
 import { Cron } from 'croner';
 import type { Logger } from 'pino';
 import { Client, request } from 'undici';

@@ -1,3 +1,8 @@
+/**
+ * Local mode's FunctionJobs: each run is one runtime process in one-shot mode, which handles a
+ * single event and exits, its result read from its output. Runs are keyed by job and run id, so
+ * asking twice for the same run waits on the same process instead of starting another.
+ */
 import type { Logger } from 'pino';
 import type { JobOutcome, JobRunner, ProcessLauncher } from '../../core/interfaces.js';
 import type { BuildRecord, FunctionJob, SlessFunction } from '../../core/resources.js';

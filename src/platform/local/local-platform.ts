@@ -1,3 +1,9 @@
+/**
+ * Local mode's workload platform: each function's serving revision is a runtime server process on a
+ * unix socket of its own. It does here what Kubernetes does in kube mode: rollouts without a gap,
+ * restarts with backoff after a crash, scale to zero and wake-up on the next request, serving again
+ * after a restart what served before it, and resolving each request to the revision that serves it.
+ */
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';

@@ -1,3 +1,8 @@
+/**
+ * Local mode's object store, standing in for the Kubernetes API server: the same apply, generation
+ * and status semantics the kube platform gets, held in memory and, with persistence, on disk before
+ * any change is announced, so a restart finds exactly what was reported.
+ */
 import { randomUUID } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
 import type { ListOptions, NamespaceRegistry, ObjectStore, StoreEvent } from '../../core/interfaces.js';

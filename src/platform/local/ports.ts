@@ -1,3 +1,7 @@
+/**
+ * A free loopback port for a caller that must name one before anything binds it: the tests and
+ * benchmarks that start sless or a runtime on a TCP port.
+ */
 import { createServer } from 'node:net';
 
 /** Asks the kernel for a free loopback port. The caller binds it right after; a lost race is retried. */

@@ -1,3 +1,8 @@
+/**
+ * The life of one runtime server process: launching it with its environment and sandbox, telling
+ * when it is ready (its `/healthz` answers), collecting its output for the logs and for status, and
+ * stopping it. Its stdin is a lifeline, so a runtime never outlives sless.
+ */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { EventEmitter } from 'node:events';
 import { existsSync } from 'node:fs';

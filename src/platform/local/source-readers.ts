@@ -1,3 +1,8 @@
+/**
+ * Local mode's source readers: a GitSource's URL becomes a reader of a repository on this machine
+ * or of a remote one, and its `secretRef` is resolved from namespaced environment variables, since
+ * local mode keeps no Secret objects.
+ */
 import { join } from 'node:path';
 import type { HttpClient } from 'isomorphic-git';
 import { SourceError } from '../../core/errors.js';

@@ -1,3 +1,9 @@
+/**
+ * Durable state in local mode's state directory: a versioned JSON document, with an optional
+ * journal of changes, that survives kill -9 and power loss, coalesces writes so a busy server stays
+ * cheap, and sets a damaged or unknown file aside instead of failing the start. What local mode
+ * keeps across restarts is written through it.
+ */
 import { mkdir, open, readdir, readFile, rename, rm } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import type { Logger } from 'pino';

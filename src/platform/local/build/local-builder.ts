@@ -1,3 +1,9 @@
+/**
+ * Local mode's builder: a function's code at one commit plus its installed dependencies, made into
+ * a directory keyed by its build key, with the install steps run through the launcher (sandboxed
+ * where the machine allows it). It keeps builds crash-safe (a build only appears once complete) and
+ * remembers failed ones, so the same code is not built again until someone asks.
+ */
 import { existsSync } from 'node:fs';
 import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';

@@ -1,3 +1,8 @@
+/**
+ * Runs one build step through the process launcher and keeps its output for the build log, bounded
+ * in size and time. A sandbox that failed to start before anything of the tenant's ran is tried
+ * again rather than blamed on the tenant's code.
+ */
 import type { LaunchSpec, ProcessLauncher } from '../../../core/interfaces.js';
 
 export interface CommandResult {
