@@ -1,3 +1,8 @@
+/**
+ * The writes to a client that the function proxy and the gateway's relay share: a JSON error
+ * answer, and an upstream chunk with backpressure, so that a slow client slows the upstream instead
+ * of filling memory.
+ */
 import type { ServerResponse } from 'node:http';
 import type { Dispatcher } from 'undici';
 

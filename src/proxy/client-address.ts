@@ -1,3 +1,8 @@
+/**
+ * Keeps a client's real address across the gateway thread's hop to the main thread: the gateway
+ * sends it in a header over the private socket, and only requests that came through that socket may
+ * carry it, so a client can never claim an address of its choosing.
+ */
 import type { IncomingMessage } from 'node:http';
 
 /**

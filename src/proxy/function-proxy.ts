@@ -1,3 +1,10 @@
+/**
+ * `ANY /fn/{ns}/{name}/*`, the invocation path: streams the request to the function's ready
+ * revision over kept-alive connections and streams the answer back, with hop-by-hop headers
+ * stripped both ways; the function's timeout bounds the wait (504 after it). It works on plain
+ * node:http objects, below fastify, so that the hot path pays for no routing, hooks or reply
+ * machinery; fastify's /fn/ routes call it too.
+ */
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
@@ -47,12 +54,6 @@ const FN_PATH = /^\/fn\/([^/?#]*)\/([^/?#]*)(.*)$/s;
 
 type Method = 'GET' | 'HEAD' | 'POST' | 'PUT' | 'DELETE' | 'PATCH' | 'OPTIONS';
 
-/**
- * `ANY /fn/{ns}/{name}/*` on plain node:http objects: streams the request to the function's ready
- * revision over kept-alive connections and streams the answer back, with hop-by-hop headers stripped
- * both ways; the function's timeout bounds the wait (504 after it). It works below fastify so that
- * the hot path pays for no routing, hooks or reply machinery; fastify's /fn/ routes call it too.
- */
 /** Kept-alive upstream connections, the same over TCP and over a function's unix socket. */
 const UPSTREAM_OPTIONS = {
   keepAliveTimeout: 30_000,

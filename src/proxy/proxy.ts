@@ -1,3 +1,8 @@
+/**
+ * The /fn/ routes as fastify sees them. A real server hands /fn/ to the function proxy before
+ * fastify runs; these routes serve app.inject and anything else that reaches fastify, so both ways
+ * end in the same FunctionProxy.
+ */
 import type { FastifyInstance } from 'fastify';
 import type { FunctionProxy } from './function-proxy.js';
 

@@ -1,5 +1,3 @@
-import { executionAsyncResource } from 'node:async_hooks';
-
 /**
  * Keeps a few of Node's own `process.nextTick` queue entries alive for the life of the process.
  *
@@ -15,6 +13,8 @@ import { executionAsyncResource } from 'node:async_hooks';
  * small process (about a fifth of its cost), measured with perf against the same function. Holding
  * one entry keeps the map, and everything the entry was built from, alive, so the stores stay cached.
  */
+import { executionAsyncResource } from 'node:async_hooks';
+
 const kept: object[] = [];
 let keeping: Promise<readonly object[]> | undefined;
 

@@ -1,3 +1,9 @@
+/**
+ * The main thread's side of the gateway thread, which serves `/fn/` away from the main thread's
+ * garbage-collection pauses: starting it on the public port, keeping it told of each function's
+ * ready route, and taking back what it reports (upstream errors, request tallies, its own failure).
+ * What the thread does not proxy comes to the main thread through a private unix socket.
+ */
 import { existsSync, rmSync } from 'node:fs';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { join } from 'node:path';

@@ -1,3 +1,7 @@
+/**
+ * The messages the main thread and the gateway thread exchange, in one file both sides import, so
+ * that the two ends of the worker's message port cannot disagree about a message's shape.
+ */
 import type { ActivityBoardMemory } from '../../core/activity-board.js';
 import type { MirroredRoute } from '../../core/interfaces.js';
 import type { ProxyTally } from '../../core/proxy-tallies.js';

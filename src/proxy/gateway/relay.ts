@@ -1,3 +1,8 @@
+/**
+ * The gateway thread's way to the main thread: requests it does not proxy itself (the API,
+ * webhooks, functions that are not ready) are passed on as they came over the private unix socket,
+ * and the answers streamed back, those given before the request body was read included.
+ */
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import { PassThrough } from 'node:stream';
 import type { Dispatcher } from 'undici';
