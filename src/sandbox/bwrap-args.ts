@@ -1,3 +1,8 @@
+/**
+ * The bubblewrap command line that confines one tenant process, built as a pure function of the
+ * host's layout and the process's paths, so that what the sandbox exposes can be read and tested in
+ * one place.
+ */
 import { dirname } from 'node:path';
 
 /** Host layout the sandbox's read-only system view is built from. */

@@ -1,3 +1,8 @@
+/**
+ * Memory and process-count limits for tenant processes through cgroups (v1, or v2 where delegated):
+ * finding the controllers this machine lets sless use, making a group per process, and removing the
+ * groups a killed sless left behind.
+ */
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';

@@ -1,3 +1,9 @@
+/**
+ * How every tenant process is started, functions and build steps alike: in a bubblewrap sandbox
+ * under its namespace's own uid where the machine allows it, as a plain child otherwise, and under
+ * cgroup limits either way. A build that must download gets a user-mode network that cannot reach
+ * the host's loopback.
+ */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { lchown, readdir } from 'node:fs/promises';
 import { join } from 'node:path';

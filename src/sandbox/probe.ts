@@ -1,3 +1,9 @@
+/**
+ * Finds out at start-up what this machine lets sless enforce on tenant code (sandbox, network,
+ * memory and process limits), picks the launcher to match, and says plainly what is and is not
+ * enforced. It also prepares what the sandbox sees: the system view, the generated /etc files and
+ * the toolchains' paths, remembered across restarts so that finding them does not delay a restart.
+ */
 import { execFile } from 'node:child_process';
 import {
   existsSync,

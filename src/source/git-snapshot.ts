@@ -1,3 +1,8 @@
+/**
+ * One commit read straight from a gitdir's objects, with no checkout, as the SourceSnapshot that
+ * loading and building read from. Snapshots of one repository share their caches, so a commit that
+ * changes one function costs about that function.
+ */
 import fs from 'node:fs';
 import git from 'isomorphic-git';
 import { SourceError } from '../core/errors.js';

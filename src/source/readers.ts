@@ -1,3 +1,8 @@
+/**
+ * Where commits come from: a repository on this machine, read in place, or one behind smart HTTP,
+ * fetched shallowly into a cache only when its branch head moved. A failed remote request is
+ * reported without the server's answer or the URL, which may hold a token.
+ */
 import fs from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';

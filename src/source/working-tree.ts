@@ -1,3 +1,8 @@
+/**
+ * A directory on disk seen as a commit would be, so that `sless validate` checks uncommitted files
+ * with the same loader the controller runs; symlinks are listed as git stores them and never
+ * followed.
+ */
 import { createHash } from 'node:crypto';
 import { lstat, readdir, readFile, readlink } from 'node:fs/promises';
 import { join } from 'node:path';
