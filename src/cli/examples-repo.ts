@@ -1,3 +1,7 @@
+/**
+ * Gives a first run without `--repo` something real to watch: a git repository made once from the
+ * bundled examples, which the user can commit to and see the change deployed.
+ */
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { cp, mkdir } from 'node:fs/promises';

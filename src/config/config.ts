@@ -1,3 +1,10 @@
+/**
+ * Local mode's configuration: flags and environment read once at start-up into one frozen object,
+ * every value checked and every unsafe combination refused there (no auth off loopback, no
+ * unsandboxed tenant code with auth on), so nothing later has to check again. Kube mode's
+ * configuration reuses the loaders for what both platforms configure alike (auth, tenancy, build
+ * history, the code gate).
+ */
 import { Resolver } from 'node:dns';
 import { BlockList } from 'node:net';
 import { resolve } from 'node:path';

@@ -1,3 +1,7 @@
+/**
+ * The `npm run crds` script: writes the CustomResourceDefinitions under crds/ from the same schemas
+ * the API and the controller validate with, so the cluster's CRDs never drift from the code.
+ */
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { PACKAGE_ROOT } from '../config/config.js';

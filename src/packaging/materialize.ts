@@ -1,3 +1,8 @@
+/**
+ * Turns a function's directory at one commit into files on disk for a build, read straight from git
+ * objects rather than a checkout, refusing symlinks that would let the build read outside the
+ * function's directory.
+ */
 import { chmod, mkdir, symlink, writeFile } from 'node:fs/promises';
 import { dirname, join, posix } from 'node:path';
 import { BuildError } from '../core/errors.js';
