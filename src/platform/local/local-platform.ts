@@ -109,9 +109,9 @@ export function hostEnv(): Record<string, string> {
 }
 
 /**
- * Runs each function as a runtime server process on a free loopback port. A rollout starts the new
- * revision, waits for /healthz, switches the route in one assignment, then drains and stops the old
- * process: requests never see a gap.
+ * Runs each function as a runtime server process listening on a unix socket of its own. A rollout
+ * starts the new revision, waits for /healthz, switches the route in one assignment, then drains and
+ * stops the old process: requests never see a gap.
  */
 export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBuilds {
   private readonly options: LocalPlatformOptions;
