@@ -735,6 +735,9 @@ export async function startKubeSystem(
       jobs,
       // Builds are Jobs that run on the cluster; the reconciles themselves never wait on them.
       buildConcurrency: 32,
+      // A reconcile never waits on a build or a rollout, but each pass makes several API round
+      // trips; more of them at once keep a large commit from queueing behind API latency.
+      functionConcurrency: 16,
       quotas: config.tenancy.quotas,
       events,
       logger,
