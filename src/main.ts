@@ -531,6 +531,7 @@ export async function startKubeSystem(
     { KubeStore },
     { KubeNamespaces },
     { KubeRouteResolver },
+    { KubeRouteCache },
     { KubeSourceReaderFactory },
     { PullSecretSync },
     { kubeWebhookSecrets },
@@ -556,6 +557,7 @@ export async function startKubeSystem(
     import('./platform/kube/kube-store.js'),
     import('./platform/kube/namespaces.js'),
     import('./platform/kube/routes.js'),
+    import('./platform/kube/route-cache.js'),
     import('./platform/kube/source-readers.js'),
     import('./platform/kube/tenant.js'),
     import('./platform/kube/webhook-secrets.js'),
@@ -646,10 +648,19 @@ export async function startKubeSystem(
       currentController().finalizeSource(source.metadata.namespace, source.metadata.name),
   });
   const events = new KubeEventRecorder({ http, logger, instance: election.identity });
+  // /fn/ routes from what these informers hold, never from a request to the API server.
+  const routeCache = new KubeRouteCache({
+    http,
+    logger,
+    functions: store,
+    services: config.functionRoute === 'cluster-ip',
+    ...(config.watchNamespaces ? { namespaces: config.watchNamespaces } : {}),
+  });
   // Every replica holds requests and scales up; only the leader scales idle functions down.
   const scaler = new KubeScaler({
     http,
     store,
+    cache: routeCache,
     cachedFunctions: (keep) => store.cached('Function', keep),
     logger,
     events,
@@ -660,8 +671,7 @@ export async function startKubeSystem(
     ...(config.watchNamespaces ? { namespaces: config.watchNamespaces } : {}),
   });
   const routes = new KubeRouteResolver({
-    http,
-    store,
+    cache: routeCache,
     scaler,
     route: config.functionRoute,
     ...(options.originOf ? { originOf: options.originOf } : {}),
@@ -776,6 +786,7 @@ export async function startKubeSystem(
     drift.start();
     return () => drift.stop();
   });
+  routeCache.start();
   // The scaler runs on every replica: each holds requests and scales up; it scales down only while
   // this replica leads.
   scaler.start();
@@ -826,6 +837,7 @@ export async function startKubeSystem(
       await term.elector?.stop();
       await gc.stop();
       scaler.stop();
+      routeCache.stop();
       await builder.stop();
       jobs.stop();
       store.stop();

@@ -96,7 +96,8 @@ describe('kube platform: scale to zero with /fn/ as the activator', () => {
             metadata: {
               name: `${d.metadata.name}-test`,
               namespace: env.ns,
-              labels: { 'kubernetes.io/service-name': d.metadata.name },
+              // As the EndpointSlice controller does: the Service's labels, and its name.
+              labels: { ...d.metadata.labels, 'kubernetes.io/service-name': d.metadata.name },
             },
             addressType: 'IPv4',
             endpoints: running ? [{ addresses: ['10.96.7.7'], conditions: { ready: true } }] : [],

@@ -24,6 +24,7 @@ import { FUNCTION_PORT, LABEL_COMPONENT, LABEL_FUNCTION, LABEL_MANAGED_BY, MANAG
 import { type KubeObject, listObjects } from './objects.js';
 import { DEPLOYMENT, ENDPOINT_SLICE, objectPath, POD } from './resource-types.js';
 import { podFailureReason, replicasOwners } from './rollout.js';
+import type { KubeRouteCache } from './route-cache.js';
 import { serviceName } from './workload-manifests.js';
 
 /** The field manager of `spec.replicas` once a function scaled: never the controller's own. */
@@ -39,6 +40,11 @@ export interface ScalerOptions {
    * reads them instead of listing every Function from the API server every few seconds.
    */
   cachedFunctions?: (keep: (fn: SlessFunction) => boolean) => SlessFunction[] | undefined;
+  /**
+   * Deployments and EndpointSlices as the informers hold them: ready endpoints and the idle sweep are
+   * read from memory instead of listing them from the API server.
+   */
+  cache?: KubeRouteCache;
   logger: Logger;
   events?: EventRecorder;
   /** Whether this replica runs the idle scale-down; any replica holds requests and scales up. */
@@ -226,6 +232,13 @@ export class KubeScaler {
 
   /** A ready endpoint of the function's Service, as `http://ip:port`; round robin over several. */
   async readyEndpoint(namespace: string, name: string): Promise<string | undefined> {
+    const cache = this.options.cache;
+    if (cache) {
+      const ready = cache.readyAddresses(namespace, name);
+      if (ready.length === 0) return undefined;
+      const ip = ready[this.nextIndex(`${namespace}/${name}`, ready.length)] as string;
+      return `http://${ip.includes(':') ? `[${ip}]` : ip}:${FUNCTION_PORT}`;
+    }
     const slices = await listObjects<KubeObject>(this.options.http, ENDPOINT_SLICE, {
       namespace,
       labels: { 'kubernetes.io/service-name': serviceName(name) },
@@ -343,6 +356,14 @@ export class KubeScaler {
       const namespaces = this.options.namespaces ?? [
         ...new Set([...functions.values()].map((fn) => fn.metadata.namespace)),
       ];
+      const cache = this.options.cache;
+      if (cache?.synced()) {
+        for (const deployment of [...cache.allDeployments()]) {
+          const fn = functions.get(`${deployment.metadata.namespace}/${deployment.metadata.name}`);
+          if (fn) await this.scaleDownIfIdle(fn, deployment);
+        }
+        return;
+      }
       for (const namespace of namespaces) {
         const deployments = await listObjects<KubeObject>(this.options.http, DEPLOYMENT, {
           namespace,
