@@ -49,7 +49,10 @@ export interface ScalerOptions {
   events?: EventRecorder;
   /** Whether this replica runs the idle scale-down; any replica holds requests and scales up. */
   isLeader?: () => boolean;
-  /** How long a held request waits for a ready endpoint before a 503 (default 60 s). */
+  /**
+   * How long a held request waits for a ready endpoint before a 503 (default 60 s), unless the
+   * function sets its own `scaleToZero.activationTimeoutSec`.
+   */
   activationTimeoutMs?: number;
   /** How many requests one function may hold while it starts (default 1000); more get a 503. */
   maxHeldPerFunction?: number;
@@ -158,7 +161,8 @@ export class KubeScaler {
   private async run(fn: SlessFunction): Promise<string> {
     const { namespace, name } = fn.metadata;
     const key = `${namespace}/${name}`;
-    const timeoutMs = this.options.activationTimeoutMs ?? 60_000;
+    const own = fn.spec.scaleToZero?.activationTimeoutSec;
+    const timeoutMs = own !== undefined ? own * 1000 : (this.options.activationTimeoutMs ?? 60_000);
     const deadline = Date.now() + timeoutMs;
     this.noteRequest(fn);
     if (await this.scaleUp(fn)) {
