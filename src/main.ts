@@ -21,6 +21,7 @@ import { ALWAYS_LEADER, type Leadership, LeaderTasks } from './core/leadership.j
 import type { ProxyTally } from './core/proxy-tallies.js';
 import type { BuildRecord, GitSource, SlessFunction } from './core/resources.js';
 import { startupMark } from './core/startup-marks.js';
+import type { KubeAutoscaler } from './platform/kube/autoscaler.js';
 import type { KanikoBuilder } from './platform/kube/build/kaniko-builder.js';
 import type { KubeStore } from './platform/kube/kube-store.js';
 import type { KubeCredentials } from './platform/kube/kubeconfig.js';
@@ -490,6 +491,7 @@ export interface KubeSystem {
   builder: KanikoBuilder;
   routes: KubeRouteResolver;
   scaler: KubeScaler;
+  autoscaler: KubeAutoscaler;
   /** Build garbage collection past the history limit; it runs only while `isLeader` says so. */
   gc: BuildCollector;
   url: string;
@@ -514,6 +516,8 @@ export async function startKubeSystem(
     isLeader?: () => boolean;
     /** How often idle functions are looked for (default 5 s). */
     idleSweepMs?: number;
+    /** How often the autoscaler samples and decides (default 1 s). */
+    autoscaleTickMs?: number;
   } = {},
 ): Promise<KubeSystem> {
   const logger = options.logger ?? createLogger(config);
@@ -532,6 +536,7 @@ export async function startKubeSystem(
     { KubeNamespaces },
     { KubeRouteResolver },
     { KubeRouteCache },
+    { KubeAutoscaler },
     { KubeSourceReaderFactory },
     { PullSecretSync },
     { kubeWebhookSecrets },
@@ -558,6 +563,7 @@ export async function startKubeSystem(
     import('./platform/kube/namespaces.js'),
     import('./platform/kube/routes.js'),
     import('./platform/kube/route-cache.js'),
+    import('./platform/kube/autoscaler.js'),
     import('./platform/kube/source-readers.js'),
     import('./platform/kube/tenant.js'),
     import('./platform/kube/webhook-secrets.js'),
@@ -670,9 +676,20 @@ export async function startKubeSystem(
     ...(options.idleSweepMs ? { sweepMs: options.idleSweepMs } : {}),
     ...(config.watchNamespaces ? { namespaces: config.watchNamespaces } : {}),
   });
+  // Every replica counts in-flight requests; only the leader applies the decisions.
+  const autoscaler = new KubeAutoscaler({
+    http,
+    cache: routeCache,
+    functions: () => store.cached('Function', (fn) => fn.spec.scale !== undefined),
+    logger,
+    events,
+    isLeader: options.isLeader ?? (() => leadership.isLeader()),
+    ...(options.autoscaleTickMs ? { tickMs: options.autoscaleTickMs } : {}),
+  });
   const routes = new KubeRouteResolver({
     cache: routeCache,
     scaler,
+    autoscaler,
     route: config.functionRoute,
     ...(options.originOf ? { originOf: options.originOf } : {}),
   });
@@ -787,6 +804,7 @@ export async function startKubeSystem(
     return () => drift.stop();
   });
   routeCache.start();
+  autoscaler.start();
   // The scaler runs on every replica: each holds requests and scales up; it scales down only while
   // this replica leads.
   scaler.start();
@@ -827,6 +845,7 @@ export async function startKubeSystem(
     builder,
     routes,
     scaler,
+    autoscaler,
     gc,
     url: address,
     stop: once(async () => {
@@ -837,6 +856,7 @@ export async function startKubeSystem(
       await term.elector?.stop();
       await gc.stop();
       scaler.stop();
+      autoscaler.stop();
       routeCache.stop();
       await builder.stop();
       jobs.stop();

@@ -25,6 +25,8 @@ export interface KubeRouteOptions {
   originOf?: (namespace: string, name: string) => string;
   /** Holds requests for functions at zero and starts them; without it they answer 503. */
   scaler?: KubeScaler;
+  /** Counts in-flight requests of functions with `spec.scale`, which its decisions follow. */
+  autoscaler?: { requestStarted(fn: SlessFunction): () => void };
   /** How long a request waits for the caches' first lists after a start (default 10 s). */
   syncWaitMs?: number;
 }
@@ -81,12 +83,19 @@ export class KubeRouteResolver implements RouteResolver {
         }
       }
       const origin = this.options.originOf ? this.options.originOf(namespace, name) : endpoint;
+      const idle = scaler.requestStarted(fn);
+      const counted = this.counted(fn);
       return {
         state: 'ready',
         origin,
         timeoutSec,
         ...revisionOf(fn),
-        release: scaler.requestStarted(fn),
+        release: counted
+          ? () => {
+              idle();
+              counted();
+            }
+          : idle,
       };
     }
     const deployment = cache.deployment(namespace, name);
@@ -99,7 +108,19 @@ export class KubeRouteResolver implements RouteResolver {
         ? this.clusterIpOrigin(namespace, name)
         : serviceOrigin(namespace, name);
     if (!origin) return unavailable(`function ${namespace}/${name} has no Service address yet`);
-    return { state: 'ready', origin, timeoutSec, ...revisionOf(fn) };
+    const counted = this.counted(fn);
+    return {
+      state: 'ready',
+      origin,
+      timeoutSec,
+      ...revisionOf(fn),
+      ...(counted ? { release: counted } : {}),
+    };
+  }
+
+  /** Starts counting the request for the autoscaler, when the function autoscales. */
+  private counted(fn: SlessFunction): (() => void) | undefined {
+    return fn.spec.scale && this.options.autoscaler ? this.options.autoscaler.requestStarted(fn) : undefined;
   }
 
   private clusterIpOrigin(namespace: string, name: string): string | undefined {

@@ -16,6 +16,7 @@
  * out (see KubeWorkloads.deploy), so the two never fight over it.
  */
 import type { Logger } from 'pino';
+import { DEFAULT_STABLE_WINDOW_SEC } from '../../core/autoscale.js';
 import { asError } from '../../core/errors.js';
 import type { EventRecorder, ObjectStore } from '../../core/interfaces.js';
 import { FIELD_MANAGER, type SlessFunction } from '../../core/resources.js';
@@ -89,8 +90,20 @@ interface Scale {
   spec?: { replicas?: number };
 }
 
+/**
+ * How long the function may be idle before it goes to zero: its `scaleToZero.idleSeconds`, or for
+ * `scale.min: 0` the stable window of its autoscaling (zero is the idle scale-down's decision, and
+ * the way back is the activator's, with or without autoscaling).
+ */
 export function idleSecondsOf(fn: SlessFunction): number | undefined {
-  return fn.spec.scaleToZero?.idleSeconds;
+  const { scaleToZero, scale } = fn.spec;
+  if (scaleToZero) return scaleToZero.idleSeconds;
+  return scale?.min === 0 ? (scale.stableWindowSec ?? DEFAULT_STABLE_WINDOW_SEC) : undefined;
+}
+
+/** Whether the scaler (scale to zero or autoscaling) sets the Deployment's replicas, not the apply. */
+export function scalerOwnsReplicas(fn: SlessFunction): boolean {
+  return idleSecondsOf(fn) !== undefined || fn.spec.scale !== undefined;
 }
 
 export class KubeScaler {
