@@ -48,6 +48,13 @@ describe('decideScale', () => {
       8,
       true,
     ],
+    [
+      'a panic under a heavier stable window keeps the stable answer',
+      (ago: number) => (ago < 6 ? 25 : 100),
+      2,
+      19,
+      true,
+    ],
     ['load gone for 30 s of 60: half the stable average', (ago: number) => (ago >= 30 ? 20 : 0), 4, 2, false],
   ] as const)('%s', (_what, load, ready, desired, panicking) => {
     const decision = decideScale(SETTINGS, steady(load, 60, NOW), NOW, ready, INITIAL_SCALE_STATE);
