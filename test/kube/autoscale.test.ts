@@ -109,6 +109,23 @@ describe('kube platform: replicas follow in-flight requests', () => {
     // Four in flight at target 1 ask for four: more passes do not add a fifth.
     await ticks(10);
     expect(await replicas()).toBe(4);
+    // A commit that changes only env rolls the Deployment: its apply leaves the replicas as scaled.
+    const before =
+      (await getObject<KubeObject>(env.http, DEPLOYMENT, env.ns, 'busy'))?.metadata.generation ?? 0;
+    await repo.push({
+      'busy/function.yaml': functionManifest('busy', {
+        scale: { min: 1, max: 5, target: 1, stableWindowSec: 6 },
+        env: { COLOUR: 'blue' },
+      }),
+    });
+    await system.controller.syncNow(env.ns, 'repo');
+    const rolled = await eventually('template changed', async () => {
+      const d = await getObject<KubeObject>(env.http, DEPLOYMENT, env.ns, 'busy');
+      return (d?.metadata.generation ?? 0) > before && JSON.stringify(d?.spec).includes('COLOUR')
+        ? d
+        : undefined;
+    });
+    expect((rolled.spec as { replicas?: number }).replicas).toBe(4);
     for (const res of held.splice(0)) res.end('done');
     for (const answer of answers) expect(await answer).toEqual([200, 'done']);
     await eventually('back to min', async () => (await replicas()) === 1, 60_000);

@@ -431,12 +431,4 @@ export const MUTATIONS: GuardMutation[] = [
     to: 'Math.max(wantPanic, state.panicPeak)',
     tests: ['src/core/autoscale.test.ts'],
   },
-  {
-    id: 'autoscaled-replicas-taken-by-apply',
-    guard: "The controller's apply leaves an autoscaled Deployment's replicas to the autoscaler.",
-    file: 'src/platform/kube/workloads.ts',
-    from: 'existing && scalerOwnsReplicas(fn)) {',
-    to: 'existing && idleSecondsOf(fn) !== undefined) {',
-    tests: ['test/kube/autoscale.test.ts'],
-  },
 ];
