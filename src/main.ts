@@ -21,6 +21,7 @@ import { ALWAYS_LEADER, type Leadership, LeaderTasks } from './core/leadership.j
 import type { ProxyTally } from './core/proxy-tallies.js';
 import type { BuildRecord, GitSource, SlessFunction } from './core/resources.js';
 import { startupMark } from './core/startup-marks.js';
+import type { KubeAutoscaler } from './platform/kube/autoscaler.js';
 import type { KanikoBuilder } from './platform/kube/build/kaniko-builder.js';
 import type { KubeStore } from './platform/kube/kube-store.js';
 import type { KubeCredentials } from './platform/kube/kubeconfig.js';
@@ -494,6 +495,7 @@ export interface KubeSystem {
   builder: KanikoBuilder;
   routes: KubeRouteResolver;
   scaler: KubeScaler;
+  autoscaler: KubeAutoscaler;
   /** Build garbage collection past the history limit; it runs only while `isLeader` says so. */
   gc: BuildCollector;
   url: string;
@@ -518,6 +520,8 @@ export async function startKubeSystem(
     isLeader?: () => boolean;
     /** How often idle functions are looked for (default 5 s). */
     idleSweepMs?: number;
+    /** How often the autoscaler samples and decides (default 1 s). */
+    autoscaleTickMs?: number;
   } = {},
 ): Promise<KubeSystem> {
   const logger = options.logger ?? createLogger(config);
@@ -535,6 +539,8 @@ export async function startKubeSystem(
     { KubeStore },
     { KubeNamespaces },
     { KubeRouteResolver },
+    { KubeRouteCache },
+    { KubeAutoscaler },
     { KubeSourceReaderFactory },
     { PullSecretSync },
     { kubeWebhookSecrets },
@@ -562,6 +568,8 @@ export async function startKubeSystem(
     import('./platform/kube/kube-store.js'),
     import('./platform/kube/namespaces.js'),
     import('./platform/kube/routes.js'),
+    import('./platform/kube/route-cache.js'),
+    import('./platform/kube/autoscaler.js'),
     import('./platform/kube/source-readers.js'),
     import('./platform/kube/tenant.js'),
     import('./platform/kube/webhook-secrets.js'),
@@ -657,10 +665,19 @@ export async function startKubeSystem(
       currentController().finalizeSource(source.metadata.namespace, source.metadata.name),
   });
   const events = new KubeEventRecorder({ http, logger, instance: election.identity });
+  // /fn/ routes from what these informers hold, never from a request to the API server.
+  const routeCache = new KubeRouteCache({
+    http,
+    logger,
+    functions: store,
+    services: config.functionRoute === 'cluster-ip',
+    ...(config.watchNamespaces ? { namespaces: config.watchNamespaces } : {}),
+  });
   // Every replica holds requests and scales up; only the leader scales idle functions down.
   const scaler = new KubeScaler({
     http,
     store,
+    cache: routeCache,
     cachedFunctions: (keep) => store.cached('Function', keep),
     logger,
     events,
@@ -670,10 +687,20 @@ export async function startKubeSystem(
     ...(options.idleSweepMs ? { sweepMs: options.idleSweepMs } : {}),
     ...(config.watchNamespaces ? { namespaces: config.watchNamespaces } : {}),
   });
-  const routes = new KubeRouteResolver({
+  // Every replica counts in-flight requests; only the leader applies the decisions.
+  const autoscaler = new KubeAutoscaler({
     http,
-    store,
+    cache: routeCache,
+    functions: () => store.cached('Function', (fn) => fn.spec.scale !== undefined),
+    logger,
+    events,
+    isLeader: options.isLeader ?? (() => leadership.isLeader()),
+    ...(options.autoscaleTickMs ? { tickMs: options.autoscaleTickMs } : {}),
+  });
+  const routes = new KubeRouteResolver({
+    cache: routeCache,
     scaler,
+    autoscaler,
     route: config.functionRoute,
     ...(options.originOf ? { originOf: options.originOf } : {}),
   });
@@ -797,6 +824,8 @@ export async function startKubeSystem(
     watch.start();
     return () => watch.stop();
   });
+  routeCache.start();
+  autoscaler.start();
   // The scaler runs on every replica: each holds requests and scales up; it scales down only while
   // this replica leads.
   scaler.start();
@@ -837,6 +866,7 @@ export async function startKubeSystem(
     builder,
     routes,
     scaler,
+    autoscaler,
     gc,
     url: address,
     stop: once(async () => {
@@ -847,6 +877,8 @@ export async function startKubeSystem(
       await term.elector?.stop();
       await gc.stop();
       scaler.stop();
+      autoscaler.stop();
+      routeCache.stop();
       await builder.stop();
       jobs.stop();
       store.stop();

@@ -55,7 +55,24 @@ export const functionSpecSchema = {
     scaleToZero: {
       type: 'object',
       required: ['idleSeconds'],
-      properties: { idleSeconds: { type: 'integer', minimum: 1, maximum: 86400 } },
+      properties: {
+        idleSeconds: { type: 'integer', minimum: 1, maximum: 86400 },
+        // How long a request for the function at zero waits for it to start before a 503; the
+        // controller's SLESS_ACTIVATION_TIMEOUT when absent.
+        activationTimeoutSec: { type: 'integer', minimum: 1, maximum: 900 },
+      },
+    },
+    // Concurrency-based autoscaling: replicas follow the in-flight requests the proxies count.
+    scale: {
+      type: 'object',
+      properties: {
+        min: { type: 'integer', minimum: 0, maximum: 100 },
+        max: { type: 'integer', minimum: 1, maximum: 100 },
+        // In-flight requests per instance the autoscaler aims at.
+        target: { type: 'integer', minimum: 1, maximum: 1000 },
+        // The window the stable decision averages over; a panic window a tenth as long reacts to bursts.
+        stableWindowSec: { type: 'integer', minimum: 6, maximum: 3600 },
+      },
     },
   },
 } as const;

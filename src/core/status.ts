@@ -55,6 +55,8 @@ export const Reason = {
   RunFailed: 'RunFailed',
   // Events only
   ScaledUp: 'ScaledUp',
+  ScaledOut: 'ScaledOut',
+  ScaledIn: 'ScaledIn',
   BuildSucceeded: 'BuildSucceeded',
   Pruned: 'Pruned',
   HistoryPruned: 'HistoryPruned',

@@ -172,6 +172,9 @@ function semanticIssues(kind: KindName, doc: JsonObject, where: ValidateOptions)
       if (!ENV_NAME.test(name)) add(`spec.env.${name}`, 'must be a valid environment variable name');
       else if (RESERVED_ENV.test(name)) add(`spec.env.${name}`, 'is reserved for the runtime');
     }
+    const scale = spec.scale as { min?: number; max?: number } | undefined;
+    if (scale?.min !== undefined && scale.max !== undefined && scale.min > scale.max)
+      add('spec.scale.min', `must not exceed spec.scale.max (${scale.max})`);
   }
   // Stryker disable next-line ConditionalExpression: equivalent, the strict schemas of the other kinds refuse a spec.event
   if (kind === 'Trigger' || kind === 'FunctionJob') {

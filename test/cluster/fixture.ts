@@ -43,6 +43,18 @@ export interface TestCluster extends TestClusterInfo {
   kubeConfig: KubeConfig;
   /** Stops every server and removes the temp dir. Idempotent. */
   stop(): Promise<void>;
+  /**
+   * The API server alone, for outage tests: only on a cluster the calling file owns, since killing
+   * the run-wide one would break every other file's tests.
+   */
+  apiServer?: ApiServerControl;
+}
+
+export interface ApiServerControl {
+  /** SIGKILLs kube-apiserver (etcd keeps the data) and resolves once it has exited. */
+  kill(): Promise<void>;
+  /** Starts it again on the same address and data, and resolves once /readyz answers 200. */
+  restart(): Promise<void>;
 }
 
 export interface TestClusterVersions {
@@ -603,52 +615,75 @@ async function startOnce(
     await waitFor(etcd, 'etcd /health', readyTimeoutMs, () => httpOk(`${etcdUrl}/health`));
 
     const apiServerUrl = `https://${apiServerHost}:${apiPort}`;
-    const api = startProcess(
-      root,
-      'kube-apiserver',
-      bins.KUBE_APISERVER,
-      [
-        `--etcd-servers=${etcdUrl}`,
-        `--etcd-prefix=/sless-${randomBytes(4).toString('hex')}`,
-        `--bind-address=${apiServerHost}`,
-        `--advertise-address=${apiServerHost}`,
-        `--secure-port=${apiPort}`,
-        `--cert-dir=${join(root, 'apiserver')}`,
-        `--tls-cert-file=${join(pki, 'apiserver.crt')}`,
-        `--tls-private-key-file=${join(pki, 'apiserver.key')}`,
-        `--client-ca-file=${join(pki, 'ca.crt')}`,
-        `--token-auth-file=${join(pki, 'tokens.csv')}`,
-        '--authorization-mode=RBAC',
-        '--service-account-issuer=https://kubernetes.default.svc.cluster.local',
-        `--service-account-key-file=${join(pki, 'sa.pub')}`,
-        `--service-account-signing-key-file=${join(pki, 'sa.key')}`,
-        `--service-cluster-ip-range=${opts.serviceCidr ?? '10.0.0.0/24'}`,
-        '--allow-privileged=true',
-        // Logs and exec go to the kubelet (only on the real node): at the node's InternalIP, with a
-        // client certificate the kubelet's x509 authentication accepts.
-        '--kubelet-preferred-address-types=InternalIP',
-        `--kubelet-client-certificate=${join(pki, 'kubelet-client.crt')}`,
-        `--kubelet-client-key=${join(pki, 'kubelet-client.key')}`,
-        ...(inCluster
-          ? []
-          : [
-              // A loopback advertise address is refused by the endpoint reconciler; nothing needs the
-              // "kubernetes" Service endpoints here (envtest does the same).
-              '--endpoint-reconciler-type=none',
-              // No controller-manager runs, so nothing would create the default ServiceAccount pods expect.
-              '--disable-admission-plugins=ServiceAccount',
-            ]),
-        '--v=0',
-      ],
-      root,
-    );
-    procs.push(api);
-
-    await Promise.all([
-      waitFor(api, 'kube-apiserver /readyz', readyTimeoutMs, async () => {
+    const apiArgs = [
+      `--etcd-servers=${etcdUrl}`,
+      `--etcd-prefix=/sless-${randomBytes(4).toString('hex')}`,
+      `--bind-address=${apiServerHost}`,
+      `--advertise-address=${apiServerHost}`,
+      `--secure-port=${apiPort}`,
+      `--cert-dir=${join(root, 'apiserver')}`,
+      `--tls-cert-file=${join(pki, 'apiserver.crt')}`,
+      `--tls-private-key-file=${join(pki, 'apiserver.key')}`,
+      `--client-ca-file=${join(pki, 'ca.crt')}`,
+      `--token-auth-file=${join(pki, 'tokens.csv')}`,
+      '--authorization-mode=RBAC',
+      '--service-account-issuer=https://kubernetes.default.svc.cluster.local',
+      `--service-account-key-file=${join(pki, 'sa.pub')}`,
+      `--service-account-signing-key-file=${join(pki, 'sa.key')}`,
+      `--service-cluster-ip-range=${opts.serviceCidr ?? '10.0.0.0/24'}`,
+      '--allow-privileged=true',
+      // Logs and exec go to the kubelet (only on the real node): at the node's InternalIP, with a
+      // client certificate the kubelet's x509 authentication accepts.
+      '--kubelet-preferred-address-types=InternalIP',
+      `--kubelet-client-certificate=${join(pki, 'kubelet-client.crt')}`,
+      `--kubelet-client-key=${join(pki, 'kubelet-client.key')}`,
+      ...(inCluster
+        ? []
+        : [
+            // A loopback advertise address is refused by the endpoint reconciler; nothing needs the
+            // "kubernetes" Service endpoints here (envtest does the same).
+            '--endpoint-reconciler-type=none',
+            // No controller-manager runs, so nothing would create the default ServiceAccount pods expect.
+            '--disable-admission-plugins=ServiceAccount',
+          ]),
+      '--v=0',
+    ];
+    let apiStarts = 0;
+    const startApi = (): Proc => {
+      const started = startProcess(
+        root,
+        apiStarts++ === 0 ? 'kube-apiserver' : `kube-apiserver-${apiStarts}`,
+        bins.KUBE_APISERVER,
+        apiArgs,
+        root,
+      );
+      procs.push(started);
+      return started;
+    };
+    const apiReady = (p: Proc) =>
+      waitFor(p, 'kube-apiserver /readyz', readyTimeoutMs, async () => {
         const [status] = await httpsGet(`${apiServerUrl}/readyz`, caCert, adminToken);
         return status === 200;
-      }),
+      });
+    let api = startApi();
+    const apiServer: ApiServerControl = {
+      kill: async () => {
+        if (api.hasExited()) return;
+        try {
+          process.kill(-api.pid, 'SIGKILL');
+        } catch {
+          // already gone
+        }
+        await api.exited;
+      },
+      restart: async () => {
+        api = startApi();
+        await apiReady(api);
+      },
+    };
+
+    await Promise.all([
+      apiReady(api),
       // A 403 (unsigned request) proves the S3 server answers HTTP.
       waitFor(s3Proc, 'versitygw', readyTimeoutMs, async () => {
         const res = await fetch(s3.endpoint, { signal: AbortSignal.timeout(2000) });
@@ -680,7 +715,7 @@ async function startOnce(
     note(
       `test cluster ready in ${Date.now() - t0} ms: ${apiServerUrl}, S3 ${s3.endpoint}, registry ${registry.url}`,
     );
-    return { ...info, kubeConfig: kubeConfigFromInfo(info), stop };
+    return { ...info, kubeConfig: kubeConfigFromInfo(info), stop, apiServer };
   } catch (e) {
     const portClash = procs.some((p) => /address already in use/i.test(logTail(p, 200)));
     await stop();

@@ -27,6 +27,8 @@ export interface ApiProxy {
   requests: string[];
   /** Bytes of each forwarded request's answer so far, by the index of `requests` (a watch's grow). */
   answerBytes: number[];
+  /** Requests whose forwarding to the API server failed (it was down): a client's sign it noticed. */
+  forwardErrors(): number;
   failNext(rule: FailureRule): void;
   close(): Promise<void>;
 }
@@ -38,6 +40,7 @@ export async function startApiProxy(apiServerUrl: string, ca: string, token: str
   const statusWrites: string[] = [];
   const requests: string[] = [];
   const answerBytes: number[] = [];
+  let forwardErrors = 0;
   const server: Server = createServer((req: IncomingMessage, res) => {
     const method = req.method ?? 'GET';
     const url = req.url ?? '/';
@@ -72,10 +75,17 @@ export async function startApiProxy(apiServerUrl: string, ca: string, token: str
         up.on('data', (c: Buffer) => {
           answerBytes[index] = (answerBytes[index] ?? 0) + c.length;
         });
+        // The API server went away mid-answer (a watch when it is killed): so does this answer, as
+        // the client would see without a proxy between.
+        up.on('aborted', () => res.destroy());
+        up.on('error', () => res.destroy());
         up.pipe(res);
       },
     );
-    forward.on('error', () => res.destroy());
+    forward.on('error', () => {
+      forwardErrors++;
+      res.destroy();
+    });
     req.on('data', (c: Buffer) => {
       if (isStatusWrite) chunks.push(c);
     });
@@ -99,6 +109,7 @@ export async function startApiProxy(apiServerUrl: string, ca: string, token: str
     statusWrites,
     requests,
     answerBytes,
+    forwardErrors: () => forwardErrors,
     failNext: (rule) => rules.push(rule),
     close: () =>
       new Promise<void>((resolve) => {

@@ -96,7 +96,8 @@ describe('kube platform: scale to zero with /fn/ as the activator', () => {
             metadata: {
               name: `${d.metadata.name}-test`,
               namespace: env.ns,
-              labels: { 'kubernetes.io/service-name': d.metadata.name },
+              // As the EndpointSlice controller does: the Service's labels, and its name.
+              labels: { ...d.metadata.labels, 'kubernetes.io/service-name': d.metadata.name },
             },
             addressType: 'IPv4',
             endpoints: running ? [{ addresses: ['10.96.7.7'], conditions: { ready: true } }] : [],
@@ -384,6 +385,17 @@ describe('kube platform: scale to zero with /fn/ as the activator', () => {
           status: 'rejected',
           reason: { message: `function ${env.ns}/lazy did not start within 1s: no pod became ready` },
         });
+      // The function's own activationTimeoutSec wins over the controller's setting.
+      const patient = new KubeScaler({
+        http: env.http,
+        store: system.store,
+        logger,
+        activationTimeoutMs: 60_000,
+      });
+      const own = { ...fn, spec: { ...fn.spec, scaleToZero: { idleSeconds: 2, activationTimeoutSec: 1 } } };
+      await expect(patient.activate(own)).rejects.toThrow(
+        `function ${env.ns}/lazy did not start within 1s: no pod became ready`,
+      );
       // Through /fn/: the same reason, as a 503.
       const [code, body] = await call('lazy');
       expect(code).toBe(503);

@@ -821,4 +821,47 @@ export const MUTATIONS: GuardMutation[] = [
     // handler shows the difference.
     tests: ['test/runtimes/inherited-cjs.test.ts', 'test/runtimes/contract.test.ts'],
   },
+  // ---- /fn/ under traffic: routes from watches, autoscaling ----
+  {
+    id: 'informer-forgets-on-outage',
+    guard:
+      'A dropped watch keeps the last known objects, so functions that were serving keep serving while the API server is down.',
+    file: 'src/platform/kube/informer.ts',
+    from: '        scope.connected = false;\n',
+    to: '        scope.connected = false;\n        this.objects.clear();\n',
+    tests: ['test/kube/api-outage.test.ts'],
+  },
+  {
+    id: 'informer-stops-after-failure',
+    guard:
+      'A watch that failed is listed again once the API server answers, so the caches resync by themselves.',
+    file: 'src/platform/kube/informer.ts',
+    from: '        pause = Math.min(pause * 2, 5000);\n',
+    to: '        return;\n',
+    tests: ['test/kube/api-outage.test.ts'],
+  },
+  {
+    id: 'function-activation-timeout-ignored',
+    guard: "A function's own scaleToZero.activationTimeoutSec bounds how long its requests wait at zero.",
+    file: 'src/platform/kube/scaler.ts',
+    from: 'own !== undefined ? own * 1000 :',
+    to: 'false ? 0 :',
+    tests: ['test/kube/scale-to-zero.test.ts'],
+  },
+  {
+    id: 'autoscale-max-unbounded',
+    guard: 'The autoscaling decision never asks for more than spec.scale.max instances.',
+    file: 'src/core/autoscale.ts',
+    from: '  desired = Math.min(Math.max(desired, settings.min), settings.max);\n',
+    to: '  desired = Math.max(desired, settings.min);\n',
+    tests: ['src/core/autoscale.test.ts'],
+  },
+  {
+    id: 'autoscale-panic-drops-stable',
+    guard: "Panic only adds instances: the stable window's answer stands under it.",
+    file: 'src/core/autoscale.ts',
+    from: 'Math.max(wantPanic, wantStable, state.panicPeak)',
+    to: 'Math.max(wantPanic, state.panicPeak)',
+    tests: ['src/core/autoscale.test.ts'],
+  },
 ];

@@ -177,6 +177,27 @@ export class KubeStore implements ObjectStore {
     return out;
   }
 
+  /**
+   * One object as the watches last saw it, without a request and without a copy: for the `/fn/`
+   * route, which must not ask the API server per request. Callers must not change it. Undefined when
+   * absent, deleting, or not listed yet (see `listed`).
+   */
+  peek<K extends KindName>(kind: K, namespace: string, name: string): ResourceOf<K> | undefined {
+    const object = this.seen.get(keyOf(kind, namespace, name));
+    return object && !isDeleting(object) ? toResource<K>(object) : undefined;
+  }
+
+  /** Whether the watches of `kind` have listed every namespace once (then `peek`'s undefined is absent). */
+  listed(kind: KindName): boolean {
+    const streams = this.streams.filter((s) => s.kind === kind);
+    return streams.length > 0 && streams.every((s) => s.listed);
+  }
+
+  /** Starts the watches without a listener: readers of `peek` and `cached` need them on every replica. */
+  watch(): void {
+    if (!this.started) this.startWatches();
+  }
+
   delete(kind: KindName, namespace: string, name: string): Promise<boolean> {
     return deleteObject(this.http, slessType(kind), namespace, name);
   }

@@ -1,76 +1,60 @@
 /**
  * `/fn/{ns}/{name}` → the function's Service, only while a revision serves (`status.servingRevision`,
- * whatever Ready says of the newest revision). A function that scales to zero is reached at a ready endpoint of its Service instead, read from its EndpointSlices:
+ * whatever Ready says of the newest revision), and while its Deployment has an available replica. A
+ * function that scales to zero is reached at a ready endpoint of its Service instead, read from its
+ * EndpointSlices:
  * when it runs nothing, the request is held while the scaler starts it (see scaler.ts), and a pod
  * that just became ready is reachable at once, before kube-proxy on any node has learnt of it.
  */
 
 import type { FunctionRoute } from '../../config/kube.js';
 import { asError } from '../../core/errors.js';
-import type { ObjectStore, RouteResolver, RouteState } from '../../core/interfaces.js';
+import type { RouteResolver, RouteState } from '../../core/interfaces.js';
 import type { SlessFunction } from '../../core/resources.js';
-import type { KubeHttp } from './http.js';
 import { FUNCTION_PORT } from './labels.js';
-import { getObject, type KubeObject } from './objects.js';
-import { DEPLOYMENT, SERVICE } from './resource-types.js';
-import { idleSecondsOf, type KubeScaler } from './scaler.js';
+import type { KubeRouteCache } from './route-cache.js';
+import { ActivationError, idleSecondsOf, type KubeScaler } from './scaler.js';
 import { serviceName } from './workload-manifests.js';
 
 export interface KubeRouteOptions {
-  http: KubeHttp;
-  store: ObjectStore;
+  /** Functions, Deployments, Services and EndpointSlices as the watches hold them: the only source. */
+  cache: KubeRouteCache;
   /** How the Service is addressed: its DNS name (default) or its ClusterIP (no cluster DNS needed). */
   route?: FunctionRoute;
   /** Where a function's Service answers; injectable so tests can point at a local server. */
   originOf?: (namespace: string, name: string) => string;
-  /** How long one resolution is reused, to keep per-request API calls down. 0 disables. */
-  cacheMs?: number;
   /** Holds requests for functions at zero and starts them; without it they answer 503. */
   scaler?: KubeScaler;
-}
-
-interface Resolved {
-  state: RouteState;
-  /** Set for a function that scales to zero: its requests are counted as activity. */
-  scalesToZero?: SlessFunction;
+  /** Counts in-flight requests of functions with `spec.scale`, which its decisions follow. */
+  autoscaler?: { requestStarted(fn: SlessFunction): () => void };
+  /** How long a request waits for the caches' first lists after a start (default 10 s). */
+  syncWaitMs?: number;
 }
 
 export function serviceOrigin(namespace: string, name: string): string {
   return `http://${serviceName(name)}.${namespace}.svc:${FUNCTION_PORT}`;
 }
 
+const unavailable = (message: string): RouteState => ({ state: 'unavailable', status: 503, message });
+
+/**
+ * Resolves every request from memory: the informers of `cache` are the only source, so the API
+ * server is asked nothing per request, and while it is down the last known routes keep serving. Only
+ * a function at zero needs the API server (to scale it up), and says so when it cannot have it.
+ */
 export class KubeRouteResolver implements RouteResolver {
   private readonly options: KubeRouteOptions;
-  private readonly cache = new Map<string, { at: number; resolved: Resolved }>();
 
   constructor(options: KubeRouteOptions) {
     this.options = options;
   }
 
   async resolve(namespace: string, name: string): Promise<RouteState> {
-    const key = `${namespace}/${name}`;
-    const ttl = this.options.cacheMs ?? 1000;
-    const cached = this.cache.get(key);
-    let resolved: Resolved;
-    if (cached && Date.now() - cached.at < ttl) resolved = cached.resolved;
-    else {
-      resolved = await this.lookup(namespace, name);
-      // A refused activation is not kept: the next request may join a new one.
-      if (ttl > 0 && !(resolved.scalesToZero && resolved.state.state !== 'ready'))
-        this.cache.set(key, { at: Date.now(), resolved });
-      if (this.cache.size > 10_000) this.cache.clear();
-    }
-    const { state, scalesToZero } = resolved;
-    if (state.state !== 'ready' || !scalesToZero || !this.options.scaler) return state;
-    return { ...state, release: this.options.scaler.requestStarted(scalesToZero) };
-  }
-
-  private async lookup(namespace: string, name: string): Promise<Resolved> {
-    const fn = await this.options.store.get('Function', namespace, name);
-    if (!fn) return { state: { state: 'unknown' } };
-    const unavailable = (message: string): Resolved => ({
-      state: { state: 'unavailable', status: 503, message },
-    });
+    const { cache } = this.options;
+    if (!cache.synced() && !(await cache.whenSynced(this.options.syncWaitMs ?? 10_000)))
+      return unavailable('routes are not loaded yet: the control plane is unreachable; try again');
+    const fn = cache.fn(namespace, name);
+    if (!fn) return { state: 'unknown' };
     // Which revision serves is decided apart from Ready: a Function whose new revision failed is
     // not Ready, yet the revision that served before keeps serving (as a Knative Route keeps its
     // traffic on the last ready revision while the newest one fails).
@@ -81,30 +65,66 @@ export class KubeRouteResolver implements RouteResolver {
     const timeoutSec = fn.spec.timeoutSec ?? 30;
     const scaler = this.options.scaler;
     if (scaler && idleSecondsOf(fn) !== undefined) {
-      let endpoint: string;
-      try {
-        endpoint = (await scaler.readyEndpoint(namespace, name)) ?? (await scaler.activate(fn));
-      } catch (error) {
-        return { ...unavailable(asError(error).message), scalesToZero: fn };
+      let endpoint = await scaler.readyEndpoint(namespace, name);
+      if (!endpoint) {
+        if (!cache.connected())
+          return unavailable(
+            `function ${namespace}/${name} is scaled to zero and cannot be started while the control plane is unreachable; try again`,
+          );
+        try {
+          endpoint = await scaler.activate(fn);
+        } catch (error) {
+          const message = asError(error).message;
+          return unavailable(
+            error instanceof ActivationError
+              ? message
+              : `function ${namespace}/${name} is scaled to zero and cannot be started: the control plane is unreachable (${message}); try again`,
+          );
+        }
       }
       const origin = this.options.originOf ? this.options.originOf(namespace, name) : endpoint;
-      return { state: { state: 'ready', origin, timeoutSec, ...revisionOf(fn) }, scalesToZero: fn };
+      const idle = scaler.requestStarted(fn);
+      const counted = this.counted(fn);
+      return {
+        state: 'ready',
+        origin,
+        timeoutSec,
+        ...revisionOf(fn),
+        release: counted
+          ? () => {
+              idle();
+              counted();
+            }
+          : idle,
+      };
     }
-    const deployment = await getObject<KubeObject>(this.options.http, DEPLOYMENT, namespace, name);
+    const deployment = cache.deployment(namespace, name);
     const available =
       (deployment?.status as { availableReplicas?: number } | undefined)?.availableReplicas ?? 0;
     if (available === 0) return unavailable(`function ${namespace}/${name} has no available replicas`);
     const origin = this.options.originOf
       ? this.options.originOf(namespace, name)
       : this.options.route === 'cluster-ip'
-        ? await this.clusterIpOrigin(namespace, name)
+        ? this.clusterIpOrigin(namespace, name)
         : serviceOrigin(namespace, name);
     if (!origin) return unavailable(`function ${namespace}/${name} has no Service address yet`);
-    return { state: { state: 'ready', origin, timeoutSec, ...revisionOf(fn) } };
+    const counted = this.counted(fn);
+    return {
+      state: 'ready',
+      origin,
+      timeoutSec,
+      ...revisionOf(fn),
+      ...(counted ? { release: counted } : {}),
+    };
   }
 
-  private async clusterIpOrigin(namespace: string, name: string): Promise<string | undefined> {
-    const service = await getObject<KubeObject>(this.options.http, SERVICE, namespace, serviceName(name));
+  /** Starts counting the request for the autoscaler, when the function autoscales. */
+  private counted(fn: SlessFunction): (() => void) | undefined {
+    return fn.spec.scale && this.options.autoscaler ? this.options.autoscaler.requestStarted(fn) : undefined;
+  }
+
+  private clusterIpOrigin(namespace: string, name: string): string | undefined {
+    const service = this.options.cache.service(namespace, name);
     const ip = (service?.spec as { clusterIP?: string } | undefined)?.clusterIP;
     if (!ip || ip === 'None') return undefined;
     return `http://${ip.includes(':') ? `[${ip}]` : ip}:${FUNCTION_PORT}`;

@@ -16,6 +16,7 @@
  * out (see KubeWorkloads.deploy), so the two never fight over it.
  */
 import type { Logger } from 'pino';
+import { DEFAULT_STABLE_WINDOW_SEC } from '../../core/autoscale.js';
 import { asError } from '../../core/errors.js';
 import type { EventRecorder, ObjectStore } from '../../core/interfaces.js';
 import { FIELD_MANAGER, type SlessFunction } from '../../core/resources.js';
@@ -25,6 +26,7 @@ import { FUNCTION_PORT, LABEL_COMPONENT, LABEL_FUNCTION, LABEL_MANAGED_BY, MANAG
 import { type KubeObject, listObjects } from './objects.js';
 import { DEPLOYMENT, ENDPOINT_SLICE, objectPath, POD } from './resource-types.js';
 import { podFailureReason, replicasOwners } from './rollout.js';
+import type { KubeRouteCache } from './route-cache.js';
 import { serviceName } from './workload-manifests.js';
 
 /** The field manager of `spec.replicas` once a function scaled: never the controller's own. */
@@ -40,11 +42,19 @@ export interface ScalerOptions {
    * reads them instead of listing every Function from the API server every few seconds.
    */
   cachedFunctions?: (keep: (fn: SlessFunction) => boolean) => SlessFunction[] | undefined;
+  /**
+   * Deployments and EndpointSlices as the informers hold them: ready endpoints and the idle sweep are
+   * read from memory instead of listing them from the API server.
+   */
+  cache?: KubeRouteCache;
   logger: Logger;
   events?: EventRecorder;
   /** Whether this replica runs the idle scale-down; any replica holds requests and scales up. */
   isLeader?: () => boolean;
-  /** How long a held request waits for a ready endpoint before a 503 (default 60 s). */
+  /**
+   * How long a held request waits for a ready endpoint before a 503 (default 60 s), unless the
+   * function sets its own `scaleToZero.activationTimeoutSec`.
+   */
   activationTimeoutMs?: number;
   /** How many requests one function may hold while it starts (default 1000); more get a 503. */
   maxHeldPerFunction?: number;
@@ -81,8 +91,20 @@ interface Scale {
   spec?: { replicas?: number };
 }
 
+/**
+ * How long the function may be idle before it goes to zero: its `scaleToZero.idleSeconds`, or for
+ * `scale.min: 0` the stable window of its autoscaling (zero is the idle scale-down's decision, and
+ * the way back is the activator's, with or without autoscaling).
+ */
 export function idleSecondsOf(fn: SlessFunction): number | undefined {
-  return fn.spec.scaleToZero?.idleSeconds;
+  const { scaleToZero, scale } = fn.spec;
+  if (scaleToZero) return scaleToZero.idleSeconds;
+  return scale?.min === 0 ? (scale.stableWindowSec ?? DEFAULT_STABLE_WINDOW_SEC) : undefined;
+}
+
+/** Whether the scaler (scale to zero or autoscaling) sets the Deployment's replicas, not the apply. */
+export function scalerOwnsReplicas(fn: SlessFunction): boolean {
+  return idleSecondsOf(fn) !== undefined || fn.spec.scale !== undefined;
 }
 
 export class KubeScaler {
@@ -153,7 +175,8 @@ export class KubeScaler {
   private async run(fn: SlessFunction): Promise<string> {
     const { namespace, name } = fn.metadata;
     const key = `${namespace}/${name}`;
-    const timeoutMs = this.options.activationTimeoutMs ?? 60_000;
+    const own = fn.spec.scaleToZero?.activationTimeoutSec;
+    const timeoutMs = own !== undefined ? own * 1000 : (this.options.activationTimeoutMs ?? 60_000);
     const deadline = Date.now() + timeoutMs;
     this.noteRequest(fn);
     if (await this.scaleUp(fn)) {
@@ -227,6 +250,13 @@ export class KubeScaler {
 
   /** A ready endpoint of the function's Service, as `http://ip:port`; round robin over several. */
   async readyEndpoint(namespace: string, name: string): Promise<string | undefined> {
+    const cache = this.options.cache;
+    if (cache) {
+      const ready = cache.readyAddresses(namespace, name);
+      if (ready.length === 0) return undefined;
+      const ip = ready[this.nextIndex(`${namespace}/${name}`, ready.length)] as string;
+      return `http://${ip.includes(':') ? `[${ip}]` : ip}:${FUNCTION_PORT}`;
+    }
     const slices = await listObjects<KubeObject>(this.options.http, ENDPOINT_SLICE, {
       namespace,
       labels: { 'kubernetes.io/service-name': serviceName(name) },
@@ -344,6 +374,14 @@ export class KubeScaler {
       const namespaces = this.options.namespaces ?? [
         ...new Set([...functions.values()].map((fn) => fn.metadata.namespace)),
       ];
+      const cache = this.options.cache;
+      if (cache?.synced()) {
+        for (const deployment of [...cache.allDeployments()]) {
+          const fn = functions.get(`${deployment.metadata.namespace}/${deployment.metadata.name}`);
+          if (fn) await this.scaleDownIfIdle(fn, deployment);
+        }
+        return;
+      }
       for (const namespace of namespaces) {
         const deployments = await listObjects<KubeObject>(this.options.http, DEPLOYMENT, {
           namespace,

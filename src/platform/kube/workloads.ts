@@ -8,7 +8,7 @@ import { ANNOTATION_REVISION, LABEL_FUNCTION } from './labels.js';
 import { apply, deleteObject, getObject, type KubeObject, listObjects } from './objects.js';
 import { DEPLOYMENT, POD, SERVICE } from './resource-types.js';
 import { podFailureReason, replicasManagedElsewhere, replicasOwners, rolloutProgress } from './rollout.js';
-import { idleSecondsOf } from './scaler.js';
+import { idleSecondsOf, scalerOwnsReplicas } from './scaler.js';
 import { deploymentFor, serviceFor, serviceName } from './workload-manifests.js';
 
 /** With Deployment changes signalled, a rollout still reads its Deployment this often. */
@@ -71,7 +71,7 @@ export class KubeWorkloads implements WorkloadPlatform {
       fn.metadata.name,
     );
     const spec = deployment.spec as { replicas?: number };
-    if (options.enabled && existing && idleSecondsOf(fn) !== undefined) {
+    if (options.enabled && existing && scalerOwnsReplicas(fn)) {
       // The scaler sets the count of a function that scales to zero, through the scale subresource,
       // which takes the field from us and (as of Kubernetes 1.37) records no owner in its place. So:
       // once it is not ours, it is the scaler's, and left out; while it is still ours (nothing scaled

@@ -1,0 +1,163 @@
+/**
+ * What `/fn/` routing and the scaler read of the cluster, held in memory by informers: the function
+ * Deployments (available and desired replicas, the last request noted), their Services (ClusterIP)
+ * and their EndpointSlices (ready pod addresses). Functions come from the store's own watch. Nothing
+ * here asks the API server per request; with the API server gone, the last known state stays.
+ */
+import type { Logger } from 'pino';
+import type { SlessFunction } from '../../core/resources.js';
+import type { KubeHttp } from './http.js';
+import { Informer } from './informer.js';
+import { LABEL_COMPONENT, LABEL_FUNCTION, LABEL_MANAGED_BY, MANAGED_BY } from './labels.js';
+import type { KubeObject } from './objects.js';
+import { DEPLOYMENT, ENDPOINT_SLICE, SERVICE } from './resource-types.js';
+import { serviceName } from './workload-manifests.js';
+
+/** The store's side: Functions as its watch last saw them. */
+export interface FunctionCache {
+  peek(kind: 'Function', namespace: string, name: string): SlessFunction | undefined;
+  listed(kind: 'Function'): boolean;
+  watch(): void;
+}
+
+export interface RouteCacheOptions {
+  http: KubeHttp;
+  logger: Logger;
+  functions: FunctionCache;
+  /** Namespaces whose functions are served; all when absent. */
+  namespaces?: readonly string[];
+  /** Whether Services are watched too (only the ClusterIP route reads them). */
+  services?: boolean;
+  retryMs?: number;
+}
+
+const FUNCTION_SELECTOR = `${LABEL_MANAGED_BY}=${MANAGED_BY},${LABEL_COMPONENT}=function`;
+
+interface EndpointEntry {
+  addresses?: string[];
+  conditions?: { ready?: boolean };
+}
+
+export class KubeRouteCache {
+  readonly functions: FunctionCache;
+  private readonly deployments: Informer;
+  private readonly services: Informer | undefined;
+  private readonly slices: Informer;
+  /** EndpointSlices by `namespace/service`, kept beside the informer's own map. */
+  private readonly slicesByService = new Map<string, Map<string, KubeObject>>();
+
+  constructor(options: RouteCacheOptions) {
+    this.functions = options.functions;
+    const common = {
+      http: options.http,
+      logger: options.logger,
+      ...(options.namespaces ? { namespaces: options.namespaces } : {}),
+      ...(options.retryMs !== undefined ? { retryMs: options.retryMs } : {}),
+    };
+    // The idle sweep reads who owns `spec.replicas` from managedFields.
+    this.deployments = new Informer({
+      ...common,
+      type: DEPLOYMENT,
+      selector: FUNCTION_SELECTOR,
+      keepManagedFields: true,
+    });
+    this.services = options.services
+      ? new Informer({ ...common, type: SERVICE, selector: FUNCTION_SELECTOR })
+      : undefined;
+    // The EndpointSlice controller copies a Service's labels onto its slices.
+    this.slices = new Informer({
+      ...common,
+      type: ENDPOINT_SLICE,
+      selector: LABEL_FUNCTION,
+      onChange: (slice, removed) => this.indexSlice(slice, removed),
+    });
+  }
+
+  start(): void {
+    this.functions.watch();
+    this.deployments.start();
+    this.services?.start();
+    this.slices.start();
+  }
+
+  stop(): void {
+    this.deployments.stop();
+    this.services?.stop();
+    this.slices.stop();
+  }
+
+  /** Everything has been listed once. */
+  synced(): boolean {
+    return (
+      this.functions.listed('Function') &&
+      this.deployments.synced() &&
+      (this.services?.synced() ?? true) &&
+      this.slices.synced()
+    );
+  }
+
+  /** Waits (at most `timeoutMs`) for the first lists; true once synced. */
+  async whenSynced(timeoutMs: number): Promise<boolean> {
+    const deadline = Date.now() + timeoutMs;
+    await Promise.all([
+      this.deployments.whenSynced(timeoutMs),
+      this.services?.whenSynced(timeoutMs),
+      this.slices.whenSynced(timeoutMs),
+    ]);
+    while (!this.functions.listed('Function') && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 50));
+    return this.synced();
+  }
+
+  /** Whether the watches are up now; false while the API server is unreachable. */
+  connected(): boolean {
+    return this.deployments.connected() && this.slices.connected() && (this.services?.connected() ?? true);
+  }
+
+  fn(namespace: string, name: string): SlessFunction | undefined {
+    return this.functions.peek('Function', namespace, name);
+  }
+
+  deployment(namespace: string, name: string): KubeObject | undefined {
+    return this.deployments.get(namespace, name);
+  }
+
+  /** Every function Deployment as last seen (the cached objects: not to be changed). */
+  allDeployments(): IterableIterator<KubeObject> {
+    return this.deployments.values();
+  }
+
+  service(namespace: string, name: string): KubeObject | undefined {
+    return this.services?.get(namespace, serviceName(name));
+  }
+
+  /** The ready endpoint addresses of the function's Service, sorted. */
+  readyAddresses(namespace: string, name: string): string[] {
+    const slices = this.slicesByService.get(`${namespace}/${serviceName(name)}`);
+    const ready: string[] = [];
+    for (const slice of slices?.values() ?? []) {
+      const endpoints = (slice as { endpoints?: EndpointEntry[] }).endpoints ?? [];
+      for (const endpoint of endpoints)
+        if (endpoint.conditions?.ready !== false && endpoint.addresses?.[0])
+          ready.push(endpoint.addresses[0]);
+    }
+    return ready.sort();
+  }
+
+  private indexSlice(slice: KubeObject, removed: boolean): void {
+    const service = slice.metadata.labels?.['kubernetes.io/service-name'];
+    if (!service) return;
+    const key = `${slice.metadata.namespace}/${service}`;
+    let slices = this.slicesByService.get(key);
+    if (removed) {
+      slices?.delete(slice.metadata.name);
+      if (slices?.size === 0) this.slicesByService.delete(key);
+      return;
+    }
+    if (!slices) {
+      slices = new Map();
+      this.slicesByService.set(key, slices);
+    }
+    slices.set(slice.metadata.name, slice);
+  }
+}

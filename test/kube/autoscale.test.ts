@@ -1,0 +1,135 @@
+/**
+ * Concurrency-based autoscaling on kube against the real kube-apiserver + etcd: in-flight `/fn/`
+ * requests of a function with `spec.scale` raise its Deployment's replicas through the scale
+ * subresource, never past what the load asks for nor past `max`, and once the load is gone they fall
+ * back to `min`, while the controller's own apply leaves the count alone. The kubelet is played
+ * (replicas become ready at once) and the pods are one local server that holds requests until told.
+ */
+import { createServer, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildName } from '../../src/core/naming.js';
+import type { FunctionStatus } from '../../src/core/resources.js';
+import { type KubeSystem, startKubeSystem } from '../../src/main.js';
+import { getObject, type KubeObject } from '../../src/platform/kube/objects.js';
+import { DEPLOYMENT, JOB } from '../../src/platform/kube/resource-types.js';
+import { functionManifest, git, gitSource, nodeHandler } from '../helpers/git.js';
+import { type RemoteRepo, startRemoteRepo } from '../helpers/remote-repo.js';
+import {
+  eventually,
+  fakeDigest,
+  type KubeEnv,
+  kubeEnv,
+  logger,
+  markBuildSucceeded,
+  playHealthyKubelet,
+} from './harness.js';
+
+describe('kube platform: replicas follow in-flight requests', () => {
+  let env: KubeEnv;
+  let repo: RemoteRepo;
+  let system: KubeSystem;
+  let stopKubelet: () => void;
+  const held: ServerResponse[] = [];
+  const upstream = createServer((req, res) => {
+    req.resume();
+    held.push(res);
+  });
+
+  const replicas = async () =>
+    (
+      (await getObject<KubeObject>(env.http, DEPLOYMENT, env.ns, 'busy'))?.spec as
+        | { replicas?: number }
+        | undefined
+    )?.replicas;
+
+  /** Resolves after the autoscaler has made `times` more passes. */
+  async function ticks(times: number): Promise<void> {
+    const autoscaler = system.autoscaler;
+    const tick = autoscaler.tick.bind(autoscaler);
+    let seen = 0;
+    try {
+      await new Promise<void>((resolve) => {
+        autoscaler.tick = async (now?: number) => {
+          await tick(now);
+          if (++seen >= times) resolve();
+        };
+      });
+    } finally {
+      Reflect.deleteProperty(autoscaler, 'tick');
+    }
+  }
+
+  beforeAll(async () => {
+    env = await kubeEnv('autoscale');
+    repo = await startRemoteRepo({
+      'busy/function.yaml': functionManifest('busy', {
+        scale: { min: 1, max: 5, target: 1, stableWindowSec: 6 },
+      }),
+      'busy/handler.js': nodeHandler(`return 'busy';`),
+    });
+    await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
+    const port = (upstream.address() as AddressInfo).port;
+    system = await startKubeSystem(env.config, {
+      logger,
+      kubeConfig: env.cluster.kubeConfig,
+      originOf: () => `http://127.0.0.1:${port}`,
+      pollMs: 100,
+      autoscaleTickMs: 200,
+    });
+    stopKubelet = playHealthyKubelet(env.http, env.ns);
+    await system.store.apply(gitSource('repo', env.ns, repo.url));
+    const commit = await git(repo.work.dir, 'rev-parse', 'HEAD');
+    await eventually('build Job', () =>
+      getObject<KubeObject>(env.http, JOB, env.controllerNs, buildName('busy', commit)),
+    );
+    await markBuildSucceeded(env.http, env.controllerNs, buildName('busy', commit), fakeDigest(commit));
+    await eventually('busy Ready', async () => {
+      const fn = await system.store.get('Function', env.ns, 'busy');
+      return (fn?.status as FunctionStatus | undefined)?.phase === 'Ready';
+    });
+  });
+
+  afterAll(async () => {
+    for (const res of held.splice(0)) res.end();
+    stopKubelet?.();
+    await system?.stop();
+    await new Promise((r) => upstream.close(r));
+    await repo?.close();
+    await env?.close();
+  });
+
+  it('scales out to the in-flight requests over the target, no further, and back to min after', async () => {
+    expect(await replicas()).toBe(1);
+    const answers = Array.from({ length: 4 }, () =>
+      fetch(`${system.url}/fn/${env.ns}/busy/`).then(async (r) => [r.status, await r.text()] as const),
+    );
+    await eventually('4 requests held by the pods', async () => held.length >= 4);
+    await eventually('scaled out to 4', async () => (await replicas()) === 4, 30_000);
+    // Four in flight at target 1 ask for four: more passes do not add a fifth.
+    await ticks(10);
+    expect(await replicas()).toBe(4);
+    // A commit that changes only env rolls the Deployment: its apply leaves the replicas as scaled.
+    const before =
+      (await getObject<KubeObject>(env.http, DEPLOYMENT, env.ns, 'busy'))?.metadata.generation ?? 0;
+    await repo.push({
+      'busy/function.yaml': functionManifest('busy', {
+        scale: { min: 1, max: 5, target: 1, stableWindowSec: 6 },
+        env: { COLOUR: 'blue' },
+      }),
+    });
+    await system.controller.syncNow(env.ns, 'repo');
+    const rolled = await eventually('template changed', async () => {
+      const d = await getObject<KubeObject>(env.http, DEPLOYMENT, env.ns, 'busy');
+      return (d?.metadata.generation ?? 0) > before && JSON.stringify(d?.spec).includes('COLOUR')
+        ? d
+        : undefined;
+    });
+    expect((rolled.spec as { replicas?: number }).replicas).toBe(4);
+    for (const res of held.splice(0)) res.end('done');
+    for (const answer of answers) expect(await answer).toEqual([200, 'done']);
+    await eventually('back to min', async () => (await replicas()) === 1, 60_000);
+    await ticks(10);
+    expect(await replicas()).toBe(1);
+  }, 120_000);
+});
