@@ -1,0 +1,590 @@
+/**
+ * The platform contract: the behaviour users rely on from a push to what /fn/ serves, run the same
+ * way against every platform (local.test.ts, kube.test.ts). A platform is driven through a small
+ * PlatformUnderTest: commit, sync, read objects, call /fn/, and play what the platform leaves to
+ * others (kaniko, the kubelet) where there is nobody to play it. Each case deploys functions of its
+ * own, so one failing case does not take the others with it.
+ *
+ * Golden values are the status fields a user reads (phase, conditions, commit, revision). "Nothing
+ * else happened" is checked after a positive signal (a settled controller, a later run that
+ * finished), never after a sleep, and nothing here is timed.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Condition } from '../../src/core/conditions.js';
+import type { FunctionJob, SlessFunction, Trigger } from '../../src/core/resources.js';
+
+/** What /fn/{ns}/{name} answered; a JSON body is parsed, any other is the text. */
+export interface Served {
+  status: number;
+  body: unknown;
+}
+
+export interface PlatformUnderTest {
+  /** The namespace the platform's GitSource and functions live in. */
+  readonly namespace: string;
+  /** Env the contract gives the function its FunctionJob runs, so `jobRuns` can count the runs. */
+  readonly jobEnv: Record<string, string>;
+  /** Writes (null deletes a file or directory) and commits on the source's branch, where the platform reads it. */
+  commit(files: Record<string, string | null>): Promise<string>;
+  /** Makes the platform read the branch now, as a webhook would, and returns once that sync applied it. */
+  sync(options?: { force?: boolean }): Promise<void>;
+  fn(name: string): Promise<SlessFunction | undefined>;
+  trigger(name: string): Promise<Trigger | undefined>;
+  job(name: string): Promise<FunctionJob | undefined>;
+  /** GET /fn/{namespace}/{name}, through the platform's own proxy. */
+  call(name: string): Promise<Served>;
+  /** Lets the build of `name` at `commit` succeed (kube: plays kaniko; local: the build runs by itself). */
+  finishBuild(name: string, commit: string): Promise<void>;
+  /**
+   * Lets the build of `name` at `commit` fail, the contract having committed code that does not
+   * install (a broken package.json). Returns words the build's failure message contains.
+   */
+  failBuild(name: string, commit: string): Promise<string>;
+  /**
+   * How the next revisions of `name` come up: `crashLoop` when the contract committed a handler that
+   * throws at start (kube: plays crash-looping pods; local: the handler crashes by itself). Returns
+   * words the RolloutFailed message contains.
+   */
+  rollouts(name: string, outcome: 'available' | 'crashLoop'): Promise<string>;
+  /** Builds of `name` that ran (succeeded or failed), each counted once. */
+  builds(name: string): Promise<number>;
+  /** Nothing of the function is left on the platform: no workload, no builds. */
+  workloadGone(name: string): Promise<boolean>;
+  /** Lets run `runId` of FunctionJob `job` end (kube: plays the Job controller; local: it ends by itself). */
+  finishJobRun(job: string, runId: number): Promise<void>;
+  /** Times the FunctionJob `job` ran its function. */
+  jobRuns(job: string): Promise<number>;
+  /** Resolves once the controller has nothing queued or running (no reconcile, build or rollout). */
+  settle(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+/** The contract's cases, by the id a platform names when it must skip one (see `platformContract`). */
+export type ContractCase =
+  | 'ready'
+  | 'env-only'
+  | 'code'
+  | 'build-fails'
+  | 'rollout-fails'
+  | 'cron-disabled'
+  | 'http-disabled'
+  | 'disabled-answer'
+  | 'answers-at-once'
+  | 'recovery-clears-error'
+  | 'deleted'
+  | 'job-runs';
+
+/** What the handler the contract commits throws at start when it is meant to crash. */
+export const CRASH_MESSAGE = 'no config at start';
+
+/** The handler of `name`, at the path the contract commits it. */
+export const handlerPath = (name: string) => `${name}/handler.js`;
+
+/**
+ * A Node handler answering `{ version, word }`: the code's version and the WORD of its environment,
+ * which together tell which revision serves. A job run (SLESS_EVENT set) appends a line to RUN_LOG
+ * when the environment names one.
+ */
+export function handler(version: string, options: { crashOnStart?: boolean } = {}): string {
+  return [
+    options.crashOnStart ? `throw new Error('${CRASH_MESSAGE}');` : '',
+    'exports.handle = async (event) => {',
+    "  if (process.env.SLESS_EVENT && process.env.RUN_LOG) require('node:fs').appendFileSync(process.env.RUN_LOG, JSON.stringify(event.body) + '\\n');",
+    `  return { version: '${version}', word: process.env.WORD ?? null };`,
+    '};',
+    '',
+  ].join('\n');
+}
+
+/** The version a handler the contract wrote answers with (a stand-in for a pod reads it from the code). */
+export function versionOfHandler(source: string): string | undefined {
+  return /return \{ version: '([^']+)'/.exec(source)?.[1];
+}
+
+export function functionManifest(name: string, spec: Record<string, unknown> = {}): string {
+  const body = { runtime: 'nodejs20', entrypoint: 'handler.handle', ...spec };
+  return `apiVersion: sless.dev/v1alpha1\nkind: Function\nmetadata:\n  name: ${name}\nspec: ${JSON.stringify(body)}\n`;
+}
+
+function triggerManifest(name: string, spec: Record<string, unknown>): string {
+  return `---\napiVersion: sless.dev/v1alpha1\nkind: Trigger\nmetadata:\n  name: ${name}\nspec: ${JSON.stringify(spec)}\n`;
+}
+
+function jobManifest(name: string, fn: string, runId: number): string {
+  return `apiVersion: sless.dev/v1alpha1\nkind: FunctionJob\nmetadata:\n  name: ${name}\nspec: ${JSON.stringify({ function: fn, runId, event: { n: runId } })}\n`;
+}
+
+/** Polls until `check` returns a value (not undefined or false); the last error says what was seen. */
+export async function waitFor<T>(
+  what: string,
+  check: () => Promise<T | undefined | false>,
+  timeoutMs = 45_000,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const value = await check();
+      if (value !== undefined && value !== false) return value;
+    } catch (error) {
+      last = error;
+    }
+    if (Date.now() > deadline)
+      throw new Error(`${what}: not so after ${timeoutMs} ms${last ? ` (${String(last)})` : ''}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+const condition = (fn: { status?: { conditions?: Condition[] } }, type: string) =>
+  fn.status?.conditions?.find((c) => c.type === type);
+
+/** Registers the contract's cases against the platform `setUp` starts (once, for all cases). */
+export function platformContract(
+  name: string,
+  setUp: () => Promise<PlatformUnderTest>,
+  /** Cases this platform does not pass, each with the difference from the contract it shows. */
+  differences: Partial<Record<ContractCase, string>> = {},
+): void {
+  describe(`platform contract: ${name}`, () => {
+    let p: PlatformUnderTest;
+    const contractCase = (id: ContractCase, title: string, body: () => Promise<void>) => {
+      // SLESS_CONTRACT_ALL=1 runs the skipped cases too: to see whether a difference is still there.
+      const difference = process.env.SLESS_CONTRACT_ALL === '1' ? undefined : differences[id];
+      if (difference) it.skip(`${title} [skipped on ${name}: ${difference}]`, body);
+      else it(title, body);
+    };
+
+    // One platform for every case (a kube one is a cluster-backed system).
+    beforeAll(async () => {
+      p = await setUp();
+    });
+    afterAll(async () => {
+      await p?.stop();
+    });
+
+    /** Commits the files and has the platform read them. */
+    const push = async (files: Record<string, string | null>) => {
+      const commit = await p.commit(files);
+      await p.sync();
+      return commit;
+    };
+
+    /** Ready at this commit, for the generation it has now: the revision the commit asks for serves. */
+    const readyAt = (fnName: string, commit: string) =>
+      waitFor(`${fnName} Ready at ${commit.slice(0, 12)}`, async () => {
+        const fn = await p.fn(fnName);
+        const ready = fn && condition(fn, 'Ready');
+        return fn?.status?.phase === 'Ready' &&
+          fn.status.commit === commit &&
+          ready?.status === 'True' &&
+          ready.observedGeneration === fn.metadata.generation
+          ? fn
+          : undefined;
+      });
+
+    /** Pushes a new function at version v1 (WORD=one), plays its build and waits until it serves. */
+    const deploy = async (fnName: string, extra: Record<string, string> = {}) => {
+      const commit = await push({
+        [`${fnName}/function.yaml`]: functionManifest(fnName, { env: { WORD: 'one' } }),
+        [handlerPath(fnName)]: handler('v1'),
+        ...extra,
+      });
+      await p.finishBuild(fnName, commit);
+      return { commit, fn: await readyAt(fnName, commit) };
+    };
+
+    /** The status of a Function that serves what `commit` asks for, with code built at `builtAt`. */
+    const expectServing = (fn: SlessFunction, commit: string, builtAt: string) => {
+      const status = fn.status ?? {};
+      const generation = fn.metadata.generation;
+      const buildKey = status.buildKey ?? '';
+      expect(buildKey).toMatch(/^[0-9a-f]{32}$/);
+      const revision = status.servingRevision ?? '';
+      expect(revision).toMatch(new RegExp(`^${buildKey.slice(0, 12)}-[0-9a-f]{8}$`));
+      expect(status).toMatchObject({
+        phase: 'Ready',
+        observedGeneration: generation,
+        commit,
+        shortCommit: commit.slice(0, 12),
+        servingCommit: builtAt,
+        lastBuild: { result: 'Succeeded', buildKey, commit: builtAt },
+      });
+      expect(status.url).toMatch(new RegExp(`/fn/${p.namespace}/${fn.metadata.name}$`));
+      expect(status.image).toEqual(expect.any(String));
+      expect(condition(fn, 'Ready')).toMatchObject({
+        status: 'True',
+        reason: 'Serving',
+        message: `serving ${revision} (built at ${builtAt.slice(0, 12)})`,
+        observedGeneration: generation,
+      });
+      expect(condition(fn, 'Reconciling')).toMatchObject({ status: 'False', observedGeneration: generation });
+      expect(condition(fn, 'Stalled')).toBeUndefined();
+    };
+
+    contractCase(
+      'ready',
+      'a pushed function becomes Ready at its commit, serves, and was built once',
+      async () => {
+        const { commit, fn } = await deploy('ready');
+        expectServing(fn, commit, commit);
+        expect(fn.status?.lastError).toBeUndefined();
+        expect(fn.metadata.annotations?.['sless.dev/commit']).toBe(commit);
+        expect(await p.call('ready')).toEqual({ status: 200, body: { version: 'v1', word: 'one' } });
+        await p.settle();
+        expect(await p.builds('ready')).toBe(1);
+        // Settled means settled: the status is the one that said Ready.
+        expect((await p.fn('ready'))?.status).toEqual(fn.status);
+      },
+    );
+
+    contractCase('env-only', 'an env-only commit rolls a new revision out without a build', async () => {
+      const { commit: built, fn: before } = await deploy('env-only');
+      const commit = await push({
+        'env-only/function.yaml': functionManifest('env-only', { env: { WORD: 'two' } }),
+      });
+      const after = await readyAt('env-only', commit);
+      expectServing(after, commit, built);
+      expect(after.metadata.generation).toBeGreaterThan(before.metadata.generation ?? 0);
+      expect(after.status?.buildKey).toBe(before.status?.buildKey);
+      expect(after.status?.image).toBe(before.status?.image);
+      expect(after.status?.servingRevision).not.toBe(before.status?.servingRevision);
+      expect(await p.call('env-only')).toEqual({ status: 200, body: { version: 'v1', word: 'two' } });
+      await p.settle();
+      expect(await p.builds('env-only')).toBe(1);
+    });
+
+    contractCase(
+      'code',
+      'a code commit builds that function once and rolls it out; the others keep their build',
+      async () => {
+        const first = await push({
+          'code/function.yaml': functionManifest('code', { env: { WORD: 'one' } }),
+          [handlerPath('code')]: handler('v1'),
+          'code-peer/function.yaml': functionManifest('code-peer', { env: { WORD: 'one' } }),
+          [handlerPath('code-peer')]: handler('v1'),
+        });
+        await p.finishBuild('code', first);
+        await p.finishBuild('code-peer', first);
+        const before = await readyAt('code', first);
+        const peer = await readyAt('code-peer', first);
+        const commit = await push({ [handlerPath('code')]: handler('v2') });
+        await p.finishBuild('code', commit);
+        const after = await readyAt('code', commit);
+        expectServing(after, commit, commit);
+        expect(after.status?.buildKey).not.toBe(before.status?.buildKey);
+        expect(await p.call('code')).toEqual({ status: 200, body: { version: 'v2', word: 'one' } });
+        await p.settle();
+        expect(await p.builds('code')).toBe(2);
+        expect(await p.builds('code-peer')).toBe(1);
+        // The peer did not change: not applied again, so it names the commit it last changed at and the
+        // build made there, and serves what it served.
+        const peerAfter = await p.fn('code-peer');
+        expect(peerAfter?.metadata.annotations?.['sless.dev/commit']).toBe(first);
+        expect(peerAfter?.status).toEqual(peer.status);
+        expect(await p.call('code-peer')).toEqual({ status: 200, body: { version: 'v1', word: 'one' } });
+      },
+    );
+
+    contractCase(
+      'build-fails',
+      'a failing build keeps the previous revision serving: BuildFailed, Stalled, built once',
+      async () => {
+        const { commit: good, fn: before } = await deploy('build-fails');
+        const served = before.status?.servingRevision;
+        const commit = await push({
+          // Broken JSON: the install step fails at once.
+          'build-fails/package.json': '{ "name": "build-fails", "dependencies": { "left-pad": ',
+          [handlerPath('build-fails')]: handler('v2'),
+        });
+        const words = await p.failBuild('build-fails', commit);
+        const failed = await waitFor('build-fails BuildFailed', async () => {
+          const fn = await p.fn('build-fails');
+          return fn?.status?.commit === commit && condition(fn, 'Ready')?.reason === 'BuildFailed'
+            ? fn
+            : undefined;
+        });
+        const status = failed.status ?? {};
+        const generation = failed.metadata.generation;
+        const key = (status.buildKey ?? '').slice(0, 12);
+        expect(status.buildKey).not.toBe(before.status?.buildKey);
+        expect(status).toMatchObject({
+          phase: 'Failed',
+          observedGeneration: generation,
+          commit,
+          servingRevision: served,
+          servingCommit: good,
+          lastBuild: { result: 'Failed', buildKey: status.buildKey, commit },
+        });
+        expect(status.lastBuild?.message).toContain(words);
+        const ready = condition(failed, 'Ready');
+        expect(ready).toMatchObject({ status: 'False', observedGeneration: generation });
+        expect(ready?.message).toMatch(new RegExp(`^build ${key} failed: .+; still serving ${served}$`));
+        expect(condition(failed, 'Stalled')).toMatchObject({
+          status: 'True',
+          reason: 'BuildFailed',
+          message: ready?.message.replace(`; still serving ${served}`, ''),
+          observedGeneration: generation,
+        });
+        expect(condition(failed, 'Reconciling')).toMatchObject({ status: 'False' });
+        expect(await p.call('build-fails')).toEqual({ status: 200, body: { version: 'v1', word: 'one' } });
+        // No retry loop: once settled, the failed build is the only one since the good one.
+        await p.settle();
+        expect(await p.builds('build-fails')).toBe(2);
+        expect((await p.fn('build-fails'))?.status?.lastBuild).toEqual(status.lastBuild);
+      },
+    );
+
+    contractCase(
+      'rollout-fails',
+      'a revision that never becomes available is RolloutFailed while the old one serves; a fix serves',
+      async () => {
+        const { commit: good, fn: before } = await deploy('rollout-fails');
+        const served = before.status?.servingRevision;
+        const words = await p.rollouts('rollout-fails', 'crashLoop');
+        const commit = await push({ [handlerPath('rollout-fails')]: handler('v2', { crashOnStart: true }) });
+        await p.finishBuild('rollout-fails', commit);
+        const failed = await waitFor(
+          'rollout-fails RolloutFailed',
+          async () => {
+            const fn = await p.fn('rollout-fails');
+            return fn?.status?.commit === commit && condition(fn, 'Ready')?.reason === 'RolloutFailed'
+              ? fn
+              : undefined;
+          },
+          90_000,
+        );
+        const status = failed.status ?? {};
+        const generation = failed.metadata.generation;
+        expect(status).toMatchObject({
+          phase: 'Failed',
+          observedGeneration: generation,
+          commit,
+          servingRevision: served,
+          servingCommit: good,
+          // The build worked: it is the revision that does not come up.
+          lastBuild: { result: 'Succeeded', commit },
+        });
+        const ready = condition(failed, 'Ready');
+        expect(ready).toMatchObject({ status: 'False', observedGeneration: generation });
+        expect(ready?.message).toContain(words);
+        expect(ready?.message).toMatch(new RegExp(`; still serving ${served}$`));
+        // Not stalled: a revision that did not start is retried, as a crash-looping container is.
+        expect(condition(failed, 'Stalled')).toBeUndefined();
+        expect(await p.call('rollout-fails')).toEqual({ status: 200, body: { version: 'v1', word: 'one' } });
+
+        await p.rollouts('rollout-fails', 'available');
+        const fix = await push({ [handlerPath('rollout-fails')]: handler('v3') });
+        await p.finishBuild('rollout-fails', fix);
+        const fixed = await readyAt('rollout-fails', fix);
+        expectServing(fixed, fix, fix);
+        expect(fixed.status?.servingRevision).not.toBe(served);
+        expect(await p.call('rollout-fails')).toEqual({ status: 200, body: { version: 'v3', word: 'one' } });
+      },
+    );
+
+    /** A function switched off by a Trigger of this type, and switched on again. */
+    const disabledByTrigger = async (fnName: string, type: 'cron' | 'http') => {
+      const trigger = (enabled: boolean) =>
+        triggerManifest(`${fnName}-trigger`, {
+          type,
+          function: fnName,
+          enabled,
+          ...(type === 'cron' ? { schedule: '0 0 1 1 *' } : {}),
+        });
+      const manifest = functionManifest(fnName, { env: { WORD: 'one' } });
+      const { commit, fn: before } = await deploy(fnName, {
+        [`${fnName}/function.yaml`]: manifest + trigger(true),
+      });
+      const served = before.status?.servingRevision;
+      await push({ [`${fnName}/function.yaml`]: manifest + trigger(false) });
+      const disabled = await waitFor(`${fnName} Disabled`, async () => {
+        const fn = await p.fn(fnName);
+        return fn?.status?.phase === 'Disabled' ? fn : undefined;
+      });
+      const generation = disabled.metadata.generation;
+      // Only the Trigger changed: the Function is the one the first commit applied.
+      expect(generation).toBe(before.metadata.generation);
+      expect(disabled.status).toMatchObject({
+        observedGeneration: generation,
+        commit,
+        servingRevision: `${served}-off`,
+        servingCommit: commit,
+      });
+      expect(condition(disabled, 'Ready')).toMatchObject({
+        status: 'False',
+        reason: 'Disabled',
+        message: 'a trigger disabled this function (enabled: false)',
+        observedGeneration: generation,
+      });
+      expect(condition(disabled, 'Reconciling')).toMatchObject({ status: 'False' });
+      expect(condition(disabled, 'Stalled')).toBeUndefined();
+      // The route may take a moment to follow status (see 'answers-at-once' for "at once").
+      await waitFor(`${fnName} answers 503`, async () => (await p.call(fnName)).status === 503);
+      expect((await p.trigger(`${fnName}-trigger`))?.status?.phase).toBe('Disabled');
+
+      await push({ [`${fnName}/function.yaml`]: manifest + trigger(true) });
+      const enabled = await waitFor(`${fnName} Ready again`, async () => {
+        const fn = await p.fn(fnName);
+        return fn?.status?.phase === 'Ready' && fn.status.servingRevision === served ? fn : undefined;
+      });
+      expectServing(enabled, commit, commit);
+      const answer = await waitFor(`${fnName} serves again`, async () => {
+        const served = await p.call(fnName);
+        return served.status === 200 ? served : undefined;
+      });
+      expect(answer.body).toEqual({ version: 'v1', word: 'one' });
+      await p.settle();
+      expect(await p.builds(fnName)).toBe(1);
+    };
+
+    contractCase(
+      'cron-disabled',
+      'a cron Trigger with enabled: false makes its function Disabled (503), and enabling it serves again',
+      () => disabledByTrigger('cron-off', 'cron'),
+    );
+
+    contractCase(
+      'http-disabled',
+      'an http Trigger with enabled: false makes its function Disabled (503), and enabling it serves again',
+      () => disabledByTrigger('http-off', 'http'),
+    );
+
+    contractCase('disabled-answer', "a disabled function's 503 says it is disabled", async () => {
+      const trigger = triggerManifest('quiet-trigger', {
+        type: 'cron',
+        function: 'quiet',
+        schedule: '0 0 1 1 *',
+        enabled: false,
+      });
+      const commit = await push({
+        'quiet/function.yaml': functionManifest('quiet', { env: { WORD: 'one' } }) + trigger,
+        [handlerPath('quiet')]: handler('v1'),
+      });
+      await p.finishBuild('quiet', commit);
+      await waitFor('quiet Disabled', async () => (await p.fn('quiet'))?.status?.phase === 'Disabled');
+      const answer = await waitFor('quiet answers 503', async () => {
+        const served = await p.call('quiet');
+        return served.status === 503 ? served : undefined;
+      });
+      expect(answer.body).toEqual({ error: `function ${p.namespace}/quiet is disabled` });
+    });
+
+    contractCase(
+      'answers-at-once',
+      '/fn/ answers for the state status reports as soon as status reports it (Disabled: 503, Ready: 200)',
+      async () => {
+        const trigger = (enabled: boolean) =>
+          triggerManifest('prompt-trigger', {
+            type: 'cron',
+            function: 'prompt',
+            schedule: '0 0 1 1 *',
+            enabled,
+          });
+        const manifest = functionManifest('prompt', { env: { WORD: 'one' } });
+        const { fn: before } = await deploy('prompt', { 'prompt/function.yaml': manifest + trigger(true) });
+        expect(await p.call('prompt')).toEqual({ status: 200, body: { version: 'v1', word: 'one' } });
+        await push({ 'prompt/function.yaml': manifest + trigger(false) });
+        await waitFor('prompt Disabled', async () => (await p.fn('prompt'))?.status?.phase === 'Disabled');
+        expect((await p.call('prompt')).status).toBe(503);
+        await push({ 'prompt/function.yaml': manifest + trigger(true) });
+        await waitFor('prompt Ready again', async () => {
+          const fn = await p.fn('prompt');
+          return (
+            fn?.status?.phase === 'Ready' && fn.status.servingRevision === before.status?.servingRevision
+          );
+        });
+        expect(await p.call('prompt')).toEqual({ status: 200, body: { version: 'v1', word: 'one' } });
+      },
+    );
+
+    contractCase(
+      'recovery-clears-error',
+      "a fix that serves after a failed rollout leaves no error in status (lastError is the failed revision's)",
+      async () => {
+        await deploy('recovers');
+        await p.rollouts('recovers', 'crashLoop');
+        const crash = await push({ [handlerPath('recovers')]: handler('v2', { crashOnStart: true }) });
+        await p.finishBuild('recovers', crash);
+        await waitFor(
+          'recovers RolloutFailed',
+          async () => {
+            const fn = await p.fn('recovers');
+            return fn?.status?.commit === crash && condition(fn, 'Ready')?.reason === 'RolloutFailed';
+          },
+          90_000,
+        );
+        await p.rollouts('recovers', 'available');
+        const fix = await push({ [handlerPath('recovers')]: handler('v3') });
+        await p.finishBuild('recovers', fix);
+        const fixed = await readyAt('recovers', fix);
+        expectServing(fixed, fix, fix);
+        expect(fixed.status?.lastError).toBeUndefined();
+      },
+    );
+
+    contractCase(
+      'deleted',
+      'a function deleted from the repository is removed: 404 at /fn/, nothing left running',
+      async () => {
+        const first = await push({
+          'gone/function.yaml': functionManifest('gone', { env: { WORD: 'one' } }),
+          [handlerPath('gone')]: handler('v1'),
+          'stays/function.yaml': functionManifest('stays', { env: { WORD: 'one' } }),
+          [handlerPath('stays')]: handler('v1'),
+        });
+        await p.finishBuild('gone', first);
+        await p.finishBuild('stays', first);
+        await readyAt('gone', first);
+        await readyAt('stays', first);
+        await push({ gone: null });
+        await waitFor('gone removed', async () => (await p.fn('gone')) === undefined);
+        await waitFor('nothing of gone left', () => p.workloadGone('gone'));
+        const answer = await waitFor('gone answers 404', async () => {
+          const served = await p.call('gone');
+          return served.status === 404 ? served : undefined;
+        });
+        expect(answer.body).toEqual({ error: `unknown function ${p.namespace}/gone` });
+        expect(await p.call('stays')).toEqual({ status: 200, body: { version: 'v1', word: 'one' } });
+      },
+    );
+
+    contractCase('job-runs', 'a FunctionJob runs once per runId; runId 0 runs nothing', async () => {
+      const manifest = functionManifest('job-fn', { env: { WORD: 'one', ...p.jobEnv } });
+      const first = await push({
+        'job-fn/function.yaml': manifest,
+        [handlerPath('job-fn')]: handler('v1'),
+        'job-fn/job.yaml': jobManifest('once', 'job-fn', 0),
+      });
+      await p.finishBuild('job-fn', first);
+      await readyAt('job-fn', first);
+      const skipped = await waitFor('runId 0 Skipped', async () => {
+        const job = await p.job('once');
+        return job?.status?.phase === 'Skipped' ? job : undefined;
+      });
+      expect(skipped.status?.observedRunId).toBe(0);
+      expect(condition(skipped, 'Ready')).toMatchObject({ status: 'True', reason: 'Skipped' });
+
+      const succeeded = (runId: number) =>
+        waitFor(`run ${runId} Succeeded`, async () => {
+          const job = await p.job('once');
+          return job?.status?.observedRunId === runId && job.status.phase === 'Succeeded' ? job : undefined;
+        });
+      await push({ 'job-fn/job.yaml': jobManifest('once', 'job-fn', 1) });
+      await p.finishJobRun('once', 1);
+      const one = await succeeded(1);
+      expect(one.status?.startTime).toEqual(expect.any(String));
+      expect(one.status?.completionTime).toEqual(expect.any(String));
+      expect(condition(one, 'Ready')).toMatchObject({ status: 'True', reason: 'Succeeded' });
+      expect(await p.jobRuns('once')).toBe(1);
+
+      // The same runId again (a forced sync, a commit that leaves it as it is) runs nothing; a new
+      // runId runs once more. Run 2 having ended is the signal that everything before it was seen.
+      await p.sync({ force: true });
+      await push({ 'job-fn/job.yaml': `${jobManifest('once', 'job-fn', 1)}# unchanged run\n` });
+      await push({ 'job-fn/job.yaml': jobManifest('once', 'job-fn', 2) });
+      await p.finishJobRun('once', 2);
+      await succeeded(2);
+      expect(await p.jobRuns('once')).toBe(2);
+    });
+  });
+}
