@@ -2,6 +2,7 @@
  * The composition root: config → adapters → controller + server. Nothing else picks concrete
  * implementations.
  */
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { type DestinationStream, type Logger, type LoggerOptions, pino } from 'pino';
@@ -21,6 +22,7 @@ import { ALWAYS_LEADER, type Leadership, LeaderTasks } from './core/leadership.j
 import type { ProxyTally } from './core/proxy-tallies.js';
 import type { BuildRecord, GitSource, SlessFunction } from './core/resources.js';
 import { startupMark } from './core/startup-marks.js';
+import { SopsDecryptor } from './manifest/sops.js';
 import type { KanikoBuilder } from './platform/kube/build/kaniko-builder.js';
 import type { KubeStore } from './platform/kube/kube-store.js';
 import type { KubeCredentials } from './platform/kube/kubeconfig.js';
@@ -39,6 +41,9 @@ import type { FunctionProxy } from './proxy/function-proxy.js';
 import { BuildCollector } from './reconcile/build-gc.js';
 import type { Controller, ControllerObserver } from './reconcile/controller.js';
 import { createLauncher, describeIsolation } from './sandbox/probe.js';
+import { LocalSecretStore } from './secrets/local-store.js';
+import { referencesSecret } from './secrets/references.js';
+import { keyVersionOf, RepoSecrets } from './secrets/repo-secrets.js';
 import type { GuardedHttpClient } from './source/guarded-http.js';
 import { OutboundPolicy } from './source/outbound.js';
 
@@ -107,6 +112,26 @@ async function withStoredPin(store: ObjectStore, source: GitSource): Promise<Git
   if (!ref?.commit || stored?.spec.url !== source.spec.url) return source;
   if ((stored.spec.branch ?? 'main') !== (source.spec.branch ?? 'main')) return source;
   return { ...source, spec: { ...source.spec, ref } };
+}
+
+/** Queues every Function of the namespace that references the secret. */
+async function requeueReferencing(
+  store: ObjectStore,
+  controller: Pick<Controller, 'enqueueFunction'>,
+  namespace: string,
+  name: string,
+): Promise<void> {
+  for (const fn of await store.list('Function', { namespace }))
+    if (referencesSecret(fn, name)) controller.enqueueFunction(namespace, fn.metadata.name);
+}
+
+/** A key file's version, from its content: a new key is tried on files that failed with the old. */
+async function fileVersion(path: string): Promise<string> {
+  try {
+    return keyVersionOf(await readFile(path, 'utf8'));
+  } catch {
+    return 'unreadable';
+  }
 }
 
 /** Shutdown may be asked for more than once (signals, tests); it runs once and every caller waits. */
@@ -249,6 +274,8 @@ export async function startLocalSystem(
   if (launcher.report.sandboxed && launcher.report.notEnforced.length === 0) logger.info(isolation);
   else logger.warn(isolation);
   const logs = new FunctionLogBuffer();
+  // Sealed at rest under a key kept apart; opened before anything starts a function that needs it.
+  const secrets = new LocalSecretStore({ stateDir: config.stateDir, logger }).open();
   // The platform reports scaling to the controller, which needs the platform first; the builder tells
   // the collector of each finished build, and the collector needs the builder first.
   const late: { controller?: Controller; gc?: BuildCollector } = {};
@@ -260,6 +287,7 @@ export async function startLocalSystem(
     launcher,
     ...(config.scaleToZeroAfterSeconds ? { defaultIdleSeconds: config.scaleToZeroAfterSeconds } : {}),
     serving: state.serving,
+    secrets,
     onScaled: (ns, name) => late.controller?.enqueueFunction(ns, name),
     ...(gateway ? { activity: gateway.activity, mirror: gateway } : {}),
   });
@@ -312,6 +340,7 @@ export async function startLocalSystem(
       proxy,
       listener: options.listener,
       late,
+      secrets,
     });
     if (options.listener) {
       await parts.app.ready();
@@ -376,9 +405,11 @@ async function localControlPlane(
     listener: ClientListener | undefined;
     /** Filled in here: the platform and the builder report to the controller and the collector. */
     late: { controller?: Controller; gc?: BuildCollector };
+    secrets: LocalSecretStore;
   },
 ) {
-  const { logger, state, store, launcher, platform, logs, authenticator, gitHttp, metrics, late } = parts;
+  const { logger, state, store, launcher, platform, logs, authenticator, gitHttp, metrics, late, secrets } =
+    parts;
   const [
     { buildApp, BuildHistory, withCodeGate, Controller },
     { LocalBuilder },
@@ -434,8 +465,19 @@ async function localControlPlane(
     logger,
     externalUrl: config.externalUrl,
     quotas: config.tenancy.quotas,
+    secrets,
+    repoSecrets: new RepoSecrets({
+      decryptor: new SopsDecryptor({
+        binary: config.sopsBinary,
+        key: config.sopsAgeKeyFile ? { file: config.sopsAgeKeyFile } : undefined,
+      }),
+      sink: secrets,
+      ...(config.sopsAgeKeyFile ? { keyVersion: () => fileVersion(config.sopsAgeKeyFile as string) } : {}),
+    }),
   });
   late.controller = controller;
+  // A secret that changes (set, rotated, deleted) queues the functions that reference it.
+  secrets.subscribe((namespace, name) => void requeueReferencing(store, controller, namespace, name));
   let ready = false;
   const app = await buildApp({
     logger,
@@ -460,6 +502,7 @@ async function localControlPlane(
       platformName: 'local',
       quotas: config.tenancy.quotas,
       functionLogs: logs,
+      secrets,
     },
   });
   return {

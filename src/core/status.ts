@@ -30,6 +30,8 @@ export const Reason = {
   Serving: 'Serving',
   ScaledToZero: 'ScaledToZero',
   Disabled: 'Disabled',
+  /** A secret (or a key of one) that the Function references is not in its namespace. */
+  SecretNotFound: 'SecretNotFound',
   // Trigger
   Published: 'Published',
   Scheduled: 'Scheduled',

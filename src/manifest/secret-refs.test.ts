@@ -11,7 +11,9 @@ function fn(spec: Record<string, unknown>) {
 }
 
 const messages = (doc: unknown) =>
-  validateResource('Function', doc, { file: 'fn.yaml', index: 0 }).map((i) => `${i.file}#${i.index} ${i.field}: ${i.reason}`);
+  validateResource('Function', doc, { file: 'fn.yaml', index: 0 }).map(
+    (i) => `${i.file}#${i.index} ${i.field}: ${i.reason}`,
+  );
 
 describe('secret references in a Function', () => {
   it('accepts secretRef env values beside plain strings, and secret mounts', () => {
@@ -72,11 +74,13 @@ describe('secret references in a Function', () => {
           ],
         }),
       ),
-    ).toEqual([
-      'fn.yaml#0 spec.secrets.6.mountPath: must match pattern "^/[A-Za-z0-9._/-]+$"',
-      'fn.yaml#0 spec.secrets.6.mountPath: must NOT have fewer than 2 characters',
-      'fn.yaml#0 spec.secrets.5.mountPath: must match pattern "^/[A-Za-z0-9._/-]+$"',
-    ].sort());
+    ).toEqual(
+      [
+        'fn.yaml#0 spec.secrets.6.mountPath: must match pattern "^/[A-Za-z0-9._/-]+$"',
+        'fn.yaml#0 spec.secrets.6.mountPath: must NOT have fewer than 2 characters',
+        'fn.yaml#0 spec.secrets.5.mountPath: must match pattern "^/[A-Za-z0-9._/-]+$"',
+      ].sort(),
+    );
   });
 
   it('checks mount paths once the schema passes', () => {

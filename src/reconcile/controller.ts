@@ -3,6 +3,7 @@
  * interval (and on ref changes for local repositories), syncs, and reconciles Functions from a keyed
  * work queue. Platforms plug in through ObjectStore, Builder, WorkloadPlatform and SourceReaderFactory.
  */
+
 import type { Logger } from 'pino';
 import { BoundedCache } from '../core/bounded-cache.js';
 import { parseDuration } from '../core/duration.js';
@@ -37,6 +38,8 @@ import { type KindName, REPO_KINDS } from '../core/schemas.js';
 import { Reason, StatusUpdate } from '../core/status.js';
 import { type BackoffOptions, WorkQueue } from '../core/work-queue.js';
 import { loadManifests, ParsedManifestCache } from '../manifest/load.js';
+import type { SecretReader } from '../secrets/references.js';
+import type { RepoSecrets } from '../secrets/repo-secrets.js';
 import { finalizeFunction, reconcileFunction } from './function/reconciler.js';
 import { reconcileJob } from './job-reconcile.js';
 import { setPin } from './pin.js';
@@ -91,6 +94,10 @@ export interface ControllerOptions {
   syncCoalesceMs?: number;
   /** Where syncs, builds, rollouts and prunes are told (Kubernetes Events on the kube platform). */
   events?: EventRecorder;
+  /** Secrets functions reference (checked and hashed before a rollout); none exist when omitted. */
+  secrets?: SecretReader;
+  /** Decrypts SOPS Secret files of a repository and keeps them where functions find them. */
+  repoSecrets?: RepoSecrets;
 }
 
 export interface ControllerObserver {
@@ -179,6 +186,7 @@ export class Controller {
       buildSlot: <T>(fn: SlessFunction, work: () => Promise<T>) =>
         this.buildGate.run(this.fairTaskOf(keyOf(fn)), work),
       ...(options.events ? { events: options.events } : {}),
+      ...(options.secrets ? { secrets: options.secrets } : {}),
     };
     this.functionQueue = new WorkQueue({
       ...backoff,
@@ -488,6 +496,7 @@ export class Controller {
         logger: this.options.logger,
         manifests: this.parsedManifests,
         buildKeys: this.buildKeys,
+        ...(this.options.repoSecrets ? { repoSecrets: this.options.repoSecrets } : {}),
         maxFunctions: (this.options.quotas ?? DEFAULT_QUOTAS).maxFunctions,
         // Known before anything is applied, so the reconciles the apply starts need not read again.
         planned: (plan) =>
@@ -683,6 +692,7 @@ export class Controller {
         const owned = await this.options.store.list(kind, { namespace, labels: { [LABEL_SOURCE]: name } });
         for (const o of owned) await this.options.store.delete(kind, o.metadata.namespace, o.metadata.name);
       }
+      await this.options.repoSecrets?.prune(namespace, name);
     });
   }
 
