@@ -46,7 +46,7 @@ export class KubeWorkloads implements WorkloadPlatform {
   async deploy(
     fn: SlessFunction,
     build: BuildRecord,
-    options: { revision: string; enabled: boolean },
+    options: { revision: string; enabled: boolean; secretsHash?: string },
   ): Promise<void> {
     // Before the Deployment: its pods must be able to pull from the first try.
     await this.prepareNamespace?.(fn.metadata.namespace);
@@ -80,7 +80,7 @@ export class KubeWorkloads implements WorkloadPlatform {
   ensure(
     fn: SlessFunction,
     build: BuildRecord,
-    options: { revision: string; enabled: boolean },
+    options: { revision: string; enabled: boolean; secretsHash?: string },
   ): Promise<void> {
     return this.deploy(fn, build, options);
   }
