@@ -586,6 +586,7 @@ export async function startKubeSystem(
     { LeaderElector },
     { KubeBuildArchive },
     { RegistryClient, secretCredentials },
+    { KubeSecrets, kubeAgeKey },
   ] = await Promise.all([
     controlPlaneModules(),
     import('./source/guarded-http.js'),
@@ -611,6 +612,7 @@ export async function startKubeSystem(
     import('./platform/kube/leader-election.js'),
     import('./platform/kube/build/build-archive.js'),
     import('./platform/kube/build/registry-client.js'),
+    import('./platform/kube/secrets.js'),
   ]);
   const http = new KubeHttp(options.kubeConfig ?? (await loadKubeCredentials()));
   const s3 = new S3Client({
@@ -741,6 +743,18 @@ export async function startKubeSystem(
     shouldRun: options.isLeader ?? (() => leadership.isLeader()),
   });
   late.gc = gc;
+  // Functions' Secrets are read to check and hash them, never copied; SOPS files become Secrets.
+  const secrets = new KubeSecrets({
+    http,
+    logger,
+    ...(config.watchNamespaces ? { namespaces: config.watchNamespaces } : {}),
+  });
+  const ageKey = kubeAgeKey(http, config.controllerNamespace, config.sopsAgeSecret);
+  const repoSecrets = new RepoSecrets({
+    decryptor: new SopsDecryptor({ binary: config.sopsBinary, key: { text: ageKey.text } }),
+    sink: secrets,
+    keyVersion: ageKey.version,
+  });
   const jobs = new KubeJobRunner({
     http,
     logger,
@@ -771,6 +785,8 @@ export async function startKubeSystem(
       logger,
       externalUrl: config.externalUrl,
       observer: controllerObserver(metrics, gc),
+      secrets,
+      repoSecrets,
     });
   let ready = false;
   const app = await buildApp({
@@ -818,6 +834,23 @@ export async function startKubeSystem(
     });
     drift.start();
     return () => drift.stop();
+  });
+  // A Secret that changes queues the Functions that reference it: a rotation rolls their pods.
+  tasks.register('secret watch', () => {
+    const watcher = new KubeSecrets({
+      http,
+      logger,
+      ...(config.watchNamespaces ? { namespaces: config.watchNamespaces } : {}),
+    });
+    watcher.watch((ns, name) => {
+      const referencing = store.cached(
+        'Function',
+        (f) => f.metadata.namespace === ns && referencesSecret(f, name),
+      );
+      if (referencing) for (const f of referencing) term.controller?.enqueueFunction(ns, f.metadata.name);
+      else if (term.controller) void requeueReferencing(store, term.controller, ns, name);
+    });
+    return () => watcher.stop();
   });
   // The scaler runs on every replica: each holds requests and scales up; it scales down only while
   // this replica leads.

@@ -54,7 +54,7 @@ export class SopsDecryptor {
       const file = join(dir, 'secret.yaml');
       await writeFile(file, text, { mode: 0o600 });
       const keyEnv: Record<string, string> =
-        'file' in key ? { SOPS_AGE_KEY_FILE: key.file } : { SOPS_AGE_KEY: (await key.text()).trim() };
+        'file' in key ? { SOPS_AGE_KEY_FILE: key.file } : { SOPS_AGE_KEY: (await keyText(key.text)).trim() };
       const out = await run(
         this.options.binary ?? 'sops',
         ['decrypt', '--input-type', 'yaml', '--output-type', 'json', file],
@@ -71,6 +71,14 @@ export class SopsDecryptor {
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
+  }
+}
+
+async function keyText(read: () => Promise<string>): Promise<string> {
+  try {
+    return await read();
+  } catch (error) {
+    throw new SopsError((error as Error).message);
   }
 }
 
