@@ -7,11 +7,12 @@
  * namespace each say so and break nothing that serves.
  */
 import { randomBytes } from 'node:crypto';
-import { readdir, readFile, stat } from 'node:fs/promises';
+import { readdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { secretCommand } from '../../src/cli/secret.js';
 import { functionManifest, nodeHandler, TestRepo, tempDir } from '../helpers/git.js';
 import { eventually, startTestSystem, type TestSystem } from '../helpers/local-system.js';
 import { ageKey, SOPS, secretYaml, sopsAvailable, sopsEncrypt } from '../helpers/sops.js';
@@ -134,13 +135,26 @@ describe.skipIf(!sopsAvailable())('secrets on the local platform', () => {
       status: 'False',
       message: expect.stringContaining('secret "payments" not found in namespace default'),
     });
-    const created = await put('default', 'payments', { stripe: STRIPE_1, other: 'x' });
-    expect(created.status).toBe(201);
-    expect(JSON.parse(created.text)).toMatchObject({
-      name: 'payments',
-      keys: ['other', 'stripe'],
-      hash: expect.stringMatching(/^[0-9a-f]{16}$/),
+    // As a user sets it: `sless secret set payments stripe=@file other=-`, values from a file and stdin.
+    const valueFile = join(keys, 'stripe.txt');
+    await writeFile(valueFile, STRIPE_1, { mode: 0o600 });
+    const out: string[] = [];
+    const io = (lines: string[], stdin = '') => ({
+      stdout: (t: string) => lines.push(t),
+      stderr: (t: string) => lines.push(t),
+      readStdin: async () => Buffer.from(stdin),
     });
+    const code = await secretCommand(['set', 'payments', `stripe=@${valueFile}`, 'other=-'], io(out, 'x\n'), {
+      SLESS_URL: system.url,
+    });
+    expect(code, out.join('')).toBe(0);
+    expect(out.join('')).toMatch(
+      /^secret default\/payments created: keys other, stripe \(hash [0-9a-f]{16}\)\n$/,
+    );
+    const listed: string[] = [];
+    expect(await secretCommand(['list'], io(listed), { SLESS_URL: system.url })).toBe(0);
+    expect(listed.join('')).toMatch(/^payments\s+[0-9a-f]{16}\s+other,stripe$/m);
+    answers.push(out.join(''), listed.join(''));
     await eventually(async () => (await fnStatus('pay')).phase === 'Ready', 60_000, 'pay Ready');
     expect(await served('pay')).toEqual({ env: STRIPE_1, file: STRIPE_1, db: null });
   }, 120_000);
