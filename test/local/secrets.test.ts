@@ -27,7 +27,9 @@ const READER = nodeHandler(`
   const fs = require('node:fs');
   let file = null;
   try { file = fs.readFileSync('/var/sless/secrets/payments/stripe', 'utf8'); } catch (e) { file = 'unreadable: ' + e.code; }
-  return { env: process.env.STRIPE ?? null, file, db: process.env.DB_PASSWORD ?? null };
+  let mode = null;
+  try { mode = (fs.statSync('/var/sless/secrets/payments/stripe').mode & 0o777).toString(8); } catch {}
+  return { env: process.env.STRIPE ?? null, file, mode, db: process.env.DB_PASSWORD ?? null };
 `);
 
 const API = '/v1/namespaces/default';
@@ -156,7 +158,8 @@ describe.skipIf(!sopsAvailable())('secrets on the local platform', () => {
     expect(listed.join('')).toMatch(/^payments\s+[0-9a-f]{16}\s+other,stripe$/m);
     answers.push(out.join(''), listed.join(''));
     await eventually(async () => (await fnStatus('pay')).phase === 'Ready', 60_000, 'pay Ready');
-    expect(await served('pay')).toEqual({ env: STRIPE_1, file: STRIPE_1, db: null });
+    // Read-only, and the function's alone: 0400 in a 0700 directory of its process.
+    expect(await served('pay')).toEqual({ env: STRIPE_1, file: STRIPE_1, mode: '400', db: null });
   }, 120_000);
 
   it('a SOPS Secret in git is decrypted with the operator key and reaches the function', async () => {
@@ -233,7 +236,7 @@ describe.skipIf(!sopsAvailable())('secrets on the local platform', () => {
     expect(condition?.status).toBe('False');
     expect(condition?.message).toContain('secret "payments" has no key "stripe" in namespace default');
     expect(condition?.message).toContain(`still serving ${serving}`);
-    expect(await served('pay')).toEqual({ env: STRIPE_2, file: STRIPE_2, db: null });
+    expect(await served('pay')).toEqual({ env: STRIPE_2, file: STRIPE_2, mode: '400', db: null });
     await put('default', 'payments', { stripe: STRIPE_2, other: 'x' });
     await eventually(async () => (await fnStatus('pay')).phase === 'Ready', 60_000, 'Ready again');
   }, 120_000);
