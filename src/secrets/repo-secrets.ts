@@ -46,6 +46,7 @@ type Outcome = { ok: true; doc: unknown } | { ok: false; reason: string };
 export class RepoSecrets {
   /** By blob id and key: a commit that changes nothing in a SOPS file does not run sops again. */
   private readonly decrypted = new BoundedCache<string, Outcome>(1000);
+  private readonly notSops = new BoundedCache<string, boolean>(20_000);
 
   constructor(
     private readonly options: {
@@ -68,8 +69,13 @@ export class RepoSecrets {
     for (const file of files) {
       const size = await snapshot.fileSize?.(file);
       if (size !== undefined && size > MAX_FILE_BYTES) continue;
+      // Most YAML is not SOPS: a blob once found not to be is not read again on the next sync.
+      if (this.notSops.get(file.oid)) continue;
       const text = Buffer.from(await snapshot.readFile(file.path, file.oid)).toString('utf8');
-      if (!isSopsYaml(text)) continue;
+      if (!isSopsYaml(text)) {
+        this.notSops.set(file.oid, true);
+        continue;
+      }
       result.files.push(file.path);
       const add = (field: string, reason: string) =>
         result.issues.push({ file: file.path, index: 0, field, reason });
