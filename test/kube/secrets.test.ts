@@ -166,6 +166,25 @@ describe.skipIf(!sopsAvailable())('kube platform: secrets', () => {
     expect(jobs.items).toHaveLength(1);
   });
 
+  it('a key removed from the Secret: SecretNotFound naming secret and key, and the Deployment is left as it serves', async () => {
+    const before = await deployment('pay');
+    const serving = (await status('pay'))?.servingRevision;
+    // A JSON patch: an apply of stringData without the key would leave data.stripe in place.
+    await env.http.request('PATCH', `/api/v1/namespaces/${env.ns}/secrets/payments`, {
+      contentType: 'application/json-patch+json',
+      body: [{ op: 'remove', path: '/data/stripe' }],
+    });
+    await eventually('key missing', async () => (await ready('pay'))?.reason === 'SecretNotFound');
+    const condition = await ready('pay');
+    expect(condition?.status).toBe('False');
+    expect(condition?.message).toContain(`secret "payments" has no key "stripe" in namespace ${env.ns}`);
+    expect(condition?.message).toContain(`still serving ${serving}`);
+    expect((await deployment('pay'))?.metadata.generation).toBe(before?.metadata.generation);
+    await putSecret('payments', { stripe: STRIPE_2, other: 'x' });
+    await eventually('Ready again', async () => (await status('pay'))?.phase === 'Ready');
+    expect((await status('pay'))?.servingRevision).toBe(serving);
+  });
+
   it('a SOPS Secret in git becomes a Secret of the source namespace, decrypted with the operator key', async () => {
     const secret = await eventually('db Secret', () =>
       getObject<KubeObject & { data?: Record<string, string> }>(env.http, SECRET, env.ns, 'db'),
