@@ -46,6 +46,7 @@ describe.skipIf(!sopsAvailable())('kube platform: secrets', () => {
   let recipient: string;
   let keys: string;
   let goodSops: string;
+  let operatorKey: string;
   let first: string;
   const logLines: string[] = [];
   const answers: string[] = [];
@@ -80,7 +81,8 @@ describe.skipIf(!sopsAvailable())('kube platform: secrets', () => {
     goodSops = await sopsEncrypt(keys, secretYaml('db', { password: DB_PASSWORD }), recipient);
     // The operator's age key, as Flux's sops-age Secret, in the controller namespace.
     const { readFile } = await import('node:fs/promises');
-    await putSecret('sless-sops-age', { 'age.agekey': await readFile(key.file, 'utf8') }, env.controllerNs);
+    operatorKey = await readFile(key.file, 'utf8');
+    await putSecret('sless-sops-age', { 'age.agekey': operatorKey }, env.controllerNs);
     await putSecret('payments', { stripe: STRIPE_1, other: 'x' });
     const root = await tempDir('kube-git-secrets');
     await git(root, 'init', '--quiet', '--bare', '--initial-branch=main', 'fns.git');
@@ -225,8 +227,26 @@ describe.skipIf(!sopsAvailable())('kube platform: secrets', () => {
         await sopsEncrypt(keys, secretYaml('db', { password: 'elsewhere' }, env.controllerNs), recipient),
         new RegExp(`gitsecret/db\\.sops\\.yaml#0 metadata\\.namespace: must be omitted or "${env.ns}"`),
       ],
+      [
+        'a key the operator lacks',
+        await sopsEncrypt(
+          keys,
+          secretYaml('db', { password: DB_PASSWORD }),
+          (await ageKey(keys, 'stranger.key')).recipient,
+        ),
+        /gitsecret\/db\.sops\.yaml#0: cannot decrypt this SOPS file: the operator's age key is not one of the file's recipients/,
+      ],
+      [
+        'no age key at all',
+        await sopsEncrypt(keys, secretYaml('db', { password: DB_PASSWORD }), recipient),
+        new RegExp(
+          `gitsecret/db\\.sops\\.yaml#0: cannot decrypt this SOPS file: no age key: create Secret sless-sops-age in ${env.controllerNs}`,
+        ),
+      ],
     ];
     for (const [what, content, expected] of cases) {
+      if (what === 'no age key at all')
+        await env.http.request('DELETE', `/api/v1/namespaces/${env.controllerNs}/secrets/sless-sops-age`);
       await work.commit({ 'gitsecret/db.sops.yaml': content }, what);
       await push();
       await system.controller.syncNow(env.ns, 'repo');
@@ -242,6 +262,10 @@ describe.skipIf(!sopsAvailable())('kube platform: secrets', () => {
       expect((await status('gitsecret'))?.phase, what).toBe('Ready');
     }
     expect(await getObject(env.http, SECRET, env.controllerNs, 'db')).toBeUndefined();
+    // The operator's key back: the same file now decrypts (the key's version is part of the cache key).
+    await putSecret('sless-sops-age', { 'age.agekey': operatorKey }, env.controllerNs);
+    await system.controller.syncNow(env.ns, 'repo', { force: true });
+    await eventually('synced with the key back', async () => (await sourceReady())?.reason === 'Synced');
   });
 
   it('no value appears in what the controller writes, its Events, status, API answers or log lines', async () => {
