@@ -29,7 +29,9 @@ const READER = nodeHandler(`
   try { file = fs.readFileSync('/var/sless/secrets/payments/stripe', 'utf8'); } catch (e) { file = 'unreadable: ' + e.code; }
   let mode = null;
   try { mode = (fs.statSync('/var/sless/secrets/payments/stripe').mode & 0o777).toString(8); } catch {}
-  return { env: process.env.STRIPE ?? null, file, mode, db: process.env.DB_PASSWORD ?? null };
+  let shm = null;
+  try { shm = fs.readdirSync('/dev/shm').filter((n) => n.startsWith('sless-sec')).length; } catch (e) { shm = e.code; }
+  return { env: process.env.STRIPE ?? null, file, mode, shm, db: process.env.DB_PASSWORD ?? null };
 `);
 
 const API = '/v1/namespaces/default';
@@ -159,12 +161,15 @@ describe.skipIf(!sopsAvailable())('secrets on the local platform', () => {
     answers.push(out.join(''), listed.join(''));
     await eventually(async () => (await fnStatus('pay')).phase === 'Ready', 60_000, 'pay Ready');
     // Read-only, and the function's alone: 0400 in a 0700 directory of its process.
-    expect(await served('pay')).toEqual({ env: STRIPE_1, file: STRIPE_1, mode: '400', db: null });
+    expect(await served('pay')).toEqual({ env: STRIPE_1, file: STRIPE_1, mode: '400', shm: 0, db: null });
   }, 120_000);
 
   it('a SOPS Secret in git is decrypted with the operator key and reaches the function', async () => {
     await eventually(async () => (await fnStatus('gitsecret')).phase === 'Ready', 60_000, 'gitsecret Ready');
-    expect((await served('gitsecret')).db).toBe(DB_PASSWORD);
+    const other = await served('gitsecret');
+    expect(other.db).toBe(DB_PASSWORD);
+    // Another function's sandbox has neither pay's mount nor the host's per-process secret directories.
+    expect(other).toMatchObject({ env: null, file: 'unreadable: ENOENT', shm: 0 });
     const listed = (await json(`${API}/secrets`)).items as { name: string; managedBy?: string }[];
     expect(listed.map((s) => [s.name, s.managedBy])).toEqual([
       ['db', 'default/test'],
@@ -236,7 +241,7 @@ describe.skipIf(!sopsAvailable())('secrets on the local platform', () => {
     expect(condition?.status).toBe('False');
     expect(condition?.message).toContain('secret "payments" has no key "stripe" in namespace default');
     expect(condition?.message).toContain(`still serving ${serving}`);
-    expect(await served('pay')).toEqual({ env: STRIPE_2, file: STRIPE_2, mode: '400', db: null });
+    expect(await served('pay')).toEqual({ env: STRIPE_2, file: STRIPE_2, mode: '400', shm: 0, db: null });
     await put('default', 'payments', { stripe: STRIPE_2, other: 'x' });
     await eventually(async () => (await fnStatus('pay')).phase === 'Ready', 60_000, 'Ready again');
   }, 120_000);
