@@ -2,6 +2,7 @@
  * The composition root: config → adapters → controller + server. Nothing else picks concrete
  * implementations.
  */
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { type DestinationStream, type Logger, type LoggerOptions, pino } from 'pino';
@@ -21,6 +22,7 @@ import { ALWAYS_LEADER, type Leadership, LeaderTasks } from './core/leadership.j
 import type { ProxyTally } from './core/proxy-tallies.js';
 import type { BuildRecord, GitSource, SlessFunction } from './core/resources.js';
 import { startupMark } from './core/startup-marks.js';
+import { SopsDecryptor } from './manifest/sops.js';
 import type { KubeAutoscaler } from './platform/kube/autoscaler.js';
 import type { KanikoBuilder } from './platform/kube/build/kaniko-builder.js';
 import type { KubeStore } from './platform/kube/kube-store.js';
@@ -40,6 +42,9 @@ import type { FunctionProxy } from './proxy/function-proxy.js';
 import { BuildCollector } from './reconcile/build-gc.js';
 import type { Controller, ControllerObserver } from './reconcile/controller.js';
 import { createLauncher, describeIsolation } from './sandbox/probe.js';
+import { LocalSecretStore } from './secrets/local-store.js';
+import { referencesSecret } from './secrets/references.js';
+import { keyVersionOf, RepoSecrets } from './secrets/repo-secrets.js';
 import type { GuardedHttpClient } from './source/guarded-http.js';
 import { OutboundPolicy } from './source/outbound.js';
 
@@ -108,6 +113,26 @@ async function withStoredPin(store: ObjectStore, source: GitSource): Promise<Git
   if (!ref?.commit || stored?.spec.url !== source.spec.url) return source;
   if ((stored.spec.branch ?? 'main') !== (source.spec.branch ?? 'main')) return source;
   return { ...source, spec: { ...source.spec, ref } };
+}
+
+/** Queues every Function of the namespace that references the secret. */
+async function requeueReferencing(
+  store: ObjectStore,
+  controller: Pick<Controller, 'enqueueFunction'>,
+  namespace: string,
+  name: string,
+): Promise<void> {
+  for (const fn of await store.list('Function', { namespace }))
+    if (referencesSecret(fn, name)) controller.enqueueFunction(namespace, fn.metadata.name);
+}
+
+/** A key file's version, from its content: a new key is tried on files that failed with the old. */
+async function fileVersion(path: string): Promise<string> {
+  try {
+    return keyVersionOf(await readFile(path, 'utf8'));
+  } catch {
+    return 'unreadable';
+  }
 }
 
 /** Shutdown may be asked for more than once (signals, tests); it runs once and every caller waits. */
@@ -250,6 +275,8 @@ export async function startLocalSystem(
   if (launcher.report.sandboxed && launcher.report.notEnforced.length === 0) logger.info(isolation);
   else logger.warn(isolation);
   const logs = new FunctionLogBuffer();
+  // Sealed at rest under a key kept apart; opened before anything starts a function that needs it.
+  const secrets = new LocalSecretStore({ stateDir: config.stateDir, logger }).open();
   // The platform reports scaling to the controller, which needs the platform first; the builder tells
   // the collector of each finished build, and the collector needs the builder first.
   const late: { controller?: Controller; gc?: BuildCollector } = {};
@@ -262,6 +289,7 @@ export async function startLocalSystem(
     ...(config.scaleToZeroAfterSeconds ? { defaultIdleSeconds: config.scaleToZeroAfterSeconds } : {}),
     serving: state.serving,
     onChanged: (ns, name) => late.controller?.enqueueFunction(ns, name),
+    secrets,
     ...(gateway ? { activity: gateway.activity, mirror: gateway } : {}),
   });
   // Serve first: the revisions that served before start from their builds on disk before the API and
@@ -313,6 +341,7 @@ export async function startLocalSystem(
       proxy,
       listener: options.listener,
       late,
+      secrets,
     });
     if (options.listener) {
       await parts.app.ready();
@@ -377,9 +406,11 @@ async function localControlPlane(
     listener: ClientListener | undefined;
     /** Filled in here: the platform and the builder report to the controller and the collector. */
     late: { controller?: Controller; gc?: BuildCollector };
+    secrets: LocalSecretStore;
   },
 ) {
-  const { logger, state, store, launcher, platform, logs, authenticator, gitHttp, metrics, late } = parts;
+  const { logger, state, store, launcher, platform, logs, authenticator, gitHttp, metrics, late, secrets } =
+    parts;
   const [
     { buildApp, BuildHistory, withCodeGate, Controller },
     { LocalBuilder },
@@ -439,8 +470,19 @@ async function localControlPlane(
     logger,
     externalUrl: config.externalUrl,
     quotas: config.tenancy.quotas,
+    secrets,
+    repoSecrets: new RepoSecrets({
+      decryptor: new SopsDecryptor({
+        binary: config.sopsBinary,
+        key: config.sopsAgeKeyFile ? { file: config.sopsAgeKeyFile } : undefined,
+      }),
+      sink: secrets,
+      ...(config.sopsAgeKeyFile ? { keyVersion: () => fileVersion(config.sopsAgeKeyFile as string) } : {}),
+    }),
   });
   late.controller = controller;
+  // A secret that changes (set, rotated, deleted) queues the functions that reference it.
+  secrets.subscribe((namespace, name) => void requeueReferencing(store, controller, namespace, name));
   let ready = false;
   const app = await buildApp({
     logger,
@@ -465,6 +507,7 @@ async function localControlPlane(
       platformName: 'local',
       quotas: config.tenancy.quotas,
       functionLogs: logs,
+      secrets,
     },
   });
   return {
@@ -555,6 +598,7 @@ export async function startKubeSystem(
     { RegistryClient, secretCredentials },
     { BuildWatch },
     { ChangeSignal },
+    { KubeSecrets, kubeAgeKey },
   ] = await Promise.all([
     controlPlaneModules(),
     import('./source/guarded-http.js'),
@@ -584,6 +628,7 @@ export async function startKubeSystem(
     import('./platform/kube/build/registry-client.js'),
     import('./platform/kube/build/build-watch.js'),
     import('./platform/kube/change-signal.js'),
+    import('./platform/kube/secrets.js'),
   ]);
   const http = new KubeHttp(options.kubeConfig ?? (await loadKubeCredentials()));
   const s3 = new S3Client({
@@ -737,6 +782,18 @@ export async function startKubeSystem(
     shouldRun: options.isLeader ?? (() => leadership.isLeader()),
   });
   late.gc = gc;
+  // Functions' Secrets are read to check and hash them, never copied; SOPS files become Secrets.
+  const secrets = new KubeSecrets({
+    http,
+    logger,
+    ...(config.watchNamespaces ? { namespaces: config.watchNamespaces } : {}),
+  });
+  const ageKey = kubeAgeKey(http, config.controllerNamespace, config.sopsAgeSecret);
+  const repoSecrets = new RepoSecrets({
+    decryptor: new SopsDecryptor({ binary: config.sopsBinary, key: { text: ageKey.text } }),
+    sink: secrets,
+    keyVersion: ageKey.version,
+  });
   const jobs = new KubeJobRunner({
     http,
     logger,
@@ -770,6 +827,8 @@ export async function startKubeSystem(
       logger,
       externalUrl: config.externalUrl,
       observer: controllerObserver(metrics, gc),
+      secrets,
+      repoSecrets,
     });
   let ready = false;
   const app = await buildApp({
@@ -826,6 +885,23 @@ export async function startKubeSystem(
   });
   routeCache.start();
   autoscaler.start();
+  // A Secret that changes queues the Functions that reference it: a rotation rolls their pods.
+  tasks.register('secret watch', () => {
+    const watcher = new KubeSecrets({
+      http,
+      logger,
+      ...(config.watchNamespaces ? { namespaces: config.watchNamespaces } : {}),
+    });
+    watcher.watch((ns, name) => {
+      const referencing = store.cached(
+        'Function',
+        (f) => f.metadata.namespace === ns && referencesSecret(f, name),
+      );
+      if (referencing) for (const f of referencing) term.controller?.enqueueFunction(ns, f.metadata.name);
+      else if (term.controller) void requeueReferencing(store, term.controller, ns, name);
+    });
+    return () => watcher.stop();
+  });
   // The scaler runs on every replica: each holds requests and scales up; it scales down only while
   // this replica leads.
   scaler.start();

@@ -23,6 +23,18 @@ if [ "${SLESS_KUBE_TESTS:-1}" != 0 ]; then
   wait "$build" || { say "test/cluster/build.sh failed (see above)"; exit 1; }
 fi
 
+# sops and age-keygen for the SOPS tests, from their Go modules (the same as users install), once.
+SLESS_BIN="$HOME/.cache/sless/bin"
+for tool in "github.com/getsops/sops/v3/cmd/sops@v3.13.3 sops" "filippo.io/age/cmd/age-keygen@v1.3.2 age-keygen"; do
+  set -- $tool
+  if [ ! -x "$SLESS_BIN/$2" ]; then
+    say "building $2 from $1 into $SLESS_BIN (once; about a minute on 2 cores)"
+    mkdir -p "$SLESS_BIN"
+    GOBIN="$SLESS_BIN" nice go install "$1" || { say "go install $1 failed"; exit 1; }
+    say "built $2"
+  fi
+done
+
 say "compiling TypeScript to dist/ (npm run build)"
 npx tsc -p tsconfig.build.json
 say "typecheck (tsc --noEmit) and lint (biome check)"

@@ -26,6 +26,7 @@ import { logRoutes } from './routes/logs.js';
 import { namespaceRoutes } from './routes/namespaces.js';
 import { pinRoutes } from './routes/pin.js';
 import { resourceReadRoutes } from './routes/resources.js';
+import { secretRoutes } from './routes/secrets.js';
 import { sourceRoutes } from './routes/sources.js';
 import { triggerJobRoutes } from './routes/triggers-jobs.js';
 import { validateRoutes } from './routes/validate.js';
@@ -122,6 +123,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       await scoped.register(functionRoutes, { context });
       await scoped.register(logRoutes, { context });
       await scoped.register(triggerJobRoutes, { context });
+      await scoped.register(secretRoutes, { context });
       await scoped.register(validateRoutes);
     });
   });

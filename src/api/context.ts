@@ -9,6 +9,7 @@ import type { FunctionLogReader } from '../core/logs.js';
 import type { Quotas } from '../core/quotas.js';
 import type { BuildRecord } from '../core/resources.js';
 import type { SyncResult } from '../reconcile/source-sync.js';
+import type { SecretsApi } from './routes/secrets.js';
 
 /** What the API needs from the rest of the system; main.ts provides it. */
 export interface ApiContext extends NamespaceRegistry {
@@ -32,4 +33,6 @@ export interface ApiContext extends NamespaceRegistry {
   pinSource?(namespace: string, name: string, commit: string | undefined): Promise<SyncResult | undefined>;
   /** Function stdout/stderr: runtime processes locally, pods/log on kube. */
   functionLogs?: FunctionLogReader;
+  /** The local secrets store; on kube, secrets are Kubernetes Secrets and this is left out. */
+  secrets?: SecretsApi;
 }

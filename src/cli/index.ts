@@ -14,9 +14,10 @@ import { startupMark } from '../core/startup-marks.js';
 import { Gateway } from '../proxy/gateway/gateway.js';
 import { ensureExamplesRepository } from './examples-repo.js';
 import { LOGS_USAGE, printLogs } from './logs.js';
+import { SECRET_USAGE } from './secret.js';
 import { UsageError, VALIDATE_USAGE } from './usage.js';
 
-const USAGE = `usage: sless dev [--repo PATH|URL] [--branch B] [--port P] [--host H] [--interval 10s] [--scale-to-zero-after 5m] [--build-history 5] [--state-dir DIR] [--sandbox auto|off] [--json]\n       ${VALIDATE_USAGE}\n       ${LOGS_USAGE}`;
+const USAGE = `usage: sless dev [--repo PATH|URL] [--branch B] [--port P] [--host H] [--interval 10s] [--scale-to-zero-after 5m] [--build-history 5] [--state-dir DIR] [--sandbox auto|off] [--sops-age-key-file FILE] [--json]\n       ${VALIDATE_USAGE}\n       ${LOGS_USAGE}\n       ${SECRET_USAGE}`;
 
 async function currentBranch(path: string): Promise<string> {
   try {
@@ -57,6 +58,7 @@ async function dev(argv: string[]): Promise<void> {
       namespace: { type: 'string' },
       sandbox: { type: 'string' },
       'proxy-thread': { type: 'string' },
+      'sops-age-key-file': { type: 'string' },
       json: { type: 'boolean' },
     },
   });
@@ -151,6 +153,17 @@ async function main(): Promise<void> {
       process.exitCode = await printLogs(rest, {
         stdout: (text) => process.stdout.write(text),
         stderr: (text) => process.stderr.write(text),
+      });
+      return;
+    case 'secret':
+      process.exitCode = await (await import('./secret.js')).secretCommand(rest, {
+        stdout: (text) => process.stdout.write(text),
+        stderr: (text) => process.stderr.write(text),
+        readStdin: async () => {
+          const chunks: Buffer[] = [];
+          for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+          return Buffer.concat(chunks);
+        },
       });
       return;
     case 'validate': {

@@ -63,6 +63,10 @@ export interface LocalConfig {
   readonly codeGate: CodeGateSettings;
   /** Finished builds kept per function besides those serving or pinned (`SLESS_BUILD_HISTORY`). */
   readonly buildHistory: number;
+  /** The age private key SOPS files in git are decrypted with (`--sops-age-key-file`, `SOPS_AGE_KEY_FILE`). */
+  readonly sopsAgeKeyFile: string | undefined;
+  /** The sops binary (`SLESS_SOPS_BINARY`; `sops` on PATH by default). */
+  readonly sopsBinary: string;
 }
 
 /** What limits tenants, the same on both platforms. */
@@ -165,7 +169,14 @@ export function loadLocalConfig(
     gitSecrets: Object.freeze(
       Object.fromEntries(Object.entries(env).filter(([name]) => name.startsWith('SLESS_SECRET_'))),
     ) as Readonly<Record<string, string>>,
+    sopsAgeKeyFile: sopsKeyFile(flags['sops-age-key-file'], env.SOPS_AGE_KEY_FILE),
+    sopsBinary: String(env.SLESS_SOPS_BINARY ?? 'sops'),
   } as const);
+}
+
+function sopsKeyFile(flag: unknown, env: string | undefined): string | undefined {
+  const value = typeof flag === 'string' ? flag : env;
+  return value ? resolve(value) : undefined;
 }
 
 /** Builds kept per function when nothing says otherwise: enough to roll back a few commits at once. */

@@ -90,6 +90,13 @@ export interface KubeControllerConfig {
    * registry must allow deletes (distribution: `storage.delete.enabled`).
    */
   readonly registryDelete: boolean;
+  /**
+   * The Secret in the controller namespace holding the age private key SOPS files are decrypted with
+   * (`SLESS_SOPS_AGE_SECRET`, default `sless-sops-age`; its first key ending in `.agekey`).
+   */
+  readonly sopsAgeSecret: string;
+  /** The sops binary (`SLESS_SOPS_BINARY`; `sops` on PATH by default). */
+  readonly sopsBinary: string;
 }
 
 /**
@@ -347,5 +354,7 @@ export function loadKubeControllerConfig(
     leaderElection: loadLeaderElection(env, port),
     buildHistory: loadBuildHistory(env.SLESS_BUILD_HISTORY),
     registryDelete: booleanSetting(env.SLESS_REGISTRY_DELETE, 'SLESS_REGISTRY_DELETE'),
+    sopsAgeSecret: env.SLESS_SOPS_AGE_SECRET || 'sless-sops-age',
+    sopsBinary: env.SLESS_SOPS_BINARY || 'sops',
   } as const);
 }

@@ -183,24 +183,27 @@ export interface EventRecorder {
   record(object: AnyResource, type: EventType, reason: Reason, message: string): void;
 }
 
+/** What a rollout is to reach. */
+export interface DeployOptions {
+  revision: string;
+  enabled: boolean;
+  /**
+   * A keyed hash of the secret values the function references (never the values), set when it
+   * references any: the kube pod template carries it, so a rotation rolls the pods.
+   */
+  secretsHash?: string;
+}
+
 /** Runs functions: processes for `local`, Deployments and Services for `kube`. */
 export interface WorkloadPlatform {
   /** Rolls the function to this build; resolves once the new revision is serving (or rejects). */
-  deploy(
-    fn: SlessFunction,
-    build: BuildRecord,
-    options: { revision: string; enabled: boolean },
-  ): Promise<void>;
+  deploy(fn: SlessFunction, build: BuildRecord, options: DeployOptions): Promise<void>;
   /**
    * Called when the revision is already the current one: puts back what drifted from it (a workload
    * deleted or edited by hand) and resolves once it serves. Platforms that watch their own workloads
    * (local processes are restarted when they exit) leave it out.
    */
-  ensure?(
-    fn: SlessFunction,
-    build: BuildRecord,
-    options: { revision: string; enabled: boolean },
-  ): Promise<void>;
+  ensure?(fn: SlessFunction, build: BuildRecord, options: DeployOptions): Promise<void>;
   /** Stops the function and removes its route. */
   remove(namespace: string, name: string): Promise<void>;
   /**
@@ -295,6 +298,11 @@ export interface LaunchSpec {
   writable: string[];
   /** Host paths it may read besides the system's programs and libraries. */
   readable: string[];
+  /**
+   * Host directories shown read-only at another path inside (a function's secret files at their
+   * mountPath). Only a sandbox can do that; a plain launch refuses a spec that has any.
+   */
+  mounts?: { source: string; target: string }[];
   /** `outbound`: internet access for package registries, but no host loopback. */
   network: 'none' | 'outbound';
   memoryMb?: number;

@@ -43,9 +43,27 @@ export const functionSpecSchema = {
     },
     memoryMb: { type: 'integer', minimum: 1, maximum: 4096, default: 128 },
     timeoutSec: { type: 'integer', minimum: 1, maximum: 900, default: 30 },
+    /**
+     * A value is a string, or `{ secretRef: { name, key } }`: a key of a secret in the function's own
+     * namespace. The CRD dialect has no "string or object", so the schema leaves the value free and
+     * manifest validation (validate.ts, semanticIssues) checks its shape; the type is FunctionEnv.
+     */
     env: {
       type: 'object',
-      additionalProperties: { type: 'string', maxLength: 32768 },
+      additionalProperties: { 'x-kubernetes-preserve-unknown-fields': true },
+    },
+    /** Secrets of the function's namespace mounted read-only as files, one file per key. */
+    secrets: {
+      type: 'array',
+      maxItems: 16,
+      items: {
+        type: 'object',
+        required: ['name', 'mountPath'],
+        properties: {
+          name: nameField,
+          mountPath: { type: 'string', minLength: 2, maxLength: 256, pattern: '^/[A-Za-z0-9._/-]+$' },
+        },
+      },
     },
     replicas: { type: 'integer', minimum: 0, maximum: 100, default: 1 },
     source: {
@@ -137,7 +155,21 @@ export const triggerSchema = resourceSchema('Trigger', triggerSpecSchema);
 export const functionJobSchema = resourceSchema('FunctionJob', functionJobSpecSchema);
 export const gitSourceSchema = resourceSchema('GitSource', gitSourceSpecSchema);
 
-export type FunctionSpec = FromSchema<typeof functionSpecSchema>;
+/** A key of a secret in the function's own namespace. */
+export interface SecretKeyRef {
+  name: string;
+  key: string;
+}
+/** One `spec.env` value: a plain string, or a reference to a secret's key. */
+export type EnvValue = string | { secretRef: SecretKeyRef };
+/** The schema as FromSchema reads it: its JSONSchema type has no room for the free env value. */
+const functionSpecTyping = {
+  ...functionSpecSchema,
+  properties: { ...functionSpecSchema.properties, env: { type: 'object' } },
+} as const;
+export type FunctionSpec = FromSchema<typeof functionSpecTyping> & {
+  env?: Record<string, EnvValue>;
+};
 export type TriggerSpec = FromSchema<typeof triggerSpecSchema>;
 export type FunctionJobSpec = FromSchema<typeof functionJobSpecSchema>;
 export type GitSourceSpec = FromSchema<typeof gitSourceSpecSchema>;

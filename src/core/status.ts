@@ -26,6 +26,7 @@ export const Reason = {
   HeadMoved: 'HeadMoved',
   FetchFailed: 'FetchFailed',
   InvalidPath: 'InvalidPath',
+  /** A secret (or a key of one) that a source or a Function references is not in its namespace. */
   SecretNotFound: 'SecretNotFound',
   SecretInvalid: 'SecretInvalid',
   OutboundRefused: 'OutboundRefused',

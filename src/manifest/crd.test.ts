@@ -11,7 +11,9 @@ function dialectProblems(node: unknown, path = ''): string[] {
   if (node === null || typeof node !== 'object') return [];
   const schema = node as Record<string, unknown>;
   const problems: string[] = [];
-  if (!('type' in schema)) problems.push(`${path}: no type`);
+  // Kubernetes' structural schemas let a node that preserves unknown fields go without a type.
+  if (!('type' in schema) && schema['x-kubernetes-preserve-unknown-fields'] !== true)
+    problems.push(`${path}: no type`);
   for (const banned of ['$ref', 'const', 'oneOf', 'anyOf', 'allOf', 'if', 'then'])
     if (banned in schema) problems.push(`${path}: ${banned}`);
   if (schema.additionalProperties === false) problems.push(`${path}: additionalProperties false`);

@@ -6,8 +6,11 @@ import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import { Cron } from 'croner';
 import { intervalProblem } from '../core/duration.js';
 import type { ManifestIssue } from '../core/errors.js';
+import { DNS_LABEL_PATTERN } from '../core/naming.js';
 import { normalizeRepoPath } from '../core/paths.js';
 import { KINDS, type KindName } from '../core/schemas.js';
+
+const DNS_LABEL = new RegExp(DNS_LABEL_PATTERN);
 
 type JsonObject = Record<string, unknown>;
 
@@ -167,14 +170,18 @@ function semanticIssues(kind: KindName, doc: JsonObject, where: ValidateOptions)
   const spec = doc.spec as JsonObject;
   // Stryker disable next-line ConditionalExpression: equivalent, other kinds have no spec.env (strict schemas refuse it)
   if (kind === 'Function') {
-    const env = (spec.env ?? {}) as Record<string, string>;
+    const env = (spec.env ?? {}) as Record<string, unknown>;
     for (const name of Object.keys(env).sort()) {
       if (!ENV_NAME.test(name)) add(`spec.env.${name}`, 'must be a valid environment variable name');
       else if (RESERVED_ENV.test(name)) add(`spec.env.${name}`, 'is reserved for the runtime');
+      else
+        for (const problem of envValueIssues(env[name]))
+          add(`spec.env.${name}${problem.field}`, problem.reason);
     }
     const scale = spec.scale as { min?: number; max?: number } | undefined;
     if (scale?.min !== undefined && scale.max !== undefined && scale.min > scale.max)
       add('spec.scale.min', `must not exceed spec.scale.max (${scale.max})`);
+    issues.push(...secretMountIssues(spec.secrets, where));
   }
   // Stryker disable next-line ConditionalExpression: equivalent, the strict schemas of the other kinds refuse a spec.event
   if (kind === 'Trigger' || kind === 'FunctionJob') {
@@ -211,6 +218,109 @@ function semanticIssues(kind: KindName, doc: JsonObject, where: ValidateOptions)
       const problem = intervalProblem(spec.interval);
       if (problem) add('spec.interval', problem);
     }
+  }
+  return issues;
+}
+
+const SECRET_KEY = /^[-._a-zA-Z0-9]+$/;
+const MAX_ENV_VALUE = 32768;
+
+/**
+ * An env value is a string or `{ secretRef: { name, key } }` and nothing else: the schema cannot say
+ * "string or object" inside the CRD dialect, so the shape is checked here. There is no namespace
+ * field: a reference resolves in the function's own namespace only.
+ */
+function envValueIssues(value: unknown): { field: string; reason: string }[] {
+  if (typeof value === 'string')
+    return value.length > MAX_ENV_VALUE
+      ? [{ field: '', reason: `must NOT have more than ${MAX_ENV_VALUE} characters` }]
+      : [];
+  const shape = 'must be a string or { secretRef: { name, key } }';
+  if (value === null || typeof value !== 'object' || Array.isArray(value))
+    return [{ field: '', reason: shape }];
+  const record = value as Record<string, unknown>;
+  const extra = Object.keys(record).filter((k) => k !== 'secretRef');
+  if (extra.length > 0)
+    return [
+      {
+        field: `.${extra[0]}`,
+        reason: 'unknown field (a secret reference has only secretRef: { name, key })',
+      },
+    ];
+  const ref = record.secretRef;
+  if (ref === null || typeof ref !== 'object' || Array.isArray(ref))
+    return [{ field: '.secretRef', reason: 'must be { name, key }' }];
+  const out: { field: string; reason: string }[] = [];
+  const fields = ref as Record<string, unknown>;
+  for (const key of Object.keys(fields).sort())
+    if (key !== 'name' && key !== 'key')
+      out.push({
+        field: `.secretRef.${key}`,
+        reason:
+          key === 'namespace'
+            ? "is not allowed: secrets resolve in the function's own namespace only"
+            : 'unknown field',
+      });
+  const name = fields.name;
+  if (typeof name !== 'string') out.push({ field: '.secretRef.name', reason: 'is required' });
+  else if (!DNS_LABEL.test(name) || name.length > 63)
+    out.push({
+      field: '.secretRef.name',
+      reason: 'must be a DNS-1123 label (lowercase letters, digits and "-")',
+    });
+  const key = fields.key;
+  if (typeof key !== 'string') out.push({ field: '.secretRef.key', reason: 'is required' });
+  else if (!SECRET_KEY.test(key) || key.length > 253)
+    out.push({ field: '.secretRef.key', reason: 'must be a secret key (letters, digits, "-", "_" and ".")' });
+  return out;
+}
+
+/** Where a secret may not be mounted: the system the function runs on, and its own code. */
+const RESERVED_MOUNTS = [
+  '/usr',
+  '/bin',
+  '/sbin',
+  '/lib',
+  '/lib32',
+  '/lib64',
+  '/etc',
+  '/proc',
+  '/dev',
+  '/sys',
+  '/tmp',
+  '/run',
+  '/app',
+  '/workspace',
+];
+
+function secretMountIssues(value: unknown, where: ValidateOptions): ManifestIssue[] {
+  if (!Array.isArray(value)) return [];
+  const issues: ManifestIssue[] = [];
+  const names = new Set<string>();
+  const paths: string[] = [];
+  for (const [i, entry] of (value as { name: string; mountPath: string }[]).entries()) {
+    const add = (field: string, reason: string) =>
+      issues.push({ ...where, field: `spec.secrets.${i}.${field}`, reason });
+    if (names.has(entry.name)) add('name', `secret "${entry.name}" is mounted twice`);
+    names.add(entry.name);
+    const path = entry.mountPath.replace(/\/+$/, '');
+    if (path.split('/').some((part, n) => n > 0 && (part === '' || part === '.' || part === '..'))) {
+      add('mountPath', 'must be a normalized absolute path (no "//", "." or "..")');
+      continue;
+    }
+    const reserved = RESERVED_MOUNTS.find(
+      (r) => path === r || path.startsWith(`${r}/`) || r.startsWith(`${path}/`),
+    );
+    if (path === '' || reserved) {
+      add('mountPath', `may not be ${path || '/'} or overlap ${reserved ?? '/'}`);
+      continue;
+    }
+    const clash = paths.find((p) => p === path || p.startsWith(`${path}/`) || path.startsWith(`${p}/`));
+    if (clash) {
+      add('mountPath', `overlaps another secret's mountPath ${clash}`);
+      continue;
+    }
+    paths.push(path);
   }
   return issues;
 }

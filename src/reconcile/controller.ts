@@ -36,6 +36,8 @@ import type { KindName } from '../core/schemas.js';
 import type { StatusUpdate } from '../core/status.js';
 import { type BackoffOptions, WorkQueue } from '../core/work-queue.js';
 import { ParsedManifestCache } from '../manifest/load.js';
+import type { SecretReader } from '../secrets/references.js';
+import type { RepoSecrets } from '../secrets/repo-secrets.js';
 import { finalizeFunction, reconcileFunction } from './function/reconciler.js';
 import { SourceReaders } from './gitsource/readers.js';
 import {
@@ -94,6 +96,10 @@ export interface ControllerOptions {
   syncCoalesceMs?: number;
   /** Where syncs, builds, rollouts and prunes are told (Kubernetes Events on the kube platform). */
   events?: EventRecorder;
+  /** Secrets functions reference (checked and hashed before a rollout); none exist when omitted. */
+  secrets?: SecretReader;
+  /** Decrypts SOPS Secret files of a repository and keeps them where functions find them. */
+  repoSecrets?: RepoSecrets;
 }
 
 export interface ControllerObserver {
@@ -151,6 +157,7 @@ export class Controller {
       store: options.store,
       parsedManifests: this.parsedManifests,
       wake: (namespace, name) => this.requestSync(namespace, name),
+      ...(options.repoSecrets ? { repoSecrets: options.repoSecrets } : {}),
     });
     this.syncs = new SourceSyncs({
       store: options.store,
@@ -160,6 +167,7 @@ export class Controller {
       buildKeys: this.buildKeys,
       maxFunctions: quotas.maxFunctions,
       coalesceMs: options.syncCoalesceMs ?? SYNC_COALESCE_MS,
+      ...(options.repoSecrets ? { repoSecrets: options.repoSecrets } : {}),
       open: (namespace, name) => this.reconcileSourcePass(refKey({ namespace, name }), false),
       ...(options.events ? { events: options.events } : {}),
       finished: (source, result, durationMs) => options.observer?.syncFinished?.(source, result, durationMs),
@@ -184,6 +192,7 @@ export class Controller {
       buildSlot: <T>(fn: SlessFunction, work: () => Promise<T>) =>
         this.buildGate.run(this.fairTaskOf(keyOf(fn)), work),
       ...(options.events ? { events: options.events } : {}),
+      ...(options.secrets ? { secrets: options.secrets } : {}),
     };
     this.functionQueue = new WorkQueue({
       ...backoff,

@@ -19,6 +19,7 @@ import {
 import { REPO_KINDS } from '../core/schemas.js';
 import { Reason, StatusUpdate } from '../core/status.js';
 import { loadManifests, type ParsedManifestCache } from '../manifest/load.js';
+import type { RepoSecrets } from '../secrets/repo-secrets.js';
 import { type BuildKeyCache, type Plan, planSource } from './plan.js';
 
 export interface SyncResult {
@@ -43,6 +44,8 @@ export interface SyncDeps {
   manifests?: ParsedManifestCache;
   /** Build keys by their inputs, kept across syncs. */
   buildKeys?: BuildKeyCache;
+  /** SOPS Secret files: decrypted with the operator's key; one that will not is a manifest issue. */
+  repoSecrets?: RepoSecrets;
 }
 
 export async function syncSource(
@@ -140,6 +143,11 @@ export async function syncSource(
       namespace: source.metadata.namespace,
       ...(deps.manifests ? { cache: deps.manifests } : {}),
     });
+    const secrets = await deps.repoSecrets?.load(snapshot, source);
+    if (secrets) {
+      loaded.issues.push(...secrets.issues);
+      for (const file of secrets.files) loaded.manifestFiles.add(file);
+    }
     if (loaded.issues.length > 0) {
       const message = loaded.issues.map(formatIssue).join('; ');
       condition(
@@ -172,6 +180,8 @@ export async function syncSource(
       deps.buildKeys ? { buildKeys: deps.buildKeys } : {},
     );
     deps.planned?.(plan);
+    // Before the functions that reference them, so none waits on a secret that is coming.
+    if (secrets) await deps.repoSecrets?.apply(source, secrets.secrets);
     const prunedNames: string[] = [];
     const applied = await applyPlan(
       deps.store,

@@ -27,6 +27,8 @@ export interface SandboxArgs {
   cwd: string;
   readable: string[];
   writable: string[];
+  /** Host directories bound read-only at another path (secret files at their mountPath). */
+  mounts?: { source: string; target: string }[];
   /** Host uid and gid the tenant's process runs as. */
   uid: number;
   /** Set when a network helper must attach before the command runs (bwrap's info and block fds). */
@@ -84,6 +86,15 @@ export function bwrapArgs(options: SandboxArgs): string[] {
   };
   for (const path of [...options.view.toolchainDirs, ...options.readable]) bind('--ro-bind', path);
   for (const path of options.writable) bind('--bind', path);
+  for (const mount of options.mounts ?? []) {
+    for (const dir of ancestors(mount.target)) {
+      if (made.has(dir)) continue;
+      made.add(dir);
+      args.push('--perms', '0755', '--dir', dir);
+    }
+    made.add(mount.target);
+    args.push('--ro-bind', mount.source, mount.target);
+  }
   args.push('--chdir', options.cwd, '--');
   args.push(
     options.view.setpriv,

@@ -136,6 +136,7 @@ export class BubblewrapLauncher implements ProcessLauncher {
       cwd: spec.cwd,
       readable: spec.readable,
       writable: spec.writable,
+      ...(spec.mounts ? { mounts: spec.mounts } : {}),
       uid: tenantUid(spec.tenant),
       waitForNetwork: network !== undefined,
       command: spec.command,
@@ -236,6 +237,11 @@ export class DirectLauncher implements ProcessLauncher {
       ...(spec.memoryMb === undefined ? {} : { memoryMb: spec.memoryMb }),
       ...(spec.maxProcesses === undefined ? {} : { maxProcesses: spec.maxProcesses }),
     });
+    // Without mount namespaces a directory cannot be shown at another path: refused, never faked.
+    if (spec.mounts && spec.mounts.length > 0) {
+      releaseSoon(groups);
+      throw new Error('secret files (spec.secrets) need the sandbox (bubblewrap) on the local platform');
+    }
     const [command = '', ...args] = withCgroups(groups, [spec.command, ...spec.args]);
     const child = spawn(command, args, { cwd: spec.cwd, env: spec.env, stdio: spec.stdio });
     child.once('exit', () => releaseSoon(groups));

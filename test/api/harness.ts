@@ -36,6 +36,8 @@ export interface HarnessOptions {
   buildHistory?: ApiContext['buildHistory'];
   /** The readiness the /readyz probe reports; ready unless given. */
   isReady?: () => boolean;
+  /** The local secrets store behind `…/secrets` (none: the kube platform's 404). */
+  secretStore?: ApiContext['secrets'];
 }
 
 const noRoutes: RouteResolver = { resolve: async () => ({ state: 'unknown' }) };
@@ -65,6 +67,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     ensureNamespace: (ns) => store.ensureNamespace(ns),
     webhookSecret: async (ns, source) => options.secrets?.[`${ns}/${source}`],
     ...(options.buildHistory ? { buildHistory: options.buildHistory } : {}),
+    ...(options.secretStore ? { secrets: options.secretStore } : {}),
   };
   const app = await buildApp({
     context,

@@ -1,7 +1,7 @@
 import { readdir, rm } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
-import { pino } from 'pino';
+import { type Logger, pino } from 'pino';
 import { loadLocalConfig } from '../../src/config/config.js';
 import type { FunctionStatus, GitSourceStatus } from '../../src/core/resources.js';
 import { type LocalSystem, startLocalSystem } from '../../src/main.js';
@@ -43,6 +43,10 @@ export async function startTestSystem(options: {
    * as `--proxy-thread off` and the kube controller serve it.
    */
   proxyThread?: boolean;
+  /** What sless logs goes here (silent by default; SLESS_TEST_LOG sets a level). */
+  logger?: Logger;
+  /** `--sops-age-key-file`. */
+  sopsAgeKeyFile?: string;
 }): Promise<TestSystem> {
   const stateDir = options.stateDir ?? (await tempDir('state'));
   const config = loadLocalConfig(
@@ -55,11 +59,12 @@ export async function startTestSystem(options: {
       'build-cache-dir': options.buildCacheDir ?? TEST_BUILD_CACHE,
       sandbox: options.sandbox ?? 'auto',
       'scale-to-zero-after': options.scaleToZeroAfter,
+      'sops-age-key-file': options.sopsAgeKeyFile,
     },
     // The test git server listens on loopback: an admin's explicit allowance, as in production.
     { SLESS_OUTBOUND_ALLOW: '127.0.0.1/32', ...options.env },
   );
-  const logger = pino({ level: process.env.SLESS_TEST_LOG ?? 'silent' });
+  const logger = options.logger ?? pino({ level: process.env.SLESS_TEST_LOG ?? 'silent' });
   const gateway = options.proxyThread === false ? undefined : await Gateway.start('127.0.0.1', 0);
   gateway?.report({
     upstreamError: (fn, message) => logger.warn({ function: fn, err: message }, 'upstream failed'),

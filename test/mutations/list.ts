@@ -705,7 +705,8 @@ export const MUTATIONS: GuardMutation[] = [
   },
   {
     id: 'process-quota-room-not-handed-back',
-    guard: 'A function refused for want of room starts as soon as its namespace has room again, with no commit.',
+    guard:
+      'A function refused for want of room starts as soon as its namespace has room again, with no commit.',
     file: 'src/reconcile/process-quota.ts',
     from: '    if (held !== undefined) this.roomIn(namespace);',
     to: '',
@@ -863,5 +864,84 @@ export const MUTATIONS: GuardMutation[] = [
     from: 'Math.max(wantPanic, wantStable, state.panicPeak)',
     to: 'Math.max(wantPanic, state.panicPeak)',
     tests: ['src/core/autoscale.test.ts'],
+  },
+  // ---- Secrets ----
+  {
+    id: 'secret-ref-namespace-allowed',
+    guard: "A secret reference names no namespace: it resolves in the function's own namespace only.",
+    file: 'src/manifest/validate.ts',
+    from: "    if (key !== 'name' && key !== 'key')\n",
+    to: "    if (key !== 'name' && key !== 'key' && key !== 'namespace')\n",
+    tests: ['src/manifest/secret-refs.test.ts'],
+  },
+  {
+    id: 'secret-looked-up-by-name-anywhere',
+    guard: 'The local store finds a secret by namespace and name, never by its name in another namespace.',
+    file: 'src/secrets/local-store.ts',
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: the source text of a template literal
+    from: '    const entry = this.entries.get(`${namespace}/${name}`);\n    return entry && { data: entry.data, hashKey: entry.hashKey };',
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: the source text of a template literal
+    to: '    const entry = [...this.entries].find(([id]) => id.endsWith(`/${name}`))?.[1];\n    return entry && { data: entry.data, hashKey: entry.hashKey };',
+    tests: ['test/local/secrets.test.ts', 'src/secrets/local-store.test.ts'],
+  },
+  {
+    id: 'secret-missing-key-rolls-anyway',
+    guard:
+      'A referenced key missing from its secret stops the rollout (SecretNotFound naming secret and key) instead of starting a revision that cannot run.',
+    file: 'src/secrets/references.ts',
+    from: '    if (!Object.hasOwn(secrets.get(ref.name)?.data ?? {}, ref.key))',
+    to: '    if (Date.now() < 0 && !Object.hasOwn(secrets.get(ref.name)?.data ?? {}, ref.key))',
+    tests: ['test/local/secrets.test.ts', 'src/secrets/local-store.test.ts'],
+  },
+  {
+    id: 'secret-hash-not-in-revision',
+    guard: "The referenced values' hash is part of the revision, so a rotation rolls the function.",
+    file: 'src/reconcile/function/reconciler.ts',
+    from: 'secrets.configHash ? secrets.configHash(configHash) : configHash',
+    to: 'configHash',
+    tests: ['test/local/secrets.test.ts', 'test/kube/secrets.test.ts'],
+  },
+  {
+    id: 'secret-change-not-requeued',
+    guard: 'A secret set, rotated or deleted through the local store queues the functions that reference it.',
+    file: 'src/main.ts',
+    from: '  secrets.subscribe((namespace, name) => void requeueReferencing(store, controller, namespace, name));\n',
+    to: '',
+    tests: ['test/local/secrets.test.ts'],
+    timeoutMs: 240_000,
+  },
+  {
+    id: 'secret-file-mode-open',
+    guard: "A function's secret files are 0400, its own to read.",
+    file: 'src/platform/local/secret-files.ts',
+    from: "{ mode: 0o400, flag: 'wx' }",
+    to: "{ mode: 0o644, flag: 'wx' }",
+    tests: ['test/local/secrets.test.ts'],
+  },
+  {
+    id: 'sops-other-namespace-accepted',
+    guard: "A SOPS Secret in a tenant's repository may only be of the source's own namespace.",
+    file: 'src/secrets/repo-secrets.ts',
+    from: '  if (metadata.namespace !== undefined && metadata.namespace !== namespace) {',
+    to: '  if (metadata.namespace !== undefined && metadata.namespace !== namespace && Date.now() < 0) {',
+    tests: ['test/local/secrets.test.ts', 'test/kube/secrets.test.ts'],
+  },
+  {
+    id: 'sops-decrypt-failure-ignored',
+    guard:
+      'A SOPS file that does not decrypt rejects the commit like a bad manifest, and what runs keeps running.',
+    file: 'src/secrets/repo-secrets.ts',
+    from: "        add('', outcome.reason);\n",
+    to: '',
+    tests: ['test/local/secrets.test.ts'],
+  },
+  {
+    id: 'rbac-secrets-not-watchable',
+    guard:
+      'deploy/rbac.yaml lets the controller list and watch Secrets (metadata), to roll functions on a rotation.',
+    file: 'deploy/rbac.yaml',
+    from: '    resources: [secrets]\n    verbs: [get, list, watch]',
+    to: '    resources: [secrets]\n    verbs: [get]',
+    tests: ['test/kube/rbac.test.ts'],
   },
 ];

@@ -20,11 +20,17 @@ export async function watchCollection(
   query: Record<string, string | number | boolean | undefined>,
   onEvent: (phase: WatchPhase, object: KubeObject) => void,
   signal: AbortSignal,
+  /** Another representation, e.g. metadata only (PartialObjectMetadata). */
+  accept?: string,
 ): Promise<void> {
   if (signal.aborted) return;
   let response: Awaited<ReturnType<KubeHttp['stream']>>;
   try {
-    response = await http.stream(path, { query: { ...query, watch: true }, signal });
+    response = await http.stream(path, {
+      query: { ...query, watch: true },
+      signal,
+      ...(accept ? { accept } : {}),
+    });
   } catch (error) {
     if (signal.aborted) return;
     throw error;

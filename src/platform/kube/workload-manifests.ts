@@ -6,6 +6,7 @@
 import { boundedName } from '../../core/naming.js';
 import type { BuildRecord, SlessFunction } from '../../core/resources.js';
 import { API_VERSION } from '../../core/schemas.js';
+import { secretRefsOf } from '../../secrets/references.js';
 import {
   ANNOTATION_REVISION,
   FUNCTION_PORT,
@@ -16,11 +17,21 @@ import {
 } from './labels.js';
 import type { KubeObject, OwnerReference } from './objects.js';
 
+/** The pod template's hash of the secret values it uses: a rotation changes it, so the pods roll. */
+export const ANNOTATION_SECRETS_HASH = 'sless.dev/secrets-hash';
+
+/** A container variable: a value, or a key of a Secret in the pod's own namespace. */
+export type EnvVar =
+  | { name: string; value: string }
+  | { name: string; valueFrom: { secretKeyRef: { name: string; key: string } } };
+
 export interface WorkloadOptions {
   revision: string;
   enabled: boolean;
   /** Secrets the function's namespace pulls images with; without them its pods end in ImagePullBackOff. */
   imagePullSecrets: readonly string[];
+  /** The hash of the referenced secret values (never the values); unset when none are referenced. */
+  secretsHash?: string;
 }
 
 /**
@@ -52,14 +63,18 @@ export function functionLabels(fn: SlessFunction): Record<string, string> {
   };
 }
 
-export function sortedEnv(env: Record<string, string> | undefined): { name: string; value: string }[] {
+export function sortedEnv(env: Record<string, unknown> | undefined): { name: string; value: string }[] {
   return Object.entries(env ?? {})
+    .filter((entry): entry is [string, string] => typeof entry[1] === 'string')
     .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
     .map(([name, value]) => ({ name, value }));
 }
 
-/** The variables every runtime reads, after the user's own (which may not override them). */
-export function runtimeEnv(fn: SlessFunction): { name: string; value: string }[] {
+/**
+ * The variables every runtime reads, after the user's own (which may not override them). A secret
+ * reference becomes a `secretKeyRef` the kubelet resolves: its value is in no object sless writes.
+ */
+export function runtimeEnv(fn: SlessFunction): EnvVar[] {
   const reserved = new Set([
     'PORT',
     'SLESS_ENTRYPOINT',
@@ -67,14 +82,41 @@ export function runtimeEnv(fn: SlessFunction): { name: string; value: string }[]
     'SLESS_NAMESPACE',
     'SLESS_TIMEOUT_SEC',
   ]);
+  const secret: EnvVar[] = secretRefsOf(fn).env.map((ref) => ({
+    name: ref.env,
+    valueFrom: { secretKeyRef: { name: ref.name, key: ref.key } },
+  }));
+  const user: EnvVar[] = [...sortedEnv(fn.spec.env), ...secret].sort((a, b) =>
+    a.name < b.name ? -1 : a.name > b.name ? 1 : 0,
+  );
   return [
-    ...sortedEnv(fn.spec.env).filter((e) => !reserved.has(e.name)),
+    ...user.filter((e) => !reserved.has(e.name)),
     { name: 'PORT', value: String(FUNCTION_PORT) },
     { name: 'SLESS_ENTRYPOINT', value: fn.spec.entrypoint },
     { name: 'SLESS_FUNCTION_NAME', value: fn.metadata.name },
     { name: 'SLESS_NAMESPACE', value: fn.metadata.namespace },
     { name: 'SLESS_TIMEOUT_SEC', value: String(fn.spec.timeoutSec ?? 30) },
   ];
+}
+
+/** `spec.secrets` as read-only Secret volumes, one file per key, readable by the function only. */
+export function secretVolumes(fn: SlessFunction): {
+  volumes: Record<string, unknown>[] | undefined;
+  mounts: Record<string, unknown>[] | undefined;
+} {
+  const list = secretRefsOf(fn).volumes;
+  if (list.length === 0) return { volumes: undefined, mounts: undefined };
+  return {
+    volumes: list.map((s, i) => ({
+      name: `secret-${i}`,
+      secret: { secretName: s.name, defaultMode: 0o444 },
+    })),
+    mounts: list.map((s, i) => ({
+      name: `secret-${i}`,
+      mountPath: s.mountPath,
+      readOnly: true,
+    })),
+  };
 }
 
 export function resourcesFor(fn: SlessFunction): {
@@ -95,6 +137,9 @@ export function deploymentFor(fn: SlessFunction, build: BuildRecord, options: Wo
   if (!build.image) throw new Error(`build ${build.buildKey} of ${fn.metadata.name} has no image`);
   const labels = functionLabels(fn);
   const timeoutSec = fn.spec.timeoutSec ?? 30;
+  const secrets = secretVolumes(fn);
+  const templateAnnotations: Record<string, string> = { [ANNOTATION_REVISION]: options.revision };
+  if (options.secretsHash) templateAnnotations[ANNOTATION_SECRETS_HASH] = options.secretsHash;
   return {
     apiVersion: 'apps/v1',
     kind: 'Deployment',
@@ -116,7 +161,7 @@ export function deploymentFor(fn: SlessFunction, build: BuildRecord, options: Wo
         metadata: {
           labels,
           // A new revision changes the template, so the Deployment rolls by itself (no restartedAt trick).
-          annotations: { [ANNOTATION_REVISION]: options.revision },
+          annotations: templateAnnotations,
         },
         spec: {
           automountServiceAccountToken: false,
@@ -126,6 +171,7 @@ export function deploymentFor(fn: SlessFunction, build: BuildRecord, options: Wo
           ...(options.imagePullSecrets.length > 0
             ? { imagePullSecrets: options.imagePullSecrets.map((name) => ({ name })) }
             : {}),
+          ...(secrets.volumes ? { volumes: secrets.volumes } : {}),
           containers: [
             {
               name: 'function',
@@ -134,6 +180,7 @@ export function deploymentFor(fn: SlessFunction, build: BuildRecord, options: Wo
               imagePullPolicy: 'IfNotPresent',
               ports: [{ name: 'http', containerPort: FUNCTION_PORT, protocol: 'TCP' }],
               env: runtimeEnv(fn),
+              ...(secrets.mounts ? { volumeMounts: secrets.mounts } : {}),
               resources: resourcesFor(fn),
               // The kubelet probes readiness at once only while it syncs the pod just after the
               // container started, then every periodSeconds: a handler still loading then (imports,

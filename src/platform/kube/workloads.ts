@@ -55,7 +55,7 @@ export class KubeWorkloads implements WorkloadPlatform {
   async deploy(
     fn: SlessFunction,
     build: BuildRecord,
-    options: { revision: string; enabled: boolean },
+    options: { revision: string; enabled: boolean; secretsHash?: string },
   ): Promise<void> {
     // Before the Deployment: its pods must be able to pull from the first try.
     await this.prepareNamespace?.(fn.metadata.namespace);
@@ -89,7 +89,7 @@ export class KubeWorkloads implements WorkloadPlatform {
   ensure(
     fn: SlessFunction,
     build: BuildRecord,
-    options: { revision: string; enabled: boolean },
+    options: { revision: string; enabled: boolean; secretsHash?: string },
   ): Promise<void> {
     return this.deploy(fn, build, options);
   }

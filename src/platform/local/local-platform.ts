@@ -25,6 +25,7 @@ import { startupMark } from '../../core/startup-marks.js';
 import type { FunctionLogBuffer } from './function-logs.js';
 import type { PinnedBuilds, ServingRecord, ServingRecords } from './local-state.js';
 import { type RuntimeCommand, RuntimeProcess } from './runtime-process.js';
+import { SecretFiles, type SecretSource, secretEnv } from './secret-files.js';
 
 export interface LocalPlatformOptions {
   runtimesDir: string;
@@ -56,6 +57,8 @@ export interface LocalPlatformOptions {
   activity?: ActivityBoard;
   /** Told every change of a function's ready route, for a proxy that serves outside `resolve`. */
   mirror?: RouteMirror;
+  /** The secrets store: values for `secretRef` variables and `spec.secrets` files, at each start. */
+  secrets?: SecretSource;
 }
 
 /** Threads count too (Python serves each request on one): room for a busy server, not a fork bomb. */
@@ -122,6 +125,8 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
    * because a socket path must stay under 108 bytes wherever the state directory is.
    */
   private readonly sockets = new OwnedTempDirs('sless-fn-');
+  /** Each process's secret files, in memory where the machine has /dev/shm, never in the state dir. */
+  private readonly secretFiles = new SecretFiles();
   private readonly board: ActivityBoard;
 
   constructor(options: LocalPlatformOptions) {
@@ -501,6 +506,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     for (const key of keys) this.mirrorRoute(key);
     await Promise.all([...stops, ...this.retiring]);
     await this.sockets.removeAll();
+    await this.secretFiles.removeAll();
   }
 
   private async startRevision(
@@ -517,13 +523,23 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     // sandboxed function has its own network namespace, where a port would be out of reach.
     const socketDir = await this.sockets.create();
     await this.options.launcher.grant(fn.metadata.namespace, socketDir);
-    const command = this.runtimeCommand(fn, build);
-    command.sandbox = {
-      readable: [],
-      ...command.sandbox,
-      tenant: fn.metadata.namespace,
-      writable: [socketDir],
-    };
+    let command: RuntimeCommand;
+    let secretDir: string | undefined;
+    try {
+      command = this.runtimeCommand(fn, build);
+      const files = await this.secretFiles.prepare(fn, this.options.secrets, this.options.launcher);
+      secretDir = files?.dir;
+      command.sandbox = {
+        readable: [],
+        ...command.sandbox,
+        tenant: fn.metadata.namespace,
+        writable: [socketDir],
+        ...(files ? { mounts: files.mounts } : {}),
+      };
+    } catch (error) {
+      await this.sockets.remove(socketDir);
+      throw error;
+    }
     const { namespace, name } = fn.metadata;
     const logs = this.options.logs;
     const process = new RuntimeProcess(
@@ -533,7 +549,10 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
       logs && ((stream) => logs.writer(namespace, name, `${name}-${id}`, stream)),
       this.options.launcher,
     );
-    process.once('exit', () => void this.sockets.remove(socketDir));
+    process.once('exit', () => {
+      void this.sockets.remove(socketDir);
+      if (secretDir) void this.secretFiles.remove(secretDir);
+    });
     try {
       // start() spawns the process before its first await.
       const started = process.start(this.options.startTimeoutMs ?? 30_000);
@@ -541,6 +560,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
       await started;
     } catch (error) {
       await this.sockets.remove(socketDir);
+      if (secretDir) await this.secretFiles.remove(secretDir);
       throw error;
     }
     const activitySlot = this.board.allocate();
@@ -650,6 +670,8 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     const env: Record<string, string> = {
       ...(this.options.baseEnv ?? hostEnv()),
       ...sortedEnv(fn.spec.env),
+      // Read at each start: a process started after a rotation gets the new value.
+      ...secretEnv(fn, this.options.secrets),
       SLESS_ENTRYPOINT: fn.spec.entrypoint,
       SLESS_CODE_DIR: codeDir,
       SLESS_FUNCTION_NAME: fn.metadata.name,
@@ -695,8 +717,13 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
   }
 }
 
-function sortedEnv(env: Record<string, string> | undefined): Record<string, string> {
-  return Object.fromEntries(Object.entries(env ?? {}).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+/** The plain variables; secret references are resolved by secretEnv. */
+function sortedEnv(env: Record<string, unknown> | undefined): Record<string, string> {
+  return Object.fromEntries(
+    Object.entries(env ?? {})
+      .filter((entry): entry is [string, string] => typeof entry[1] === 'string')
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)),
+  );
 }
 
 function disabled(namespace: string, name: string): UnavailableRoute {

@@ -17,7 +17,7 @@ export interface RuntimeCommand {
   cwd: string;
   env: Record<string, string>;
   /** How the sandbox runs it (see LaunchSpec); only used with a launcher. */
-  sandbox?: Pick<LaunchSpec, 'tenant' | 'readable' | 'writable' | 'memoryMb' | 'maxProcesses'>;
+  sandbox?: Pick<LaunchSpec, 'tenant' | 'readable' | 'writable' | 'mounts' | 'memoryMb' | 'maxProcesses'>;
 }
 
 /** The launch of a runtime command with this environment: no network, only its sandbox's paths. */
@@ -36,6 +36,7 @@ export function launchSpecOf(
     tenant: sandbox?.tenant ?? 'default',
     readable: sandbox?.readable ?? [],
     writable: sandbox?.writable ?? [],
+    ...(sandbox?.mounts ? { mounts: sandbox.mounts } : {}),
     network: 'none',
     ...(sandbox?.memoryMb === undefined ? {} : { memoryMb: sandbox.memoryMb }),
     ...(sandbox?.maxProcesses === undefined ? {} : { maxProcesses: sandbox.maxProcesses }),

@@ -30,9 +30,11 @@ import {
   type Trigger,
 } from '../../core/resources.js';
 import { Reason, type StatusUpdate } from '../../core/status.js';
+import type { SecretReader } from '../../secrets/references.js';
 import type { ProcessQuota } from '../process-quota.js';
 import type { InFlight } from '../runtime/in-flight.js';
-import { Done, type Result } from '../runtime/patch.js';
+import { Done, type Result, requeueAfter } from '../runtime/patch.js';
+import { secretsStep } from './secrets-step.js';
 
 export interface FunctionReconcileDeps {
   store: ObjectStore;
@@ -54,7 +56,12 @@ export interface FunctionReconcileDeps {
   rollouts: InFlight<void>;
   /** Runs a build when a build slot is free, fairly between namespaces (all at once when omitted). */
   buildSlot?: <T>(fn: SlessFunction, work: () => Promise<T>) => Promise<T>;
+  /** Secrets of the functions' namespaces (read to check references and hash them; never copied). */
+  secrets?: SecretReader;
 }
+
+/** A function waiting for a secret looks again this often, besides the secret's own events. */
+export const SECRET_RECHECK_MS = 60_000;
 
 export function revisionOf(buildKey: string, configHash: string, enabled: boolean): string {
   return `${buildKey.slice(0, 12)}-${configHash.slice(0, 8)}${enabled ? '' : '-off'}`;
@@ -219,7 +226,24 @@ export async function reconcileFunction(
   status.image = build.image;
 
   const enabled = await isFunctionEnabled(deps.store, fn);
-  const revision = revisionOf(buildKey, configHash, enabled);
+  // A missing secret stops here: nothing is rolled, so what served keeps serving, and no process or
+  // pod crash-loops on it. A change of the secret queues the function again.
+  const secrets = await secretsStep(deps, fn, enabled);
+  if (!secrets.ok) {
+    status.lastError = secrets.message;
+    const previous = update.get('Ready');
+    if (previous?.reason !== Reason.SecretNotFound || !previous.message.startsWith(secrets.message))
+      deps.events?.record(fn, 'Warning', Reason.SecretNotFound, secrets.message);
+    setPhase('Failed', 'False', Reason.SecretNotFound, await servingNote(deps, fn, secrets.message));
+    return requeueAfter(SECRET_RECHECK_MS);
+  }
+  // The values' hash is part of the revision: a rotation rolls the function, with no rebuild.
+  const revision = revisionOf(
+    buildKey,
+    secrets.configHash ? secrets.configHash(configHash) : configHash,
+    enabled,
+  );
+  const deployOptions = { revision, enabled, ...(secrets.hash ? { secretsHash: secrets.hash } : {}) };
   // The build is kept either way: once the namespace has room, the function starts without one.
   let refusal: string | undefined;
   if (enabled) refusal = deps.processes?.admit(fn);
@@ -240,8 +264,8 @@ export async function reconcileFunction(
       // Rolled out already: put back what was changed or deleted by hand, and wait until it serves.
       const task = deps.rollouts.ensure(key, revision, () =>
         rolledOut
-          ? (deps.platform.ensure?.(fn, ready, { revision, enabled }) ?? Promise.resolve())
-          : deps.platform.deploy(fn, ready, { revision, enabled }),
+          ? (deps.platform.ensure?.(fn, ready, deployOptions) ?? Promise.resolve())
+          : deps.platform.deploy(fn, ready, deployOptions),
       );
       if (task.state === 'Running') {
         if (!rolledOut) {

@@ -15,6 +15,7 @@ import type {
 } from '../../core/interfaces.js';
 import { ANNOTATION_COMMIT, type GitSource, LABEL_SOURCE, type SlessFunction } from '../../core/resources.js';
 import { loadManifests, type ParsedManifestCache } from '../../manifest/load.js';
+import type { RepoSecrets } from '../../secrets/repo-secrets.js';
 import { refKey } from '../runtime/object-ref.js';
 
 /** How long closing every reader waits for a git fetch in flight to finish writing into its cache. */
@@ -38,6 +39,8 @@ export interface SourceReadersOptions {
   parsedManifests: ParsedManifestCache;
   /** A poll tick or a ref change of the source: it should sync. */
   wake: (namespace: string, name: string) => void;
+  /** Finds a repository's SOPS files, which builds leave out as they leave out manifests. */
+  repoSecrets?: RepoSecrets;
 }
 
 export class SourceReaders {
@@ -153,13 +156,16 @@ export class SourceReaders {
     if (!files) {
       files = (async () => {
         const source = await this.options.store.get('GitSource', namespace, sourceName as string);
-        return (
-          await loadManifests(snapshot, {
-            root: source?.spec.path ?? '.',
-            namespace,
-            cache: this.options.parsedManifests,
-          })
-        ).manifestFiles;
+        const { manifestFiles } = await loadManifests(snapshot, {
+          root: source?.spec.path ?? '.',
+          namespace,
+          cache: this.options.parsedManifests,
+        });
+        // As the sync's plan left them out: the same files, so the same build key and context.
+        if (source && this.options.repoSecrets)
+          for (const file of await this.options.repoSecrets.sopsFiles(snapshot, source))
+            manifestFiles.add(file);
+        return manifestFiles;
       })();
       this.manifestFiles.set(cacheKey, files);
       files.catch(() => this.manifestFiles.delete(cacheKey));

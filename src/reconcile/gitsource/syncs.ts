@@ -13,6 +13,7 @@ import { type GitSource, LABEL_SOURCE } from '../../core/resources.js';
 import { REPO_KINDS } from '../../core/schemas.js';
 import { Reason } from '../../core/status.js';
 import type { ParsedManifestCache } from '../../manifest/load.js';
+import type { RepoSecrets } from '../../secrets/repo-secrets.js';
 import type { BuildKeyCache } from '../plan.js';
 import { refKey } from '../runtime/object-ref.js';
 import { type SyncResult, syncSource } from '../source-sync.js';
@@ -45,6 +46,8 @@ export interface SourceSyncsOptions {
    */
   open: (namespace: string, name: string) => Promise<unknown>;
   events?: EventRecorder;
+  /** Decrypts a repository's SOPS Secret files during its sync, and drops them with its prune. */
+  repoSecrets?: RepoSecrets;
   finished?: (source: GitSource, result: SyncResult, durationMs: number) => void;
 }
 
@@ -97,6 +100,7 @@ export class SourceSyncs {
         const owned = await this.options.store.list(kind, { namespace, labels: { [LABEL_SOURCE]: name } });
         for (const o of owned) await this.options.store.delete(kind, o.metadata.namespace, o.metadata.name);
       }
+      await this.options.repoSecrets?.prune(namespace, name);
     });
   }
 
@@ -146,6 +150,7 @@ export class SourceSyncs {
         logger: this.options.logger,
         manifests: this.options.parsedManifests,
         buildKeys: this.options.buildKeys,
+        ...(this.options.repoSecrets ? { repoSecrets: this.options.repoSecrets } : {}),
         maxFunctions: this.options.maxFunctions,
         // Known before anything is applied, so the builds the apply starts need not read them again.
         planned: (plan) =>
