@@ -12,7 +12,12 @@ describe('ChangeSignal', () => {
     const a2 = signal.next('a', 60_000);
     const b = signal.next('b', 60_000);
     signal.notify('a');
-    expect(await settledWithin(Promise.all([a1, a2]).then(() => undefined), 1000)).toBe(true);
+    expect(
+      await settledWithin(
+        Promise.all([a1, a2]).then(() => undefined),
+        1000,
+      ),
+    ).toBe(true);
     expect(await settledWithin(b, 50)).toBe(false);
     expect(signal.size).toBe(1);
     signal.notifyAll();
