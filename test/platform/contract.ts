@@ -48,7 +48,7 @@ export interface PlatformUnderTest {
   rollouts(name: string, outcome: 'available' | 'crashLoop'): Promise<string>;
   /** Builds of `name` that ran (succeeded or failed), each counted once. */
   builds(name: string): Promise<number>;
-  /** Nothing of the function is left on the platform: no workload, no builds. */
+  /** Nothing of the function is left on the platform: no object (finalizers ran), no workload, no builds. */
   workloadGone(name: string): Promise<boolean>;
   /** Lets run `runId` of FunctionJob `job` end (kube: plays the Job controller; local: it ends by itself). */
   finishJobRun(job: string, runId: number): Promise<void>;
@@ -331,6 +331,18 @@ export function platformContract(
         await p.settle();
         expect(await p.builds('build-fails')).toBe(2);
         expect((await p.fn('build-fails'))?.status?.lastBuild).toEqual(status.lastBuild);
+
+        // A later commit that builds serves: the failed one does not hold the function back.
+        const fix = await push({
+          'build-fails/package.json': null,
+          [handlerPath('build-fails')]: handler('v3'),
+        });
+        await p.finishBuild('build-fails', fix);
+        const fixed = await readyAt('build-fails', fix);
+        expectServing(fixed, fix, fix);
+        expect(await p.call('build-fails')).toEqual({ status: 200, body: { version: 'v3', word: 'one' } });
+        await p.settle();
+        expect(await p.builds('build-fails')).toBe(3);
       },
     );
 
@@ -562,6 +574,7 @@ export function platformContract(
         return job?.status?.phase === 'Skipped' ? job : undefined;
       });
       expect(skipped.status?.observedRunId).toBe(0);
+      expect(await p.jobRuns('once')).toBe(0);
       expect(condition(skipped, 'Ready')).toMatchObject({ status: 'True', reason: 'Skipped' });
 
       const succeeded = (runId: number) =>

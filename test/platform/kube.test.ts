@@ -21,7 +21,7 @@ import { buildName } from '../../src/core/naming.js';
 import { type KubeSystem, startKubeSystem } from '../../src/main.js';
 import { MERGE_PATCH } from '../../src/platform/kube/http.js';
 import { getObject, type KubeObject, listObjects } from '../../src/platform/kube/objects.js';
-import { DEPLOYMENT, JOB, POD, SERVICE } from '../../src/platform/kube/resource-types.js';
+import { DEPLOYMENT, JOB, POD, SERVICE, slessType } from '../../src/platform/kube/resource-types.js';
 import { git, gitSource, TestRepo, tempDir } from '../helpers/git.js';
 import { startGitHttpServer } from '../helpers/git-http-server.js';
 import {
@@ -131,6 +131,8 @@ async function kubePlatform(): Promise<PlatformUnderTest> {
         new ListObjectsV2Command({ Bucket: env.bucket, Prefix: `contexts/${env.ns}/${name}/` }),
       );
       return (
+        // The object itself, not only as the store shows it: a deleting one reads as gone there.
+        (await getObject(env.http, slessType('Function'), env.ns, name)) === undefined &&
         (await getObject(env.http, DEPLOYMENT, env.ns, name)) === undefined &&
         (await getObject(env.http, SERVICE, env.ns, name)) === undefined &&
         (await buildJobs(name)).length === 0 &&
@@ -308,12 +310,6 @@ async function removePods(env: KubeEnv, name: string): Promise<void> {
 }
 
 platformContract('kube', kubePlatform, {
-  // The kube route resolver (KubeRouteResolver) reuses a resolution for 1 s (cacheMs, not settable
-  // from startKubeSystem), so /fn/ answers as status was up to a second before: once Disabled, the
-  // cached route still goes to the Service, which has no pods left (502); once Ready again, the cached
-  // 503 "no ready revision (Disabled)". Local routes follow status at once.
-  'answers-at-once':
-    '/fn/ lags status by up to 1 s: 502 after Disabled, 503 after Ready again (the route resolver caches for 1 s)',
   // Both 503; kube says `function {ns}/{name} has no ready revision (Disabled)`, local says
   // `function {ns}/{name} is disabled`.
   'disabled-answer': 'the 503 says "has no ready revision (Disabled)", not "is disabled"',
