@@ -13,14 +13,14 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import { GetObjectCommand, ListObjectsV2Command } from '@aws-sdk/client-s3';
+import { GetObjectCommand } from '@aws-sdk/client-s3';
 import { list as tarList } from 'tar';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildName } from '../../src/core/naming.js';
 import type { FunctionStatus, GitSource, GitSourceStatus } from '../../src/core/resources.js';
 import { type KubeSystem, startKubeSystem } from '../../src/main.js';
 import { getObject, type KubeObject, listObjects } from '../../src/platform/kube/objects.js';
-import { DEPLOYMENT, JOB, SECRET, SERVICE, slessType } from '../../src/platform/kube/resource-types.js';
+import { DEPLOYMENT, JOB, SECRET, SERVICE } from '../../src/platform/kube/resource-types.js';
 import { NETWORK_POLICY } from '../../src/platform/kube/tenant.js';
 import { functionManifest, git, gitSource, nodeHandler, TestRepo, tempDir } from '../helpers/git.js';
 import { startGitHttpServer } from '../helpers/git-http-server.js';
@@ -439,22 +439,5 @@ describe('kube platform: GitOps loop', () => {
     );
     await eventually('alpha Ready', async () => (await status('alpha'))?.phase === 'Ready');
     expect(await buildJobs('alpha')).toHaveLength(2);
-  });
-
-  it('removing a function prunes the Function, its Deployment, Service, build Jobs and S3 contexts', async () => {
-    await commitAndSync({ 'beta/function.yaml': null, 'beta/handler.js': null });
-    await eventually('beta gone', async () => (await fn('beta')) === undefined);
-    await eventually(
-      'beta Function object gone (finalizer ran)',
-      async () => (await await getObject(env.http, slessType('Function'), env.ns, 'beta')) === undefined,
-    );
-    await eventually('beta Deployment gone', async () => (await deployment('beta')) === undefined);
-    expect(await getObject(env.http, SERVICE, env.ns, 'beta')).toBeUndefined();
-    expect(await buildJobs('beta')).toEqual([]);
-    const contexts = await env.s3.send(
-      new ListObjectsV2Command({ Bucket: env.bucket, Prefix: `contexts/${env.ns}/beta/` }),
-    );
-    expect(contexts.Contents ?? []).toEqual([]);
-    expect(await deployment('alpha')).toBeDefined();
   });
 });

@@ -132,14 +132,6 @@ describe('kube triggers and jobs', () => {
     );
   });
 
-  it('FunctionJob runId 0 is Skipped and runs nothing', async () => {
-    const skipped = await eventually('Skipped', async () =>
-      (await fjob())?.status?.phase === 'Skipped' ? fjob() : undefined,
-    );
-    expect(skipped?.status?.observedRunId).toBe(0);
-    expect(await runJobs()).toEqual([]);
-  });
-
   it('raising runId runs the function once as run-{job}-{runId}; the same runId never runs twice', async () => {
     await commitAndSync({ 'tick/job.yaml': job(1) });
     const run = await eventually('run-once-1', () =>
