@@ -389,6 +389,14 @@ export const MUTATIONS: GuardMutation[] = [
     tests: ['test/kube/watched-waits.test.ts'],
   },
   {
+    id: 'last-error-deleted-not-cleared',
+    guard: 'Once the desired revision serves, status carries no error of a revision that failed before it.',
+    file: 'src/reconcile/function/reconciler.ts',
+    from: '  status.lastError = undefined;\n',
+    to: '  delete status.lastError;\n',
+    tests: ['test/platform/local.test.ts'],
+  },
+  {
     id: 'inflight-second-task-per-key',
     guard:
       'A function has at most one build (and one rollout) running at a time, whatever the build key asked for.',

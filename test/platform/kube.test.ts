@@ -309,11 +309,4 @@ async function removePods(env: KubeEnv, name: string): Promise<void> {
       .catch(() => undefined);
 }
 
-platformContract('kube', kubePlatform, {
-  // Both 503; kube says `function {ns}/{name} has no ready revision (Disabled)`, local says
-  // `function {ns}/{name} is disabled`.
-  'disabled-answer': 'the 503 says "has no ready revision (Disabled)", not "is disabled"',
-  // The same on local (see local.test.ts): a bug of the shared reconciler and status patch.
-  'recovery-clears-error':
-    'status.lastError keeps the failed rollout’s error after the fix serves (local too): `delete status.lastError` never reaches the store',
-});
+platformContract('kube', kubePlatform);

@@ -72,10 +72,4 @@ async function localPlatform(): Promise<PlatformUnderTest> {
   };
 }
 
-platformContract('local', localPlatform, {
-  // Not a difference between the platforms: kube does the same (a bug of the reconciler and the
-  // status patch they share). The reconciler removes lastError with `delete`, and a status patch
-  // merges into the stored status, so a field left out is kept: the failed revision's error stays.
-  'recovery-clears-error':
-    'status.lastError keeps the failed rollout’s error after the fix serves (kube too): `delete status.lastError` never reaches the store',
-});
+platformContract('local', localPlatform);

@@ -58,7 +58,9 @@ export class KubeRouteResolver implements RouteResolver {
     // Which revision serves is decided apart from Ready: a Function whose new revision failed is
     // not Ready, yet the revision that served before keeps serving (as a Knative Route keeps its
     // traffic on the last ready revision while the newest one fails).
-    if (!fn.status?.servingRevision || fn.status.phase === 'Disabled')
+    // Worded as the local platform words it: the same function answers the same on both.
+    if (fn.status?.phase === 'Disabled') return unavailable(`function ${namespace}/${name} is disabled`);
+    if (!fn.status?.servingRevision)
       return unavailable(
         `function ${namespace}/${name} has no ready revision (${fn.status?.phase ?? 'Pending'})`,
       );

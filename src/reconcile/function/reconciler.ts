@@ -310,7 +310,8 @@ export async function reconcileFunction(
     );
   status.servingRevision = revision;
   status.servingCommit = build.commit;
-  delete status.lastError;
+  // Undefined, not deleted: status is written as a merge, where a missing key keeps its old value.
+  status.lastError = undefined;
   // What the platform saw of the revision since it rolled out: its crashes, how it is held in.
   const seen = deps.platform.observe?.(fn);
   if (seen) {
