@@ -77,7 +77,7 @@ const rows: Row[] = [
     expect: {
       phase: 'Disabled',
       ready: ['True', Reason.Disabled],
-      message: `disabled; the function still serves at ${URL}`,
+      message: `disabled: the function is scaled to zero and ${URL} answers 503 until it is enabled`,
       url: URL,
       applied: [],
       removed: ['t'],

@@ -35,10 +35,10 @@ export async function reconcileTrigger(
     const url = `${deps.externalUrl}${functionPath(namespace, trigger.spec.function)}`;
     update.status.url = url;
     if (fn && disabled) {
-      // A Function answers at /fn/ whatever its Triggers say; a disabled http Trigger must not read
-      // as if it turned the address off.
+      // Any Trigger with enabled: false scales its function to zero in place (the Function reads
+      // Disabled and its address answers 503); the http Trigger says so rather than that it serves.
       reason = Reason.Disabled;
-      message = `disabled; the function still serves at ${url}`;
+      message = `disabled: the function is scaled to zero and ${url} answers 503 until it is enabled`;
     } else if (fn) {
       reason = Reason.Published;
       message = `serving at ${url}`;
