@@ -243,6 +243,8 @@ function sameRoute(a: MirroredRoute | undefined, b: MirroredRoute): boolean {
     a.origin === b.origin &&
     a.socketPath === b.socketPath &&
     a.timeoutSec === b.timeoutSec &&
+    a.admission?.limit === b.admission?.limit &&
+    a.admission?.queue === b.admission?.queue &&
     a.activitySlot === b.activitySlot
   );
 }

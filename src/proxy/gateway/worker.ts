@@ -43,6 +43,7 @@ function mirrored(route: MirroredRoute): { route: RouteState; activitySlot?: num
       origin: route.origin,
       ...(route.socketPath ? { socketPath: route.socketPath } : {}),
       timeoutSec: route.timeoutSec,
+      ...(route.admission ? { admission: route.admission } : {}),
       release: () => board.end(slot),
     },
   };
