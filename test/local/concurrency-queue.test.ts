@@ -28,6 +28,7 @@ describe.each([
   let repo: TestRepo;
   let system: TestSystem;
   let dir: string;
+  let shortDir: string;
 
   const seen = async () =>
     existsSync(join(dir, 'seen'))
@@ -48,7 +49,14 @@ describe.each([
 
   beforeAll(async () => {
     dir = await tempDir('gate');
+    shortDir = await tempDir('gate-short');
     repo = await TestRepo.create({
+      'short/function.yaml': functionManifest('short', {
+        env: { DIR: shortDir },
+        timeoutSec: 1,
+        scale: { concurrency: 1, queue: 2 },
+      }),
+      'short/handler.js': BLOCKING,
       'gate/function.yaml': functionManifest('gate', {
         env: { DIR: dir },
         scale: { concurrency: 1, queue: 2 },
@@ -56,14 +64,17 @@ describe.each([
       'gate/handler.js': BLOCKING,
     });
     system = await startTestSystem({ url: repo.dir, sandbox: 'off', proxyThread });
-    await eventually(async () => (await system.functionStatus('gate'))?.phase === 'Ready', 60_000, 'ready');
+    for (const name of ['gate', 'short'])
+      await eventually(async () => (await system.functionStatus(name))?.phase === 'Ready', 60_000, name);
   });
 
   afterAll(async () => {
     await writeFile(join(dir, 'open'), '');
+    await writeFile(join(shortDir, 'open'), '');
     await system?.close();
     await repo?.remove();
     await rm(dir, { recursive: true, force: true });
+    await rm(shortDir, { recursive: true, force: true });
   });
 
   it('serves one at a time, queues two in order and turns the rest away at once', async () => {
@@ -122,5 +133,31 @@ describe.each([
       [200, '/a3'],
     ]);
     expect(await seen()).toEqual(['/a1', '/a2', '/a3']);
+  });
+
+  it('answers a request that waited as long as the function may run with a 503, unseen by it', async () => {
+    const shortSeen = async () =>
+      existsSync(join(shortDir, 'seen'))
+        ? (await readFile(join(shortDir, 'seen'), 'utf8')).split('\n').filter(Boolean)
+        : [];
+    const status = (path: string) => system.call(`/fn/default/short${path}`).then((r) => r.status);
+    const first = status('/s1');
+    await eventually(async () => (await shortSeen()).length === 1, 10_000, 'the first request in flight');
+    // s2 gets the slot when s1 times out (after 1 s); s3, queued behind it, has waited 1 s by then.
+    const second = status('/s2');
+    await sleep(100);
+    const started = Date.now();
+    const waited = await system.call('/fn/default/short/s3');
+    const ms = Date.now() - started;
+    expect(waited.status).toBe(503);
+    expect(waited.headers.get('retry-after')).toBe('1');
+    expect(((await waited.json()) as { error: string }).error).toBe(
+      'function default/short had no free instance within 1s (1 in flight at most); try again',
+    );
+    expect(ms).toBeGreaterThanOrEqual(900);
+    expect(ms).toBeLessThan(1900);
+    // The blocked handler outlives its timeout: each admitted request ends with a 504.
+    expect([await first, await second]).toEqual([504, 504]);
+    expect(await shortSeen()).toEqual(['/s1', '/s2']);
   });
 });
