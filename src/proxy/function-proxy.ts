@@ -11,6 +11,7 @@ import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:
 import type { Dispatcher } from 'undici';
 import type { AdmissionLimits, RouteResolver, RouteState } from '../core/interfaces.js';
 import { isDnsLabel } from '../core/naming.js';
+import type { QueueDepth } from '../core/proxy-tallies.js';
 import { AdmissionGate } from './admission.js';
 import { sendJson, writeUpstreamChunk } from './answers.js';
 import { clientAddressOf, RELAYED_CLIENT_ADDRESS } from './client-address.js';
@@ -40,15 +41,20 @@ export interface FunctionProxyOptions {
 /** The proxy as both platforms serve it: responses counted in metrics, upstream failures logged. */
 export function observedFunctionProxy(options: {
   routes: RouteResolver;
-  metrics: { proxyResponse(namespace: string, name: string, statusCode: number, durationMs: number): void };
+  metrics: {
+    proxyResponse(namespace: string, name: string, statusCode: number, durationMs: number): void;
+    addQueueDepths?(source: () => QueueDepth[] | Promise<QueueDepth[]>): void;
+  };
   logger: { warn(fields: object, message: string): void };
 }): FunctionProxy {
   const { metrics, logger } = options;
-  return new FunctionProxy({
+  const proxy = new FunctionProxy({
     routes: options.routes,
     onResponse: (ns, name, status, ms) => metrics.proxyResponse(ns, name, status, ms),
     onUpstreamError: (fn, message) => logger.warn({ function: fn, err: message }, 'upstream failed'),
   });
+  metrics.addQueueDepths?.(() => proxy.queueDepths());
+  return proxy;
 }
 
 const FN_PATH = /^\/fn\/([^/?#]*)\/([^/?#]*)(.*)$/s;
@@ -144,6 +150,17 @@ export class FunctionProxy {
 
   private async closePool(pools: { pool: Pool; previous?: { pool: Pool } }): Promise<void> {
     await Promise.all([pools.pool.close(), pools.previous?.pool.close()]);
+  }
+
+  /** The functions with requests queued here now; a function absent has none. */
+  queueDepths(): QueueDepth[] {
+    const depths: QueueDepth[] = [];
+    for (const [key, gate] of this.gates) {
+      if (gate.queued === 0) continue;
+      const [namespace = '', name = ''] = key.split('/');
+      depths.push({ namespace, function: name, depth: gate.queued });
+    }
+    return depths;
   }
 
   static matches(url: string | undefined): boolean {

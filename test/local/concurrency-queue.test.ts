@@ -95,6 +95,8 @@ describe.each([
     // The function still serves only the first; the queued two have not reached it.
     await sleep(200);
     expect(await seen()).toEqual(['/r1']);
+    const metrics = await (await system.call('/metrics')).text();
+    expect(metrics).toContain('sless_proxy_queue_depth{namespace="default",function="gate"} 2');
 
     await writeFile(join(dir, 'open'), '');
     const served = await Promise.all([first, ...queued]);

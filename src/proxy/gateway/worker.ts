@@ -93,6 +93,9 @@ async function serve(): Promise<void> {
       case 'take-tallies':
         send({ type: 'tallies', id: message.id, tallies: tallies.take() });
         return;
+      case 'take-queues':
+        send({ type: 'queues', id: message.id, depths: proxy.queueDepths() });
+        return;
       case 'close': {
         const cut = setTimeout(() => server.closeAllConnections(), message.graceMs);
         server.close(() => {
