@@ -19,7 +19,7 @@ import type { ActivityBoard } from './core/activity-board.js';
 import { asError } from './core/errors.js';
 import type { ObjectStore, ProcessLauncher, RouteMirror } from './core/interfaces.js';
 import { ALWAYS_LEADER, type Leadership, LeaderTasks } from './core/leadership.js';
-import type { ProxyTally } from './core/proxy-tallies.js';
+import type { ProxyTally, QueueDepth } from './core/proxy-tallies.js';
 import type { BuildRecord, GitSource, SlessFunction } from './core/resources.js';
 import { startupMark } from './core/startup-marks.js';
 import { SopsDecryptor } from './manifest/sops.js';
@@ -221,6 +221,8 @@ async function controlPlaneModules() {
 interface ProxyThread extends RouteMirror {
   readonly activity: ActivityBoard;
   takeTallies(): Promise<ProxyTally[]>;
+  /** Optional: a stand-in thread without admission queues reports none. */
+  queueDepths?(): Promise<QueueDepth[]>;
 }
 
 /** Starts the embedded platform; `source` registers a GitSource once the controller runs. */
@@ -313,6 +315,8 @@ export async function startLocalSystem(
     ...(gateway ? { collectProxyTallies: () => gateway.takeTallies() } : {}),
   });
   const proxy = observedFunctionProxy({ routes: platform, metrics, logger });
+  const threadQueues = gateway?.queueDepths?.bind(gateway);
+  if (threadQueues) metrics.addQueueDepths(threadQueues);
   options.listener?.serveEarly(FunctionProxy.matches, (req, res) => void proxy.handle(req, res));
   startupMark('proxy attached');
   // Loading the control plane (fastify, ajv, isomorphic-git: seconds of CPU on a busy small machine)

@@ -4,7 +4,12 @@
  * the plain methods below; none of them knows about Prometheus.
  */
 import { Counter, Gauge, Histogram, type Metric, type MetricValueWithName, Registry } from 'prom-client';
-import { PROXY_SECONDS_BUCKETS, ProxyTallies, type ProxyTally } from '../core/proxy-tallies.js';
+import {
+  PROXY_SECONDS_BUCKETS,
+  ProxyTallies,
+  type ProxyTally,
+  type QueueDepth,
+} from '../core/proxy-tallies.js';
 import type { BuildRecord, GitSource, SlessFunction } from '../core/resources.js';
 import type { SyncResult } from '../reconcile/source-sync.js';
 
@@ -60,6 +65,7 @@ export class SlessMetrics {
   private readonly builds: Counter<'result'>;
   private readonly buildSeconds: Histogram<'result'>;
   private readonly proxyTallies = new ProxyTallies();
+  private readonly queueSources: Array<() => QueueDepth[] | Promise<QueueDepth[]>> = [];
 
   constructor(options: MetricsOptions = {}) {
     this.options = options;
@@ -125,6 +131,26 @@ export class SlessMetrics {
         () => this.proxySecondsValues(),
       ),
     );
+    // Registered after the proxy series, so /metrics keeps listing those first.
+    const queueSources = this.queueSources;
+    new Gauge({
+      name: 'sless_proxy_queue_depth',
+      help: "Requests waiting in the /fn/ proxy's admission queue, per function (spec.scale.concurrency)",
+      labelNames: ['namespace', 'function'],
+      registers,
+      async collect() {
+        this.reset();
+        const totals = new Map<string, QueueDepth>();
+        for (const depths of await Promise.all(queueSources.map((source) => source())))
+          for (const d of depths) {
+            const key = `${d.namespace}/${d.function}`;
+            const known = totals.get(key);
+            if (known) known.depth += d.depth;
+            else totals.set(key, { ...d });
+          }
+        for (const d of totals.values()) this.set({ namespace: d.namespace, function: d.function }, d.depth);
+      },
+    });
   }
 
   syncFinished(source: GitSource, result: SyncResult, durationMs: number): void {
@@ -145,6 +171,11 @@ export class SlessMetrics {
     const result = record.result.toLowerCase();
     this.builds.inc({ result });
     if (record.durationMs !== undefined) this.buildSeconds.observe({ result }, record.durationMs / 1000);
+  }
+
+  /** Where queue depths are read when scraped: each proxy (a thread's, the main one's) adds its own. */
+  addQueueDepths(source: () => QueueDepth[] | Promise<QueueDepth[]>): void {
+    this.queueSources.push(source);
   }
 
   proxyResponse(namespace: string, name: string, statusCode: number, durationMs: number): void {

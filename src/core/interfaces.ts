@@ -119,10 +119,20 @@ export type RouteState =
        */
       revision?: string;
       timeoutSec: number;
+      /** At most this many of the function's requests in flight, the next ones queued; absent: no limit. */
+      admission?: AdmissionLimits;
       release?: () => void;
     }
   | { state: 'unknown' }
   | UnavailableRoute;
+
+/** What a route says of its function's admission (see proxy/admission.ts). */
+export interface AdmissionLimits {
+  /** Requests in flight at once over all instances: `spec.scale.concurrency` × instances. */
+  limit: number;
+  /** Requests that may wait for a slot; beyond them, an immediate 503. */
+  queue: number;
+}
 
 /** A function that exists but cannot serve now (disabled, restarting after a crash): an answer as is. */
 export interface UnavailableRoute {
@@ -151,6 +161,7 @@ export type MirroredRoute =
       origin: string;
       socketPath?: string;
       timeoutSec: number;
+      admission?: AdmissionLimits;
       /** The revision's slot on the ActivityBoard the platform reads to drain and to scale to zero. */
       activitySlot: number;
     }

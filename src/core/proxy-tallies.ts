@@ -20,6 +20,13 @@ export interface ProxyTally {
   count: number;
 }
 
+/** Requests of one function waiting in a proxy's admission queue now (see proxy/admission.ts). */
+export interface QueueDepth {
+  namespace: string;
+  function: string;
+  depth: number;
+}
+
 export class ProxyTallies {
   /** Per `namespace/name`, and one entry for every unknown name. */
   private readonly tallies = new Map<string, ProxyTally>();

@@ -90,6 +90,11 @@ export const functionSpecSchema = {
         target: { type: 'integer', minimum: 1, maximum: 1000 },
         // The window the stable decision averages over; a panic window a tenth as long reacts to bursts.
         stableWindowSec: { type: 'integer', minimum: 6, maximum: 3600 },
+        // The most requests one instance serves at once; the proxy queues the next ones. Absent: no limit.
+        concurrency: { type: 'integer', minimum: 1, maximum: 1000 },
+        // Requests that may wait for a free instance, per function and proxy; beyond them a 503 at once.
+        // Absent: ten times concurrency × instances. Meaningless without concurrency.
+        queue: { type: 'integer', minimum: 0, maximum: 10000 },
       },
     },
   },

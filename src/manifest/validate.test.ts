@@ -226,6 +226,22 @@ describe('validateResource', () => {
     ]);
   });
 
+  it('bounds spec.scale.concurrency and the queue, and refuses a queue without a concurrency limit', () => {
+    const scaled = (scale: Record<string, unknown>) =>
+      messages('Function', fn({ runtime: 'nodejs20', entrypoint: 'h.h', scale }));
+    expect(scaled({ concurrency: 1, queue: 0 })).toEqual([]);
+    expect(scaled({ concurrency: 1000, queue: 10000 })).toEqual([]);
+    expect(scaled({ concurrency: 0 })).toEqual([
+      'functions/a/function.yaml#0 spec.scale.concurrency: must be >= 1',
+    ]);
+    expect(scaled({ concurrency: 1, queue: -1 })).toEqual([
+      'functions/a/function.yaml#0 spec.scale.queue: must be >= 0',
+    ]);
+    expect(scaled({ queue: 5 })).toEqual([
+      'functions/a/function.yaml#0 spec.scale.queue: needs spec.scale.concurrency: without a limit nothing waits',
+    ]);
+  });
+
   it('reserves exactly SLESS_* and PORT among environment names', () => {
     expect(
       messages(

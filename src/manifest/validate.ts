@@ -178,9 +178,14 @@ function semanticIssues(kind: KindName, doc: JsonObject, where: ValidateOptions)
         for (const problem of envValueIssues(env[name]))
           add(`spec.env.${name}${problem.field}`, problem.reason);
     }
-    const scale = spec.scale as { min?: number; max?: number } | undefined;
+    const scale = spec.scale as
+      | { min?: number; max?: number; concurrency?: number; queue?: number }
+      | undefined;
     if (scale?.min !== undefined && scale.max !== undefined && scale.min > scale.max)
       add('spec.scale.min', `must not exceed spec.scale.max (${scale.max})`);
+    // A queue bound with no limit would never queue anything: most likely a forgotten concurrency.
+    if (scale?.queue !== undefined && scale.concurrency === undefined)
+      add('spec.scale.queue', 'needs spec.scale.concurrency: without a limit nothing waits');
     issues.push(...secretMountIssues(spec.secrets, where));
   }
   // Stryker disable next-line ConditionalExpression: equivalent, the strict schemas of the other kinds refuse a spec.event

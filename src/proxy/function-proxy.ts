@@ -9,8 +9,10 @@ import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import type { Dispatcher } from 'undici';
-import type { RouteResolver, RouteState } from '../core/interfaces.js';
+import type { AdmissionLimits, RouteResolver, RouteState } from '../core/interfaces.js';
 import { isDnsLabel } from '../core/naming.js';
+import type { QueueDepth } from '../core/proxy-tallies.js';
+import { AdmissionGate } from './admission.js';
 import { sendJson, writeUpstreamChunk } from './answers.js';
 import { clientAddressOf, RELAYED_CLIENT_ADDRESS } from './client-address.js';
 import { stripHopByHop, stripHopByHopRaw } from './hop-by-hop.js';
@@ -39,15 +41,20 @@ export interface FunctionProxyOptions {
 /** The proxy as both platforms serve it: responses counted in metrics, upstream failures logged. */
 export function observedFunctionProxy(options: {
   routes: RouteResolver;
-  metrics: { proxyResponse(namespace: string, name: string, statusCode: number, durationMs: number): void };
+  metrics: {
+    proxyResponse(namespace: string, name: string, statusCode: number, durationMs: number): void;
+    addQueueDepths?(source: () => QueueDepth[] | Promise<QueueDepth[]>): void;
+  };
   logger: { warn(fields: object, message: string): void };
 }): FunctionProxy {
   const { metrics, logger } = options;
-  return new FunctionProxy({
+  const proxy = new FunctionProxy({
     routes: options.routes,
     onResponse: (ns, name, status, ms) => metrics.proxyResponse(ns, name, status, ms),
     onUpstreamError: (fn, message) => logger.warn({ function: fn, err: message }, 'upstream failed'),
   });
+  metrics.addQueueDepths?.(() => proxy.queueDepths());
+  return proxy;
 }
 
 const FN_PATH = /^\/fn\/([^/?#]*)\/([^/?#]*)(.*)$/s;
@@ -65,6 +72,8 @@ const UPSTREAM_OPTIONS = {
 export class FunctionProxy {
   private readonly options: FunctionProxyOptions;
   private readonly agent = new Agent(UPSTREAM_OPTIONS);
+  /** Per function with a concurrency limit, while it has requests in flight or queued. */
+  private readonly gates = new Map<string, AdmissionGate>();
 
   /**
    * One pool per unix socket (a sandboxed local function), dropped once its socket is gone. A pool
@@ -143,6 +152,17 @@ export class FunctionProxy {
     await Promise.all([pools.pool.close(), pools.previous?.pool.close()]);
   }
 
+  /** The functions with requests queued here now; a function absent has none. */
+  queueDepths(): QueueDepth[] {
+    const depths: QueueDepth[] = [];
+    for (const [key, gate] of this.gates) {
+      if (gate.queued === 0) continue;
+      const [namespace = '', name = ''] = key.split('/');
+      depths.push({ namespace, function: name, depth: gate.queued });
+    }
+    return depths;
+  }
+
   static matches(url: string | undefined): boolean {
     return url?.startsWith('/fn/') ?? false;
   }
@@ -198,14 +218,97 @@ export class FunctionProxy {
       return;
     }
     const path = rest === '' || rest.startsWith('?') ? `/${rest}` : rest;
-    new UpstreamExchange(this.options, this.dispatcherFor, req, res, {
+    const exchange = new UpstreamExchange(this.options, this.dispatcherFor, req, res, {
       ns,
       name,
       path,
       headers: forwardedHeaders(req, `/fn/${ns}/${name}`),
       started,
       finish,
-    }).send(route);
+    });
+    if (route.admission) this.admit(ns, name, route, route.admission, req, res, finish, exchange);
+    else exchange.send(route);
+  }
+
+  /**
+   * Sends the request once the function's gate admits it: at once below its limit, after the
+   * requests queued before it otherwise, or never (a 503 now) when its queue is full. The slot is
+   * held until the response closes, however it ends, so a retry to a newer revision keeps it.
+   */
+  private admit(
+    ns: string,
+    name: string,
+    route: ReadyRoute,
+    limits: AdmissionLimits,
+    req: IncomingMessage,
+    res: ServerResponse,
+    finish: (status: number) => void,
+    exchange: UpstreamExchange,
+  ): void {
+    const key = `${ns}/${name}`;
+    let gate = this.gates.get(key);
+    if (gate) gate.update(limits);
+    else {
+      gate = new AdmissionGate(limits);
+      this.gates.set(key, gate);
+    }
+    const admitted = gate;
+    const forget = () => {
+      if (admitted.idle && this.gates.get(key) === admitted) this.gates.delete(key);
+    };
+    const ended = () => {
+      admitted.done();
+      forget();
+    };
+    const start = () => {
+      if (res.destroyed) {
+        route.release?.();
+        ended();
+        return;
+      }
+      res.on('close', ended);
+      exchange.send(route);
+    };
+    const turnAway = (message: string) => {
+      route.release?.();
+      finish(503);
+      req.resume();
+      sendJson(res, 503, { error: message }, { 'retry-after': '1' });
+    };
+    // Called only from a later done() or update(), never within request(): `gone` and `timer` exist.
+    const admission = gate.request(() => {
+      clearTimeout(timer);
+      res.off('close', gone);
+      start();
+    });
+    if (admission.outcome === 'admitted') {
+      start();
+      return;
+    }
+    if (admission.outcome === 'rejected') {
+      forget();
+      turnAway(
+        `function ${key} is at its concurrency limit: ${limits.limit} in flight and ${limits.queue} queued; try again`,
+      );
+      return;
+    }
+    // A client that goes away leaves the queue; one that waits as long as the function may run is
+    // told so rather than held on.
+    const gone = () => {
+      clearTimeout(timer);
+      admission.leave();
+      route.release?.();
+      forget();
+    };
+    res.on('close', gone);
+    const timer = setTimeout(() => {
+      admission.leave();
+      res.off('close', gone);
+      forget();
+      turnAway(
+        `function ${key} had no free instance within ${route.timeoutSec}s (${limits.limit} in flight at most); try again`,
+      );
+    }, route.timeoutSec * 1000);
   }
 }
 

@@ -48,6 +48,48 @@ export const MUTATIONS: GuardMutation[] = [
     tests: ['test/local/proxy.test.ts'],
   },
 
+  {
+    id: 'admission-queue-off-by-one',
+    guard:
+      'A function with a concurrency limit queues at most spec.scale.queue requests; the next is a 503 at once.',
+    file: 'src/proxy/admission.ts',
+    from: 'if (this.waiting.size >= this.limits.queue) return',
+    to: 'if (this.waiting.size > this.limits.queue) return',
+    tests: ['src/proxy/admission.test.ts', 'test/local/concurrency-queue.test.ts'],
+  },
+  {
+    id: 'admission-lifo',
+    guard: 'Queued requests of a function are admitted in the order they came (FIFO).',
+    file: 'src/proxy/admission.ts',
+    from: 'const next = this.waiting.values().next();',
+    to: 'const next = { done: this.waiting.size === 0, value: [...this.waiting].at(-1) as Waiter };',
+    tests: ['src/proxy/admission.test.ts'],
+  },
+  {
+    id: 'admission-limit-off-by-one',
+    guard: 'At most concurrency × instances requests of a function are in flight through one proxy.',
+    file: 'src/proxy/admission.ts',
+    from: 'while (this.inFlight < this.limits.limit) {',
+    to: 'while (this.inFlight <= this.limits.limit) {',
+    tests: ['src/proxy/admission.test.ts'],
+  },
+  {
+    id: 'admission-client-gone-stays-queued',
+    guard: 'A queued request whose client went away leaves the queue and never reaches the function.',
+    file: 'src/proxy/function-proxy.ts',
+    from: '      clearTimeout(timer);\n      admission.leave();\n',
+    to: '      clearTimeout(timer);\n',
+    tests: ['test/local/concurrency-queue.test.ts'],
+  },
+  {
+    id: 'admission-ignored-by-proxy',
+    guard: "The /fn/ proxy (both threads) applies a route's admission limits.",
+    file: 'src/proxy/function-proxy.ts',
+    from: 'if (route.admission) this.admit(',
+    to: 'if (false as boolean && route.admission) this.admit(',
+    tests: ['test/local/concurrency-queue.test.ts'],
+  },
+
   // ---- Paths from repositories ----
   {
     id: 'symlink-only-repo-checked',

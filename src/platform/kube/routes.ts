@@ -11,6 +11,7 @@ import type { FunctionRoute } from '../../config/kube.js';
 import { asError } from '../../core/errors.js';
 import type { RouteResolver, RouteState } from '../../core/interfaces.js';
 import type { SlessFunction } from '../../core/resources.js';
+import { admissionOf } from '../../proxy/admission.js';
 import { FUNCTION_PORT } from './labels.js';
 import type { KubeRouteCache } from './route-cache.js';
 import { ActivationError, idleSecondsOf, type KubeScaler } from './scaler.js';
@@ -92,6 +93,8 @@ export class KubeRouteResolver implements RouteResolver {
         origin,
         timeoutSec,
         ...revisionOf(fn),
+        // Requests here go to one ready endpoint, so one instance's worth.
+        ...admissionOf(fn.spec.scale, 1),
         release: counted
           ? () => {
               idle();
@@ -116,6 +119,8 @@ export class KubeRouteResolver implements RouteResolver {
       origin,
       timeoutSec,
       ...revisionOf(fn),
+      // The Service balances over the available replicas; each proxy (controller replica) limits alone.
+      ...admissionOf(fn.spec.scale, available),
       ...(counted ? { release: counted } : {}),
     };
   }

@@ -22,6 +22,7 @@ import type {
 import { OwnedTempDirs } from '../../core/owned-temp-dirs.js';
 import type { BuildRecord, SlessFunction } from '../../core/resources.js';
 import { startupMark } from '../../core/startup-marks.js';
+import { admissionOf } from '../../proxy/admission.js';
 import type { FunctionLogBuffer } from './function-logs.js';
 import type { PinnedBuilds, ServingRecord, ServingRecords } from './local-state.js';
 import { type RuntimeCommand, RuntimeProcess } from './runtime-process.js';
@@ -151,12 +152,13 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     else if (!revision) mirror.publish(key, undefined);
     else if (!revision.process.alive) mirror.publish(key, restartingAfterCrash(namespace, name));
     else {
-      const { origin, socketPath, timeoutSec } = revision.route;
+      const { origin, socketPath, timeoutSec, admission } = revision.route;
       mirror.publish(key, {
         state: 'ready',
         origin,
         ...(socketPath ? { socketPath } : {}),
         timeoutSec,
+        ...(admission ? { admission } : {}),
         activitySlot: revision.activitySlot,
       });
     }
@@ -581,6 +583,8 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
         origin: process.origin,
         ...(process.socketPath ? { socketPath: process.socketPath } : {}),
         timeoutSec: fn.spec.timeoutSec ?? 30,
+        // One process per function here.
+        ...admissionOf(fn.spec.scale, 1),
         // Called once per resolve (the proxy and the cron scheduler each release what they resolved).
         release: () => board.end(activitySlot),
       },

@@ -13,7 +13,7 @@ import { type ClientListener, EarlyListener } from '../../api/early-listener.js'
 import { ActivityBoard } from '../../core/activity-board.js';
 import type { MirroredRoute, RouteMirror } from '../../core/interfaces.js';
 import { OwnedTempDirs } from '../../core/owned-temp-dirs.js';
-import type { ProxyTally } from '../../core/proxy-tallies.js';
+import type { ProxyTally, QueueDepth } from '../../core/proxy-tallies.js';
 import type { FromGateway, GatewayWorkerData, ToGateway } from './protocol.js';
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => void;
@@ -57,6 +57,7 @@ export class Gateway implements ClientListener, RouteMirror {
   private readonly published = new Map<string, MirroredRoute>();
   private pending: Array<[string, MirroredRoute | undefined]> = [];
   private tallyRequests = new Map<number, (tallies: ProxyTally[]) => void>();
+  private queueRequests = new Map<number, (depths: QueueDepth[]) => void>();
   private nextTallyId = 0;
   /** Set once sless stops the thread on purpose: its exit is then no failure. */
   private stopping = false;
@@ -85,6 +86,8 @@ export class Gateway implements ClientListener, RouteMirror {
       for (const waiter of this.waitingForSeq.splice(0)) waiter.resolve();
       for (const answer of this.tallyRequests.values()) answer([]);
       this.tallyRequests.clear();
+      for (const answer of this.queueRequests.values()) answer([]);
+      this.queueRequests.clear();
       if (!this.stopping) this.reports?.failed(new Error(`the gateway thread exited with code ${code}`));
     });
   }
@@ -174,6 +177,23 @@ export class Gateway implements ClientListener, RouteMirror {
     });
   }
 
+  /** The thread's admission queues now, for the queue-depth gauge; none if it does not answer in a second. */
+  queueDepths(): Promise<QueueDepth[]> {
+    if (this.exited) return Promise.resolve([]);
+    const id = ++this.nextTallyId;
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        this.queueRequests.delete(id);
+        resolve([]);
+      }, 1000);
+      this.queueRequests.set(id, (depths) => {
+        clearTimeout(timer);
+        resolve(depths);
+      });
+      this.send({ type: 'take-queues', id });
+    });
+  }
+
   /** The public port closes; requests in flight there get up to `graceMs` to end. */
   drainClients(graceMs = 10_000): Promise<void> {
     this.stopping = true;
@@ -226,6 +246,10 @@ export class Gateway implements ClientListener, RouteMirror {
         this.tallyRequests.get(message.id)?.(message.tallies);
         this.tallyRequests.delete(message.id);
         return;
+      case 'queues':
+        this.queueRequests.get(message.id)?.(message.depths);
+        this.queueRequests.delete(message.id);
+        return;
       case 'upstream-error':
         this.reports?.upstreamError(message.function, message.message);
         return;
@@ -243,6 +267,8 @@ function sameRoute(a: MirroredRoute | undefined, b: MirroredRoute): boolean {
     a.origin === b.origin &&
     a.socketPath === b.socketPath &&
     a.timeoutSec === b.timeoutSec &&
+    a.admission?.limit === b.admission?.limit &&
+    a.admission?.queue === b.admission?.queue &&
     a.activitySlot === b.activitySlot
   );
 }

@@ -4,7 +4,7 @@
  */
 import type { ActivityBoardMemory } from '../../core/activity-board.js';
 import type { MirroredRoute } from '../../core/interfaces.js';
-import type { ProxyTally } from '../../core/proxy-tallies.js';
+import type { ProxyTally, QueueDepth } from '../../core/proxy-tallies.js';
 
 /** What the gateway thread is started with. */
 export interface GatewayWorkerData {
@@ -19,6 +19,7 @@ export type ToGateway =
   /** Route changes in the order they happened; `undefined`: no ready route any more. */
   | { type: 'routes'; seq: number; changes: Array<[key: string, route: MirroredRoute | undefined]> }
   | { type: 'take-tallies'; id: number }
+  | { type: 'take-queues'; id: number }
   /** Stop taking connections; let requests in flight end for up to `graceMs`, then cut them. */
   | { type: 'close'; graceMs: number };
 
@@ -27,5 +28,6 @@ export type FromGateway =
   | { type: 'listen-failed'; message: string; code: string | undefined }
   | { type: 'routes-applied'; seq: number }
   | { type: 'tallies'; id: number; tallies: ProxyTally[] }
+  | { type: 'queues'; id: number; depths: QueueDepth[] }
   | { type: 'upstream-error'; function: string; message: string }
   | { type: 'closed' };

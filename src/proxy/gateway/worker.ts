@@ -43,6 +43,7 @@ function mirrored(route: MirroredRoute): { route: RouteState; activitySlot?: num
       origin: route.origin,
       ...(route.socketPath ? { socketPath: route.socketPath } : {}),
       timeoutSec: route.timeoutSec,
+      ...(route.admission ? { admission: route.admission } : {}),
       release: () => board.end(slot),
     },
   };
@@ -91,6 +92,9 @@ async function serve(): Promise<void> {
         return;
       case 'take-tallies':
         send({ type: 'tallies', id: message.id, tallies: tallies.take() });
+        return;
+      case 'take-queues':
+        send({ type: 'queues', id: message.id, depths: proxy.queueDepths() });
         return;
       case 'close': {
         const cut = setTimeout(() => server.closeAllConnections(), message.graceMs);
