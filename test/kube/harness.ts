@@ -15,6 +15,7 @@ import { KubeHttp } from '../../src/platform/kube/http.js';
 import { apply, getObject, type KubeObject } from '../../src/platform/kube/objects.js';
 import { JOB, SECRET } from '../../src/platform/kube/resource-types.js';
 import { getTestCluster, type SharedTestCluster } from '../cluster/shared.ts';
+import { pollUntil } from '../helpers/poll-until.js';
 import { createNamespace, installCrds } from './install.ts';
 import {
   markBuildFailed,
@@ -42,26 +43,12 @@ export function suffix(): string {
   return randomBytes(3).toString('hex');
 }
 
-export async function eventually<T>(
+export function eventually<T>(
   what: string,
   check: () => Promise<T | undefined | false>,
   timeoutMs = 20_000,
 ): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const value = await check();
-      if (value !== undefined && value !== false) return value;
-    } catch (error) {
-      last = error;
-    }
-    if (Date.now() > deadline)
-      throw new Error(
-        `${what}: not true after ${timeoutMs} ms${last ? ` (${(last as Error).message})` : ''}`,
-      );
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  return pollUntil(what, check, timeoutMs, 100);
 }
 
 /** A dockerconfigjson for the test registry: deterministic per (registry, user, password). */

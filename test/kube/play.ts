@@ -197,3 +197,47 @@ export function playHealthyKubelet(http: KubeHttp, namespace: string, everyMs = 
     stopped = true;
   };
 }
+
+/** Plays the kubelet: a pod of the revision whose container exited with 1 and is backing off. */
+export async function playCrashLoopingPod(
+  http: KubeHttp,
+  namespace: string,
+  name: string,
+  fn: string,
+  revision: string,
+): Promise<void> {
+  await http.request('POST', `/api/v1/namespaces/${namespace}/pods`, {
+    body: {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: {
+        name,
+        labels: { 'sless.dev/function': fn },
+        annotations: { 'sless.dev/revision': revision },
+      },
+      spec: { containers: [{ name: 'function', image: 'function:test' }] },
+    },
+  });
+  const t = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
+  await http.request('PATCH', `/api/v1/namespaces/${namespace}/pods/${name}/status`, {
+    contentType: MERGE_PATCH,
+    body: {
+      status: {
+        phase: 'Running',
+        containerStatuses: [
+          {
+            name: 'function',
+            image: 'function:test',
+            imageID: '',
+            ready: false,
+            restartCount: 3,
+            state: {
+              waiting: { reason: 'CrashLoopBackOff', message: 'back-off 10s restarting failed container' },
+            },
+            lastState: { terminated: { exitCode: 1, reason: 'Error', startedAt: t, finishedAt: t } },
+          },
+        ],
+      },
+    },
+  });
+}

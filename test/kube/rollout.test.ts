@@ -3,7 +3,7 @@
  * the revision out, and a revision whose pods never become available is RolloutFailed (Ready=False)
  * with the pods' reason while the previous revision serves /fn/. There is no kubelet or Deployment
  * controller here: the test plays them by writing Deployment and Pod status (markDeploymentAvailable,
- * crashLoopingPod), and plays kaniko (markBuildSucceeded). The real crash-looping container is the real node's test.
+ * playCrashLoopingPod), and plays kaniko (markBuildSucceeded). The real crash-looping container is the real node's test.
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -25,6 +25,7 @@ import {
   markDeploymentAvailable,
   restorePullSecret,
 } from './harness.js';
+import { playCrashLoopingPod } from './play.js';
 
 const DEADLINE_MS = 3000;
 
@@ -120,7 +121,7 @@ describe('kube platform: Ready means serving', () => {
       },
     });
     // Plays the kubelet: the new revision's container keeps exiting.
-    await crashLoopingPod(env, 'alpha-new-pod', revision);
+    await playCrashLoopingPod(env.http, env.ns, 'alpha-new-pod', 'alpha', revision);
     const failed = await eventually(
       'RolloutFailed',
       async () => {
@@ -372,41 +373,3 @@ describe('kube platform: Ready means serving', () => {
     );
   });
 });
-
-/** Plays the kubelet: a pod of the revision whose container exited with 1 and is backing off. */
-async function crashLoopingPod(env: KubeEnv, name: string, revision: string): Promise<void> {
-  await env.http.request('POST', `/api/v1/namespaces/${env.ns}/pods`, {
-    body: {
-      apiVersion: 'v1',
-      kind: 'Pod',
-      metadata: {
-        name,
-        labels: { 'sless.dev/function': 'alpha' },
-        annotations: { 'sless.dev/revision': revision },
-      },
-      spec: { containers: [{ name: 'function', image: 'function:test' }] },
-    },
-  });
-  const t = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
-  await env.http.request('PATCH', `/api/v1/namespaces/${env.ns}/pods/${name}/status`, {
-    contentType: MERGE_PATCH,
-    body: {
-      status: {
-        phase: 'Running',
-        containerStatuses: [
-          {
-            name: 'function',
-            image: 'function:test',
-            imageID: '',
-            ready: false,
-            restartCount: 3,
-            state: {
-              waiting: { reason: 'CrashLoopBackOff', message: 'back-off 10s restarting failed container' },
-            },
-            lastState: { terminated: { exitCode: 1, reason: 'Error', startedAt: t, finishedAt: t } },
-          },
-        ],
-      },
-    },
-  });
-}

@@ -401,6 +401,7 @@ export const MUTATIONS: GuardMutation[] = [
       'A reconcile of a FunctionJob while its run goes on attaches to that run; it never starts a second.',
     file: 'src/reconcile/job/reconciler.ts',
     from: 'deps.runs.ensure(key, String(runId),',
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: the source text itself, not a template
     to: 'deps.runs.ensure(`${key}#${Math.random()}`, String(runId),',
     tests: ['src/reconcile/job/reconciler.test.ts'],
   },

@@ -12,6 +12,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Condition } from '../../src/core/conditions.js';
 import type { FunctionJob, SlessFunction, Trigger } from '../../src/core/resources.js';
+import { pollUntil } from '../helpers/poll-until.js';
 
 /** What /fn/{ns}/{name} answered; a JSON body is parsed, any other is the text. */
 export interface Served {
@@ -115,24 +116,12 @@ function jobManifest(name: string, fn: string, runId: number): string {
 }
 
 /** Polls until `check` returns a value (not undefined or false); the last error says what was seen. */
-export async function waitFor<T>(
+export function waitFor<T>(
   what: string,
   check: () => Promise<T | undefined | false>,
   timeoutMs = 45_000,
 ): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const value = await check();
-      if (value !== undefined && value !== false) return value;
-    } catch (error) {
-      last = error;
-    }
-    if (Date.now() > deadline)
-      throw new Error(`${what}: not so after ${timeoutMs} ms${last ? ` (${String(last)})` : ''}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  return pollUntil(what, check, timeoutMs, 50);
 }
 
 const condition = (fn: { status?: { conditions?: Condition[] } }, type: string) =>

@@ -34,7 +34,7 @@ import {
   markDeploymentAvailable,
   markJobComplete,
 } from '../kube/harness.js';
-import { deploymentLags } from '../kube/play.js';
+import { deploymentLags, playCrashLoopingPod } from '../kube/play.js';
 import { handlerPath, type PlatformUnderTest, platformContract, versionOfHandler } from './contract.js';
 
 /** Short, so a crash-looping revision is RolloutFailed soon; long enough for a played rollout. */
@@ -262,40 +262,7 @@ async function playCrashLoop(env: KubeEnv, deployment: KubeObject, revision: str
   });
   const pod = `${name}-${revision}`;
   if (await getObject(env.http, POD, env.ns, pod)) return;
-  await env.http.request('POST', `/api/v1/namespaces/${env.ns}/pods`, {
-    body: {
-      apiVersion: 'v1',
-      kind: 'Pod',
-      metadata: {
-        name: pod,
-        labels: { 'sless.dev/function': name },
-        annotations: { 'sless.dev/revision': revision },
-      },
-      spec: { containers: [{ name: 'function', image: 'function:test' }] },
-    },
-  });
-  const t = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
-  await env.http.request('PATCH', `/api/v1/namespaces/${env.ns}/pods/${pod}/status`, {
-    contentType: MERGE_PATCH,
-    body: {
-      status: {
-        phase: 'Running',
-        containerStatuses: [
-          {
-            name: 'function',
-            image: 'function:test',
-            imageID: '',
-            ready: false,
-            restartCount: 3,
-            state: {
-              waiting: { reason: 'CrashLoopBackOff', message: 'back-off 10s restarting failed container' },
-            },
-            lastState: { terminated: { exitCode: 1, reason: 'Error', startedAt: t, finishedAt: t } },
-          },
-        ],
-      },
-    },
-  });
+  await playCrashLoopingPod(env.http, env.ns, pod, name, revision);
 }
 
 async function removePods(env: KubeEnv, name: string): Promise<void> {
