@@ -78,6 +78,7 @@ export async function startKubeSystem(
   // The Kubernetes client and the AWS SDK cost most of a second to load; local mode never needs them.
   const [
     { buildApp, BuildHistory, SlessMetrics, withCodeGate, Controller },
+    { observedFunctionProxy },
     { guardedGitHttp },
     { S3Client },
     { loadKubeCredentials },
@@ -108,6 +109,7 @@ export async function startKubeSystem(
     { KubeSecrets, kubeAgeKey },
   ] = await Promise.all([
     controlPlaneModules(),
+    import('../proxy/function-proxy.js'),
     import('../source/guarded-http.js'),
     import('@aws-sdk/client-s3'),
     import('../platform/kube/kubeconfig.js'),
@@ -328,9 +330,10 @@ export async function startKubeSystem(
       repoSecrets,
     });
   let ready = false;
+  const proxy = observedFunctionProxy({ routes, metrics, logger });
   const app = await buildApp({
     logger,
-    routes,
+    proxy,
     authenticator,
     ...(config.leaderElection.enabled
       ? { leader: { ...leadership, leaderUrl: () => term.leaderUrl() } }

@@ -7,7 +7,6 @@ import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { Authenticator } from '../api/auth/authenticator.js';
 import { createAuthenticator } from '../api/auth/factory.js';
-import type { ClientListener } from '../api/early-listener.js';
 import type { SlessMetrics } from '../api/metrics.js';
 import { webhookSecretFor } from '../config/auth.js';
 import { ConfigError, type LocalConfig } from '../config/config.js';
@@ -31,6 +30,7 @@ import type { Controller } from '../reconcile/controller.js';
 import { createLauncher, describeIsolation } from '../sandbox/probe.js';
 import { LocalSecretStore } from '../secrets/local-store.js';
 import { RepoSecrets } from '../secrets/repo-secrets.js';
+import type { ClientListener } from '../server/early-listener.js';
 import type { GuardedHttpClient } from '../source/guarded-http.js';
 import {
   buildRecorder,
@@ -346,7 +346,6 @@ async function localControlPlane(
   let ready = false;
   const app = await buildApp({
     logger,
-    routes: platform,
     authenticator,
     metrics,
     metricsToken: config.tenancy.metricsToken,
