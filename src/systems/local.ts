@@ -11,6 +11,7 @@ import type { SlessMetrics } from '../api/metrics.js';
 import { webhookSecretFor } from '../config/auth.js';
 import { ConfigError, type LocalConfig } from '../config/config.js';
 import type { ActivityBoard } from '../core/activity-board.js';
+import { branchOf } from '../core/defaults.js';
 import type { ObjectStore, ProcessLauncher, RouteMirror } from '../core/interfaces.js';
 import { ALWAYS_LEADER } from '../core/leadership.js';
 import type { ProxyTally, QueueDepth } from '../core/proxy-tallies.js';
@@ -77,7 +78,7 @@ async function withStoredPin(store: ObjectStore, source: GitSource): Promise<Git
   const stored = await store.get('GitSource', source.metadata.namespace, source.metadata.name);
   const ref = stored?.spec.ref;
   if (!ref?.commit || stored?.spec.url !== source.spec.url) return source;
-  if ((stored.spec.branch ?? 'main') !== (source.spec.branch ?? 'main')) return source;
+  if (branchOf(stored) !== branchOf(source)) return source;
   return { ...source, spec: { ...source.spec, ref } };
 }
 

@@ -8,6 +8,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { ActivityBoard } from '../../core/activity-board.js';
+import { timeoutSecOf } from '../../core/defaults.js';
 import { asError, RolloutError } from '../../core/errors.js';
 import type {
   ObjectStore,
@@ -474,7 +475,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
    */
   private async retire(revision: Revision): Promise<void> {
     await this.options.mirror?.synced();
-    const limitMs = ((revision.fn.spec.timeoutSec ?? 30) + 1) * 1000;
+    const limitMs = (timeoutSecOf(revision.fn) + 1) * 1000;
     await this.board.waitIdle(revision.activitySlot, limitMs);
     await revision.process.stop();
   }

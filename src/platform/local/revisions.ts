@@ -6,6 +6,7 @@
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { ActivityBoard } from '../../core/activity-board.js';
+import { timeoutSecOf } from '../../core/defaults.js';
 import type { ProcessLauncher, RouteState } from '../../core/interfaces.js';
 import { OwnedTempDirs } from '../../core/owned-temp-dirs.js';
 import type { BuildRecord, SlessFunction } from '../../core/resources.js';
@@ -124,7 +125,7 @@ export class RevisionStarter {
         state: 'ready',
         origin: process.origin,
         ...(process.socketPath ? { socketPath: process.socketPath } : {}),
-        timeoutSec: fn.spec.timeoutSec ?? 30,
+        timeoutSec: timeoutSecOf(fn),
         // One process per function here.
         ...admissionOf(fn.spec.scale, 1),
         // Called once per resolve (the proxy and the cron scheduler each release what they resolved).

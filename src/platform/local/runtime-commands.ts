@@ -5,6 +5,7 @@
  */
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
+import { memoryMbOf, timeoutSecOf } from '../../core/defaults.js';
 import type { ProcessLauncher } from '../../core/interfaces.js';
 import type { BuildRecord, SlessFunction } from '../../core/resources.js';
 import type { RuntimeCommand } from './runtime-process.js';
@@ -45,7 +46,7 @@ export class RuntimeCommands {
       report.enforced.some((line) => line.startsWith(`${what}:`)) ? 'enforced' : 'NOT enforced';
     return [
       report.sandboxed ? 'sandboxed (bubblewrap, own uid, no network)' : 'NOT sandboxed',
-      `memory ${fn.spec.memoryMb ?? 128} MiB ${holds('memory')}`,
+      `memory ${memoryMbOf(fn)} MiB ${holds('memory')}`,
       `processes <= ${FUNCTION_MAX_PROCESSES} ${holds('processes')}`,
     ].join('; ');
   }
@@ -59,7 +60,7 @@ export class RuntimeCommands {
       tenant: fn.metadata.namespace,
       readable: [buildDir, this.options.runtimesDir],
       writable: [],
-      memoryMb: fn.spec.memoryMb ?? 128,
+      memoryMb: memoryMbOf(fn),
       maxProcesses: FUNCTION_MAX_PROCESSES,
     };
     const env: Record<string, string> = {
@@ -71,15 +72,15 @@ export class RuntimeCommands {
       SLESS_CODE_DIR: codeDir,
       SLESS_FUNCTION_NAME: fn.metadata.name,
       SLESS_NAMESPACE: fn.metadata.namespace,
-      SLESS_TIMEOUT_SEC: String(fn.spec.timeoutSec ?? 30),
-      SLESS_MEMORY_MB: String(fn.spec.memoryMb ?? 128),
+      SLESS_TIMEOUT_SEC: String(timeoutSecOf(fn)),
+      SLESS_MEMORY_MB: String(memoryMbOf(fn)),
     };
     switch (fn.spec.runtime) {
       case 'nodejs20':
         return {
           command: process.execPath,
           args: [
-            `--max-old-space-size=${Math.max(fn.spec.memoryMb ?? 128, 64)}`,
+            `--max-old-space-size=${Math.max(memoryMbOf(fn), 64)}`,
             // The build root holds a typeless package.json that the image does not have; without
             // this, ES module syntax in code with no package.json would warn here and not there.
             ...(existsSync(join(codeDir, 'package.json'))
