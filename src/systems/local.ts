@@ -40,6 +40,7 @@ import {
   controlPlaneModules,
   createLogger,
   fileVersion,
+  functionInstanceCounts,
   once,
   outboundPolicy,
   readyFunctionCounts,
@@ -168,6 +169,7 @@ export async function startLocalSystem(
   // The /fn/ proxy needs only the platform (and the metrics it counts in), so it serves at once.
   const metrics = new SlessMetrics({
     readyFunctions: () => readyFunctionCounts(store),
+    functionInstances: () => functionInstanceCounts(store),
     isKnownFunction: (ns, name) => platform.currentRevision(ns, name) !== undefined,
     ...(gateway ? { collectProxyTallies: () => gateway.takeTallies() } : {}),
   });
