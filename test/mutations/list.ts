@@ -1003,7 +1003,15 @@ export const MUTATIONS: GuardMutation[] = [
     file: 'src/platform/kube/drift-watch.ts',
     from: "return before.ready !== now.ready ? 'instances' : undefined;",
     to: 'return undefined;',
-    tests: ['test/kube/autoscale.test.ts'],
+    tests: ['test/kube/drift-watch.test.ts', 'test/kube/autoscale.test.ts'],
+  },
+  {
+    id: 'instances-status-heartbeat-reported',
+    guard: 'A Deployment status write that keeps its ready instances queues nothing.',
+    file: 'src/platform/kube/drift-watch.ts',
+    from: "return before.ready !== now.ready ? 'instances' : undefined;",
+    to: "return 'instances';",
+    tests: ['test/kube/drift-watch.test.ts'],
   },
   {
     id: 'local-parked-counts-as-running',
