@@ -726,7 +726,7 @@ export const MUTATIONS: GuardMutation[] = [
     id: 'process-quota-replicas-not-counted',
     guard: 'The process quota counts every replica of a function, not one per function.',
     file: 'src/reconcile/process-quota.ts',
-    from: '    const replicas = Math.max(1, Number(fn.spec.replicas ?? 1));',
+    from: '    const replicas = Math.max(1, Number(replicasOf(fn)));',
     to: '    const replicas = 1;',
     tests: ['test/security/process-quota.test.ts'],
   },
