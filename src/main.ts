@@ -31,7 +31,7 @@ import type { LeaderElector } from './platform/kube/leader-election.js';
 import type { KubeRouteResolver } from './platform/kube/routes.js';
 import type { KubeScaler } from './platform/kube/scaler.js';
 import type { KubeWorkloads } from './platform/kube/workloads.js';
-import { LocalBuildArchive } from './platform/local/build/build-archive.js';
+import { findKeptBuild, LocalBuildArchive } from './platform/local/build/build-archive.js';
 import type { LocalBuilder } from './platform/local/build/local-builder.js';
 import type { LocalCronScheduler } from './platform/local/cron-scheduler.js';
 import { FunctionLogBuffer } from './platform/local/function-logs.js';
@@ -293,6 +293,7 @@ export async function startLocalSystem(
     onChanged: (ns, name) => late.controller?.enqueueFunction(ns, name),
     secrets,
     ...(gateway ? { activity: gateway.activity, mirror: gateway } : {}),
+    keptBuild: (ns, name, commit) => findKeptBuild(config.stateDir, ns, name, commit),
   });
   // Serve first: the revisions that served before start from their builds on disk before the API and
   // the controller load (a request that arrives meanwhile waits for its function). Only then

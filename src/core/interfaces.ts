@@ -122,6 +122,8 @@ export type RouteState =
       /** At most this many of the function's requests in flight, the next ones queued; absent: no limit. */
       admission?: AdmissionLimits;
       release?: () => void;
+      /** Told each answer's status and latency, once per request (a canary's figures). */
+      observe?: (statusCode: number, durationMs: number) => void;
     }
   | { state: 'unknown' }
   | UnavailableRoute;
@@ -137,7 +139,8 @@ export interface AdmissionLimits {
 /** A function that exists but cannot serve now (disabled, restarting after a crash): an answer as is. */
 export interface UnavailableRoute {
   state: 'unavailable';
-  status: 502 | 503;
+  /** 404: the function exists, the revision asked for (`@commit`) does not, or no longer. */
+  status: 404 | 502 | 503;
   message: string;
 }
 

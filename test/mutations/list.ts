@@ -995,4 +995,21 @@ export const MUTATIONS: GuardMutation[] = [
     to: '    resources: [secrets]\n    verbs: [get]',
     tests: ['test/kube/rbac.test.ts'],
   },
+  {
+    id: 'commit-revision-build-not-kept',
+    guard:
+      'A build that runs for a /fn/{ns}/{name}@{commit} request is kept by garbage collection until it stops.',
+    file: 'src/platform/local/local-platform.ts',
+    from: '    for (const dir of this.commits.buildDirs()) dirs.add(dir);\n',
+    to: '',
+    tests: ['test/local/commit-urls.test.ts'],
+  },
+  {
+    id: 'commit-revision-never-idles',
+    guard: 'A commit revision started for a request stops again once idle.',
+    file: 'src/platform/local/commit-revisions.ts',
+    from: "'commit revision stopped, idle');\n      void this.end(entry);",
+    to: "'commit revision stopped, idle');",
+    tests: ['test/local/commit-urls.test.ts'],
+  },
 ];

@@ -21,8 +21,10 @@ import type {
 } from '../../core/interfaces.js';
 import { OwnedTempDirs } from '../../core/owned-temp-dirs.js';
 import type { BuildRecord, SlessFunction } from '../../core/resources.js';
+import { commitMatches, parseFunctionSegment } from '../../core/revision-ref.js';
 import { startupMark } from '../../core/startup-marks.js';
 import { admissionOf } from '../../proxy/admission.js';
+import { CommitRevisions } from './commit-revisions.js';
 import type { FunctionLogBuffer } from './function-logs.js';
 import type { PinnedBuilds, ServingRecord, ServingRecords } from './local-state.js';
 import { type RuntimeCommand, RuntimeProcess } from './runtime-process.js';
@@ -60,6 +62,11 @@ export interface LocalPlatformOptions {
   mirror?: RouteMirror;
   /** The secrets store: values for `secretRef` variables and `spec.secrets` files, at each start. */
   secrets?: SecretSource;
+  /**
+   * The kept build of a function at a commit, for `/fn/{ns}/{name}@{commit}`; without it, such URLs
+   * answer 404.
+   */
+  keptBuild?: (namespace: string, name: string, commit: string) => Promise<BuildRecord | undefined>;
 }
 
 /** Threads count too (Python serves each request on one): room for a busy server, not a fork bomb. */
@@ -129,10 +136,20 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
   /** Each process's secret files, in memory where the machine has /dev/shm, never in the state dir. */
   private readonly secretFiles = new SecretFiles();
   private readonly board: ActivityBoard;
+  /** Kept builds called by commit, each its own process while used. */
+  private readonly commits: CommitRevisions;
 
   constructor(options: LocalPlatformOptions) {
     this.options = options;
     this.board = options.activity ?? new ActivityBoard();
+    this.commits = new CommitRevisions({
+      store: options.store,
+      findBuild: async (ns, name, commit) => options.keptBuild?.(ns, name, commit),
+      start: (fn, build, id) => this.startRevision(fn, build, id),
+      board: this.board,
+      logger: options.logger,
+      idleSeconds: (fn) => fn.spec.scaleToZero?.idleSeconds,
+    });
   }
 
   /**
@@ -175,6 +192,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
       const build = slot.current?.build ?? slot.parked?.build;
       if (build?.image) dirs.add(build.image);
     }
+    for (const dir of this.commits.buildDirs()) dirs.add(dir);
     return dirs;
   }
 
@@ -393,6 +411,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     clearTimeout(slot.idleTimer);
     this.slots.delete(key);
     this.mirrorRoute(key);
+    await this.commits.stop(key);
     if (slot.current) {
       await this.options.mirror?.synced();
       await slot.current.process.stop();
@@ -400,7 +419,10 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     this.options.logs?.forget(namespace, name);
   }
 
-  async resolve(namespace: string, name: string): Promise<RouteState> {
+  async resolve(namespace: string, segment: string): Promise<RouteState> {
+    const { name, ref } = parseFunctionSegment(segment) ?? { name: segment };
+    if (ref?.kind === 'commit') return this.resolveCommit(namespace, name, ref.commit);
+    if (ref) return { state: 'unknown' };
     const slot = this.slots.get(`${namespace}/${name}`);
     if (!slot) {
       const fn = await this.options.store.get('Function', namespace, name);
@@ -429,6 +451,24 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     if (!revision?.process.alive) return restartingAfterCrash(namespace, name);
     this.board.begin(revision.activitySlot);
     return revision.route;
+  }
+
+  /**
+   * A commit's kept build: the serving revision itself when that is the build asked for (no second
+   * process for the same code), else a process of its own, started for the request.
+   */
+  private async resolveCommit(namespace: string, name: string, commit: string): Promise<RouteState> {
+    const serving = this.slots.get(`${namespace}/${name}`)?.current;
+    if (serving?.process.alive && commitMatches(serving.build.commit, commit)) {
+      this.board.begin(serving.activitySlot);
+      return serving.route;
+    }
+    return this.commits.resolve(namespace, name, commit);
+  }
+
+  /** Commits whose kept builds run now for `@commit` requests, besides the serving revision. */
+  commitRevisions(namespace: string, name: string): string[] {
+    return this.commits.running(namespace, name);
   }
 
   /** The host pid of the process serving the function now (in the sandbox, its outermost process). */
@@ -506,6 +546,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     const keys = [...this.slots.keys()];
     this.slots.clear();
     for (const key of keys) this.mirrorRoute(key);
+    stops.push(this.commits.stop());
     await Promise.all([...stops, ...this.retiring]);
     await this.sockets.removeAll();
     await this.secretFiles.removeAll();
