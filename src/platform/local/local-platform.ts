@@ -10,6 +10,9 @@ import type { Logger } from 'pino';
 import { ActivityBoard } from '../../core/activity-board.js';
 import { asError, RolloutError } from '../../core/errors.js';
 import type {
+  CanaryControl,
+  DeployOptions,
+  LiveCanary,
   ObjectStore,
   ProcessLauncher,
   RouteMirror,
@@ -24,6 +27,7 @@ import type { BuildRecord, SlessFunction } from '../../core/resources.js';
 import { commitMatches, parseFunctionSegment } from '../../core/revision-ref.js';
 import { startupMark } from '../../core/startup-marks.js';
 import { admissionOf } from '../../proxy/admission.js';
+import { CanarySplit } from './canary-split.js';
 import { CommitRevisions } from './commit-revisions.js';
 import type { FunctionLogBuffer } from './function-logs.js';
 import type { PinnedBuilds, ServingRecord, ServingRecords } from './local-state.js';
@@ -108,6 +112,8 @@ interface Slot {
   parked?: { fn: SlessFunction; build: BuildRecord; id: string };
   waking?: Promise<void>;
   idleTimer?: NodeJS.Timeout;
+  /** A new revision beside `current`, taking its share of requests while it is judged. */
+  canary?: CanarySplit<Revision>;
 }
 
 const HOST_ENV = /^(PATH|HOME|LANG|LC_\w+|TMPDIR|TZ|SYSTEMROOT)$/;
@@ -167,6 +173,8 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     else if (!slot.enabled) mirror.publish(key, disabled(namespace, name));
     // Parked or still starting: only the platform can wake it or wait for it.
     else if (!revision) mirror.publish(key, undefined);
+    // Split between two revisions: the platform picks each request's revision and counts its answer.
+    else if (slot.canary) mirror.publish(key, undefined);
     else if (!revision.process.alive) mirror.publish(key, restartingAfterCrash(namespace, name));
     else {
       const { origin, socketPath, timeoutSec, admission } = revision.route;
@@ -191,6 +199,8 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     for (const slot of this.slots.values()) {
       const build = slot.current?.build ?? slot.parked?.build;
       if (build?.image) dirs.add(build.image);
+      const canary = slot.canary?.revision.build.image;
+      if (canary) dirs.add(canary);
     }
     for (const dir of this.commits.buildDirs()) dirs.add(dir);
     return dirs;
@@ -312,6 +322,8 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
       };
       this.slots.set(key, slot);
     }
+    // A revision rolled out at once replaces any canary in progress.
+    if (slot.canary) await this.abortCanary(key, slot);
     if (options.enabled && !slot.current && this.idleSecondsOf(fn) !== undefined) {
       // Lazy start: nothing runs for this function now, so nothing is waiting for it; the first
       // request starts this revision (and waits for /healthz) as it would after an idle stop.
@@ -366,22 +378,107 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
       await revision.process.stop();
       return;
     }
+    this.switchTo(key, slot, revision);
+  }
+
+  /** `revision` serves every request from now on; the one before drains and stops. */
+  private switchTo(key: string, slot: Slot, revision: Revision): void {
     const previous = slot.current;
     clearTimeout(slot.restarting);
     slot.restarting = undefined;
     slot.current = revision;
     slot.enabled = true;
-    slot.revisionId = options.revision;
+    slot.revisionId = revision.id;
     slot.restarts = 0;
     slot.totalRestarts = 0;
     slot.lastCrash = undefined;
-    slot.isolation = this.isolationOf(fn);
+    slot.isolation = this.isolationOf(revision.fn);
     slot.lastStart = Date.now();
     this.mirrorRoute(key);
     this.watchCrash(key, slot, revision);
     this.scheduleIdleCheck(slot, revision);
     // The new revision serves from here on; draining the old one must not hold up the next rollout.
     if (previous) this.retireInBackground(previous);
+  }
+
+  readonly canary: CanaryControl = {
+    start: (fn, build, options, weight) => this.startCanary(fn, build, options, weight),
+    live: (namespace, name) => this.liveCanary(`${namespace}/${name}`),
+    setWeight: (namespace, name, weight) => this.slots.get(`${namespace}/${name}`)?.canary?.setWeight(weight),
+    promote: (namespace, name) => this.promoteCanary(`${namespace}/${name}`),
+    abort: async (namespace, name) => {
+      const key = `${namespace}/${name}`;
+      const slot = this.slots.get(key);
+      if (slot) await this.abortCanary(key, slot);
+    },
+  };
+
+  private async startCanary(
+    fn: SlessFunction,
+    build: BuildRecord,
+    options: DeployOptions,
+    weight: number,
+  ): Promise<void> {
+    const key = `${fn.metadata.namespace}/${fn.metadata.name}`;
+    const slot = this.slots.get(key);
+    // Nothing runs to compare with (a first rollout, a function at zero): rolled out at once.
+    if (!slot?.current?.process.alive || !options.enabled || !slot.enabled)
+      return this.deploy(fn, build, options);
+    if (slot.canary) await this.abortCanary(key, slot);
+    let revision: Revision;
+    try {
+      revision = await this.startRevision(fn, build, options.revision);
+    } catch (error) {
+      throw new RolloutError(asError(error).message, error);
+    }
+    if (slot.removed || this.slots.get(key) !== slot) {
+      await revision.process.stop();
+      return;
+    }
+    // Another canary started meanwhile (a newer commit): the later one wins.
+    if (slot.canary) await this.abortCanary(key, slot);
+    const split = new CanarySplit(revision, weight);
+    slot.canary = split;
+    revision.process.once('exit', () => {
+      if (slot.canary !== split) return;
+      this.mirrorRoute(key);
+      this.options.onChanged?.(fn.metadata.namespace, fn.metadata.name);
+    });
+    this.mirrorRoute(key);
+    this.options.logger.info({ function: key, revision: revision.id, weight }, 'canary started');
+  }
+
+  private liveCanary(key: string): LiveCanary | undefined {
+    const split = this.slots.get(key)?.canary;
+    if (!split) return undefined;
+    return {
+      revision: split.revision.id,
+      weight: split.weight,
+      alive: split.revision.process.alive,
+      figures: split.tally.figures(),
+    };
+  }
+
+  private async promoteCanary(key: string): Promise<void> {
+    const slot = this.slots.get(key);
+    const split = slot?.canary;
+    if (!slot || !split) return;
+    const { fn, build, id } = split.revision;
+    // Recorded before the route switches, as a rollout is: what clients saw served, a restart serves.
+    await this.options.serving?.record({ fn, build, revision: id, enabled: true });
+    if (slot.canary !== split || slot.removed) return;
+    slot.canary = undefined;
+    slot.parked = undefined;
+    this.switchTo(key, slot, split.revision);
+    this.options.logger.info({ function: key, revision: id }, 'canary promoted');
+  }
+
+  private async abortCanary(key: string, slot: Slot): Promise<void> {
+    const split = slot.canary;
+    if (!split) return;
+    slot.canary = undefined;
+    this.mirrorRoute(key);
+    await this.retire(split.revision);
   }
 
   /** What holds this function in, said plainly in its status. */
@@ -412,6 +509,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     this.slots.delete(key);
     this.mirrorRoute(key);
     await this.commits.stop(key);
+    if (slot.canary) await slot.canary.revision.process.stop();
     if (slot.current) {
       await this.options.mirror?.synced();
       await slot.current.process.stop();
@@ -449,6 +547,11 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     }
     const revision = slot.current;
     if (!revision?.process.alive) return restartingAfterCrash(namespace, name);
+    const canary = slot.canary;
+    if (canary?.revision.process.alive && canary.takesNext()) {
+      this.board.begin(canary.revision.activitySlot);
+      return canary.route;
+    }
     this.board.begin(revision.activitySlot);
     return revision.route;
   }
@@ -542,6 +645,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
       clearTimeout(slot.restarting);
       clearTimeout(slot.idleTimer);
       if (slot.current) stops.push(slot.current.process.stop());
+      if (slot.canary) stops.push(slot.canary.revision.process.stop());
     }
     const keys = [...this.slots.keys()];
     this.slots.clear();
