@@ -1016,8 +1016,8 @@ export const MUTATIONS: GuardMutation[] = [
     id: 'canary-share-doubled',
     guard: "During a canary the new revision gets exactly its step's share of requests.",
     file: 'src/platform/local/canary-split.ts',
-    from: '    if (this.credit < 100) return false;',
-    to: '    if (this.credit < 50) return false;',
+    from: '    this.credit -= 100;',
+    to: '    this.credit -= 50;',
     tests: ['test/local/canary.test.ts'],
   },
   {
@@ -1035,5 +1035,13 @@ export const MUTATIONS: GuardMutation[] = [
     from: '    slot.canary = undefined;\n    slot.parked = undefined;\n    this.switchTo(key, slot, split.revision);',
     to: '    slot.parked = undefined;',
     tests: ['test/local/canary.test.ts'],
+  },
+  {
+    id: 'canary-restart-starts-over',
+    guard: 'After kill -9 a canary resumes at the step it was in, as its status recorded it.',
+    file: 'src/reconcile/function/canary-step.ts',
+    from: "previous?.revision === revision && previous.phase === 'Progressing' ? previous : undefined;",
+    to: 'undefined as CanaryStatus | undefined;',
+    tests: ['test/local/canary-restart.test.ts'],
   },
 ];

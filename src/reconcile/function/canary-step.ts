@@ -88,11 +88,14 @@ export async function canaryStep(
   const steps = spec.steps;
   const inProgress =
     previous?.revision === revision && previous.phase === 'Progressing' ? previous : undefined;
+  // After a restart the canary resumes at the step it was in, judged afresh from now.
+  const step = Math.min(inProgress?.step ?? 0, steps.length - 1);
+  const taskId = `canary:${revision}`;
+  // The pass after the start took place begins the step: its clock and figures start then.
+  let begun = live !== undefined && deps.rollouts.take(key, taskId)?.state === 'Succeeded';
   if (!live) {
-    // After a restart the canary resumes at the step it was in, judged afresh from now.
-    const step = Math.min(inProgress?.step ?? 0, steps.length - 1);
     const weight = steps[step] as number;
-    const task = deps.rollouts.ensure(key, `canary:${revision}`, () =>
+    const task = deps.rollouts.ensure(key, taskId, () =>
       control.start(fn, input.build, input.deployOptions, weight),
     );
     if (task.state === 'Running') {
@@ -116,6 +119,14 @@ export async function canaryStep(
     live = control.live(namespace, name);
     // Rolled out at once after all (the serving revision was at zero): the next pass sees it serve.
     if (!live) return requeueAfter(CANARY_CHECK_MS);
+    begun = true;
+  }
+  if (begun) {
+    const weight = live.weight;
+    deps.logger.info(
+      { function: key, revision, step, weight, resumed: inProgress !== undefined },
+      inProgress ? 'canary resumed after a restart' : 'canary step started',
+    );
     status.canary = {
       revision,
       stableRevision: serving,
@@ -168,6 +179,10 @@ export async function canaryStep(
         message: `step ${current.step + 1} passed: ${describe(figures)}`,
       };
       const message = progress(status.canary, steps);
+      deps.logger.info(
+        { function: key, revision, step: decision.step, weight: decision.weight },
+        'canary step started',
+      );
       deps.events?.record(fn, 'Normal', Reason.CanaryProgressing, message);
       input.setPhase('Deploying', input.readyWhileInProgress(), Reason.CanaryProgressing, message);
       return requeueAfter(CANARY_CHECK_MS);
