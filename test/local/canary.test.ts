@@ -168,4 +168,64 @@ describe('canary rollouts (local)', { timeout: 240_000 }, () => {
     expect(share(after, 'v2')).toBe(100);
     expect((await status()).canary?.phase).toBe('RolledBack');
   });
+
+  it('a new commit during a canary starts over from the serving revision', async () => {
+    const stable = (await status()).servingRevision;
+    await push(good('v4'));
+    const first = await eventually(
+      async () => {
+        const canary = (await status()).canary;
+        return canary?.phase === 'Progressing' && canary.message === undefined && canary;
+      },
+      60_000,
+      'canary of v4',
+    );
+    await push(good('v5'));
+    const second = await eventually(
+      async () => {
+        const canary = (await status()).canary;
+        return canary?.phase === 'Progressing' && canary.revision !== first.revision && canary;
+      },
+      60_000,
+      'canary of v5',
+    );
+    expect(second.stableRevision).toBe(stable);
+    expect(second.step).toBe(0);
+    expect(system.platform.canary.live('default', 'c')?.revision).toBe(second.revision);
+    // v4 is gone from the split: only the serving revision and v5 answer, at v5's share.
+    const tally = await send(200);
+    expect([...tally.byBody.keys()].sort()).toEqual(['"v2"', '"v5"']);
+    expect(share(tally, 'v5')).toBe(STEPS[0]);
+  });
+
+  it('rolls back a canary whose process dies, and the serving revision never stops answering', async () => {
+    const stable = (await status()).servingRevision;
+    await push(
+      nodeHandler(
+        `globalThis.n = (globalThis.n ?? 0) + 1; if (globalThis.n >= 3) setTimeout(() => process.exit(1), 0); return 'v6';`,
+      ),
+    );
+    await eventually(
+      async () => {
+        const canary = (await status()).canary;
+        return canary?.phase === 'Progressing' && canary.message === undefined && canary.revision;
+      },
+      60_000,
+      'canary of v6',
+    );
+    await eventually(
+      async () => {
+        await send(50, 4);
+        return (await status()).canary?.phase === 'RolledBack';
+      },
+      60_000,
+      'rolled back',
+    );
+    const s = await status();
+    expect(s.canary?.message).toMatch(/rolled back at 10% \(step 1 of 2\): its process exited/);
+    expect(s.servingRevision).toBe(stable);
+    const after = await send(200);
+    expect(after.errors).toBe(0);
+    expect(share(after, 'v2')).toBe(100);
+  });
 });

@@ -99,4 +99,20 @@ describe('a URL per commit (local)', { timeout: 180_000 }, () => {
     expect((await bodyOf(system, `/fn/default/f@${(commits[1] as string).slice(0, 12)}`)).text).toBe('"two"');
     expect((await bodyOf(system, '/fn/default/f')).text).toBe('"three"');
   });
+
+  it('a disabled function answers 503 at its commit URLs too', async () => {
+    const trigger = `---\napiVersion: sless.dev/v1alpha1\nkind: Trigger\nmetadata:\n  name: off\nspec: ${JSON.stringify({ type: 'http', function: 'f', enabled: false })}\n`;
+    await repo.commit({ 'f/function.yaml': `${manifest}${trigger}` });
+    await system.controller.syncNow('default', 'test');
+    await eventually(
+      async () => (await system.functionStatus('f'))?.phase === 'Disabled',
+      30_000,
+      'disabled',
+    );
+    const two = (commits[1] as string).slice(0, 12);
+    const answer = await system.call(`/fn/default/f@${two}`);
+    expect(answer.status).toBe(503);
+    expect(await answer.json()).toEqual({ error: 'function default/f is disabled' });
+    expect(system.platform.commitRevisions('default', 'f')).toEqual([]);
+  });
 });

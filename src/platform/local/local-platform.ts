@@ -359,6 +359,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
       clearTimeout(slot.restarting);
       clearTimeout(slot.idleTimer);
       if (previous) await this.retire(previous);
+      await this.commits.stop(key);
       return;
     }
     let revision: Revision;
@@ -561,7 +562,10 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
    * process for the same code), else a process of its own, started for the request.
    */
   private async resolveCommit(namespace: string, name: string, commit: string): Promise<RouteState> {
-    const serving = this.slots.get(`${namespace}/${name}`)?.current;
+    const slot = this.slots.get(`${namespace}/${name}`);
+    // A trigger that disables the function disables every revision of it.
+    if (slot && !slot.enabled) return disabled(namespace, name);
+    const serving = slot?.current;
     if (serving?.process.alive && commitMatches(serving.build.commit, commit)) {
       this.board.begin(serving.activitySlot);
       return serving.route;
