@@ -80,6 +80,7 @@ describe('canary rollouts (local)', { timeout: 240_000 }, () => {
   it('gives a good revision each step its share within 3 points over 2,000 requests, then all of them, and stops the old one', async () => {
     const stable = (await status()).servingRevision;
     const oldPid = system.platform.processId('default', 'c') as number;
+    let canaryPid: number | undefined;
     await push(good('v2'));
     for (const [step, weight] of STEPS.entries()) {
       const at = await eventually(
@@ -92,6 +93,8 @@ describe('canary rollouts (local)', { timeout: 240_000 }, () => {
       );
       expect(at.stableRevision).toBe(stable);
       expect(at.weight).toBe(weight);
+      canaryPid ??= system.platform.canaryProcessId('default', 'c');
+      expect(system.platform.canaryProcessId('default', 'c')).toBe(canaryPid);
       const tally = await send(2000);
       // The whole batch fell in this step.
       expect((await status()).canary?.stepStartedAt).toBe(at.stepStartedAt);
@@ -112,6 +115,10 @@ describe('canary rollouts (local)', { timeout: 240_000 }, () => {
     );
     expect(done.servingRevision).toBe(done.canary?.revision);
     expect(done.servingRevision).not.toBe(stable);
+    // The canary's own process takes every request: promoted, not rolled out again.
+    expect(canaryPid).toBeGreaterThan(0);
+    expect(system.platform.processId('default', 'c')).toBe(canaryPid);
+    expect(system.platform.canaryProcessId('default', 'c')).toBeUndefined();
     const after = await send(300);
     expect(share(after, 'v2')).toBe(100);
     // The old revision's process drains and stops.

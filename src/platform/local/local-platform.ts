@@ -573,6 +573,11 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     return this.commits.resolve(namespace, name, commit);
   }
 
+  /** The host pid of the canary's process, while a canary runs. */
+  canaryProcessId(namespace: string, name: string): number | undefined {
+    return this.slots.get(`${namespace}/${name}`)?.canary?.revision.process.pid;
+  }
+
   /** Commits whose kept builds run now for `@commit` requests, besides the serving revision. */
   commitRevisions(namespace: string, name: string): string[] {
     return this.commits.running(namespace, name);
