@@ -264,6 +264,8 @@ export interface LiveCanary {
   weight: number;
   /** False once the new revision's process (or pods) died. */
   alive: boolean;
+  /** When its weight was last set (ms since the epoch): by its start, or by setWeight. */
+  since: number;
   figures: import('./canary.js').AnswerFigures;
 }
 

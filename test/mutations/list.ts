@@ -1044,4 +1044,13 @@ export const MUTATIONS: GuardMutation[] = [
     to: 'undefined as CanaryStatus | undefined;',
     tests: ['test/local/canary-restart.test.ts'],
   },
+  {
+    id: 'canary-resume-keeps-old-clock',
+    guard:
+      'A canary set up again after a restart begins its step anew, rather than judging it by the clock of the run that was killed.',
+    file: 'src/reconcile/function/canary-step.ts',
+    from: '(!inProgress || live.since > Date.parse(inProgress.stepStartedAt))',
+    to: '!inProgress',
+    tests: ['test/local/canary-restart.test.ts'],
+  },
 ];

@@ -13,6 +13,8 @@ export class CanarySplit<R extends { route: ReadyRoute }> {
   /** The new revision's route, counting each answer in the tally. */
   readonly route: ReadyRoute;
   private credit = 0;
+  /** When the share was last set: at the start, then at each step. */
+  private setAt = Date.now();
 
   constructor(
     readonly revision: R,
@@ -23,6 +25,10 @@ export class CanarySplit<R extends { route: ReadyRoute }> {
 
   get weight(): number {
     return this.share;
+  }
+
+  get since(): number {
+    return this.setAt;
   }
 
   /** True when the next request goes to the new revision. */
@@ -36,6 +42,7 @@ export class CanarySplit<R extends { route: ReadyRoute }> {
   /** A new step: a new share, and figures counted from now. */
   setWeight(weight: number): void {
     this.share = weight;
+    this.setAt = Date.now();
     this.tally.reset();
   }
 }

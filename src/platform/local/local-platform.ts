@@ -456,6 +456,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
       revision: split.revision.id,
       weight: split.weight,
       alive: split.revision.process.alive,
+      since: split.since,
       figures: split.tally.figures(),
     };
   }

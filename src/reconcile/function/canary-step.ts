@@ -89,12 +89,14 @@ export async function canaryStep(
   const inProgress =
     previous?.revision === revision && previous.phase === 'Progressing' ? previous : undefined;
   // After a restart the canary resumes at the step it was in, judged afresh from now.
-  const step = Math.min(inProgress?.step ?? 0, steps.length - 1);
+  const resumeAt = Math.min(inProgress?.step ?? 0, steps.length - 1);
   const taskId = `canary:${revision}`;
-  // The pass after the start took place begins the step: its clock and figures start then.
-  let begun = live !== undefined && deps.rollouts.take(key, taskId)?.state === 'Succeeded';
+  // The pass after the start begins the step: its clock and figures start then. A canary set up
+  // after the step in status began is one started again after a restart: that step begins anew.
+  deps.rollouts.take(key, taskId);
+  let begun = live !== undefined && (!inProgress || live.since > Date.parse(inProgress.stepStartedAt));
   if (!live) {
-    const weight = steps[step] as number;
+    const weight = steps[resumeAt] as number;
     const task = deps.rollouts.ensure(key, taskId, () =>
       control.start(fn, input.build, input.deployOptions, weight),
     );
@@ -121,8 +123,10 @@ export async function canaryStep(
     if (!live) return requeueAfter(CANARY_CHECK_MS);
     begun = true;
   }
-  if (begun) {
+  if (begun || !inProgress) {
     const weight = live.weight;
+    // Without a step in status (its write was lost), the canary's own share says which step it is.
+    const step = inProgress ? resumeAt : Math.max(steps.indexOf(weight), 0);
     deps.logger.info(
       { function: key, revision, step, weight, resumed: inProgress !== undefined },
       inProgress ? 'canary resumed after a restart' : 'canary step started',
@@ -144,15 +148,7 @@ export async function canaryStep(
     );
     return requeueAfter(CANARY_CHECK_MS);
   }
-  // The status write of the pass that started it may be lost: the canary's own weight says its step.
-  const current: CanaryStatus = inProgress ?? {
-    revision,
-    stableRevision: serving,
-    phase: 'Progressing',
-    step: Math.max(steps.indexOf(live.weight), 0),
-    weight: live.weight,
-    stepStartedAt: new Date().toISOString(),
-  };
+  const current: CanaryStatus = inProgress;
   const figures = live.figures;
   const decision = live.alive
     ? decideCanary(spec, current.step, Date.parse(current.stepStartedAt), figures, Date.now())
