@@ -158,6 +158,7 @@ describe('canary rollouts (local)', { timeout: 240_000 }, () => {
     expect(canary?.weight).toBe(STEPS[0]);
     expect(canary?.figures?.requests).toBeGreaterThanOrEqual(20);
     expect(canary?.figures?.errorRate).toBeGreaterThan(0.05);
+    expect(canary?.figures?.p99Ms).toBeGreaterThan(0);
     expect(canary?.message).toMatch(
       /rolled back at 10% \(step 1 of 2\): error rate over 5\.0%: \d+ of \d+ answers were 5xx/,
     );
@@ -234,5 +235,41 @@ describe('canary rollouts (local)', { timeout: 240_000 }, () => {
     const after = await send(200);
     expect(after.errors).toBe(0);
     expect(share(after, 'v2')).toBe(100);
+  });
+
+  it('rolls back a revision whose p99 passes maxP99Ms, though it answers no error', async () => {
+    const stable = (await status()).servingRevision;
+    await repo.commit({
+      'c/function.yaml': functionManifest('c', {
+        rollout: { canary: { steps: STEPS, stepSeconds: STEP_SECONDS, maxErrorRate: 0.05, maxP99Ms: 150 } },
+      }),
+      'c/handler.js': nodeHandler(`await new Promise((r) => setTimeout(r, 400)); return 'v7';`),
+    });
+    await system.controller.syncNow('default', 'test');
+    await eventually(
+      async () => {
+        const canary = (await status()).canary;
+        return canary?.phase === 'Progressing' && canary.message === undefined && canary.revision;
+      },
+      60_000,
+      'canary of v7',
+    );
+    const seen = { errors: 0 };
+    await eventually(
+      async () => {
+        seen.errors += (await send(64)).errors;
+        return (await status()).canary?.phase === 'RolledBack';
+      },
+      60_000,
+      'rolled back',
+    );
+    const s = await status();
+    expect(seen.errors).toBe(0);
+    expect(s.canary?.figures?.errors).toBe(0);
+    expect(s.canary?.figures?.p99Ms).toBeGreaterThan(150);
+    expect(s.canary?.message).toMatch(
+      /rolled back at 10% \(step 1 of 2\): p99 over 150 ms: 0 of \d+ answers were 5xx/,
+    );
+    expect(s.servingRevision).toBe(stable);
   });
 });

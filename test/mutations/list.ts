@@ -1053,4 +1053,12 @@ export const MUTATIONS: GuardMutation[] = [
     to: '!inProgress',
     tests: ['test/local/canary-restart.test.ts'],
   },
+  {
+    id: 'canary-p99-ignored',
+    guard: 'A canary whose p99 passes maxP99Ms is rolled back, even when it answers no error.',
+    file: 'src/core/canary.ts',
+    from: '(figures.p99Ms ?? 0) > spec.maxP99Ms)',
+    to: '(figures.p99Ms ?? 0) > spec.maxP99Ms * 100)',
+    tests: ['test/local/canary.test.ts'],
+  },
 ];
