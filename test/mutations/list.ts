@@ -417,7 +417,7 @@ export const MUTATIONS: GuardMutation[] = [
   {
     id: 'rollout-waits-on-timer',
     guard: 'A rollout in progress reads its Deployment when the drift watch sees it change, not on a timer.',
-    file: 'src/main.ts',
+    file: 'src/systems/kube.ts',
     from: '    http,\n    changes,\n    imagePullSecrets: config.imagePullSecrets,',
     to: '    http,\n    imagePullSecrets: config.imagePullSecrets,',
     tests: ['test/kube/watched-waits.test.ts'],
@@ -523,8 +523,8 @@ export const MUTATIONS: GuardMutation[] = [
     guard:
       "Only a tenant's own paths are bound; the directories above them are made empty, so sless's state directory and other builds stay out of view.",
     file: 'src/sandbox/bwrap-args.ts',
-    from: "      args.push('--perms', '0755', '--dir', dir);",
-    to: "      args.push('--ro-bind', dir, dir);",
+    from: "locking the tenant out.\n      args.push('--perms', '0755', '--dir', dir);",
+    to: "locking the tenant out.\n      args.push('--ro-bind', dir, dir);",
     tests: ['test/security/sandbox-guards.test.ts'],
   },
   {
@@ -603,7 +603,7 @@ export const MUTATIONS: GuardMutation[] = [
     id: 'function-env-allow-list-unanchored',
     guard:
       "A function gets only PATH, HOME, LANG, LC_*, TMPDIR and TZ of sless's environment: not LANGSMITH_API_KEY because it starts with LANG.",
-    file: 'src/platform/local/local-platform.ts',
+    file: 'src/platform/local/runtime-commands.ts',
     from: '|TMPDIR|TZ|SYSTEMROOT)$/;',
     to: '|TMPDIR|TZ|SYSTEMROOT)/;',
     tests: ['test/security/sandbox-guards.test.ts'],
@@ -955,7 +955,7 @@ export const MUTATIONS: GuardMutation[] = [
   {
     id: 'secret-change-not-requeued',
     guard: 'A secret set, rotated or deleted through the local store queues the functions that reference it.',
-    file: 'src/main.ts',
+    file: 'src/systems/local.ts',
     from: '  secrets.subscribe((namespace, name) => void requeueReferencing(store, controller, namespace, name));\n',
     to: '',
     tests: ['test/local/secrets.test.ts'],

@@ -4,6 +4,7 @@
  * reconcile of the same run, or a restarted controller, attaches instead of starting another.
  */
 import type { Logger } from 'pino';
+import { timeoutSecOf } from '../../core/defaults.js';
 import type { JobOutcome, JobRunner } from '../../core/interfaces.js';
 import { boundedName } from '../../core/naming.js';
 import type { BuildRecord, FunctionJob, SlessFunction } from '../../core/resources.js';
@@ -40,7 +41,7 @@ export function runJobFor(
     [LABEL_JOB]: job.metadata.name,
     [LABEL_RUN]: name,
   };
-  const timeoutSec = fn.spec.timeoutSec ?? 30;
+  const timeoutSec = timeoutSecOf(fn);
   return {
     apiVersion: 'batch/v1',
     kind: 'Job',

@@ -8,6 +8,7 @@
  */
 
 import type { FunctionRoute } from '../../config/kube.js';
+import { timeoutSecOf } from '../../core/defaults.js';
 import { asError } from '../../core/errors.js';
 import type { RouteResolver, RouteState } from '../../core/interfaces.js';
 import type { SlessFunction } from '../../core/resources.js';
@@ -76,7 +77,7 @@ export class KubeRouteResolver implements RouteResolver {
       return unavailable(
         `function ${namespace}/${name} has no ready revision (${fn.status?.phase ?? 'Pending'})`,
       );
-    const timeoutSec = fn.spec.timeoutSec ?? 30;
+    const timeoutSec = timeoutSecOf(fn);
     const scaler = this.options.scaler;
     if (scaler && idleSecondsOf(fn) !== undefined) {
       let endpoint = await scaler.readyEndpoint(namespace, name);

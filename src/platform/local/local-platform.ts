@@ -8,6 +8,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { ActivityBoard } from '../../core/activity-board.js';
+import { timeoutSecOf } from '../../core/defaults.js';
 import { asError, RolloutError } from '../../core/errors.js';
 import type {
   CanaryControl,
@@ -18,21 +19,23 @@ import type {
   RouteMirror,
   RouteResolver,
   RouteState,
-  UnavailableRoute,
   WorkloadObservation,
   WorkloadPlatform,
 } from '../../core/interfaces.js';
-import { OwnedTempDirs } from '../../core/owned-temp-dirs.js';
 import type { BuildRecord, SlessFunction } from '../../core/resources.js';
 import { commitMatches, parseFunctionSegment } from '../../core/revision-ref.js';
 import { startupMark } from '../../core/startup-marks.js';
-import { admissionOf } from '../../proxy/admission.js';
 import { CanarySplit } from './canary-split.js';
 import { CommitRevisions } from './commit-revisions.js';
+import { CrashRestarts } from './crash-restarts.js';
 import type { FunctionLogBuffer } from './function-logs.js';
+import { IdleStops } from './idle-stops.js';
 import type { PinnedBuilds, ServingRecord, ServingRecords } from './local-state.js';
-import { type RuntimeCommand, RuntimeProcess } from './runtime-process.js';
-import { SecretFiles, type SecretSource, secretEnv } from './secret-files.js';
+import { type Revision, RevisionStarter } from './revisions.js';
+import { RuntimeCommands } from './runtime-commands.js';
+import type { RuntimeCommand } from './runtime-process.js';
+import type { SecretSource } from './secret-files.js';
+import { disabled, restartingAfterCrash, type Slot } from './slots.js';
 
 export interface LocalPlatformOptions {
   runtimesDir: string;
@@ -73,58 +76,6 @@ export interface LocalPlatformOptions {
   keptBuild?: (namespace: string, name: string, commit: string) => Promise<BuildRecord | undefined>;
 }
 
-/** Threads count too (Python serves each request on one): room for a busy server, not a fork bomb. */
-export const FUNCTION_MAX_PROCESSES = 256;
-
-interface Revision {
-  id: string;
-  fn: SlessFunction;
-  build: BuildRecord;
-  process: RuntimeProcess;
-  /** Its in-flight requests and last activity on the ActivityBoard, wherever they were proxied. */
-  activitySlot: number;
-  /**
-   * The route every request to this revision gets: one object and one `release` per revision, not
-   * per request. A closure made per request cost the proxy about a tenth of its CPU per request,
-   * measured against the same route object handed out each time.
-   */
-  route: ReadyRoute;
-}
-
-type ReadyRoute = Extract<RouteState, { state: 'ready' }>;
-
-interface Slot {
-  revisionId: string;
-  enabled: boolean;
-  current?: Revision;
-  /** Set while a crashed revision waits to be restarted. */
-  restarting?: NodeJS.Timeout;
-  restarts: number;
-  /** Crashes since the last rollout, for status; `restarts` drives the backoff. */
-  totalRestarts: number;
-  /** The last crash since the last rollout, with the end of its output, for status. */
-  lastCrash?: string;
-  /** What holds the serving revision in, for status. */
-  isolation?: string;
-  lastStart: number;
-  removed: boolean;
-  /** Scaled to zero: what to start on the next request. */
-  parked?: { fn: SlessFunction; build: BuildRecord; id: string };
-  waking?: Promise<void>;
-  idleTimer?: NodeJS.Timeout;
-  /** A new revision beside `current`, taking its share of requests while it is judged. */
-  canary?: CanarySplit<Revision>;
-}
-
-const HOST_ENV = /^(PATH|HOME|LANG|LC_\w+|TMPDIR|TZ|SYSTEMROOT)$/;
-
-export function hostEnv(): Record<string, string> {
-  const env: Record<string, string> = {};
-  for (const [key, value] of Object.entries(process.env))
-    if (value !== undefined && HOST_ENV.test(key)) env[key] = value;
-  return env;
-}
-
 /**
  * Runs each function as a runtime server process listening on a unix socket of its own. A rollout
  * starts the new revision, waits for /healthz, switches the route in one assignment, then drains and
@@ -134,24 +85,39 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
   private readonly options: LocalPlatformOptions;
   private readonly slots = new Map<string, Slot>();
   private readonly retiring = new Set<Promise<void>>();
-  /**
-   * One directory per function process, holding its unix socket: in the system's temp directory,
-   * because a socket path must stay under 108 bytes wherever the state directory is.
-   */
-  private readonly sockets = new OwnedTempDirs('sless-fn-');
-  /** Each process's secret files, in memory where the machine has /dev/shm, never in the state dir. */
-  private readonly secretFiles = new SecretFiles();
   private readonly board: ActivityBoard;
+  private readonly commands: RuntimeCommands;
+  private readonly revisions: RevisionStarter;
+  private readonly crashes: CrashRestarts;
+  private readonly idleStops: IdleStops;
   /** Kept builds called by commit, each its own process while used. */
   private readonly commits: CommitRevisions;
 
   constructor(options: LocalPlatformOptions) {
     this.options = options;
     this.board = options.activity ?? new ActivityBoard();
+    this.commands = new RuntimeCommands(options);
+    this.revisions = new RevisionStarter({
+      ...options,
+      commands: this.commands,
+      board: this.board,
+      onExit: (key, activitySlot) => void this.freeActivitySlot(key, activitySlot),
+    });
+    this.crashes = new CrashRestarts({
+      logger: options.logger,
+      start: (fn, build, id) => this.revisions.start(fn, build, id),
+      crashed: (key, slot, revision, message) => this.recordCrash(key, slot, revision, message),
+      adopt: (key, slot, revision) => this.adoptRestarted(key, slot, revision),
+    });
+    this.idleStops = new IdleStops({
+      board: this.board,
+      idleSecondsOf: (fn) => this.idleSecondsOf(fn),
+      park: (slot, revision, idleSeconds) => this.park(slot, revision, idleSeconds),
+    });
     this.commits = new CommitRevisions({
       store: options.store,
       findBuild: async (ns, name, commit) => options.keptBuild?.(ns, name, commit),
-      start: (fn, build, id) => this.startRevision(fn, build, id),
+      start: (fn, build, id) => this.revisions.start(fn, build, id),
       board: this.board,
       logger: options.logger,
       idleSeconds: (fn) => fn.spec.scaleToZero?.idleSeconds,
@@ -299,9 +265,31 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     };
   }
 
-  private recordCrash(slot: Slot, revision: Revision, message: string): void {
+  private recordCrash(key: string, slot: Slot, revision: Revision, message: string): void {
+    this.mirrorRoute(key);
     slot.lastCrash = `${message}: ${revision.process.logTail().trim().split('\n').slice(-3).join(' | ')}`;
     this.options.onChanged?.(revision.fn.metadata.namespace, revision.fn.metadata.name);
+  }
+
+  /** Stops an idle scale-to-zero revision; the next request starts it again. */
+  private park(slot: Slot, revision: Revision, idleSeconds: number): void {
+    slot.parked = { fn: revision.fn, build: revision.build, id: revision.id };
+    slot.current = undefined;
+    const key = `${revision.fn.metadata.namespace}/${revision.fn.metadata.name}`;
+    this.mirrorRoute(key);
+    this.options.logger.info({ function: key, idleSeconds }, 'scaled to zero');
+    // A request the gateway thread sent before it learned of this is let finish.
+    this.retireInBackground(revision);
+    this.options.onChanged?.(revision.fn.metadata.namespace, revision.fn.metadata.name);
+  }
+
+  /** A restarted process of a crashed revision takes its place. */
+  private adoptRestarted(key: string, slot: Slot, revision: Revision): void {
+    slot.current = revision;
+    slot.lastStart = Date.now();
+    this.mirrorRoute(key);
+    this.crashes.watch(key, slot, revision);
+    this.idleStops.schedule(slot, revision);
   }
 
   async deploy(
@@ -364,7 +352,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     }
     let revision: Revision;
     try {
-      revision = await this.startRevision(fn, build, options.revision);
+      revision = await this.revisions.start(fn, build, options.revision);
     } catch (error) {
       throw new RolloutError(asError(error).message, error);
     }
@@ -396,8 +384,8 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     slot.isolation = this.isolationOf(revision.fn);
     slot.lastStart = Date.now();
     this.mirrorRoute(key);
-    this.watchCrash(key, slot, revision);
-    this.scheduleIdleCheck(slot, revision);
+    this.crashes.watch(key, slot, revision);
+    this.idleStops.schedule(slot, revision);
     // The new revision serves from here on; draining the old one must not hold up the next rollout.
     if (previous) this.retireInBackground(previous);
   }
@@ -428,7 +416,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     if (slot.canary) await this.abortCanary(key, slot);
     let revision: Revision;
     try {
-      revision = await this.startRevision(fn, build, options.revision);
+      revision = await this.revisions.start(fn, build, options.revision);
     } catch (error) {
       throw new RolloutError(asError(error).message, error);
     }
@@ -485,14 +473,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
 
   /** What holds this function in, said plainly in its status. */
   isolationOf(fn: SlessFunction): string {
-    const report = this.options.launcher.report;
-    const holds = (what: string) =>
-      report.enforced.some((line) => line.startsWith(`${what}:`)) ? 'enforced' : 'NOT enforced';
-    return [
-      report.sandboxed ? 'sandboxed (bubblewrap, own uid, no network)' : 'NOT sandboxed',
-      `memory ${fn.spec.memoryMb ?? 128} MiB ${holds('memory')}`,
-      `processes <= ${FUNCTION_MAX_PROCESSES} ${holds('processes')}`,
-    ].join('; ');
+    return this.commands.isolationOf(fn);
   }
 
   private retireInBackground(revision: Revision): void {
@@ -607,7 +588,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
   private async wake(key: string, slot: Slot, launched?: () => void): Promise<void> {
     const parked = slot.parked;
     if (!parked) return;
-    const revision = await this.startRevision(parked.fn, parked.build, parked.id, launched);
+    const revision = await this.revisions.start(parked.fn, parked.build, parked.id, launched);
     if (slot.removed || slot.parked !== parked) {
       await revision.process.stop();
       return;
@@ -617,35 +598,10 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     this.mirrorRoute(key);
     startupMark('routed', key);
     slot.lastStart = Date.now();
-    this.watchCrash(key, slot, revision);
-    this.scheduleIdleCheck(slot, revision);
+    this.crashes.watch(key, slot, revision);
+    this.idleStops.schedule(slot, revision);
     if (this.idleSecondsOf(parked.fn) !== undefined)
       this.options.onChanged?.(parked.fn.metadata.namespace, parked.fn.metadata.name);
-  }
-
-  /** Stops a scale-to-zero revision once it has been idle for `idleSeconds`. */
-  private scheduleIdleCheck(slot: Slot, revision: Revision): void {
-    const idleSeconds = this.idleSecondsOf(revision.fn);
-    clearTimeout(slot.idleTimer);
-    if (idleSeconds === undefined) return;
-    const idleMs = idleSeconds * 1000;
-    const check = () => {
-      if (slot.removed || slot.current !== revision) return;
-      const idleFor = Date.now() - this.board.lastActivityOf(revision.activitySlot);
-      if (this.board.inflightOf(revision.activitySlot) > 0 || idleFor < idleMs) {
-        slot.idleTimer = setTimeout(check, Math.max(idleMs - idleFor, 50));
-        return;
-      }
-      slot.parked = { fn: revision.fn, build: revision.build, id: revision.id };
-      slot.current = undefined;
-      const key = `${revision.fn.metadata.namespace}/${revision.fn.metadata.name}`;
-      this.mirrorRoute(key);
-      this.options.logger.info({ function: key, idleSeconds }, 'scaled to zero');
-      // A request the gateway thread sent before it learned of this is let finish.
-      this.retireInBackground(revision);
-      this.options.onChanged?.(revision.fn.metadata.namespace, revision.fn.metadata.name);
-    };
-    slot.idleTimer = setTimeout(check, idleMs);
   }
 
   async stopAll(): Promise<void> {
@@ -662,131 +618,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     for (const key of keys) this.mirrorRoute(key);
     stops.push(this.commits.stop());
     await Promise.all([...stops, ...this.retiring]);
-    await this.sockets.removeAll();
-    await this.secretFiles.removeAll();
-  }
-
-  private async startRevision(
-    fn: SlessFunction,
-    build: BuildRecord,
-    id: string,
-    launched?: () => void,
-  ): Promise<Revision> {
-    const logger = this.options.logger.child({
-      function: `${fn.metadata.namespace}/${fn.metadata.name}`,
-      revision: id,
-    });
-    // Each process serves on a unix socket in a directory of its own, the only place it may write: a
-    // sandboxed function has its own network namespace, where a port would be out of reach.
-    const socketDir = await this.sockets.create();
-    await this.options.launcher.grant(fn.metadata.namespace, socketDir);
-    let command: RuntimeCommand;
-    let secretDir: string | undefined;
-    try {
-      command = this.runtimeCommand(fn, build);
-      const files = await this.secretFiles.prepare(fn, this.options.secrets, this.options.launcher);
-      secretDir = files?.dir;
-      command.sandbox = {
-        readable: [],
-        ...command.sandbox,
-        tenant: fn.metadata.namespace,
-        writable: [socketDir],
-        ...(files ? { mounts: files.mounts } : {}),
-      };
-    } catch (error) {
-      await this.sockets.remove(socketDir);
-      throw error;
-    }
-    const { namespace, name } = fn.metadata;
-    const logs = this.options.logs;
-    const process = new RuntimeProcess(
-      command,
-      { socketPath: join(socketDir, 'http.sock') },
-      logger,
-      logs && ((stream) => logs.writer(namespace, name, `${name}-${id}`, stream)),
-      this.options.launcher,
-    );
-    process.once('exit', () => {
-      void this.sockets.remove(socketDir);
-      if (secretDir) void this.secretFiles.remove(secretDir);
-    });
-    try {
-      // start() spawns the process before its first await.
-      const started = process.start(this.options.startTimeoutMs ?? 30_000);
-      launched?.();
-      await started;
-    } catch (error) {
-      await this.sockets.remove(socketDir);
-      if (secretDir) await this.secretFiles.remove(secretDir);
-      throw error;
-    }
-    const activitySlot = this.board.allocate();
-    if (activitySlot === undefined) {
-      await process.stop();
-      throw new Error('too many revisions alive at once to count their requests');
-    }
-    process.once('exit', () => void this.freeActivitySlot(`${namespace}/${name}`, activitySlot));
-    const board = this.board;
-    const revision: Revision = {
-      id,
-      fn,
-      build,
-      process,
-      activitySlot,
-      route: {
-        state: 'ready',
-        origin: process.origin,
-        ...(process.socketPath ? { socketPath: process.socketPath } : {}),
-        timeoutSec: fn.spec.timeoutSec ?? 30,
-        // One process per function here.
-        ...admissionOf(fn.spec.scale, 1),
-        // Called once per resolve (the proxy and the cron scheduler each release what they resolved).
-        release: () => board.end(activitySlot),
-      },
-    };
-    return revision;
-  }
-
-  private watchCrash(key: string, slot: Slot, revision: Revision): void {
-    revision.process.once('exit', (code, signal) => {
-      if (slot.removed || slot.current !== revision) return;
-      this.mirrorRoute(key);
-      this.options.logger.warn({ function: key, code, signal }, 'function process exited');
-      slot.totalRestarts++;
-      this.recordCrash(slot, revision, `process exited (${signal ?? `code ${code}`})`);
-      this.scheduleRestart(key, slot, revision);
-    });
-  }
-
-  /** Backoff doubles per crash up to 30 s; a revision that ran for a minute starts over at 100 ms. */
-  private scheduleRestart(key: string, slot: Slot, crashed: Revision): void {
-    if (Date.now() - slot.lastStart > 60_000) slot.restarts = 0;
-    slot.restarts++;
-    const delay = Math.min(100 * 2 ** (slot.restarts - 1), 30_000);
-    this.options.logger.info(
-      { function: key, restartInMs: delay, restarts: slot.restarts },
-      'restarting function',
-    );
-    slot.restarting = setTimeout(() => void this.restart(key, slot, crashed), delay);
-  }
-
-  private async restart(key: string, slot: Slot, crashed: Revision): Promise<void> {
-    if (slot.removed || slot.current !== crashed) return;
-    try {
-      const revision = await this.startRevision(crashed.fn, crashed.build, crashed.id);
-      if (slot.removed || slot.current !== crashed) {
-        await revision.process.stop();
-        return;
-      }
-      slot.current = revision;
-      slot.lastStart = Date.now();
-      this.mirrorRoute(key);
-      this.watchCrash(key, slot, revision);
-      this.scheduleIdleCheck(slot, revision);
-    } catch (error) {
-      this.options.logger.warn({ function: key, err: (error as Error).message }, 'restart failed');
-      if (!slot.removed && slot.current === crashed) this.scheduleRestart(key, slot, crashed);
-    }
+    await this.revisions.removeAll();
   }
 
   /**
@@ -796,7 +628,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
    */
   private async retire(revision: Revision): Promise<void> {
     await this.options.mirror?.synced();
-    const limitMs = ((revision.fn.spec.timeoutSec ?? 30) + 1) * 1000;
+    const limitMs = (timeoutSecOf(revision.fn) + 1) * 1000;
     await this.board.waitIdle(revision.activitySlot, limitMs);
     await revision.process.stop();
   }
@@ -816,83 +648,6 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
 
   /** How a build of this function runs here; FunctionJobs use it too, in one-shot mode. */
   runtimeCommand(fn: SlessFunction, build: BuildRecord): RuntimeCommand {
-    const buildDir = build.image ?? '';
-    const codeDir = join(buildDir, 'code');
-    // Its own build (read-only) and the runtime servers are all of sless's files it can see.
-    const sandbox = {
-      tenant: fn.metadata.namespace,
-      readable: [buildDir, this.options.runtimesDir],
-      writable: [],
-      memoryMb: fn.spec.memoryMb ?? 128,
-      maxProcesses: FUNCTION_MAX_PROCESSES,
-    };
-    const env: Record<string, string> = {
-      ...(this.options.baseEnv ?? hostEnv()),
-      ...sortedEnv(fn.spec.env),
-      // Read at each start: a process started after a rotation gets the new value.
-      ...secretEnv(fn, this.options.secrets),
-      SLESS_ENTRYPOINT: fn.spec.entrypoint,
-      SLESS_CODE_DIR: codeDir,
-      SLESS_FUNCTION_NAME: fn.metadata.name,
-      SLESS_NAMESPACE: fn.metadata.namespace,
-      SLESS_TIMEOUT_SEC: String(fn.spec.timeoutSec ?? 30),
-      SLESS_MEMORY_MB: String(fn.spec.memoryMb ?? 128),
-    };
-    switch (fn.spec.runtime) {
-      case 'nodejs20':
-        return {
-          command: process.execPath,
-          args: [
-            `--max-old-space-size=${Math.max(fn.spec.memoryMb ?? 128, 64)}`,
-            // The build root holds a typeless package.json that the image does not have; without
-            // this, ES module syntax in code with no package.json would warn here and not there.
-            ...(existsSync(join(codeDir, 'package.json'))
-              ? []
-              : ['--disable-warning=MODULE_TYPELESS_PACKAGE_JSON']),
-            join(this.options.runtimesDir, 'nodejs20', 'server.js'),
-          ],
-          cwd: codeDir,
-          env,
-          sandbox,
-        };
-      case 'python3.11':
-        return {
-          command: 'python3',
-          // -S as in the image: only the standard library, the code and its installed requirements
-          // are importable, never packages that happen to be installed on this host.
-          args: ['-S', join(this.options.runtimesDir, 'python3.11', 'server.py')],
-          cwd: codeDir,
-          env: {
-            ...env,
-            PYTHONPATH: join(buildDir, 'deps'),
-            PYTHONDONTWRITEBYTECODE: '1',
-            PYTHONUNBUFFERED: '1',
-          },
-          sandbox,
-        };
-      case 'go1.21':
-        return { command: join(buildDir, 'bin', 'function'), args: [], cwd: codeDir, env, sandbox };
-    }
+    return this.commands.commandFor(fn, build);
   }
-}
-
-/** The plain variables; secret references are resolved by secretEnv. */
-function sortedEnv(env: Record<string, unknown> | undefined): Record<string, string> {
-  return Object.fromEntries(
-    Object.entries(env ?? {})
-      .filter((entry): entry is [string, string] => typeof entry[1] === 'string')
-      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)),
-  );
-}
-
-function disabled(namespace: string, name: string): UnavailableRoute {
-  return { state: 'unavailable', status: 503, message: `function ${namespace}/${name} is disabled` };
-}
-
-function restartingAfterCrash(namespace: string, name: string): UnavailableRoute {
-  return {
-    state: 'unavailable',
-    status: 503,
-    message: `function ${namespace}/${name} is restarting after a crash`,
-  };
 }
