@@ -36,8 +36,8 @@ describe('spec defaults', () => {
       spec: { url: 'https://example.com/r.git' },
     };
     const bare = structuredClone(fn) as unknown as SlessFunction;
-    expect(validateResource('Function', fn, { file: 'f.yaml' })).toEqual([]);
-    expect(validateResource('GitSource', source, { file: 's.yaml' })).toEqual([]);
+    expect(validateResource('Function', fn, { file: 'f.yaml', index: 0 })).toEqual([]);
+    expect(validateResource('GitSource', source, { file: 's.yaml', index: 0 })).toEqual([]);
     const filled = fn as unknown as SlessFunction;
     expect([filled.spec.timeoutSec, filled.spec.memoryMb, filled.spec.replicas]).toEqual([
       timeoutSecOf(bare),

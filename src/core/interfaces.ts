@@ -270,9 +270,17 @@ export interface LiveCanary {
 }
 
 /** What a platform saw of a function's serving revision since it rolled out. */
+/** Instances of a function: what its scaling wants now, and how many answer their health check. */
+export interface FunctionInstances {
+  desired: number;
+  ready: number;
+}
+
 export interface WorkloadObservation {
-  /** Crashes of the serving revision since it rolled out. */
-  restarts: number;
+  /** Crashes of the serving revision since it rolled out; undefined where the platform does not count them. */
+  restarts?: number;
+  /** The instances the platform runs for the function now, and how many of them are ready. */
+  instances?: FunctionInstances;
   /** The last crash, with the end of its output. */
   lastCrash?: string;
   /** What holds the function in, said plainly. */

@@ -105,6 +105,8 @@ export interface FunctionStatus extends BaseStatus {
   lastBuild?: BuildRecord;
   lastBuiltAt?: string;
   restarts?: number;
+  /** The instances that run now (`desired`: what scaling asks for; `ready`: those that answer). */
+  instances?: { desired: number; ready: number };
   lastError?: string;
   /** Local platform: whether it runs sandboxed and which limits hold, in plain words. */
   isolation?: string;

@@ -5,7 +5,7 @@
 import { readFile } from 'node:fs/promises';
 import { type DestinationStream, type Logger, type LoggerOptions, pino } from 'pino';
 import type { BuildHistory } from '../api/build-history.js';
-import type { SlessMetrics } from '../api/metrics.js';
+import type { FunctionInstanceCount, SlessMetrics } from '../api/metrics.js';
 import type { LocalConfig, TenancySettings } from '../config/config.js';
 import type { ObjectStore } from '../core/interfaces.js';
 import type { Leadership } from '../core/leadership.js';
@@ -87,6 +87,17 @@ export function once(task: () => Promise<void>): () => Promise<void> {
     running ??= task();
     return running;
   };
+}
+
+/** Each function's instances as its status last reported them, for the instances gauge. */
+export async function functionInstanceCounts(store: ObjectStore): Promise<FunctionInstanceCount[]> {
+  const counts: FunctionInstanceCount[] = [];
+  for (const fn of await store.list('Function')) {
+    const instances = fn.status?.instances;
+    if (instances)
+      counts.push({ namespace: fn.metadata.namespace, function: fn.metadata.name, ...instances });
+  }
+  return counts;
 }
 
 /** The ready-functions gauge, per namespace, read at scrape time. */

@@ -13,6 +13,7 @@ import type { KubeAutoscaler } from '../platform/kube/autoscaler.js';
 import type { KanikoBuilder } from '../platform/kube/build/kaniko-builder.js';
 import type { KubeStore } from '../platform/kube/kube-store.js';
 import type { KubeCredentials } from '../platform/kube/kubeconfig.js';
+import type { KubeObject } from '../platform/kube/objects.js';
 import type { KubeRouteResolver } from '../platform/kube/routes.js';
 import type { KubeScaler } from '../platform/kube/scaler.js';
 import type { KubeWorkloads } from '../platform/kube/workloads.js';
@@ -26,6 +27,7 @@ import {
   controllerObserver,
   controlPlaneModules,
   createLogger,
+  functionInstanceCounts,
   once,
   outboundPolicy,
   readyFunctionCounts,
@@ -164,6 +166,8 @@ export async function startKubeSystem(
     http,
     changes,
     imagePullSecrets: config.imagePullSecrets,
+    // Read when a reconcile reports instances; the cache is made below and started before any.
+    deploymentOf: (ns, name): KubeObject | undefined => routeCache.deployment(ns, name),
     prepareNamespace: (ns) => namespaces.prepare(ns),
     rolloutDeadlineMs: config.rolloutDeadlineMs,
     ...(options.pollMs ? { pollMs: options.pollMs } : {}),
@@ -250,6 +254,7 @@ export async function startKubeSystem(
   });
   const metrics = new SlessMetrics({
     readyFunctions: () => readyFunctionCounts(store),
+    functionInstances: () => functionInstanceCounts(store),
   });
   const builder = new KanikoBuilder({
     http,
@@ -357,8 +362,9 @@ export async function startKubeSystem(
       logger,
       ...(config.watchNamespaces ? { namespaces: config.watchNamespaces } : {}),
       changes,
-      onDrift: (owner, ns, name) => {
-        logger.info({ [owner]: `${ns}/${name}` }, 'owned object drifted; reconciling');
+      onDrift: (owner, ns, name, cause) => {
+        if (cause !== 'instances')
+          logger.info({ [owner]: `${ns}/${name}`, cause }, 'owned object drifted; reconciling');
         if (owner === 'Trigger') term.latest()?.enqueueTrigger(ns, name);
         else term.latest()?.enqueueFunction(ns, name);
       },

@@ -40,6 +40,7 @@ import {
   controlPlaneModules,
   createLogger,
   fileVersion,
+  functionInstanceCounts,
   once,
   outboundPolicy,
   readyFunctionCounts,
@@ -169,6 +170,7 @@ export async function startLocalSystem(
   // The /fn/ proxy needs only the platform (and the metrics it counts in), so it serves at once.
   const metrics = new SlessMetrics({
     readyFunctions: () => readyFunctionCounts(store),
+    functionInstances: () => functionInstanceCounts(store),
     isKnownFunction: (ns, name) => platform.currentRevision(ns, name) !== undefined,
     ...(gateway ? { collectProxyTallies: () => gateway.takeTallies() } : {}),
   });

@@ -1061,4 +1061,22 @@ export const MUTATIONS: GuardMutation[] = [
     to: '(figures.p99Ms ?? 0) > spec.maxP99Ms * 100)',
     tests: ['test/local/canary.test.ts'],
   },
+  // ---- What status reports of running instances ----
+  {
+    id: 'instances-ready-change-not-reported',
+    guard:
+      "A function's status follows its Deployment's ready instances: a change of readyReplicas alone queues the function.",
+    file: 'src/platform/kube/drift-watch.ts',
+    from: "return before.ready !== now.ready ? 'instances' : undefined;",
+    to: 'return undefined;',
+    tests: ['test/kube/autoscale.test.ts'],
+  },
+  {
+    id: 'local-parked-counts-as-running',
+    guard: 'A function scaled to zero on the local platform reports no desired instance.',
+    file: 'src/platform/local/local-platform.ts',
+    from: 'desired: slot.enabled && (running || !slot.parked) ? 1 : 0,',
+    to: 'desired: slot.enabled ? 1 : 0,',
+    tests: ['test/local/scale-to-zero.test.ts'],
+  },
 ];

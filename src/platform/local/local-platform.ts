@@ -258,8 +258,14 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
   observe(fn: SlessFunction): WorkloadObservation | undefined {
     const slot = this.slots.get(`${fn.metadata.namespace}/${fn.metadata.name}`);
     if (!slot || slot.removed) return undefined;
+    const running = slot.current !== undefined;
     return {
       restarts: slot.totalRestarts,
+      // One process per function here: it runs unless disabled or scaled to zero.
+      instances: {
+        desired: slot.enabled && (running || !slot.parked) ? 1 : 0,
+        ready: running && slot.current?.process.alive ? 1 : 0,
+      },
       ...(slot.lastCrash ? { lastCrash: slot.lastCrash } : {}),
       ...(slot.isolation ? { isolation: slot.isolation } : {}),
     };

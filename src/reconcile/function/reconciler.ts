@@ -328,7 +328,8 @@ export async function reconcileFunction(
   // What the platform saw of the revision since it rolled out: its crashes, how it is held in.
   const seen = deps.platform.observe?.(fn);
   if (seen) {
-    status.restarts = seen.restarts;
+    if (seen.restarts !== undefined) status.restarts = seen.restarts;
+    if (seen.instances) status.instances = { desired: seen.instances.desired, ready: seen.instances.ready };
     if (seen.lastCrash) status.lastError = seen.lastCrash;
     if (seen.isolation) status.isolation = seen.isolation;
   }
