@@ -18,7 +18,7 @@ import type { ProxyTally, QueueDepth } from '../core/proxy-tallies.js';
 import type { GitSource } from '../core/resources.js';
 import { startupMark } from '../core/startup-marks.js';
 import { SopsDecryptor } from '../manifest/sops.js';
-import { LocalBuildArchive } from '../platform/local/build/build-archive.js';
+import { findKeptBuild, LocalBuildArchive } from '../platform/local/build/build-archive.js';
 import type { LocalBuilder } from '../platform/local/build/local-builder.js';
 import type { LocalCronScheduler } from '../platform/local/cron-scheduler.js';
 import { FunctionLogBuffer } from '../platform/local/function-logs.js';
@@ -151,6 +151,7 @@ export async function startLocalSystem(
     onChanged: (ns, name) => late.controller?.enqueueFunction(ns, name),
     secrets,
     ...(gateway ? { activity: gateway.activity, mirror: gateway } : {}),
+    keptBuild: (ns, name, commit) => findKeptBuild(config.stateDir, ns, name, commit),
   });
   // Serve first: the revisions that served before start from their builds on disk before the API and
   // the controller load (a request that arrives meanwhile waits for its function). Only then

@@ -11,6 +11,9 @@ import { ActivityBoard } from '../../core/activity-board.js';
 import { timeoutSecOf } from '../../core/defaults.js';
 import { asError, RolloutError } from '../../core/errors.js';
 import type {
+  CanaryControl,
+  DeployOptions,
+  LiveCanary,
   ObjectStore,
   ProcessLauncher,
   RouteMirror,
@@ -20,7 +23,10 @@ import type {
   WorkloadPlatform,
 } from '../../core/interfaces.js';
 import type { BuildRecord, SlessFunction } from '../../core/resources.js';
+import { commitMatches, parseFunctionSegment } from '../../core/revision-ref.js';
 import { startupMark } from '../../core/startup-marks.js';
+import { CanarySplit } from './canary-split.js';
+import { CommitRevisions } from './commit-revisions.js';
 import { CrashRestarts } from './crash-restarts.js';
 import type { FunctionLogBuffer } from './function-logs.js';
 import { IdleStops } from './idle-stops.js';
@@ -63,6 +69,11 @@ export interface LocalPlatformOptions {
   mirror?: RouteMirror;
   /** The secrets store: values for `secretRef` variables and `spec.secrets` files, at each start. */
   secrets?: SecretSource;
+  /**
+   * The kept build of a function at a commit, for `/fn/{ns}/{name}@{commit}`; without it, such URLs
+   * answer 404.
+   */
+  keptBuild?: (namespace: string, name: string, commit: string) => Promise<BuildRecord | undefined>;
 }
 
 /**
@@ -79,6 +90,8 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
   private readonly revisions: RevisionStarter;
   private readonly crashes: CrashRestarts;
   private readonly idleStops: IdleStops;
+  /** Kept builds called by commit, each its own process while used. */
+  private readonly commits: CommitRevisions;
 
   constructor(options: LocalPlatformOptions) {
     this.options = options;
@@ -101,6 +114,14 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
       idleSecondsOf: (fn) => this.idleSecondsOf(fn),
       park: (slot, revision, idleSeconds) => this.park(slot, revision, idleSeconds),
     });
+    this.commits = new CommitRevisions({
+      store: options.store,
+      findBuild: async (ns, name, commit) => options.keptBuild?.(ns, name, commit),
+      start: (fn, build, id) => this.revisions.start(fn, build, id),
+      board: this.board,
+      logger: options.logger,
+      idleSeconds: (fn) => fn.spec.scaleToZero?.idleSeconds,
+    });
   }
 
   /**
@@ -118,6 +139,8 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     else if (!slot.enabled) mirror.publish(key, disabled(namespace, name));
     // Parked or still starting: only the platform can wake it or wait for it.
     else if (!revision) mirror.publish(key, undefined);
+    // Split between two revisions: the platform picks each request's revision and counts its answer.
+    else if (slot.canary) mirror.publish(key, undefined);
     else if (!revision.process.alive) mirror.publish(key, restartingAfterCrash(namespace, name));
     else {
       const { origin, socketPath, timeoutSec, admission } = revision.route;
@@ -142,7 +165,10 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     for (const slot of this.slots.values()) {
       const build = slot.current?.build ?? slot.parked?.build;
       if (build?.image) dirs.add(build.image);
+      const canary = slot.canary?.revision.build.image;
+      if (canary) dirs.add(canary);
     }
+    for (const dir of this.commits.buildDirs()) dirs.add(dir);
     return dirs;
   }
 
@@ -290,6 +316,8 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
       };
       this.slots.set(key, slot);
     }
+    // A revision rolled out at once replaces any canary in progress.
+    if (slot.canary) await this.abortCanary(key, slot);
     if (options.enabled && !slot.current && this.idleSecondsOf(fn) !== undefined) {
       // Lazy start: nothing runs for this function now, so nothing is waiting for it; the first
       // request starts this revision (and waits for /healthz) as it would after an idle stop.
@@ -325,6 +353,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
       clearTimeout(slot.restarting);
       clearTimeout(slot.idleTimer);
       if (previous) await this.retire(previous);
+      await this.commits.stop(key);
       return;
     }
     let revision: Revision;
@@ -344,22 +373,108 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
       await revision.process.stop();
       return;
     }
+    this.switchTo(key, slot, revision);
+  }
+
+  /** `revision` serves every request from now on; the one before drains and stops. */
+  private switchTo(key: string, slot: Slot, revision: Revision): void {
     const previous = slot.current;
     clearTimeout(slot.restarting);
     slot.restarting = undefined;
     slot.current = revision;
     slot.enabled = true;
-    slot.revisionId = options.revision;
+    slot.revisionId = revision.id;
     slot.restarts = 0;
     slot.totalRestarts = 0;
     slot.lastCrash = undefined;
-    slot.isolation = this.isolationOf(fn);
+    slot.isolation = this.isolationOf(revision.fn);
     slot.lastStart = Date.now();
     this.mirrorRoute(key);
     this.crashes.watch(key, slot, revision);
     this.idleStops.schedule(slot, revision);
     // The new revision serves from here on; draining the old one must not hold up the next rollout.
     if (previous) this.retireInBackground(previous);
+  }
+
+  readonly canary: CanaryControl = {
+    start: (fn, build, options, weight) => this.startCanary(fn, build, options, weight),
+    live: (namespace, name) => this.liveCanary(`${namespace}/${name}`),
+    setWeight: (namespace, name, weight) => this.slots.get(`${namespace}/${name}`)?.canary?.setWeight(weight),
+    promote: (namespace, name) => this.promoteCanary(`${namespace}/${name}`),
+    abort: async (namespace, name) => {
+      const key = `${namespace}/${name}`;
+      const slot = this.slots.get(key);
+      if (slot) await this.abortCanary(key, slot);
+    },
+  };
+
+  private async startCanary(
+    fn: SlessFunction,
+    build: BuildRecord,
+    options: DeployOptions,
+    weight: number,
+  ): Promise<void> {
+    const key = `${fn.metadata.namespace}/${fn.metadata.name}`;
+    const slot = this.slots.get(key);
+    // Nothing runs to compare with (a first rollout, a function at zero): rolled out at once.
+    if (!slot?.current?.process.alive || !options.enabled || !slot.enabled)
+      return this.deploy(fn, build, options);
+    if (slot.canary) await this.abortCanary(key, slot);
+    let revision: Revision;
+    try {
+      revision = await this.revisions.start(fn, build, options.revision);
+    } catch (error) {
+      throw new RolloutError(asError(error).message, error);
+    }
+    if (slot.removed || this.slots.get(key) !== slot) {
+      await revision.process.stop();
+      return;
+    }
+    // Another canary started meanwhile (a newer commit): the later one wins.
+    if (slot.canary) await this.abortCanary(key, slot);
+    const split = new CanarySplit(revision, weight);
+    slot.canary = split;
+    revision.process.once('exit', () => {
+      if (slot.canary !== split) return;
+      this.mirrorRoute(key);
+      this.options.onChanged?.(fn.metadata.namespace, fn.metadata.name);
+    });
+    this.mirrorRoute(key);
+    this.options.logger.info({ function: key, revision: revision.id, weight }, 'canary started');
+  }
+
+  private liveCanary(key: string): LiveCanary | undefined {
+    const split = this.slots.get(key)?.canary;
+    if (!split) return undefined;
+    return {
+      revision: split.revision.id,
+      weight: split.weight,
+      alive: split.revision.process.alive,
+      since: split.since,
+      figures: split.tally.figures(),
+    };
+  }
+
+  private async promoteCanary(key: string): Promise<void> {
+    const slot = this.slots.get(key);
+    const split = slot?.canary;
+    if (!slot || !split) return;
+    const { fn, build, id } = split.revision;
+    // Recorded before the route switches, as a rollout is: what clients saw served, a restart serves.
+    await this.options.serving?.record({ fn, build, revision: id, enabled: true });
+    if (slot.canary !== split || slot.removed) return;
+    slot.canary = undefined;
+    slot.parked = undefined;
+    this.switchTo(key, slot, split.revision);
+    this.options.logger.info({ function: key, revision: id }, 'canary promoted');
+  }
+
+  private async abortCanary(key: string, slot: Slot): Promise<void> {
+    const split = slot.canary;
+    if (!split) return;
+    slot.canary = undefined;
+    this.mirrorRoute(key);
+    await this.retire(split.revision);
   }
 
   /** What holds this function in, said plainly in its status. */
@@ -382,6 +497,8 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     clearTimeout(slot.idleTimer);
     this.slots.delete(key);
     this.mirrorRoute(key);
+    await this.commits.stop(key);
+    if (slot.canary) await slot.canary.revision.process.stop();
     if (slot.current) {
       await this.options.mirror?.synced();
       await slot.current.process.stop();
@@ -389,7 +506,10 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     this.options.logs?.forget(namespace, name);
   }
 
-  async resolve(namespace: string, name: string): Promise<RouteState> {
+  async resolve(namespace: string, segment: string): Promise<RouteState> {
+    const { name, ref } = parseFunctionSegment(segment) ?? { name: segment };
+    if (ref?.kind === 'commit') return this.resolveCommit(namespace, name, ref.commit);
+    if (ref) return { state: 'unknown' };
     const slot = this.slots.get(`${namespace}/${name}`);
     if (!slot) {
       const fn = await this.options.store.get('Function', namespace, name);
@@ -416,8 +536,39 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     }
     const revision = slot.current;
     if (!revision?.process.alive) return restartingAfterCrash(namespace, name);
+    const canary = slot.canary;
+    if (canary?.revision.process.alive && canary.takesNext()) {
+      this.board.begin(canary.revision.activitySlot);
+      return canary.route;
+    }
     this.board.begin(revision.activitySlot);
     return revision.route;
+  }
+
+  /**
+   * A commit's kept build: the serving revision itself when that is the build asked for (no second
+   * process for the same code), else a process of its own, started for the request.
+   */
+  private async resolveCommit(namespace: string, name: string, commit: string): Promise<RouteState> {
+    const slot = this.slots.get(`${namespace}/${name}`);
+    // A trigger that disables the function disables every revision of it.
+    if (slot && !slot.enabled) return disabled(namespace, name);
+    const serving = slot?.current;
+    if (serving?.process.alive && commitMatches(serving.build.commit, commit)) {
+      this.board.begin(serving.activitySlot);
+      return serving.route;
+    }
+    return this.commits.resolve(namespace, name, commit);
+  }
+
+  /** The host pid of the canary's process, while a canary runs. */
+  canaryProcessId(namespace: string, name: string): number | undefined {
+    return this.slots.get(`${namespace}/${name}`)?.canary?.revision.process.pid;
+  }
+
+  /** Commits whose kept builds run now for `@commit` requests, besides the serving revision. */
+  commitRevisions(namespace: string, name: string): string[] {
+    return this.commits.running(namespace, name);
   }
 
   /** The host pid of the process serving the function now (in the sandbox, its outermost process). */
@@ -466,10 +617,12 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
       clearTimeout(slot.restarting);
       clearTimeout(slot.idleTimer);
       if (slot.current) stops.push(slot.current.process.stop());
+      if (slot.canary) stops.push(slot.canary.revision.process.stop());
     }
     const keys = [...this.slots.keys()];
     this.slots.clear();
     for (const key of keys) this.mirrorRoute(key);
+    stops.push(this.commits.stop());
     await Promise.all([...stops, ...this.retiring]);
     await this.revisions.removeAll();
   }

@@ -4,6 +4,7 @@
  */
 import type { UnavailableRoute } from '../../core/interfaces.js';
 import type { BuildRecord, SlessFunction } from '../../core/resources.js';
+import type { CanarySplit } from './canary-split.js';
 import type { Revision } from './revisions.js';
 
 export interface Slot {
@@ -25,6 +26,8 @@ export interface Slot {
   parked?: { fn: SlessFunction; build: BuildRecord; id: string };
   waking?: Promise<void>;
   idleTimer?: NodeJS.Timeout;
+  /** A new revision beside `current`, taking its share of requests while it is judged. */
+  canary?: CanarySplit<Revision>;
 }
 
 export function disabled(namespace: string, name: string): UnavailableRoute {

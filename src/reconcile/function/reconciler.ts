@@ -34,6 +34,7 @@ import type { SecretReader } from '../../secrets/references.js';
 import type { ProcessQuota } from '../process-quota.js';
 import type { InFlight } from '../runtime/in-flight.js';
 import { Done, type Result, requeueAfter } from '../runtime/patch.js';
+import { canaryStep } from './canary-step.js';
 import { secretsStep } from './secrets-step.js';
 
 export interface FunctionReconcileDeps {
@@ -253,6 +254,18 @@ export async function reconcileFunction(
     await setStalled(Reason.QuotaExceeded, refusal);
     return Done;
   }
+  // Under `spec.rollout.canary`, a new revision first takes a share of requests beside the old one.
+  const canary = await canaryStep(deps, {
+    fn,
+    build,
+    revision,
+    enabled,
+    deployOptions,
+    update,
+    setPhase,
+    readyWhileInProgress,
+  });
+  if (canary) return canary;
   // A rollout this controller ran says how it ended first: on kube the Deployment names the new
   // revision as soon as it is applied, before the revision is available, so "rolled out" alone does
   // not mean it served.
