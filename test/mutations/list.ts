@@ -1087,4 +1087,22 @@ export const MUTATIONS: GuardMutation[] = [
     to: 'desired: slot.enabled ? 1 : 0,',
     tests: ['test/local/scale-to-zero.test.ts'],
   },
+  // ---- Body limits and per-namespace caches ----
+  {
+    id: 'webhook-body-limit-raised',
+    guard: 'A webhook body over 1 MiB is a 413 before any signature work, however it is signed.',
+    file: 'src/api/webhooks/plugin.ts',
+    from: 'const bodyLimit = options.bodyLimit ?? 1024 * 1024;',
+    to: 'const bodyLimit = options.bodyLimit ?? 1024 * 1024 * 1024;',
+    tests: ['test/api/webhooks.test.ts'],
+  },
+  {
+    id: 'package-cache-shared-across-namespaces',
+    guard:
+      "A namespace's builds share a package cache with its own builds only, never with another namespace's.",
+    file: 'src/platform/local/build/local-builder.ts',
+    from: "const dir = join(this.options.cacheDir ?? join(this.options.stateDir, 'cache'), namespace);",
+    to: "const dir = join(this.options.cacheDir ?? join(this.options.stateDir, 'cache'));",
+    tests: ['test/local/build-cache.test.ts', 'test/security/sandbox-guards.test.ts'],
+  },
 ];
