@@ -799,7 +799,8 @@ export const MUTATIONS: GuardMutation[] = [
     file: 'src/api/app.ts',
     from: 'const bodyLimit = options.bodyLimit ?? 1024 * 1024;',
     to: 'const bodyLimit = options.bodyLimit ?? 16 * 1024 * 1024;',
-    tests: ['test/api/negative.test.ts'],
+    // The webhook routes take the app's limit: this one line bounds their bodies too.
+    tests: ['test/api/negative.test.ts', 'test/api/webhooks.test.ts'],
   },
   {
     id: 'manifest-size-checked-after-inflate',
@@ -1087,15 +1088,7 @@ export const MUTATIONS: GuardMutation[] = [
     to: 'desired: slot.enabled ? 1 : 0,',
     tests: ['test/local/scale-to-zero.test.ts'],
   },
-  // ---- Body limits and per-namespace caches ----
-  {
-    id: 'webhook-body-limit-raised',
-    guard: 'A webhook body over 1 MiB is a 413 before any signature work, however it is signed.',
-    file: 'src/api/webhooks/plugin.ts',
-    from: 'const bodyLimit = options.bodyLimit ?? 1024 * 1024;',
-    to: 'const bodyLimit = options.bodyLimit ?? 1024 * 1024 * 1024;',
-    tests: ['test/api/webhooks.test.ts'],
-  },
+  // ---- Per-namespace caches ----
   {
     id: 'package-cache-shared-across-namespaces',
     guard:
