@@ -22,6 +22,7 @@ import { findKeptBuild, LocalBuildArchive } from '../platform/local/build/build-
 import type { LocalBuilder } from '../platform/local/build/local-builder.js';
 import type { LocalCronScheduler } from '../platform/local/cron-scheduler.js';
 import { FunctionLogBuffer } from '../platform/local/function-logs.js';
+import { LocalAutoscaler } from '../platform/local/local-autoscaler.js';
 import type { LocalPlatform } from '../platform/local/local-platform.js';
 import { LocalState } from '../platform/local/local-state.js';
 import { MemoryStore } from '../platform/local/memory-store.js';
@@ -221,6 +222,9 @@ export async function startLocalSystem(
   const { app, controller, builder, scheduler, gc } = parts;
   startupMark('control plane loaded');
   await controller.start();
+  // Functions with spec.scale run as many instances as their in-flight requests ask for.
+  const autoscaler = new LocalAutoscaler({ platform, logger });
+  autoscaler.start();
   if (options.source) await store.apply(await withStoredPin(store, options.source));
   // The first pass removes the history of functions deleted while sless was stopped.
   gc.start();
@@ -239,6 +243,7 @@ export async function startLocalSystem(
     url: address,
     stop: once(async () => {
       parts.markUnready();
+      autoscaler.stop();
       await gc.stop();
       await controller.stop();
       scheduler.stopAll();

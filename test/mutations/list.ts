@@ -1084,8 +1084,8 @@ export const MUTATIONS: GuardMutation[] = [
     id: 'local-parked-counts-as-running',
     guard: 'A function scaled to zero on the local platform reports no desired instance.',
     file: 'src/platform/local/local-platform.ts',
-    from: 'desired: slot.enabled && (running || !slot.parked) ? 1 : 0,',
-    to: 'desired: slot.enabled ? 1 : 0,',
+    from: 'desired: slot.enabled && (running || !slot.parked) ? Math.max(slot.desiredInstances ?? 1, 1) : 0,',
+    to: 'desired: slot.enabled ? Math.max(slot.desiredInstances ?? 1, 1) : 0,',
     tests: ['test/local/scale-to-zero.test.ts'],
   },
   // ---- Per-namespace caches ----
@@ -1097,5 +1097,13 @@ export const MUTATIONS: GuardMutation[] = [
     from: "const dir = join(this.options.cacheDir ?? join(this.options.stateDir, 'cache'), namespace);",
     to: "const dir = join(this.options.cacheDir ?? join(this.options.stateDir, 'cache'));",
     tests: ['test/local/build-cache.test.ts', 'test/security/sandbox-guards.test.ts'],
+  },
+  {
+    id: 'local-scale-requests-not-balanced',
+    guard: 'Locally, a request goes to the instance of the function with the fewest requests in flight.',
+    file: 'src/platform/local/local-platform.ts',
+    from: '        chosen = extra;',
+    to: '        chosen = revision;',
+    tests: ['test/local/autoscale.test.ts'],
   },
 ];

@@ -30,6 +30,7 @@ import { CommitRevisions } from './commit-revisions.js';
 import { CrashRestarts } from './crash-restarts.js';
 import type { FunctionLogBuffer } from './function-logs.js';
 import { IdleStops } from './idle-stops.js';
+import type { ScalableFunction } from './local-autoscaler.js';
 import type { PinnedBuilds, ServingRecord, ServingRecords } from './local-state.js';
 import { type Revision, RevisionStarter } from './revisions.js';
 import { RuntimeCommands } from './runtime-commands.js';
@@ -140,7 +141,8 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     // Parked or still starting: only the platform can wake it or wait for it.
     else if (!revision) mirror.publish(key, undefined);
     // Split between two revisions: the platform picks each request's revision and counts its answer.
-    else if (slot.canary) mirror.publish(key, undefined);
+    // A split between revisions or instances is the main thread's to make, request by request.
+    else if (slot.canary || slot.extras?.length) mirror.publish(key, undefined);
     else if (!revision.process.alive) mirror.publish(key, restartingAfterCrash(namespace, name));
     else {
       const { origin, socketPath, timeoutSec, admission } = revision.route;
@@ -259,12 +261,13 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     const slot = this.slots.get(`${fn.metadata.namespace}/${fn.metadata.name}`);
     if (!slot || slot.removed) return undefined;
     const running = slot.current !== undefined;
+    const instances = running ? [slot.current, ...(slot.extras ?? [])] : [];
     return {
       restarts: slot.totalRestarts,
-      // One process per function here: it runs unless disabled or scaled to zero.
+      // It runs unless disabled or scaled to zero, as many instances as the autoscaler asked for.
       instances: {
-        desired: slot.enabled && (running || !slot.parked) ? 1 : 0,
-        ready: running && slot.current?.process.alive ? 1 : 0,
+        desired: slot.enabled && (running || !slot.parked) ? Math.max(slot.desiredInstances ?? 1, 1) : 0,
+        ready: instances.filter((r) => r?.process.alive).length,
       },
       ...(slot.lastCrash ? { lastCrash: slot.lastCrash } : {}),
       ...(slot.isolation ? { isolation: slot.isolation } : {}),
@@ -279,6 +282,11 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
 
   /** Stops an idle scale-to-zero revision; the next request starts it again. */
   private park(slot: Slot, revision: Revision, idleSeconds: number): void {
+    // Requests spread over the instances: the function is idle once the autoscaler is back at one.
+    if (slot.extras?.length) {
+      this.idleStops.schedule(slot, revision);
+      return;
+    }
     slot.parked = { fn: revision.fn, build: revision.build, id: revision.id };
     slot.current = undefined;
     const key = `${revision.fn.metadata.namespace}/${revision.fn.metadata.name}`;
@@ -353,6 +361,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
       clearTimeout(slot.restarting);
       clearTimeout(slot.idleTimer);
       if (previous) await this.retire(previous);
+      await this.retireExtras(key, slot);
       await this.commits.stop(key);
       return;
     }
@@ -394,6 +403,88 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     this.idleStops.schedule(slot, revision);
     // The new revision serves from here on; draining the old one must not hold up the next rollout.
     if (previous) this.retireInBackground(previous);
+    // The old revision's extra instances go with it; the autoscaler scales the new one.
+    void this.retireExtras(key, slot);
+  }
+
+  /** Functions the autoscaler may scale now: with `spec.scale`, serving, and no canary deciding. */
+  scalable(): ScalableFunction[] {
+    const out: ScalableFunction[] = [];
+    for (const [key, slot] of this.slots) {
+      const current = slot.current;
+      if (!current?.process.alive || !slot.enabled || slot.removed || slot.canary) continue;
+      if (!current.fn.spec.scale) continue;
+      const instances = [current, ...(slot.extras ?? [])];
+      let inflight = 0;
+      for (const instance of instances) inflight += this.board.inflightOf(instance.activitySlot);
+      out.push({ key, fn: current.fn, inflight, instances: instances.length });
+    }
+    return out;
+  }
+
+  /**
+   * Runs `instances` processes of the serving revision, each in its own sandbox with its own memory
+   * limit: more are started beside it, and those past the count stop once their requests finished.
+   */
+  async scaleTo(key: string, instances: number): Promise<void> {
+    const slot = this.slots.get(key);
+    const current = slot?.current;
+    if (!slot || !current) return;
+    const extras = slot.extras ?? [];
+    const wanted = Math.max(instances, 1) - 1;
+    slot.desiredInstances = wanted + 1;
+    if (wanted > extras.length) {
+      const started = await Promise.allSettled(
+        Array.from({ length: wanted - extras.length }, () =>
+          this.revisions.start(current.fn, current.build, current.id),
+        ),
+      );
+      for (const result of started) {
+        if (result.status === 'rejected') {
+          this.options.logger.warn(
+            { function: key, err: asError(result.reason).message },
+            'an instance did not start',
+          );
+          continue;
+        }
+        const instance = result.value;
+        // The revision changed or the function went while it started: it is not needed.
+        if (slot.removed || slot.current !== current || slot.canary) {
+          void instance.process.stop();
+          continue;
+        }
+        slot.extras = [...(slot.extras ?? []), instance];
+        // An extra instance that exits is not restarted: the next decision starts another if needed.
+        instance.process.once('exit', () => {
+          if (slot.extras?.includes(instance)) {
+            slot.extras = slot.extras.filter((r) => r !== instance);
+            this.mirrorRoute(key);
+          }
+        });
+      }
+    } else if (wanted < extras.length) {
+      // The least busy go first; each drains before it stops.
+      const byLoad = [...extras].sort(
+        (a, b) => this.board.inflightOf(a.activitySlot) - this.board.inflightOf(b.activitySlot),
+      );
+      const leaving = new Set(byLoad.slice(0, extras.length - wanted));
+      slot.extras = extras.filter((r) => !leaving.has(r));
+      this.mirrorRoute(key);
+      for (const instance of leaving) this.retireInBackground(instance);
+    }
+    this.mirrorRoute(key);
+    const { namespace, name } = current.fn.metadata;
+    this.options.onChanged?.(namespace, name);
+  }
+
+  /** Stops every extra instance, after its requests finished. */
+  private async retireExtras(key: string, slot: Slot): Promise<void> {
+    const extras = slot.extras ?? [];
+    slot.extras = undefined;
+    slot.desiredInstances = undefined;
+    if (extras.length === 0) return;
+    this.mirrorRoute(key);
+    await Promise.all(extras.map((r) => this.retire(r)));
   }
 
   readonly canary: CanaryControl = {
@@ -499,6 +590,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     this.mirrorRoute(key);
     await this.commits.stop(key);
     if (slot.canary) await slot.canary.revision.process.stop();
+    for (const extra of slot.extras ?? []) await extra.process.stop();
     if (slot.current) {
       await this.options.mirror?.synced();
       await slot.current.process.stop();
@@ -541,8 +633,16 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
       this.board.begin(canary.revision.activitySlot);
       return canary.route;
     }
-    this.board.begin(revision.activitySlot);
-    return revision.route;
+    // Several instances: the one with the fewest requests in flight takes this one.
+    let chosen = revision;
+    for (const extra of slot.extras ?? [])
+      if (
+        extra.process.alive &&
+        this.board.inflightOf(extra.activitySlot) < this.board.inflightOf(chosen.activitySlot)
+      )
+        chosen = extra;
+    this.board.begin(chosen.activitySlot);
+    return chosen.route;
   }
 
   /**
@@ -618,6 +718,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
       clearTimeout(slot.idleTimer);
       if (slot.current) stops.push(slot.current.process.stop());
       if (slot.canary) stops.push(slot.canary.revision.process.stop());
+      for (const extra of slot.extras ?? []) stops.push(extra.process.stop());
     }
     const keys = [...this.slots.keys()];
     this.slots.clear();

@@ -28,6 +28,10 @@ export interface Slot {
   idleTimer?: NodeJS.Timeout;
   /** A new revision beside `current`, taking its share of requests while it is judged. */
   canary?: CanarySplit<Revision>;
+  /** More instances of `current`'s revision, started by the autoscaler under load. */
+  extras?: Revision[];
+  /** The instances the autoscaler asked for last, for status. */
+  desiredInstances?: number;
 }
 
 export function disabled(namespace: string, name: string): UnavailableRoute {
