@@ -995,4 +995,37 @@ export const MUTATIONS: GuardMutation[] = [
     to: '    resources: [secrets]\n    verbs: [get]',
     tests: ['test/kube/rbac.test.ts'],
   },
+  // ---- Streamed answers in the runtimes ----
+  {
+    id: 'node-stream-signal-never-aborts',
+    guard: "Node: a client that leaves a streamed answer aborts the handler's context.signal.",
+    file: 'runtimes/nodejs20/server.js',
+    from: "        if (!res.writableFinished) controller.abort(new Error('the client closed the connection'));",
+    to: '        void controller;',
+    tests: ['test/runtimes/streaming.test.ts'],
+  },
+  {
+    id: 'python-stream-disconnect-unwatched',
+    guard: 'Python: a client that leaves a streamed answer sets context.cancelled while the generator waits.',
+    file: 'runtimes/python3.11/server.py',
+    from: '        if data == b"" and not finished.is_set():\n            on_gone()',
+    to: '        if data == b"" and not finished.is_set():\n            pass',
+    tests: ['test/runtimes/streaming.test.ts'],
+  },
+  {
+    id: 'go-stream-cut-at-timeout',
+    guard: 'Go: a stream that has started is not cut when SLESS_TIMEOUT_SEC passes.',
+    file: 'runtimes/go1.21/sdk/stream.go',
+    from: '\tif c.state == streamStarted {\n\t\treturn false\n\t}\n\tc.cancelLocked(context.DeadlineExceeded)',
+    to: '\tc.cancelLocked(context.DeadlineExceeded)',
+    tests: ['test/runtimes/streaming.test.ts'],
+  },
+  {
+    id: 'go-stream-client-gone-ignored',
+    guard: "Go: a client that leaves a streamed answer cancels the handler's ctx.",
+    file: 'runtimes/go1.21/sdk/stream.go',
+    from: '\t\t\tcase <-c.parent.Done():\n\t\t\t\tc.cancel(context.Canceled)\n\t\t\t\treturn\n',
+    to: '',
+    tests: ['test/runtimes/streaming.test.ts'],
+  },
 ];
