@@ -314,7 +314,12 @@ export async function startLocalSystem(
     isKnownFunction: (ns, name) => platform.currentRevision(ns, name) !== undefined,
     ...(gateway ? { collectProxyTallies: () => gateway.takeTallies() } : {}),
   });
-  const proxy = observedFunctionProxy({ routes: platform, metrics, logger });
+  const proxy = observedFunctionProxy({
+    routes: platform,
+    metrics,
+    logger,
+    maxStreamMs: config.maxStreamSeconds * 1000,
+  });
   const threadQueues = gateway?.queueDepths?.bind(gateway);
   if (threadQueues) metrics.addQueueDepths(threadQueues);
   options.listener?.serveEarly(FunctionProxy.matches, (req, res) => void proxy.handle(req, res));

@@ -1028,4 +1028,39 @@ export const MUTATIONS: GuardMutation[] = [
     to: '',
     tests: ['test/runtimes/streaming.test.ts'],
   },
+  // ---- Streamed answers through /fn/ ----
+  {
+    id: 'proxy-stream-headers-held',
+    guard:
+      "The proxy sends a streamed answer's headers as soon as the function does, not with its first byte.",
+    file: 'src/proxy/stream-limits.ts',
+    from: '  res.flushHeaders();\n',
+    to: '',
+    tests: ['test/local/streaming.test.ts'],
+  },
+  {
+    id: 'proxy-slow-reader-not-paused',
+    guard:
+      'A client that reads slower than the function writes pauses the upstream instead of filling memory.',
+    file: 'src/proxy/answers.ts',
+    from: '  controller.pause();\n',
+    to: '',
+    tests: ['test/local/streaming.test.ts'],
+  },
+  {
+    id: 'proxy-stream-duration-unbounded',
+    guard: 'A streamed answer is cut at the maximum stream duration, however steadily it sends.',
+    file: 'src/proxy/stream-limits.ts',
+    from: '  const timer = setTimeout(cut, maxMs);',
+    to: '  const timer = setTimeout(() => {}, maxMs);',
+    tests: ['test/local/streaming.test.ts'],
+  },
+  {
+    id: 'proxy-idle-gap-unbounded',
+    guard: "A stream whose gap between chunks passes the function's timeout is cut.",
+    file: 'src/proxy/function-proxy.ts',
+    from: '        bodyTimeout: timeoutMs,\n',
+    to: '',
+    tests: ['test/local/streaming.test.ts'],
+  },
 ];

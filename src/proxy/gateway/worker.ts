@@ -79,6 +79,7 @@ async function serve(): Promise<void> {
     onResponse: (namespace, name, status, ms) => tallies.record(namespace, name, status, ms),
     onUpstreamError: (fn, message) => send({ type: 'upstream-error', function: fn, message }),
     elsewhere: (req, res) => relay.relay(req, res),
+    ...(data.maxStreamMs ? { maxStreamMs: data.maxStreamMs } : {}),
   });
 
   port.on('message', (message: ToGateway) => {
