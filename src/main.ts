@@ -303,9 +303,10 @@ export async function startLocalSystem(
   // CPU here), so they boot meanwhile.
   await restored.launched;
   startupMark('restored launched');
-  const [{ FunctionProxy, observedFunctionProxy }, { SlessMetrics }] = await Promise.all([
+  const [{ FunctionProxy, observedFunctionProxy }, { SlessMetrics }, { UpgradeProxy }] = await Promise.all([
     import('./proxy/function-proxy.js'),
     import('./api/metrics.js'),
+    import('./proxy/websocket-upgrade.js'),
   ]);
   startupMark('serving path loaded');
   // The /fn/ proxy needs only the platform (and the metrics it counts in), so it serves at once.
@@ -323,6 +324,11 @@ export async function startLocalSystem(
   const threadQueues = gateway?.queueDepths?.bind(gateway);
   if (threadQueues) metrics.addQueueDepths(threadQueues);
   options.listener?.serveEarly(FunctionProxy.matches, (req, res) => void proxy.handle(req, res));
+  const upgrades = new UpgradeProxy({
+    routes: platform,
+    onUpstreamError: (fn, err) => logger.warn({ function: fn, err }, 'upstream failed'),
+  });
+  options.listener?.onUpgrade?.((req, socket, head) => upgrades.handle(req, socket, head));
   startupMark('proxy attached');
   // Loading the control plane (fastify, ajv, isomorphic-git: seconds of CPU on a busy small machine)
   // blocks the event loop, so started alongside the restored revisions it held up their health
@@ -364,6 +370,7 @@ export async function startLocalSystem(
     throw error;
   }
   const { app, controller, builder, scheduler, gc } = parts;
+  if (!options.listener) app.server.on('upgrade', (req, socket, head) => upgrades.handle(req, socket, head));
   startupMark('control plane loaded');
   await controller.start();
   if (options.source) await store.apply(await withStoredPin(store, options.source));

@@ -66,7 +66,11 @@ async function loadHandler() {
   }
   if (typeof fn !== 'function' && fnName === 'default' && typeof mod.default === 'function') fn = mod.default;
   if (typeof fn !== 'function') fatal(`module "${moduleName}" has no function "${fnName}"`);
-  return fn;
+  // WebSockets: the module's own `upgrade` export, if any, takes the connections that ask to switch.
+  let upgrade = own(mod, 'upgrade');
+  if (typeof upgrade !== 'function' && def != null && (typeof def === 'object' || typeof def === 'function'))
+    upgrade = own(def, 'upgrade');
+  return { handler: fn, upgrade: typeof upgrade === 'function' ? upgrade : undefined };
 }
 
 function oneLine(err) {
@@ -437,7 +441,43 @@ function send(res, mapped, context) {
 
 const HEALTH = JSON.stringify({ status: 'ok' });
 
-function startServer(handler) {
+/**
+ * A request to switch protocols (a WebSocket) goes to the module's `upgrade(req, socket, head,
+ * context)`, which accepts it with a library such as `ws` (`handleUpgrade`). Without one it is
+ * refused with 400. An error thrown there closes that socket, nothing else.
+ */
+function onUpgrade(upgrade, req, socket, head) {
+  socket.on('error', () => socket.destroy());
+  const refuse = (status, reason, message) => {
+    const payload = JSON.stringify({ error: message });
+    socket.end(
+      `HTTP/1.1 ${status} ${reason}\r\ncontent-type: ${JSON_TYPE}\r\ncontent-length: ${Buffer.byteLength(payload)}\r\nconnection: close\r\n\r\n${payload}`,
+    );
+  };
+  if (!upgrade) {
+    refuse(
+      400,
+      'Bad Request',
+      `${entrypoint} does not accept WebSockets: its module exports no "upgrade" function`,
+    );
+    return;
+  }
+  const context = makeContext(req.headers);
+  try {
+    const ret = upgrade(req, socket, head, context);
+    if (ret !== null && typeof ret === 'object' && typeof ret.then === 'function')
+      ret.then(undefined, (err) => {
+        logError(err, context.requestId);
+        socket.destroy();
+      });
+  } catch (err) {
+    logError(err, context.requestId);
+    if (socket.writable) refuse(500, 'Internal Server Error', errorMessage(err));
+    else socket.destroy();
+  }
+}
+
+function startServer({ handler, upgrade }) {
   const server = http.createServer({ keepAlive: true, keepAliveTimeout: 65_000 }, (req, res) => {
     const url = req.url || '/';
     const q = url.indexOf('?');
@@ -482,6 +522,7 @@ function startServer(handler) {
       invoke(handler, event, context).then((mapped) => send(res, mapped, context));
     });
   });
+  server.on('upgrade', (req, socket, head) => onUpgrade(upgrade, req, socket, head));
   server.headersTimeout = 60_000;
   server.requestTimeout = 0;
   server.on('clientError', (_err, socket) => {
@@ -601,6 +642,6 @@ process.on('unhandledRejection', (reason) => {
 });
 
 if (env.SLESS_EVENT !== undefined) trackStdout();
-const handler = await loadHandler();
-if (env.SLESS_EVENT !== undefined) await oneShot(handler, env.SLESS_EVENT);
-else startServer(handler);
+const loaded = await loadHandler();
+if (env.SLESS_EVENT !== undefined) await oneShot(loaded.handler, env.SLESS_EVENT);
+else startServer(loaded);

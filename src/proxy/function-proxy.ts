@@ -326,7 +326,7 @@ let requestCount = 0;
  * X-Forwarded-Host, the client's address appended to X-Forwarded-For, X-Forwarded-Proto and
  * X-Forwarded-Prefix set, and an X-Request-Id unless the client sent one.
  */
-function forwardedHeaders(req: IncomingMessage, prefix: string): string[] {
+export function forwardedHeaders(req: IncomingMessage, prefix: string): string[] {
   const headers = stripHopByHopRaw(req.rawHeaders);
   let host: string | undefined;
   let forwardedFor = '';

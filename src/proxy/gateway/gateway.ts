@@ -149,6 +149,10 @@ export class Gateway implements ClientListener, RouteMirror {
     this.inner.attach(handler);
   }
 
+  onUpgrade(handler: Parameters<EarlyListener['onUpgrade']>[0]): void {
+    this.inner.onUpgrade(handler);
+  }
+
   publish(key: string, route: MirroredRoute | undefined): void {
     const known = this.published.get(key);
     if (route ? sameRoute(known, route) : known === undefined) return;

@@ -69,9 +69,10 @@ async function serve(): Promise<void> {
   server.keepAliveTimeout = 65_000;
   send({ type: 'listening', url: listener.url });
 
-  const [{ FunctionProxy }, { MainThreadRelay }] = await Promise.all([
+  const [{ FunctionProxy }, { MainThreadRelay }, { UpgradeProxy }] = await Promise.all([
     import('../function-proxy.js'),
     import('./relay.js'),
+    import('../websocket-upgrade.js'),
   ]);
   const relay = new MainThreadRelay(data.mainSocketPath);
   const proxy = new FunctionProxy({
@@ -81,6 +82,13 @@ async function serve(): Promise<void> {
     elsewhere: (req, res) => relay.relay(req, res),
     ...(data.maxStreamMs ? { maxStreamMs: data.maxStreamMs } : {}),
   });
+
+  const upgrades: InstanceType<typeof UpgradeProxy> = new UpgradeProxy({
+    routes: resolver,
+    onUpstreamError: (fn, message) => send({ type: 'upstream-error', function: fn, message }),
+    elsewhere: (req, socket, head) => relay.relayUpgrade(req, socket, head, upgrades),
+  });
+  server.on('upgrade', (req, socket, head) => upgrades.handle(req, socket, head));
 
   port.on('message', (message: ToGateway) => {
     switch (message.type) {
