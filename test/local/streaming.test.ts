@@ -144,10 +144,16 @@ describe.each([
 
   it('cuts a stream whose gap passes timeoutSec, and the handler is told', async () => {
     const id = randomUUID();
+    // A steady stream opened first is cut by the maximum duration first: while it is still open,
+    // whatever cut the stalled one was its gap.
+    const steady = await openStream(fn('streams', `/forever?id=${randomUUID()}`));
+    await steady.until('data: tick\n\n');
     const stream = await openStream(fn('streams', `/stall?id=${id}`));
     await stream.until('data: first\n\n');
     // The status went out with the stream, so no 504 can follow: the cut is the answer.
     await expect(stream.ended()).rejects.toThrow();
+    expect(steady.isOver()).toBe(false);
+    steady.leave();
     expect(stream.received()).toBe('data: first\n\n');
     const seen = await pollUntil(
       'the handler sees the cut',

@@ -1063,4 +1063,13 @@ export const MUTATIONS: GuardMutation[] = [
     to: '',
     tests: ['test/local/streaming.test.ts'],
   },
+  {
+    id: 'relayed-upgrade-headers-unbuilt',
+    guard:
+      "A WebSocket upgrade the proxy thread relays to the main thread is answered, not a crash of sless's main thread.",
+    file: 'src/api/early-listener.ts',
+    from: '        void req.headers;\n',
+    to: '',
+    tests: ['test/local/websocket.test.ts'],
+  },
 ];
