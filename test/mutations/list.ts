@@ -1072,4 +1072,12 @@ export const MUTATIONS: GuardMutation[] = [
     to: '',
     tests: ['test/local/websocket.test.ts'],
   },
+  {
+    id: 'go-upgrade-still-timed',
+    guard: "Go: a connection handed to the handler (sless.Upgrade) is not ended by the function's timeout.",
+    file: 'runtimes/go1.21/sdk/stream.go',
+    from: '\tinv.state, inv.status = streamStarted, http.StatusSwitchingProtocols\n',
+    to: '',
+    tests: ['test/runtimes/streaming.test.ts'],
+  },
 ];

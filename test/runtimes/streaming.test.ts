@@ -2,8 +2,9 @@
 // real child processes serving test/runtimes/fixtures/<runtime>/. A first event reaches the client
 // while its handler still waits (for a gate only the test opens), a client that leaves cancels its
 // handler, a failing stream is cut short, and whole-value answers keep their framing.
-import { randomUUID } from 'node:crypto';
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
+import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { request } from 'undici';
@@ -210,5 +211,55 @@ describe.each(RUNTIMES)('runtime $name streams', (rt) => {
     expect(res.code, res.stderr).toBe(0);
     const last = res.stdout.trimEnd().split('\n').at(-1) ?? '';
     expect(JSON.parse(last.replace(/^SLESS_RESULT /, ''))).toEqual({ statusCode: 200, body: 'abc' });
+  });
+});
+
+describe('go1.21 hands a connection to the handler (sless.Upgrade)', () => {
+  let server: Running;
+  beforeAll(async () => {
+    server = await startRuntime(binaryLaunch(goBinary, 'handler.Handle'), BASE_ENV);
+  });
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  it('switches protocols as the handler answers, past the timeout, and the bytes are the handler’s', async () => {
+    const key = randomBytes(16).toString('base64');
+    const accept = createHash('sha1').update(`${key}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`).digest('base64');
+    const sock = net.connect(server.port, '127.0.0.1');
+    try {
+      let data = '';
+      const waitFor = (marker: string) =>
+        new Promise<string>((resolve, reject) => {
+          const check = () => {
+            if (data.includes(marker)) {
+              sock.off('data', onData);
+              resolve(data);
+            }
+          };
+          const onData = (chunk: Buffer) => {
+            data += chunk.toString('latin1');
+            check();
+          };
+          sock.on('data', onData);
+          sock.once('error', reject);
+          check();
+        });
+      sock.write(
+        `GET /ws HTTP/1.1\r\nhost: x\r\nconnection: Upgrade\r\nupgrade: websocket\r\nsec-websocket-version: 13\r\nsec-websocket-key: ${key}\r\n\r\n`,
+      );
+      const head = await waitFor('\r\n\r\n');
+      expect(head.split('\r\n')[0]).toBe('HTTP/1.1 101 Switching Protocols');
+      expect(head).toContain(`Sec-WebSocket-Accept: ${accept}\r\n`);
+      data = '';
+      // The timeout (1 s) passes while the connection is open: a whole-value request times out first.
+      const slow = await request(`${server.url}/slow`);
+      expect(slow.statusCode).toBe(504);
+      await slow.body.dump();
+      sock.write('ping-1');
+      expect(await waitFor('ping-1')).toBe('ping-1');
+    } finally {
+      sock.destroy();
+    }
   });
 });

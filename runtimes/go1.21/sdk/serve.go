@@ -378,7 +378,7 @@ func (rt *runtime) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		IsBase64Encoded: isB64,
 		raw:             raw,
 	}
-	res, streamed, err := rt.invoke(r.Context(), ev, w)
+	res, streamed, err := rt.invoke(context.WithValue(r.Context(), requestKey{}, r), ev, w)
 	if !streamed {
 		writeResult(w, res)
 		return

@@ -64,6 +64,29 @@ func (s *StreamWriter) Flush() { s.WriteHeader(http.StatusOK) }
 
 type streamKey struct{}
 
+type requestKey struct{}
+
+// Upgrade hands the invocation's connection to the handler, for a protocol of its own such as a
+// WebSocket: w and r are net/http's, so a library accepts the connection from them (for example
+// github.com/coder/websocket's Accept(w, r, nil), or gorilla/websocket's Upgrader), and w can be
+// hijacked. From then on the runtime writes nothing, the timeout no longer applies, and the
+// handler's return value is ignored. ok is false outside an HTTP invocation (one-shot mode, tests).
+func Upgrade(ctx context.Context) (w http.ResponseWriter, r *http.Request, ok bool) {
+	inv, _ := ctx.Value(streamKey{}).(*invocation)
+	r, _ = ctx.Value(requestKey{}).(*http.Request)
+	if inv == nil || r == nil {
+		return nil, nil, false
+	}
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	if inv.state == streamClosed {
+		return nil, nil, false
+	}
+	// Started, as a stream is: the timeout ends nothing, and the runtime answers nothing.
+	inv.state, inv.status = streamStarted, http.StatusSwitchingProtocols
+	return inv.out, r, true
+}
+
 const (
 	streamOpen = iota
 	streamStarted
