@@ -924,6 +924,13 @@ export async function startKubeSystem(
   gc.start();
   gc.request();
   const address = await app.listen({ host: config.host, port: config.port });
+  // WebSocket upgrades to /fn/ go to the function's Service, as requests do.
+  const { UpgradeProxy } = await import('./proxy/websocket-upgrade.js');
+  const upgrades = new UpgradeProxy({
+    routes,
+    onUpstreamError: (fn, err) => logger.warn({ function: fn, err }, 'upstream failed'),
+  });
+  app.server.on('upgrade', (req, socket, head) => upgrades.handle(req, socket, head));
   if (election.enabled) {
     term.elector = new LeaderElector({
       http,
