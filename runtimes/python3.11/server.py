@@ -81,6 +81,9 @@ def load_handler():
     fn = None if fn_name.startswith("__") else vars(module).get(fn_name)
     if not callable(fn):
         _fatal(f'module "{module_name}" has no function "{fn_name}"')
+    # WebSockets: the module's own `upgrade`, if any, takes the connections that ask to switch.
+    upgrade = vars(module).get("upgrade")
+    RequestHandler.upgrade = staticmethod(upgrade) if callable(upgrade) else None
     return fn
 
 
@@ -440,6 +443,7 @@ class RequestHandler(BaseHTTPRequestHandler):
     server_version = "sless-python"
     sys_version = ""
     fn = None
+    upgrade = None
 
     def log_message(self, format, *args):  # noqa: A002 - per-request logging costs throughput
         pass
@@ -586,12 +590,44 @@ class RequestHandler(BaseHTTPRequestHandler):
             finished.set()
             chunks.close()
 
+    def _upgrade(self, path, qs):
+        """A request to switch protocols (a WebSocket) goes to the module's
+        `upgrade(event, context, sock, reader)`: it answers the handshake and then owns the connection,
+        with a library such as websockets' sans-I/O protocol; `reader` holds bytes the client sent
+        after its request head. The connection closes when it returns."""
+        self.close_connection = True
+        if self.upgrade is None:
+            message = f'{ENTRYPOINT} does not accept WebSockets: its module has no "upgrade" function'
+            self._send(400, *error_result(400, message)[1:3])
+            return
+        headers = {}
+        for name, value in self.headers.items():
+            name = name.lower()
+            prev = headers.get(name)
+            headers[name] = value if prev is None else f"{prev}, {value}"
+        event = {
+            "method": self.command,
+            "path": path,
+            "query": parse_query(qs),
+            "headers": headers,
+            "body": None,
+            "isBase64Encoded": False,
+        }
+        context = make_context(headers)
+        try:
+            self.upgrade(event, context, self.connection, self.rfile)
+        except BaseException as exc:  # the handler's failure ends its connection, nothing else
+            _log_error(exc, context["requestId"])
+
     def dispatch(self):
         target = self.path
         qpos = target.find("?")
         path, qs = (target, "") if qpos == -1 else (target[:qpos], target[qpos + 1 :])
         if self.command == "GET" and path == "/healthz":
             self._send(200, [("content-type", JSON_TYPE)], _HEALTH)
+            return
+        if self.headers.get("Upgrade"):
+            self._upgrade(path, qs)
             return
         try:
             raw = self._read_body()

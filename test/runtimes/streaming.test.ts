@@ -214,10 +214,19 @@ describe.each(RUNTIMES)('runtime $name streams', (rt) => {
   });
 });
 
-describe('go1.21 hands a connection to the handler (sless.Upgrade)', () => {
+// Node's upgrade export is run through /fn/ with ws (test/local/websocket.test.ts); Go's
+// sless.Upgrade and Python's upgrade() are checked here with a handshake written the way a library
+// writes it.
+describe.each([
+  { name: 'go1.21', launch: () => binaryLaunch(goBinary, 'handler.Handle') },
+  {
+    name: 'python3.11',
+    launch: () => interpretedLaunch('python3.11', path.join(FIXTURES_DIR, 'python3.11'), 'handler.handle'),
+  },
+])('$name hands a connection to the handler', ({ launch }) => {
   let server: Running;
   beforeAll(async () => {
-    server = await startRuntime(binaryLaunch(goBinary, 'handler.Handle'), BASE_ENV);
+    server = await startRuntime(launch(), BASE_ENV);
   });
   afterAll(async () => {
     await server?.stop();
