@@ -1080,4 +1080,12 @@ export const MUTATIONS: GuardMutation[] = [
     to: '',
     tests: ['test/runtimes/streaming.test.ts'],
   },
+  {
+    id: 'python-upgrade-not-handed-over',
+    guard: "Python: a request to switch protocols goes to the module's upgrade(), not to handle().",
+    file: 'runtimes/python3.11/server.py',
+    from: '        if self.headers.get("Upgrade"):\n            self._upgrade(path, qs)\n            return\n',
+    to: '',
+    tests: ['test/runtimes/streaming.test.ts'],
+  },
 ];
