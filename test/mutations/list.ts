@@ -1071,6 +1071,8 @@ export const MUTATIONS: GuardMutation[] = [
     from: '        void req.headers;\n',
     to: '',
     tests: ['test/local/websocket.test.ts'],
+    // The mutation crashes the test's process, which then waits out vitest's own timeouts.
+    timeoutMs: 180_000,
   },
   {
     id: 'go-upgrade-still-timed',
