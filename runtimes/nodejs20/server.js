@@ -66,7 +66,11 @@ async function loadHandler() {
   }
   if (typeof fn !== 'function' && fnName === 'default' && typeof mod.default === 'function') fn = mod.default;
   if (typeof fn !== 'function') fatal(`module "${moduleName}" has no function "${fnName}"`);
-  return fn;
+  // WebSockets: the module's own `upgrade` export, if any, takes the connections that ask to switch.
+  let upgrade = own(mod, 'upgrade');
+  if (typeof upgrade !== 'function' && def != null && (typeof def === 'object' || typeof def === 'function'))
+    upgrade = own(def, 'upgrade');
+  return { handler: fn, upgrade: typeof upgrade === 'function' ? upgrade : undefined };
 }
 
 function oneLine(err) {
@@ -173,6 +177,10 @@ function mapResult(result) {
     const body = result.body;
     let payload = '';
     let oneShotBody = null;
+    if (isStreamBody(body)) {
+      if (!hasType) headers['content-type'] = 'application/octet-stream';
+      return { statusCode, headers, payload, oneShotBody, stream: body };
+    }
     if (body === undefined || body === null) {
       payload = '';
     } else if (result.isBase64Encoded === true && typeof body === 'string') {
@@ -194,6 +202,15 @@ function mapResult(result) {
     }
     return { statusCode, headers, payload, oneShotBody };
   }
+  if (isStreamBody(result)) {
+    return {
+      statusCode: 200,
+      headers: { 'content-type': 'application/octet-stream' },
+      payload: '',
+      oneShotBody: null,
+      stream: result,
+    };
+  }
   const json = JSON.stringify(result === undefined ? null : result);
   return {
     statusCode: 200,
@@ -201,6 +218,139 @@ function mapResult(result) {
     payload: json === undefined ? 'null' : json,
     oneShotBody: result === undefined ? null : result,
   };
+}
+
+// --- streamed bodies --------------------------------------------------------------------------------
+
+/**
+ * A body that is produced while it is sent: an async iterable (async generator, Node Readable, web
+ * ReadableStream), a web stream without async iteration, or a sync generator. Arrays and other
+ * iterables stay JSON values, as before.
+ */
+function isStreamBody(body) {
+  if (body === null || typeof body !== 'object') return false;
+  if (typeof body[Symbol.asyncIterator] === 'function') return true;
+  if (typeof body.getReader === 'function') return true;
+  return typeof body.next === 'function' && typeof body[Symbol.iterator] === 'function';
+}
+
+function iteratorOf(body) {
+  if (typeof body[Symbol.asyncIterator] === 'function') return body[Symbol.asyncIterator]();
+  if (typeof body.getReader === 'function') {
+    const reader = body.getReader();
+    return {
+      next: () => reader.read(),
+      return: async () => {
+        await reader.cancel();
+        return { done: true, value: undefined };
+      },
+    };
+  }
+  return body[Symbol.iterator]();
+}
+
+/** A chunk as bytes: strings are UTF-8; Buffers and typed arrays go as they are. */
+function chunkBytes(value) {
+  if (typeof value === 'string') return Buffer.from(value, 'utf8');
+  if (Buffer.isBuffer(value)) return value;
+  if (value instanceof Uint8Array) return Buffer.from(value.buffer, value.byteOffset, value.byteLength);
+  throw new TypeError(`a streamed chunk must be a string, Buffer or Uint8Array, not ${typeof value}`);
+}
+
+/** Resolves when the response can take more (true) or has closed (false). */
+function drained(res) {
+  return new Promise((resolve) => {
+    const done = (more) => {
+      res.off('drain', onDrain);
+      res.off('close', onClose);
+      resolve(more);
+    };
+    const onDrain = () => done(true);
+    const onClose = () => done(false);
+    res.on('drain', onDrain);
+    res.on('close', onClose);
+  });
+}
+
+/**
+ * Sends a streamed body: the headers at once, then each chunk as the handler produces it, read no
+ * faster than the client takes them. A client that leaves aborts context.signal and ends the
+ * iterator (an async generator runs its finally blocks); a failing handler cuts the response, the
+ * only honest answer once a status has gone out.
+ */
+async function streamOut(res, mapped, context) {
+  const iterator = iteratorOf(mapped.stream);
+  const signal = context.signal;
+  let ended = false;
+  const stop = () => {
+    if (ended) return;
+    ended = true;
+    Promise.resolve()
+      .then(() => iterator.return?.())
+      .catch(() => {});
+  };
+  signal.addEventListener('abort', stop, { once: true });
+  try {
+    res.writeHead(mapped.statusCode, mapped.headers);
+    res.flushHeaders();
+    if (res.req?.method === 'HEAD') {
+      stop();
+      res.end();
+      return;
+    }
+    while (!ended) {
+      const step = await iterator.next();
+      if (step.done || ended) break;
+      const bytes = chunkBytes(step.value);
+      if (bytes.length === 0) continue;
+      if (!res.write(bytes) && !(await drained(res))) break;
+    }
+    ended = true;
+    if (!res.destroyed) res.end();
+  } catch (err) {
+    logError(err, context.requestId);
+    stop();
+    if (res.headersSent) res.destroy();
+    else send(res, errorResult(500, `invalid response: ${errorMessage(err)}`), context);
+  } finally {
+    signal.removeEventListener('abort', stop);
+  }
+}
+
+/** A streamed body read to its end, for one-shot mode's result line. */
+async function collect(stream) {
+  const iterator = iteratorOf(stream);
+  const parts = [];
+  for (;;) {
+    const step = await iterator.next();
+    if (step.done) break;
+    parts.push(chunkBytes(step.value));
+  }
+  const buf = Buffer.concat(parts);
+  return isUtf8(buf) ? buf.toString('utf8') : buf.toString('base64');
+}
+
+/**
+ * context.signal: aborted when the client goes away before its answer is complete. Made on first
+ * use, so that a handler that never asks pays nothing, and not enumerable, so that a context
+ * returned as JSON is what it was.
+ */
+function attachSignal(context, res) {
+  let controller;
+  Object.defineProperty(context, 'signal', {
+    enumerable: false,
+    get() {
+      if (controller) return controller.signal;
+      controller = new AbortController();
+      const gone = () => {
+        if (!res.writableFinished) controller.abort(new Error('the client closed the connection'));
+      };
+      if (res.closed) gone();
+      else res.once('close', gone);
+      return controller.signal;
+    },
+  });
+  return context;
 }
 
 function errorResult(statusCode, message) {
@@ -264,8 +414,15 @@ function invoke(handler, event, context) {
 
 // --- server -----------------------------------------------------------------------------------------
 
-function send(res, mapped) {
-  if (res.headersSent || res.destroyed) return;
+function send(res, mapped, context) {
+  if (res.headersSent || res.destroyed) {
+    if (mapped.stream) Promise.resolve(iteratorOf(mapped.stream).return?.()).catch(() => {});
+    return;
+  }
+  if (mapped.stream) {
+    void streamOut(res, mapped, context);
+    return;
+  }
   const { payload } = mapped;
   const headers = mapped.headers;
   headers['content-length'] = Buffer.byteLength(payload);
@@ -284,7 +441,43 @@ function send(res, mapped) {
 
 const HEALTH = JSON.stringify({ status: 'ok' });
 
-function startServer(handler) {
+/**
+ * A request to switch protocols (a WebSocket) goes to the module's `upgrade(req, socket, head,
+ * context)`, which accepts it with a library such as `ws` (`handleUpgrade`). Without one it is
+ * refused with 400. An error thrown there closes that socket, nothing else.
+ */
+function onUpgrade(upgrade, req, socket, head) {
+  socket.on('error', () => socket.destroy());
+  const refuse = (status, reason, message) => {
+    const payload = JSON.stringify({ error: message });
+    socket.end(
+      `HTTP/1.1 ${status} ${reason}\r\ncontent-type: ${JSON_TYPE}\r\ncontent-length: ${Buffer.byteLength(payload)}\r\nconnection: close\r\n\r\n${payload}`,
+    );
+  };
+  if (!upgrade) {
+    refuse(
+      400,
+      'Bad Request',
+      `${entrypoint} does not accept WebSockets: its module exports no "upgrade" function`,
+    );
+    return;
+  }
+  const context = makeContext(req.headers);
+  try {
+    const ret = upgrade(req, socket, head, context);
+    if (ret !== null && typeof ret === 'object' && typeof ret.then === 'function')
+      ret.then(undefined, (err) => {
+        logError(err, context.requestId);
+        socket.destroy();
+      });
+  } catch (err) {
+    logError(err, context.requestId);
+    if (socket.writable) refuse(500, 'Internal Server Error', errorMessage(err));
+    else socket.destroy();
+  }
+}
+
+function startServer({ handler, upgrade }) {
   const server = http.createServer({ keepAlive: true, keepAliveTimeout: 65_000 }, (req, res) => {
     const url = req.url || '/';
     const q = url.indexOf('?');
@@ -325,9 +518,11 @@ function startServer(handler) {
         body,
         isBase64Encoded,
       };
-      invoke(handler, event, makeContext(headers)).then((mapped) => send(res, mapped));
+      const context = attachSignal(makeContext(headers), res);
+      invoke(handler, event, context).then((mapped) => send(res, mapped, context));
     });
   });
+  server.on('upgrade', (req, socket, head) => onUpgrade(upgrade, req, socket, head));
   server.headersTimeout = 60_000;
   server.requestTimeout = 0;
   server.on('clientError', (_err, socket) => {
@@ -422,7 +617,18 @@ async function oneShot(handler, raw) {
   }
   const headers = { 'content-type': JSON_TYPE };
   const event = { method: 'POST', path: '/', query: {}, headers, body, isBase64Encoded: false };
-  const mapped = await invoke(handler, event, makeContext(headers));
+  const context = makeContext(headers);
+  // Nobody can leave a one-shot run early: its signal never aborts.
+  Object.defineProperty(context, 'signal', { enumerable: false, value: new AbortController().signal });
+  const mapped = await invoke(handler, event, context);
+  if (mapped.stream) {
+    try {
+      mapped.oneShotBody = await collect(mapped.stream);
+    } catch (err) {
+      logError(err, 'one-shot');
+      Object.assign(mapped, errorResult(500, errorMessage(err)));
+    }
+  }
   const line = `${stdoutAtLineStart ? '' : '\n'}SLESS_RESULT ${JSON.stringify({ statusCode: mapped.statusCode, body: mapped.oneShotBody })}\n`;
   const code = mapped.statusCode < 500 ? 0 : 1;
   process.stdout.write(line, () => process.exit(code));
@@ -436,6 +642,6 @@ process.on('unhandledRejection', (reason) => {
 });
 
 if (env.SLESS_EVENT !== undefined) trackStdout();
-const handler = await loadHandler();
-if (env.SLESS_EVENT !== undefined) await oneShot(handler, env.SLESS_EVENT);
-else startServer(handler);
+const loaded = await loadHandler();
+if (env.SLESS_EVENT !== undefined) await oneShot(loaded.handler, env.SLESS_EVENT);
+else startServer(loaded);

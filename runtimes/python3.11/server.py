@@ -9,7 +9,9 @@ import base64
 import json
 import os
 import queue
+import select
 import signal
+import socket
 import socketserver
 import sys
 import threading
@@ -79,6 +81,9 @@ def load_handler():
     fn = None if fn_name.startswith("__") else vars(module).get(fn_name)
     if not callable(fn):
         _fatal(f'module "{module_name}" has no function "{fn_name}"')
+    # WebSockets: the module's own `upgrade`, if any, takes the connections that ask to switch.
+    upgrade = vars(module).get("upgrade")
+    RequestHandler.upgrade = staticmethod(upgrade) if callable(upgrade) else None
     return fn
 
 
@@ -150,8 +155,24 @@ def dumps(value):
 _FRAMING_HEADERS = ("content-length", "transfer-encoding")
 
 
+class Stream:
+    """A body produced while it is sent: the iterator, generator or async generator a handler gave."""
+
+    __slots__ = ("source",)
+
+    def __init__(self, source):
+        self.source = source
+
+
+def _is_stream(value):
+    # Generators, async generators and other iterators; str, bytes, dict and list have no __next__.
+    return hasattr(value, "__next__") or hasattr(value, "__anext__")
+
+
 def map_result(result):
-    """Returns (status, headers list, payload bytes, one-shot body)."""
+    """Returns (status, headers list, payload bytes or Stream, one-shot body)."""
+    if _is_stream(result):
+        return 200, [("content-type", "application/octet-stream")], Stream(result), None
     if isinstance(result, dict):
         status = result.get("statusCode")
         if isinstance(status, (int, float)) and not isinstance(status, bool):
@@ -175,6 +196,8 @@ def map_result(result):
             body = result.get("body")
             if body is None:
                 payload, shot, ctype = b"", None, None
+            elif _is_stream(body):
+                payload, shot, ctype = Stream(body), None, "application/octet-stream"
             elif result.get("isBase64Encoded") is True and isinstance(body, str):
                 payload, shot, ctype = base64.b64decode(body), body, "application/octet-stream"
             elif isinstance(body, str):
@@ -232,14 +255,117 @@ def _log_error(exc, request_id):
     sys.stderr.flush()
 
 
+class Context(dict):
+    """The invocation context: the same dict as before (its JSON is unchanged), plus `cancelled`, a
+    threading.Event set when the client goes away before a streamed answer is complete."""
+
+    __slots__ = ("cancelled",)
+
+
 def make_context(headers):
     rid = headers.get("x-request-id")
-    return {
-        "functionName": FUNCTION_NAME,
-        "namespace": NAMESPACE,
-        "requestId": rid if rid else str(uuid.uuid4()),
-        "deadlineMs": int(time.time() * 1000 + TIMEOUT_SEC * 1000),
-    }
+    context = Context(
+        functionName=FUNCTION_NAME,
+        namespace=NAMESPACE,
+        requestId=rid if rid else str(uuid.uuid4()),
+        deadlineMs=int(time.time() * 1000 + TIMEOUT_SEC * 1000),
+    )
+    context.cancelled = threading.Event()
+    return context
+
+
+# --- streamed bodies ----------------------------------------------------------------------------
+
+
+def _chunk_bytes(chunk):
+    if isinstance(chunk, str):
+        return chunk.encode("utf-8")
+    if isinstance(chunk, (bytes, bytearray, memoryview)):
+        return bytes(chunk)
+    raise TypeError(f"a streamed chunk must be str or bytes, not {type(chunk).__name__}")
+
+
+_END = object()
+
+
+class _Chunks:
+    """Steps through a streamed body on the calling thread: a sync iterator directly, an async one
+    on the thread's event loop. cancel() may come from another thread: it cancels the async step in
+    progress (the generator sees CancelledError); a sync generator sees GeneratorExit at its next
+    yield, when close() runs."""
+
+    def __init__(self, source):
+        self._source = source
+        self._async = hasattr(source, "__anext__")
+        self._task = None
+        self._loop = None
+        self._lock = threading.Lock()
+
+    def next(self):
+        """The next chunk, or _END."""
+        if not self._async:
+            return next(self._source, _END)
+        import asyncio
+
+        loop = getattr(_local, "loop", None)
+        if loop is None:
+            loop = asyncio.new_event_loop()
+            _local.loop = loop
+
+        async def step():
+            return await self._source.__anext__()
+
+        with self._lock:
+            self._loop = loop
+            self._task = loop.create_task(step())
+        try:
+            return loop.run_until_complete(self._task)
+        except StopAsyncIteration:
+            return _END
+        finally:
+            with self._lock:
+                self._task = None
+
+    def cancel(self):
+        with self._lock:
+            if self._task is not None and self._loop is not None:
+                self._loop.call_soon_threadsafe(self._task.cancel)
+
+    def close(self):
+        try:
+            if self._async:
+                aclose = getattr(self._source, "aclose", None)
+                if aclose is not None:
+                    _await(aclose())
+            else:
+                close = getattr(self._source, "close", None)
+                if close is not None:
+                    close()
+        except BaseException as exc:  # a generator that fails while closing is the handler's error
+            _log_error(exc, "stream close")
+
+
+def _watch_disconnect(sock, finished, on_gone):
+    """Calls on_gone when the client closes its end while a stream is still being sent: the socket
+    turns readable with nothing to read. Data instead (a pipelined request) ends the watch."""
+    while not finished.is_set():
+        try:
+            readable, _, _ = select.select([sock], [], [], 0.25)
+        except (OSError, ValueError):
+            return
+        if finished.is_set():
+            return
+        if not readable:
+            continue
+        try:
+            data = sock.recv(1, socket.MSG_PEEK)
+        except BlockingIOError:
+            continue
+        except OSError:
+            data = b""
+        if data == b"" and not finished.is_set():
+            on_gone()
+        return
 
 
 # --- request -> event ---------------------------------------------------------------------------
@@ -317,6 +443,7 @@ class RequestHandler(BaseHTTPRequestHandler):
     server_version = "sless-python"
     sys_version = ""
     fn = None
+    upgrade = None
 
     def log_message(self, format, *args):  # noqa: A002 - per-request logging costs throughput
         pass
@@ -405,12 +532,102 @@ class RequestHandler(BaseHTTPRequestHandler):
             self.wfile.write(head)
             self.wfile.write(payload)
 
+    def _stream(self, status, headers, stream, context):
+        """Sends a streamed body: headers at once, then each chunk as a chunk of its own, written as
+        the handler produces it. Writes block while the client is slow, so the handler is not asked
+        for more until it reads. A client that leaves sets context.cancelled and closes the generator."""
+        reason = self.responses.get(status, ("",))[0]
+        out = [f"HTTP/1.1 {status} {reason}\r\n"]
+        for name, value in headers:
+            if "\r" in value or "\n" in value or "\r" in name or "\n" in name:
+                name, value = name.replace("\r", "").replace("\n", ""), value.replace("\r", " ").replace("\n", " ")
+            out.append(f"{name}: {value}\r\n")
+        head_only = self.command == "HEAD"
+        if not head_only:
+            out.append("transfer-encoding: chunked\r\n")
+        if self.close_connection:
+            out.append("connection: close\r\n")
+        out.append("\r\n")
+        chunks = _Chunks(stream.source)
+        finished = threading.Event()
+        try:
+            self.wfile.write("".join(out).encode("latin-1", "replace"))
+            if head_only:
+                return
+
+            def gone():
+                context.cancelled.set()
+                chunks.cancel()
+
+            threading.Thread(
+                target=_watch_disconnect, args=(self.connection, finished, gone), name="sless-watch", daemon=True
+            ).start()
+            while not context.cancelled.is_set():
+                try:
+                    chunk = chunks.next()
+                except BaseException as exc:
+                    if context.cancelled.is_set():
+                        break
+                    _log_error(exc, context["requestId"])
+                    self.close_connection = True  # no last chunk: the client sees the body cut short
+                    return
+                if chunk is _END:
+                    break
+                data = _chunk_bytes(chunk)
+                if data:
+                    self.wfile.write(b"%x\r\n" % len(data) + data + b"\r\n")
+            if context.cancelled.is_set():
+                self.close_connection = True
+                return
+            self.wfile.write(b"0\r\n\r\n")
+        except TypeError as exc:
+            _log_error(exc, context["requestId"])
+            self.close_connection = True
+        except OSError:
+            context.cancelled.set()
+            self.close_connection = True
+        finally:
+            finished.set()
+            chunks.close()
+
+    def _upgrade(self, path, qs):
+        """A request to switch protocols (a WebSocket) goes to the module's
+        `upgrade(event, context, sock, reader)`: it answers the handshake and then owns the connection,
+        with a library such as websockets' sans-I/O protocol; `reader` holds bytes the client sent
+        after its request head. The connection closes when it returns."""
+        self.close_connection = True
+        if self.upgrade is None:
+            message = f'{ENTRYPOINT} does not accept WebSockets: its module has no "upgrade" function'
+            self._send(400, *error_result(400, message)[1:3])
+            return
+        headers = {}
+        for name, value in self.headers.items():
+            name = name.lower()
+            prev = headers.get(name)
+            headers[name] = value if prev is None else f"{prev}, {value}"
+        event = {
+            "method": self.command,
+            "path": path,
+            "query": parse_query(qs),
+            "headers": headers,
+            "body": None,
+            "isBase64Encoded": False,
+        }
+        context = make_context(headers)
+        try:
+            self.upgrade(event, context, self.connection, self.rfile)
+        except BaseException as exc:  # the handler's failure ends its connection, nothing else
+            _log_error(exc, context["requestId"])
+
     def dispatch(self):
         target = self.path
         qpos = target.find("?")
         path, qs = (target, "") if qpos == -1 else (target[:qpos], target[qpos + 1 :])
         if self.command == "GET" and path == "/healthz":
             self._send(200, [("content-type", JSON_TYPE)], _HEALTH)
+            return
+        if self.headers.get("Upgrade"):
+            self._upgrade(path, qs)
             return
         try:
             raw = self._read_body()
@@ -436,8 +653,12 @@ class RequestHandler(BaseHTTPRequestHandler):
             "body": body,
             "isBase64Encoded": is_b64,
         }
-        status, out_headers, payload, _ = invoke(self.fn, event, make_context(headers))
-        self._send(status, out_headers, payload)
+        context = make_context(headers)
+        status, out_headers, payload, _ = invoke(self.fn, event, context)
+        if isinstance(payload, Stream):
+            self._stream(status, out_headers, payload, context)
+        else:
+            self._send(status, out_headers, payload)
 
 
 class Server(ThreadingHTTPServer):
@@ -537,7 +758,21 @@ def one_shot(fn, raw):
         os._exit(2)
     headers = {"content-type": JSON_TYPE}
     event = {"method": "POST", "path": "/", "query": {}, "headers": headers, "body": body, "isBase64Encoded": False}
-    status, _, _, shot = invoke(fn, event, make_context(headers))
+    status, _, payload, shot = invoke(fn, event, make_context(headers))
+    if isinstance(payload, Stream):
+        chunks = _Chunks(payload.source)
+        try:
+            parts = []
+            while (chunk := chunks.next()) is not _END:
+                parts.append(_chunk_bytes(chunk))
+            data = b"".join(parts)
+            try:
+                shot = data.decode("utf-8")
+            except UnicodeDecodeError:
+                shot = base64.b64encode(data).decode("ascii")
+        except BaseException as exc:
+            _log_error(exc, "one-shot")
+            status, shot = 500, {"error": _error_message(exc)}
     try:
         line = dumps({"statusCode": status, "body": shot})
     except (TypeError, ValueError):

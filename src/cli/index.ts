@@ -17,7 +17,7 @@ import { LOGS_USAGE, printLogs } from './logs.js';
 import { SECRET_USAGE } from './secret.js';
 import { UsageError, VALIDATE_USAGE } from './usage.js';
 
-const USAGE = `usage: sless dev [--repo PATH|URL] [--branch B] [--port P] [--host H] [--interval 10s] [--scale-to-zero-after 5m] [--build-history 5] [--state-dir DIR] [--sandbox auto|off] [--sops-age-key-file FILE] [--json]\n       ${VALIDATE_USAGE}\n       ${LOGS_USAGE}\n       ${SECRET_USAGE}`;
+const USAGE = `usage: sless dev [--repo PATH|URL] [--branch B] [--port P] [--host H] [--interval 10s] [--scale-to-zero-after 5m] [--max-stream-duration 1h] [--build-history 5] [--state-dir DIR] [--sandbox auto|off] [--sops-age-key-file FILE] [--json]\n       ${VALIDATE_USAGE}\n       ${LOGS_USAGE}\n       ${SECRET_USAGE}`;
 
 async function currentBranch(path: string): Promise<string> {
   try {
@@ -58,6 +58,7 @@ async function dev(argv: string[]): Promise<void> {
       namespace: { type: 'string' },
       sandbox: { type: 'string' },
       'proxy-thread': { type: 'string' },
+      'max-stream-duration': { type: 'string' },
       'sops-age-key-file': { type: 'string' },
       json: { type: 'boolean' },
     },
@@ -70,7 +71,7 @@ async function dev(argv: string[]): Promise<void> {
   // while this thread loads the rest.
   const listening = (
     config.proxyThread
-      ? Gateway.start(config.host, config.port)
+      ? Gateway.start(config.host, config.port, { maxStreamMs: config.maxStreamSeconds * 1000 })
       : EarlyListener.listen(config.host, config.port)
   ).then((listener) => {
     startupMark('listening');

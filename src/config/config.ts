@@ -33,6 +33,8 @@ export interface LocalConfig {
   readonly interval: string;
   /** Platform-wide scale to zero for functions without their own `scaleToZero`; undefined: off. */
   readonly scaleToZeroAfterSeconds: number | undefined;
+  /** The longest a streamed /fn/ answer may last (`--max-stream-duration`, default 1h). */
+  readonly maxStreamSeconds: number;
   readonly stateDir: string;
   /**
    * `auto`: tenant code runs sandboxed where the machine allows it (required with auth on). `off`:
@@ -82,6 +84,15 @@ export interface TenancySettings {
 
 export class ConfigError extends Error {}
 
+/** `--max-stream-duration` / SLESS_MAX_STREAM_DURATION: 30s, 10m or 2h, from 1 s to 24 h; 1 h if unset. */
+export function loadMaxStreamSeconds(flag: string | boolean | undefined, env: NodeJS.ProcessEnv): number {
+  const raw = String(flag ?? env.SLESS_MAX_STREAM_DURATION ?? '1h');
+  const ms = /^[0-9]+(s|m|h)$/.test(raw) ? parseDuration(raw) : 0;
+  if (ms < 1000 || ms > 86_400_000)
+    throw new ConfigError(`--max-stream-duration: "${raw}" must look like 30s, 10m or 2h (1s to 24h)`);
+  return ms / 1000;
+}
+
 /** The package root, found from this file rather than the working directory. */
 export const PACKAGE_ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
@@ -106,6 +117,7 @@ export function loadLocalConfig(
       throw new ConfigError(`--scale-to-zero-after: "${idleAfter}" must look like 30s, 5m or 1h (1s to 24h)`);
     scaleToZeroAfterSeconds = ms / 1000;
   }
+  const maxStreamSeconds = loadMaxStreamSeconds(flags['max-stream-duration'], env);
   const repoFlag = typeof flags.repo === 'string' ? flags.repo : env.SLESS_REPO;
   const repo =
     repoFlag === undefined ? undefined : /^https?:\/\//.test(repoFlag) ? repoFlag : resolve(repoFlag);
@@ -144,6 +156,7 @@ export function loadLocalConfig(
     sourceName: String(flags.source ?? 'examples'),
     interval,
     scaleToZeroAfterSeconds,
+    maxStreamSeconds,
     stateDir,
     sandbox,
     proxyThread: proxyThread === 'on',

@@ -17,6 +17,7 @@ import { AdmissionGate } from './admission.js';
 import { sendJson, writeUpstreamChunk } from './answers.js';
 import { clientAddressOf, RELAYED_CLIENT_ADDRESS } from './client-address.js';
 import { stripHopByHop, stripHopByHopRaw } from './hop-by-hop.js';
+import { DEFAULT_MAX_STREAM_MS, isStreamed, startStream, streamHeaders } from './stream-limits.js';
 import { keepTickObjectShapes } from './tick-object-shape.js';
 import { Agent, Pool, errors as undiciErrors } from './undici-parts.js';
 
@@ -37,6 +38,8 @@ export interface FunctionProxyOptions {
    * which knows why (not loaded yet, parked and to be woken, truly unknown). Counted there, not here.
    */
   elsewhere?: (req: IncomingMessage, res: ServerResponse) => void;
+  /** The longest a streamed answer may last, whatever its function's timeout (default an hour). */
+  maxStreamMs?: number;
 }
 
 /** The proxy as both platforms serve it: responses counted in metrics, upstream failures logged. */
@@ -47,10 +50,12 @@ export function observedFunctionProxy(options: {
     addQueueDepths?(source: () => QueueDepth[] | Promise<QueueDepth[]>): void;
   };
   logger: { warn(fields: object, message: string): void };
+  maxStreamMs?: number;
 }): FunctionProxy {
   const { metrics, logger } = options;
   const proxy = new FunctionProxy({
     routes: options.routes,
+    ...(options.maxStreamMs ? { maxStreamMs: options.maxStreamMs } : {}),
     onResponse: (ns, name, status, ms) => metrics.proxyResponse(ns, name, status, ms),
     onUpstreamError: (fn, message) => logger.warn({ function: fn, err: message }, 'upstream failed'),
   });
@@ -338,7 +343,7 @@ let requestCount = 0;
  * X-Forwarded-Host, the client's address appended to X-Forwarded-For, X-Forwarded-Proto and
  * X-Forwarded-Prefix set, and an X-Request-Id unless the client sent one.
  */
-function forwardedHeaders(req: IncomingMessage, prefix: string): string[] {
+export function forwardedHeaders(req: IncomingMessage, prefix: string): string[] {
   const headers = stripHopByHopRaw(req.rawHeaders);
   let host: string | undefined;
   let forwardedFor = '';
@@ -407,6 +412,8 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
   private finished = false;
   private retried = false;
   private readonly hasBody: boolean;
+  /** Cuts a streamed answer at the maximum stream duration. */
+  private streamTimer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly options: FunctionProxyOptions,
@@ -451,7 +458,14 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
     // An answer before the client's body was read (a function's 413): the connection ends with it
     // (the listener's lingering close reads what the client still sends, for a bounded time).
     if (!this.req.complete) answer.connection = 'close';
+    // A streamed answer's headers go out now, not with its first chunk, which may be a while.
+    const streamed = isStreamed(headers) && this.req.method !== 'HEAD';
+    if (streamed) streamHeaders(answer);
     this.res.writeHead(statusCode, answer);
+    if (streamed)
+      this.streamTimer = startStream(this.res, this.options.maxStreamMs ?? DEFAULT_MAX_STREAM_MS, () =>
+        controller.abort(new Error('the stream reached its maximum duration')),
+      );
     this.answering = true;
     this.request.finish(statusCode);
     if (this.res.destroyed) controller.abort(new Error('client closed the connection'));
@@ -465,6 +479,7 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
 
   onResponseEnd(): void {
     this.finished = true;
+    clearTimeout(this.streamTimer);
     if (!this.req.complete) this.req.resume();
     this.res.end();
     this.release();
@@ -472,6 +487,7 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
 
   onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
     const { ns, name } = this.request;
+    clearTimeout(this.streamTimer);
     if (this.answering || this.res.destroyed) {
       this.finished = true;
       this.release();

@@ -5,10 +5,12 @@
  * kept open, so the relay always receives the answer.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
 import { adoptRelayedClientAddress } from '../proxy/client-address.js';
 import { lingerOnClose, trackRequest } from './lingering-close.js';
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => void;
+type UpgradeHandler = (req: IncomingMessage, socket: Duplex, head: Buffer) => void;
 
 /**
  * On the gateway's private socket an answer never closes the connection, not even one given before
@@ -38,6 +40,8 @@ export interface ClientListener {
   readonly url: string;
   serveEarly(matches: (url: string | undefined) => boolean, handler: Handler): void;
   attach(handler: Handler): void;
+  /** Requests to switch protocols (WebSockets) go to `handler`. */
+  onUpgrade?(handler: UpgradeHandler): void;
   /** Stops taking clients and lets requests in flight end, before the API closes. */
   drainClients?(): Promise<void>;
   close(): Promise<void>;
@@ -55,7 +59,10 @@ export class EarlyListener implements ClientListener {
   private early: { matches: (url: string | undefined) => boolean; handler: Handler } | undefined;
   private held: Array<[IncomingMessage, ServerResponse]> = [];
 
-  private constructor(readonly server: Server) {}
+  private constructor(
+    readonly server: Server,
+    private readonly relayed: boolean,
+  ) {}
 
   static listen(host: string, port: number): Promise<EarlyListener> {
     return EarlyListener.bind((server, listening) => server.listen(port, host, listening), false);
@@ -83,7 +90,7 @@ export class EarlyListener implements ClientListener {
     });
     // Clients' connections: an answer before the body was read closes without a reset.
     if (!relayed) lingerOnClose(server);
-    listener = new EarlyListener(server);
+    listener = new EarlyListener(server, relayed);
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
       listen(server, () => {
@@ -111,6 +118,18 @@ export class EarlyListener implements ClientListener {
     const held = this.held;
     this.held = [];
     for (const [req, res] of held) this.dispatch(req, res);
+  }
+
+  onUpgrade(handler: UpgradeHandler): void {
+    this.server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+      if (this.relayed) {
+        // node:http builds req.headers from rawHeaders on first use, counting the lines it parsed:
+        // built after the relayed line is taken out, it would read past the end. Build it first.
+        void req.headers;
+        adoptRelayedClientAddress(req);
+      }
+      handler(req, socket, head);
+    });
   }
 
   /** Every request from now on, and those held so far, go to `handler`. */

@@ -405,6 +405,13 @@ export async function startKubeSystem(
   gc.start();
   gc.request();
   const address = await app.listen({ host: config.host, port: config.port });
+  // WebSocket upgrades to /fn/ go to the function's Service, as requests do.
+  const { UpgradeProxy } = await import('../proxy/websocket-upgrade.js');
+  const upgrades = new UpgradeProxy({
+    routes,
+    onUpstreamError: (fn, err) => logger.warn({ function: fn, err }, 'upstream failed'),
+  });
+  app.server.on('upgrade', (req, socket, head) => upgrades.handle(req, socket, head));
   await term.start({ http, namespace: config.controllerNamespace, url: address });
   ready = true;
   return {

@@ -163,9 +163,10 @@ export async function startLocalSystem(
   // CPU here), so they boot meanwhile.
   await restored.launched;
   startupMark('restored launched');
-  const [{ FunctionProxy, observedFunctionProxy }, { SlessMetrics }] = await Promise.all([
+  const [{ FunctionProxy, observedFunctionProxy }, { SlessMetrics }, { UpgradeProxy }] = await Promise.all([
     import('../proxy/function-proxy.js'),
     import('../api/metrics.js'),
+    import('../proxy/websocket-upgrade.js'),
   ]);
   startupMark('serving path loaded');
   // The /fn/ proxy needs only the platform (and the metrics it counts in), so it serves at once.
@@ -175,10 +176,20 @@ export async function startLocalSystem(
     isKnownFunction: (ns, name) => platform.currentRevision(ns, name) !== undefined,
     ...(gateway ? { collectProxyTallies: () => gateway.takeTallies() } : {}),
   });
-  const proxy = observedFunctionProxy({ routes: platform, metrics, logger });
+  const proxy = observedFunctionProxy({
+    routes: platform,
+    metrics,
+    logger,
+    maxStreamMs: config.maxStreamSeconds * 1000,
+  });
   const threadQueues = gateway?.queueDepths?.bind(gateway);
   if (threadQueues) metrics.addQueueDepths(threadQueues);
   options.listener?.serveEarly(FunctionProxy.matches, (req, res) => void proxy.handle(req, res));
+  const upgrades = new UpgradeProxy({
+    routes: platform,
+    onUpstreamError: (fn, err) => logger.warn({ function: fn, err }, 'upstream failed'),
+  });
+  options.listener?.onUpgrade?.((req, socket, head) => upgrades.handle(req, socket, head));
   startupMark('proxy attached');
   // Loading the control plane (fastify, ajv, isomorphic-git: seconds of CPU on a busy small machine)
   // blocks the event loop, so started alongside the restored revisions it held up their health
@@ -220,6 +231,7 @@ export async function startLocalSystem(
     throw error;
   }
   const { app, controller, builder, scheduler, gc } = parts;
+  if (!options.listener) app.server.on('upgrade', (req, socket, head) => upgrades.handle(req, socket, head));
   startupMark('control plane loaded');
   await controller.start();
   // Functions with spec.scale run as many instances as their in-flight requests ask for.

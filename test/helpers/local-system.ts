@@ -65,7 +65,10 @@ export async function startTestSystem(options: {
     { SLESS_OUTBOUND_ALLOW: '127.0.0.1/32', ...options.env },
   );
   const logger = options.logger ?? pino({ level: process.env.SLESS_TEST_LOG ?? 'silent' });
-  const gateway = options.proxyThread === false ? undefined : await Gateway.start('127.0.0.1', 0);
+  const gateway =
+    options.proxyThread === false
+      ? undefined
+      : await Gateway.start('127.0.0.1', 0, { maxStreamMs: config.maxStreamSeconds * 1000 });
   gateway?.report({
     upstreamError: (fn, message) => logger.warn({ function: fn, err: message }, 'upstream failed'),
     failed: (error) => logger.error({ err: error.message }, 'the proxy thread stopped'),

@@ -24,7 +24,7 @@ describe('examples-repo', () => {
       async () => {
         const fns = await system.store.list('Function');
         return (
-          fns.length === 4 && fns.every((f) => f.status?.phase === 'Ready' || f.status?.phase === 'Failed')
+          fns.length === 5 && fns.every((f) => f.status?.phase === 'Ready' || f.status?.phase === 'Failed')
         );
       },
       240_000,
@@ -43,7 +43,17 @@ describe('examples-repo', () => {
       'hello-node': 'Ready',
       'hello-python': 'Ready',
       'time-node': 'Ready',
+      'ticks-node': 'Ready',
     });
+  });
+
+  it('ticks-node streams server-sent events', async () => {
+    const response = await system.call('/fn/default/ticks-node?count=3&everyMs=50');
+    expect(response.status).toBe(200);
+    expect(response.headers.get('content-type')).toBe('text/event-stream');
+    const events = (await response.text()).split('\n\n').filter((e) => e !== '');
+    expect(events.map((e) => e.split('\n')[0])).toEqual(['id: 1', 'id: 2', 'id: 3']);
+    expect(JSON.parse(events[2]?.split('data: ')[1] ?? '')).toMatchObject({ tick: 3 });
   });
 
   it.each([

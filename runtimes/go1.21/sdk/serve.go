@@ -212,52 +212,77 @@ func newRequestID() string {
 }
 
 // invoke runs the handler in a goroutine with a deadline; it answers 504 when the deadline passes
-// first (the goroutine is not killed, but its ctx is cancelled).
-func (rt *runtime) invoke(parent context.Context, ev Event) result {
+// before the handler returns or starts a stream (the goroutine is not killed, but its ctx is
+// cancelled). streamed reports that the handler streamed its answer to out itself: the result is
+// then nothing to send, and a non-nil err means the stream failed and must be cut.
+func (rt *runtime) invoke(parent context.Context, ev Event, out http.ResponseWriter) (res result, streamed bool, err error) {
 	rid := ev.Headers["x-request-id"]
 	if rid == "" {
 		rid = newRequestID()
 	}
 	deadline := time.Now().Add(rt.timeout)
-	ctx, cancel := context.WithDeadline(parent, deadline)
-	defer cancel()
-	ctx = WithContext(ctx, Context{
+	inv := newInvocation(parent, deadline, out)
+	stop := make(chan struct{})
+	defer close(stop)
+	timedOut := inv.watch(stop)
+	defer inv.cancel(context.Canceled)
+	ctx := WithContext(inv, Context{
 		FunctionName: rt.functionName,
 		Namespace:    rt.namespace,
 		RequestID:    rid,
 		DeadlineMs:   deadline.UnixMilli(),
 	})
-	done := make(chan result, 1)
+	type outcome struct {
+		res result
+		err error
+	}
+	done := make(chan outcome, 1)
 	go func() {
 		defer func() {
 			if p := recover(); p != nil {
 				fmt.Fprintf(os.Stderr, "sless-runtime: handler panic (request %s): %v\n%s", rid, p, debug.Stack())
-				done <- errorResult(http.StatusInternalServerError, fmt.Sprint(p))
+				done <- outcome{errorResult(http.StatusInternalServerError, fmt.Sprint(p)), fmt.Errorf("panic: %v", p)}
 			}
 		}()
 		v, err := rt.handler(ctx, ev)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "sless-runtime: handler error (request %s): %+v\n", rid, err)
-			done <- errorResult(http.StatusInternalServerError, err.Error())
+			done <- outcome{errorResult(http.StatusInternalServerError, err.Error()), err}
+			return
+		}
+		if inv.started() {
+			done <- outcome{}
 			return
 		}
 		res, err := mapResult(v)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "sless-runtime: cannot serialize result (request %s): %v\n", rid, err)
-			done <- errorResult(http.StatusInternalServerError, "cannot serialize result: "+err.Error())
+			done <- outcome{errorResult(http.StatusInternalServerError, "cannot serialize result: "+err.Error()), nil}
 			return
 		}
-		done <- res
+		done <- outcome{res, nil}
 	}()
 	select {
-	case res := <-done:
-		return res
-	case <-ctx.Done():
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			fmt.Fprintf(os.Stderr, "sless-runtime: request %s timed out after %ss\n", rid, rt.timeoutLabel)
-			return errorResult(http.StatusGatewayTimeout, "function timed out after "+rt.timeoutLabel+"s")
+	case o := <-done:
+		// Whatever the handler's goroutine still holds, nothing more reaches out from here on.
+		inv.cancel(context.Canceled)
+		if inv.started() {
+			return result{}, true, o.err
 		}
-		return errorResult(499, "request cancelled")
+		return o.res, false, nil
+	case <-timedOut:
+		fmt.Fprintf(os.Stderr, "sless-runtime: request %s timed out after %ss\n", rid, rt.timeoutLabel)
+		return errorResult(http.StatusGatewayTimeout, "function timed out after "+rt.timeoutLabel+"s"), false, nil
+	case <-inv.Done():
+		inv.cancel(context.Canceled)
+		if inv.started() {
+			return result{}, true, context.Canceled
+		}
+		if errors.Is(inv.Err(), context.DeadlineExceeded) {
+			fmt.Fprintf(os.Stderr, "sless-runtime: request %s timed out after %ss\n", rid, rt.timeoutLabel)
+			return errorResult(http.StatusGatewayTimeout, "function timed out after "+rt.timeoutLabel+"s"), false, nil
+		}
+		return errorResult(499, "request cancelled"), false, nil
 	}
 }
 
@@ -353,7 +378,16 @@ func (rt *runtime) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		IsBase64Encoded: isB64,
 		raw:             raw,
 	}
-	writeResult(w, rt.invoke(r.Context(), ev))
+	res, streamed, err := rt.invoke(context.WithValue(r.Context(), requestKey{}, r), ev, w)
+	if !streamed {
+		writeResult(w, res)
+		return
+	}
+	if err != nil {
+		// The status went out with the stream: cutting the connection is the only way left to say
+		// that the body is incomplete.
+		panic(http.ErrAbortHandler)
+	}
 }
 
 func writeResult(w http.ResponseWriter, res result) {
@@ -438,7 +472,18 @@ func (rt *runtime) oneShot(raw string) int {
 		raw:     []byte(raw),
 	}
 	stdout, atLineStart := trackStdout()
-	res := rt.invoke(context.Background(), ev)
+	buf := &bufferWriter{header: http.Header{}}
+	res, streamed, err := rt.invoke(context.Background(), ev, buf)
+	if streamed && err != nil {
+		res = errorResult(http.StatusInternalServerError, err.Error())
+	} else if streamed {
+		res = result{status: buf.status, payload: buf.body}
+		if utf8.Valid(buf.body) {
+			res.shot = jsonString(string(buf.body))
+		} else {
+			res.shot = jsonString(base64.StdEncoding.EncodeToString(buf.body))
+		}
+	}
 	os.Stdout = stdout
 	newline := ""
 	if !atLineStart() {

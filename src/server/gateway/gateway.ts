@@ -92,7 +92,7 @@ export class Gateway implements ClientListener, RouteMirror {
     });
   }
 
-  static async start(host: string, port: number): Promise<Gateway> {
+  static async start(host: string, port: number, options: { maxStreamMs?: number } = {}): Promise<Gateway> {
     const dirs = sockets();
     const socketDir = await dirs.create();
     const mainSocketPath = join(socketDir, 'api.sock');
@@ -101,7 +101,13 @@ export class Gateway implements ClientListener, RouteMirror {
     try {
       inner = await EarlyListener.relayedTo(mainSocketPath);
       const activity = new ActivityBoard();
-      const data: GatewayWorkerData = { host, port, mainSocketPath, activity: activity.memory };
+      const data: GatewayWorkerData = {
+        host,
+        port,
+        mainSocketPath,
+        activity: activity.memory,
+        ...(options.maxStreamMs ? { maxStreamMs: options.maxStreamMs } : {}),
+      };
       worker = new Worker(workerEntry(), { workerData: data });
       const started = worker;
       const url = await new Promise<string>((resolve, reject) => {
@@ -141,6 +147,10 @@ export class Gateway implements ClientListener, RouteMirror {
 
   attach(handler: Handler): void {
     this.inner.attach(handler);
+  }
+
+  onUpgrade(handler: Parameters<EarlyListener['onUpgrade']>[0]): void {
+    this.inner.onUpgrade(handler);
   }
 
   publish(key: string, route: MirroredRoute | undefined): void {

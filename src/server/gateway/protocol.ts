@@ -13,6 +13,8 @@ export interface GatewayWorkerData {
   /** The main thread's private unix socket: everything the gateway does not proxy itself goes there. */
   mainSocketPath: string;
   activity: ActivityBoardMemory;
+  /** The longest a streamed answer may last. */
+  maxStreamMs?: number;
 }
 
 export type ToGateway =

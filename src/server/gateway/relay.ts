@@ -4,12 +4,13 @@
  * and the answers streamed back, those given before the request body was read included.
  */
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
-import { PassThrough } from 'node:stream';
+import { type Duplex, PassThrough } from 'node:stream';
 import type { Dispatcher } from 'undici';
 import { sendJson, writeUpstreamChunk } from '../../proxy/answers.js';
 import { RELAYED_CLIENT_ADDRESS } from '../../proxy/client-address.js';
 import { stripHopByHop, stripHopByHopRaw } from '../../proxy/hop-by-hop.js';
 import { Pool } from '../../proxy/undici-parts.js';
+import type { UpgradeProxy } from '../../proxy/websocket-upgrade.js';
 
 /**
  * Passes requests from the gateway thread to the main thread's private unix socket, as they came:
@@ -19,7 +20,7 @@ import { Pool } from '../../proxy/undici-parts.js';
 export class MainThreadRelay {
   private readonly pool: Pool;
 
-  constructor(socketPath: string) {
+  constructor(private readonly socketPath: string) {
     this.pool = new Pool('http://sless.main', {
       socketPath,
       keepAliveTimeout: 30_000,
@@ -50,6 +51,33 @@ export class MainThreadRelay {
         bodyTimeout: 0,
       },
       new RelayedExchange(req, res),
+    );
+  }
+
+  /**
+   * A WebSocket upgrade for a function this thread does not route (parked, not ready): passed on the
+   * same way, and joined to the main thread's socket once it has switched protocols. Waking a
+   * function may take as long as the longest timeout.
+   */
+  relayUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer, tunnels: UpgradeProxy): void {
+    const headers = stripHopByHopRaw(req.rawHeaders);
+    for (let i = headers.length - 2; i >= 0; i -= 2)
+      if (headers[i] === RELAYED_CLIENT_ADDRESS) headers.splice(i, 2);
+    headers.push(
+      RELAYED_CLIENT_ADDRESS,
+      req.socket.remoteAddress ?? '',
+      'connection',
+      'Upgrade',
+      'upgrade',
+      'websocket',
+    );
+    tunnels.tunnel(
+      { state: 'ready', origin: 'http://sless.main', socketPath: this.socketPath, timeoutSec: 900 },
+      'sless main thread',
+      req.url ?? '/',
+      headers,
+      socket,
+      head,
     );
   }
 

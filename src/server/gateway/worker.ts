@@ -69,9 +69,10 @@ async function serve(): Promise<void> {
   server.keepAliveTimeout = 65_000;
   send({ type: 'listening', url: listener.url });
 
-  const [{ FunctionProxy }, { MainThreadRelay }] = await Promise.all([
+  const [{ FunctionProxy }, { MainThreadRelay }, { UpgradeProxy }] = await Promise.all([
     import('../../proxy/function-proxy.js'),
     import('./relay.js'),
+    import('../../proxy/websocket-upgrade.js'),
   ]);
   const relay = new MainThreadRelay(data.mainSocketPath);
   const proxy = new FunctionProxy({
@@ -79,7 +80,15 @@ async function serve(): Promise<void> {
     onResponse: (namespace, name, status, ms) => tallies.record(namespace, name, status, ms),
     onUpstreamError: (fn, message) => send({ type: 'upstream-error', function: fn, message }),
     elsewhere: (req, res) => relay.relay(req, res),
+    ...(data.maxStreamMs ? { maxStreamMs: data.maxStreamMs } : {}),
   });
+
+  const upgrades: InstanceType<typeof UpgradeProxy> = new UpgradeProxy({
+    routes: resolver,
+    onUpstreamError: (fn, message) => send({ type: 'upstream-error', function: fn, message }),
+    elsewhere: (req, socket, head) => relay.relayUpgrade(req, socket, head, upgrades),
+  });
+  server.on('upgrade', (req, socket, head) => upgrades.handle(req, socket, head));
 
   port.on('message', (message: ToGateway) => {
     switch (message.type) {

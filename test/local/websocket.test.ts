@@ -1,0 +1,202 @@
+/**
+ * WebSockets through /fn/, from the proxy thread and from the main thread, against real Node
+ * runtime processes whose handlers accept the upgrade with `ws`: an echo on the function's
+ * sub-path, a refusal passed on as the function gave it, a function woken from zero by an upgrade,
+ * and an open connection counting as activity for scale to zero.
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+import { request } from 'node:http';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { WebSocket } from 'undici';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { functionManifest, TestRepo } from '../helpers/git.js';
+import { eventually, startTestSystem, type TestSystem } from '../helpers/local-system.js';
+
+// The function vendors `ws` (it has no dependencies), so its build needs no registry.
+const wsDir = dirname(createRequire(import.meta.url).resolve('ws/package.json'));
+function vendoredWs(fn: string): Record<string, string> {
+  const files: Record<string, string> = {};
+  for (const file of ['package.json', 'index.js', 'wrapper.mjs'])
+    files[`${fn}/node_modules/ws/${file}`] = readFileSync(join(wsDir, file), 'utf8');
+  for (const file of readdirSync(join(wsDir, 'lib')))
+    files[`${fn}/node_modules/ws/lib/${file}`] = readFileSync(join(wsDir, 'lib', file), 'utf8');
+  return files;
+}
+
+const ECHO = `
+const { WebSocketServer } = require('ws');
+const wss = new WebSocketServer({ noServer: true });
+exports.handle = async () => ({ ok: true });
+exports.upgrade = (req, socket, head) => {
+  wss.handleUpgrade(req, socket, head, (ws) => {
+    ws.send(JSON.stringify({ url: req.url, forwardedPrefix: req.headers['x-forwarded-prefix'] }));
+    ws.on('message', (data, isBinary) => ws.send(data, { binary: isBinary }));
+  });
+};
+`;
+
+const NO_UPGRADE = 'exports.handle = async () => ({ ok: true });\n';
+
+interface Socket {
+  ws: WebSocket;
+  /** Messages not yet taken, and takers waiting for the next one. */
+  inbox: Array<string | Buffer>;
+  waiting: Array<(message: string | Buffer) => void>;
+}
+
+/** Opens a WebSocket (undici's client) and resolves with it and its first message. */
+function connect(url: string): Promise<{ socket: Socket; first: string }> {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(url);
+    ws.binaryType = 'arraybuffer';
+    const socket: Socket = { ws, inbox: [], waiting: [] };
+    let opened = false;
+    ws.addEventListener('message', (event) => {
+      const data = typeof event.data === 'string' ? event.data : Buffer.from(event.data as ArrayBuffer);
+      const taker = socket.waiting.shift();
+      if (taker) taker(data);
+      else socket.inbox.push(data);
+    });
+    ws.addEventListener('open', () => {
+      opened = true;
+      void next(socket).then((first) => resolve({ socket, first: String(first) }));
+    });
+    ws.addEventListener('error', () => {
+      if (!opened) reject(new Error('the upgrade failed'));
+    });
+  });
+}
+
+function next(socket: Socket): Promise<string | Buffer> {
+  const queued = socket.inbox.shift();
+  if (queued !== undefined) return Promise.resolve(queued);
+  return new Promise((resolve) => socket.waiting.push(resolve));
+}
+
+function reply(socket: Socket, message: string | Buffer): Promise<string | Buffer> {
+  socket.ws.send(message);
+  return next(socket);
+}
+
+async function close(socket: Socket): Promise<void> {
+  if (socket.ws.readyState === WebSocket.CLOSED) return;
+  const done = new Promise<void>((resolve) => socket.ws.addEventListener('close', () => resolve()));
+  socket.ws.close();
+  await done;
+}
+
+/** The status a plain HTTP upgrade request gets: what a client sees when the upgrade is refused. */
+function upgradeStatus(url: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, {
+      headers: {
+        connection: 'Upgrade',
+        upgrade: 'websocket',
+        'sec-websocket-version': '13',
+        'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==',
+      },
+    });
+    req.on('response', (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => {
+        body += chunk;
+      });
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on('upgrade', (res, sock) => {
+      sock.destroy();
+      resolve({ status: res.statusCode ?? 0, body: '' });
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+describe.each([
+  ['the proxy thread', true],
+  ['the main thread', false],
+])('WebSockets through /fn/ from %s', (_how, proxyThread) => {
+  let repo: TestRepo;
+  let system: TestSystem;
+  const wsUrl = (path: string) => `${system.url.replace(/^http/, 'ws')}/fn/default/${path}`;
+
+  beforeAll(async () => {
+    repo = await TestRepo.create({
+      'ws-echo/function.yaml': functionManifest('ws-echo'),
+      'ws-echo/handler.js': ECHO,
+      ...vendoredWs('ws-echo'),
+      'ws-lazy/function.yaml': functionManifest('ws-lazy', { scaleToZero: { idleSeconds: 1 } }),
+      'ws-lazy/handler.js': ECHO,
+      ...vendoredWs('ws-lazy'),
+      'ws-idle/function.yaml': functionManifest('ws-idle', { scaleToZero: { idleSeconds: 1 } }),
+      'ws-idle/handler.js': NO_UPGRADE,
+      'plain/function.yaml': functionManifest('plain'),
+      'plain/handler.js': NO_UPGRADE,
+    });
+    system = await startTestSystem({ url: repo.dir, proxyThread });
+    await eventually(
+      async () =>
+        (await system.functionStatus('ws-echo'))?.phase === 'Ready' &&
+        (await system.functionStatus('plain'))?.phase === 'Ready' &&
+        (await system.functionStatus('ws-lazy'))?.phase === 'ScaledToZero' &&
+        (await system.functionStatus('ws-idle'))?.phase === 'ScaledToZero',
+      60_000,
+      'functions deployed',
+    );
+  });
+
+  afterAll(async () => {
+    await system?.close();
+    await repo?.remove();
+  });
+
+  it('echoes text and binary messages, on the sub-path the client asked for', async () => {
+    const { socket, first } = await connect(wsUrl('ws-echo/chat/room-1?user=ann'));
+    try {
+      expect(JSON.parse(first)).toEqual({
+        url: '/chat/room-1?user=ann',
+        forwardedPrefix: '/fn/default/ws-echo',
+      });
+      expect(await reply(socket, 'hello')).toBe('hello');
+      const bytes = Buffer.from([0, 255, 1, 254]);
+      expect(Buffer.compare((await reply(socket, bytes)) as Buffer, bytes)).toBe(0);
+      // Many messages each way, in order.
+      const many = Array.from({ length: 200 }, (_, i) => `m${i}`);
+      for (const m of many) socket.ws.send(m);
+      const received: Array<string | Buffer> = [];
+      for (const _ of many) received.push(await next(socket));
+      expect(received).toEqual(many);
+    } finally {
+      await close(socket);
+    }
+  });
+
+  it("passes on a function's refusal as it gave it, and a plain request still works", async () => {
+    expect((await upgradeStatus(`${system.url}/fn/default/nope`)).status).toBe(404);
+    const refused = await upgradeStatus(`${system.url}/fn/default/plain`);
+    expect(refused.status).toBe(400);
+    expect(JSON.parse(refused.body).error).toContain('does not accept WebSockets');
+    const res = await system.call('/fn/default/plain');
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({ ok: true });
+  });
+
+  it('wakes a function at zero, and an open connection keeps it from scaling to zero', async () => {
+    const { socket, first } = await connect(wsUrl('ws-lazy/'));
+    try {
+      expect(JSON.parse(first).url).toBe('/');
+      // The other function, idle since this call, parks once its idle second has passed: by then the
+      // one with the open connection has been as long without a request.
+      expect((await system.call('/fn/default/ws-idle')).status).toBe(200);
+      await eventually(async () => system.platform.isParked('default', 'ws-idle'), 20_000, 'ws-idle parked');
+      expect(system.platform.isParked('default', 'ws-lazy')).toBe(false);
+      expect(await reply(socket, 'still here')).toBe('still here');
+    } finally {
+      await close(socket);
+    }
+    // Once it has closed, nothing holds it: it parks too.
+    await eventually(async () => system.platform.isParked('default', 'ws-lazy'), 20_000, 'ws-lazy parked');
+  });
+});
