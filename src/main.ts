@@ -8,7 +8,7 @@ import type { FastifyInstance } from 'fastify';
 import { type DestinationStream, type Logger, type LoggerOptions, pino } from 'pino';
 import type { Authenticator } from './api/auth/authenticator.js';
 import { createAuthenticator } from './api/auth/factory.js';
-import type { BuildHistory } from './api/build-history.js';
+import type { BuildHistory, BuildListener } from './api/build-history.js';
 import type { ClientListener } from './api/early-listener.js';
 import { UnavailableError } from './api/errors.js';
 import type { SlessMetrics } from './api/metrics.js';
@@ -186,6 +186,7 @@ function controllerContext(
   return {
     store,
     buildHistory: (ns: string, name: string) => history.list(ns, name),
+    onBuildRecorded: (listener: BuildListener) => history.subscribe(listener),
     syncNow: (ns: string, name: string, o?: { force?: boolean }) => controller().syncNow(ns, name, o),
     pinSource: (ns: string, name: string, commit: string | undefined) =>
       controller().pinSource(ns, name, commit),
@@ -488,9 +489,11 @@ async function localControlPlane(
   // A secret that changes (set, rotated, deleted) queues the functions that reference it.
   secrets.subscribe((namespace, name) => void requeueReferencing(store, controller, namespace, name));
   let ready = false;
+  const stopping = new AbortController();
   const app = await buildApp({
     logger,
     routes: platform,
+    stopping: stopping.signal,
     authenticator,
     metrics,
     metricsToken: config.tenancy.metricsToken,
@@ -525,6 +528,7 @@ async function localControlPlane(
     },
     markUnready: () => {
       ready = false;
+      stopping.abort();
     },
   };
 }
