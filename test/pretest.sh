@@ -35,9 +35,11 @@ for tool in "github.com/getsops/sops/v3/cmd/sops@v3.13.3 sops" "filippo.io/age/c
   fi
 done
 
-say "compiling TypeScript to dist/ (npm run build)"
+say "compiling TypeScript to dist/, the dashboard to dist/ui (npm run build)"
 npx tsc -p tsconfig.build.json
+npx tsc -p ui/tsconfig.json && node ui/copy-static.mjs
 say "typecheck (tsc --noEmit) and lint (biome check)"
 npx tsc --noEmit
+npx tsc -p ui/tsconfig.json --noEmit
 npx biome check .
 say "ready"
