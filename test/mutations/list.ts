@@ -995,4 +995,63 @@ export const MUTATIONS: GuardMutation[] = [
     to: '    resources: [secrets]\n    verbs: [get]',
     tests: ['test/kube/rbac.test.ts'],
   },
+
+  // ---- The dashboard and its change feed ----
+  {
+    id: 'events-other-namespace-objects',
+    guard: "A namespace's event stream carries only that namespace's object writes, never another tenant's.",
+    file: 'src/api/routes/events.ts',
+    from: '          if (event.object.metadata.namespace !== ns) return;\n',
+    to: '',
+    tests: ['test/api/events.test.ts', 'test/ui/tenants.test.ts'],
+  },
+  {
+    id: 'events-other-namespace-builds',
+    guard: "A namespace's event stream carries only that namespace's builds, never another tenant's.",
+    file: 'src/api/routes/events.ts',
+    from: "          if (namespace === ns) stream.send('build', { name, build });",
+    to: "          stream.send('build', { name, build });",
+    tests: ['test/ui/tenants.test.ts'],
+  },
+  {
+    id: 'events-not-ended-on-stop',
+    guard: 'A stopping sless ends its event streams before it drains clients, so they never hold the drain.',
+    file: 'src/api/routes/events.ts',
+    from: "  options.stopping?.addEventListener('abort', endAll, { once: true });\n",
+    to: '',
+    tests: ['test/api/events.test.ts'],
+  },
+  {
+    id: 'whoami-tenant-sees-all-namespaces',
+    guard: 'whoami lists every namespace to an admin only; a tenant is told of its own alone.',
+    file: 'src/api/routes/session.ts',
+    from: '      if (principal.admin)',
+    to: '      if (principal.admin || principal.subject !== "")',
+    tests: ['test/ui/tenants.test.ts'],
+  },
+  {
+    id: 'ui-asset-any-name',
+    guard:
+      'Only dashboard file names of one plain shape are served from dist/ui, so no path reaches beyond it.',
+    file: 'src/api/ui/assets.ts',
+    from: 'const ASSET_NAME = /^[a-z0-9][a-z0-9-]*\\.(js|css|svg)$/;',
+    to: 'const ASSET_NAME = /^.*\\.(js|css|svg)$/;',
+    tests: ['test/api/events.test.ts'],
+  },
+  {
+    id: 'ui-token-left-in-address-bar',
+    guard: 'A token given in the fragment leaves the address bar and the history entry at once.',
+    file: 'ui/src/main.ts',
+    from: "    history.replaceState(null, '', ",
+    to: "    ((..._: unknown[]) => undefined)(null, '', ",
+    tests: ['test/ui/tenants.test.ts'],
+  },
+  {
+    id: 'ui-change-event-ignored',
+    guard: 'The page applies each pushed change: what serves shows without a reload.',
+    file: 'ui/src/main.ts',
+    from: '      model.put(change.object);\n',
+    to: '',
+    tests: ['test/ui/dashboard.test.ts'],
+  },
 ];
