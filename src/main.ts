@@ -362,6 +362,7 @@ export async function startLocalSystem(
   const { app, controller, builder, scheduler, gc } = parts;
   startupMark('control plane loaded');
   await controller.start();
+  const commitStatus = await localCommitStatus(config, store, gitHttp, logger);
   if (options.source) await store.apply(await withStoredPin(store, options.source));
   // The first pass removes the history of functions deleted while sless was stopped.
   gc.start();
@@ -382,6 +383,7 @@ export async function startLocalSystem(
       parts.markUnready();
       await gc.stop();
       await controller.stop();
+      await commitStatus.stop();
       scheduler.stopAll();
       await options.listener?.drainClients?.();
       await app.close();
@@ -392,6 +394,31 @@ export async function startLocalSystem(
       await state.close();
     }),
   };
+}
+
+/** Deploy status on each synced commit, for sources that ask; the token is the secretRef's. */
+async function localCommitStatus(
+  config: LocalConfig,
+  store: ObjectStore,
+  http: GuardedHttpClient,
+  logger: Logger,
+) {
+  const [{ commitStatusReporter }, { credentialsFromEnv }] = await Promise.all([
+    import('./commitstatus/wire.js'),
+    import('./platform/local/source-readers.js'),
+  ]);
+  const reporter = commitStatusReporter({
+    store,
+    http,
+    logger,
+    externalUrl: config.externalUrl,
+    credentials: async (source) =>
+      source.spec.secretRef
+        ? credentialsFromEnv(source.metadata.namespace, source.spec.secretRef.name, config.gitSecrets)
+        : undefined,
+  });
+  reporter.start();
+  return reporter;
 }
 
 /** The local builder, scheduler, controller and API around a platform that already serves. */
@@ -607,6 +634,7 @@ export async function startKubeSystem(
     { BuildWatch },
     { ChangeSignal },
     { KubeSecrets, kubeAgeKey },
+    { commitStatusReporter },
   ] = await Promise.all([
     controlPlaneModules(),
     import('./source/guarded-http.js'),
@@ -637,6 +665,7 @@ export async function startKubeSystem(
     import('./platform/kube/build/build-watch.js'),
     import('./platform/kube/change-signal.js'),
     import('./platform/kube/secrets.js'),
+    import('./commitstatus/wire.js'),
   ]);
   const http = new KubeHttp(options.kubeConfig ?? (await loadKubeCredentials()));
   const s3 = new S3Client({
@@ -885,6 +914,18 @@ export async function startKubeSystem(
     });
     drift.start();
     return () => drift.stop();
+  });
+  tasks.register('commit status', () => {
+    const readers = new KubeSourceReaderFactory({ http, stateDir: config.stateDir, gitHttp });
+    const reporter = commitStatusReporter({
+      store,
+      http: gitHttp,
+      logger,
+      externalUrl: config.externalUrl,
+      credentials: (source) => readers.credentialsOf(source),
+    });
+    reporter.start();
+    return () => reporter.stop();
   });
   tasks.register('build watch', () => {
     const watch = new BuildWatch({ http, logger, controllerNamespace: config.controllerNamespace, changes });

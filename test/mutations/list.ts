@@ -1054,4 +1054,31 @@ export const MUTATIONS: GuardMutation[] = [
     to: '',
     tests: ['test/ui/dashboard.test.ts'],
   },
+  // ---- Commit status on the git host ----
+  {
+    id: 'commit-status-token-logged',
+    guard:
+      'A commit status post that fails logs the source, commit, state and error, never the request and its token.',
+    file: 'src/commitstatus/reporter.ts',
+    from: "        { ...log, err: asError(error).message },\n        'commit status: host unreachable; retrying',",
+    to: "        { ...log, request, err: asError(error).message },\n        'commit status: host unreachable; retrying',",
+    tests: ['test/commitstatus/requests.test.ts'],
+  },
+  {
+    id: 'commit-status-5xx-not-retried',
+    guard: 'A host that answers 5xx gets the status again, with backoff, until it takes it.',
+    file: 'src/commitstatus/reporter.ts',
+    from: 'if (code >= 500 || code === 429 || code === 408) {',
+    to: 'if (code === 429 || code === 408) {',
+    tests: ['test/commitstatus/requests.test.ts'],
+  },
+  {
+    id: 'commit-status-failed-function-pending',
+    guard:
+      'A function that failed at the commit makes its status a failure naming the file, not an endless pending.',
+    file: 'src/commitstatus/decide.ts',
+    from: "fn.status?.commit === commit && fn.status.phase === 'Failed'",
+    to: "fn.status?.commit === commit && fn.status.phase === 'Broken'",
+    tests: ['test/commitstatus/requests.test.ts'],
+  },
 ];
