@@ -1081,4 +1081,12 @@ export const MUTATIONS: GuardMutation[] = [
     to: "fn.status?.commit === commit && fn.status.phase === 'Broken'",
     tests: ['test/commitstatus/requests.test.ts'],
   },
+  {
+    id: 'event-stream-unbounded-backlog',
+    guard: 'An event stream whose reader stops reading is cut past a bound instead of buffering without end.',
+    file: 'src/api/event-stream.ts',
+    from: 'if (this.out.writableLength > this.maxBuffered) {',
+    to: 'if (this.out.writableLength > this.maxBuffered * 1e6) {',
+    tests: ['src/api/event-stream.test.ts'],
+  },
 ];
