@@ -35,9 +35,26 @@ for tool in "github.com/getsops/sops/v3/cmd/sops@v3.13.3 sops" "filippo.io/age/c
   fi
 done
 
-say "compiling TypeScript to dist/ (npm run build)"
+# Gitea for the git-host end-to-end test, from its Go module, once. Its go.mod names another module
+# path, so `go install pkg@version` refuses it: the module is downloaded and built in place. The API
+# the tests use needs none of its web assets.
+GITEA_VERSION=1.27.3
+if [ ! -x "$SLESS_BIN/gitea-$GITEA_VERSION" ]; then
+  say "building gitea $GITEA_VERSION from code.gitea.io/gitea into $SLESS_BIN (once; several minutes on 2 cores)"
+  mkdir -p "$SLESS_BIN"
+  gitea_dir="$(cd /tmp && go mod download -json "code.gitea.io/gitea@v$GITEA_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
+  [ -n "$gitea_dir" ] || { say "go mod download code.gitea.io/gitea@v$GITEA_VERSION failed"; exit 1; }
+  (cd "$gitea_dir" && CGO_ENABLED=1 nice go build -trimpath -tags 'sqlite sqlite_unlock_notify' -ldflags '-s -w' \
+    -o "$SLESS_BIN/gitea-$GITEA_VERSION.partial" .) || { say "building gitea failed"; exit 1; }
+  mv "$SLESS_BIN/gitea-$GITEA_VERSION.partial" "$SLESS_BIN/gitea-$GITEA_VERSION"
+  say "built gitea"
+fi
+
+say "compiling TypeScript to dist/, the dashboard to dist/ui (npm run build)"
 npx tsc -p tsconfig.build.json
+npx tsc -p ui/tsconfig.json && node ui/copy-static.mjs
 say "typecheck (tsc --noEmit) and lint (biome check)"
 npx tsc --noEmit
+npx tsc -p ui/tsconfig.json --noEmit
 npx biome check .
 say "ready"

@@ -19,6 +19,7 @@ import { installErrorHandling } from './errors.js';
 import { forwardToLeader, type LeaderRoute, mustForward } from './leader-forward.js';
 import { SlessMetrics } from './metrics.js';
 import { RouteCollector } from './openapi.js';
+import { eventRoutes } from './routes/events.js';
 import { functionRoutes } from './routes/functions.js';
 import { healthRoutes } from './routes/health.js';
 import { logRoutes } from './routes/logs.js';
@@ -26,9 +27,11 @@ import { namespaceRoutes } from './routes/namespaces.js';
 import { pinRoutes } from './routes/pin.js';
 import { resourceReadRoutes } from './routes/resources.js';
 import { secretRoutes } from './routes/secrets.js';
+import { sessionRoutes } from './routes/session.js';
 import { sourceRoutes } from './routes/sources.js';
 import { triggerJobRoutes } from './routes/triggers-jobs.js';
 import { validateRoutes } from './routes/validate.js';
+import { uiRoutes } from './ui/assets.js';
 import { createValidatorCompiler } from './validation.js';
 import { webhookPlugin } from './webhooks/plugin.js';
 
@@ -50,6 +53,13 @@ export interface AppOptions {
   proxy: FunctionProxy;
   /** A port bound before the app was built: it serves the app once the app is ready (no `listen`). */
   listener?: ClientListener;
+  /** Where the dashboard's built files are (dist/ui when omitted). */
+  uiDir?: string;
+  /**
+   * Aborted when sless begins to stop, before it drains its clients: endless answers (event streams)
+   * end then, instead of holding the drain for its whole grace period.
+   */
+  stopping?: AbortSignal;
 }
 
 export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
@@ -120,8 +130,16 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       await scoped.register(triggerJobRoutes, { context });
       await scoped.register(secretRoutes, { context });
       await scoped.register(validateRoutes);
+      await scoped.register(eventRoutes, {
+        context,
+        ...(options.stopping ? { stopping: options.stopping } : {}),
+      });
     });
+    await v1.register(sessionRoutes, { context });
   });
+  // The dashboard's files carry no data and sit outside /v1's auth; in no-auth mode the loopback
+  // guard covers them as it covers every route.
+  await app.register(uiRoutes, options.uiDir ? { dir: options.uiDir } : {});
 
   await app.register(webhookPlugin, { context, bodyLimit });
   await app.register(proxyPlugin, { proxy });

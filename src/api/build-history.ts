@@ -5,6 +5,9 @@
  */
 import type { BuildRecord, SlessFunction } from '../core/resources.js';
 
+/** A finished (or failed) build of one function, as the history now holds it. */
+export type BuildListener = (namespace: string, name: string, record: BuildRecord) => void;
+
 /**
  * The last few builds per function, fed by the builder's onBuildFinished hook. Status keeps only the
  * last build; this gives the API a short history with log tails. Bounded in both directions: builds
@@ -14,6 +17,7 @@ export class BuildHistory {
   private readonly perFunction: number;
   private readonly maxFunctions: number;
   private readonly records = new Map<string, BuildRecord[]>();
+  private readonly listeners = new Set<BuildListener>();
 
   constructor(options: { perFunction?: number; maxFunctions?: number } = {}) {
     this.perFunction = options.perFunction ?? 10;
@@ -32,6 +36,14 @@ export class BuildHistory {
       if (oldest === undefined) break;
       this.records.delete(oldest);
     }
+    for (const listener of this.listeners)
+      listener(fn.metadata.namespace, fn.metadata.name, structuredClone(record));
+  }
+
+  /** Told of every recorded build (the dashboard's live feed); returns the unsubscribe. */
+  subscribe(listener: BuildListener): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
   }
 
   list(namespace: string, name: string): readonly BuildRecord[] {

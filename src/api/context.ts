@@ -29,6 +29,8 @@ export interface ApiContext extends NamespaceRegistry {
   quotas?: Quotas;
   /** Recent builds of one function, newest first (bounded); status only keeps the last one. */
   buildHistory?(namespace: string, name: string): readonly BuildRecord[];
+  /** Told of each build the history records (the dashboard's live feed); returns the unsubscribe. */
+  onBuildRecorded?(listener: (namespace: string, name: string, record: BuildRecord) => void): () => void;
   /** Pins a source to a commit of its branch (undefined unpins) and syncs it. */
   pinSource?(namespace: string, name: string, commit: string | undefined): Promise<SyncResult | undefined>;
   /** Function stdout/stderr: runtime processes locally, pods/log on kube. */

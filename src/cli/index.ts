@@ -127,6 +127,7 @@ async function dev(argv: string[]): Promise<void> {
   const lines = [
     '',
     `sless is serving on ${config.externalUrl}`,
+    `  dashboard: ${config.externalUrl}/ui/`,
     `  watching ${repo} (branch ${branch}); commit there and the change is live in about a second`,
     ...functions.map(
       (f) =>

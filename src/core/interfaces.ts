@@ -24,6 +24,8 @@ export interface SourceSnapshot {
   readFile(path: string, oid?: string): Promise<Uint8Array>;
   /** A file's size from the object header, before reading (and inflating) its content. */
   fileSize?(file: TreeFile): Promise<number | undefined>;
+  /** The commit message's first line, where the snapshot is of a commit. */
+  summary?(): Promise<string | undefined>;
 }
 
 export interface SourceReader {

@@ -45,6 +45,8 @@ export interface BaseStatus {
 
 export interface GitSourceStatus extends BaseStatus {
   lastSyncedCommit?: string;
+  /** The first line of that commit's message, for people reading status. */
+  lastSyncedMessage?: string;
   /** For `kubectl get` columns, which cannot cut strings. */
   shortCommit?: string;
   lastAttemptedCommit?: string;

@@ -161,6 +161,16 @@ export const gitSourceSpecSchema = {
       type: 'object',
       properties: { commit: { type: 'string', pattern: '^[0-9a-f]{40}$' } },
     },
+    /** Posts each synced commit's deploy status to the git host, with the secretRef's token. */
+    commitStatus: {
+      type: 'object',
+      required: ['provider'],
+      properties: {
+        provider: { type: 'string', enum: ['github', 'gitlab', 'gitea'] },
+        apiUrl: { type: 'string', pattern: '^https?://', maxLength: 2048 },
+        context: { type: 'string', minLength: 1, maxLength: 255 },
+      },
+    },
   },
 } as const;
 

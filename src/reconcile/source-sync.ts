@@ -192,6 +192,7 @@ export async function syncSource(
       functions,
     );
     status.lastSyncedCommit = head;
+    status.lastSyncedMessage = await snapshot.summary?.();
     status.shortCommit = head.slice(0, 12);
     status.lastSyncTime = new Date().toISOString();
     status.objects = plan.objects.length;

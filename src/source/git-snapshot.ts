@@ -74,6 +74,21 @@ export class GitSnapshot implements SourceSnapshot {
     this.listings = options.listings;
   }
 
+  /** The commit message's first line, for people reading status; undefined when it cannot be read. */
+  async summary(): Promise<string | undefined> {
+    try {
+      const { commit } = await git.readCommit({
+        fs,
+        gitdir: this.gitdir,
+        oid: this.commit,
+        cache: this.cache,
+      });
+      return commitSummary(commit.message);
+    } catch {
+      return undefined;
+    }
+  }
+
   async listFiles(dir: string): Promise<TreeFile[]> {
     const normalized = normalizeRepoPath(dir);
     if (normalized === undefined) throw new SourceError(`path "${dir}" leaves the repository`, 'InvalidPath');
@@ -137,4 +152,10 @@ export class GitSnapshot implements SourceSnapshot {
 
 export function isNotFound(error: unknown): boolean {
   return error instanceof Error && (error as { code?: string }).code === 'NotFoundError';
+}
+
+/** The first line of a commit message, bounded: a status field, not a copy of the message. */
+export function commitSummary(message: string): string {
+  const first = message.split('\n', 1)[0]?.trim() ?? '';
+  return first.length > 200 ? `${first.slice(0, 199)}…` : first;
 }

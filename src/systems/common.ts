@@ -4,7 +4,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import { type DestinationStream, type Logger, type LoggerOptions, pino } from 'pino';
-import type { BuildHistory } from '../api/build-history.js';
+import type { BuildHistory, BuildListener } from '../api/build-history.js';
 import type { FunctionInstanceCount, SlessMetrics } from '../api/metrics.js';
 import type { LocalConfig, TenancySettings } from '../config/config.js';
 import type { ObjectStore } from '../core/interfaces.js';
@@ -142,6 +142,7 @@ export function controllerContext(
   return {
     store,
     buildHistory: (ns: string, name: string) => history.list(ns, name),
+    onBuildRecorded: (listener: BuildListener) => history.subscribe(listener),
     syncNow: (ns: string, name: string, o?: { force?: boolean }) => controller().syncNow(ns, name, o),
     pinSource: (ns: string, name: string, commit: string | undefined) =>
       controller().pinSource(ns, name, commit),

@@ -109,6 +109,7 @@ export async function startKubeSystem(
     { BuildWatch },
     { ChangeSignal },
     { KubeSecrets, kubeAgeKey },
+    { commitStatusReporter },
   ] = await Promise.all([
     controlPlaneModules(),
     import('../proxy/function-proxy.js'),
@@ -140,6 +141,7 @@ export async function startKubeSystem(
     import('../platform/kube/build/build-watch.js'),
     import('../platform/kube/change-signal.js'),
     import('../platform/kube/secrets.js'),
+    import('../commitstatus/wire.js'),
   ]);
   const http = new KubeHttp(options.kubeConfig ?? (await loadKubeCredentials()));
   const s3 = new S3Client({
@@ -371,6 +373,18 @@ export async function startKubeSystem(
     });
     drift.start();
     return () => drift.stop();
+  });
+  term.register('commit status', () => {
+    const readers = new KubeSourceReaderFactory({ http, stateDir: config.stateDir, gitHttp });
+    const reporter = commitStatusReporter({
+      store,
+      http: gitHttp,
+      logger,
+      externalUrl: config.externalUrl,
+      credentials: (source) => readers.credentialsOf(source),
+    });
+    reporter.start();
+    return () => reporter.stop();
   });
   term.register('build watch', () => {
     const watch = new BuildWatch({ http, logger, controllerNamespace: config.controllerNamespace, changes });

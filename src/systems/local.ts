@@ -237,6 +237,7 @@ export async function startLocalSystem(
   // Functions with spec.scale run as many instances as their in-flight requests ask for.
   const autoscaler = new LocalAutoscaler({ platform, logger });
   autoscaler.start();
+  const commitStatus = await localCommitStatus(config, store, gitHttp, logger);
   if (options.source) await store.apply(await withStoredPin(store, options.source));
   // The first pass removes the history of functions deleted while sless was stopped.
   gc.start();
@@ -258,6 +259,7 @@ export async function startLocalSystem(
       autoscaler.stop();
       await gc.stop();
       await controller.stop();
+      await commitStatus.stop();
       scheduler.stopAll();
       await options.listener?.drainClients?.();
       await app.close();
@@ -268,6 +270,31 @@ export async function startLocalSystem(
       await state.close();
     }),
   };
+}
+
+/** Deploy status on each synced commit, for sources that ask; the token is the secretRef's. */
+async function localCommitStatus(
+  config: LocalConfig,
+  store: ObjectStore,
+  http: GuardedHttpClient,
+  logger: Logger,
+) {
+  const [{ commitStatusReporter }, { credentialsFromEnv }] = await Promise.all([
+    import('../commitstatus/wire.js'),
+    import('../platform/local/source-readers.js'),
+  ]);
+  const reporter = commitStatusReporter({
+    store,
+    http,
+    logger,
+    externalUrl: config.externalUrl,
+    credentials: async (source) =>
+      source.spec.secretRef
+        ? credentialsFromEnv(source.metadata.namespace, source.spec.secretRef.name, config.gitSecrets)
+        : undefined,
+  });
+  reporter.start();
+  return reporter;
 }
 
 /** The local builder, scheduler, controller and API around a platform that already serves. */
@@ -365,8 +392,10 @@ async function localControlPlane(
   // A secret that changes (set, rotated, deleted) queues the functions that reference it.
   secrets.subscribe((namespace, name) => void requeueReferencing(store, controller, namespace, name));
   let ready = false;
+  const stopping = new AbortController();
   const app = await buildApp({
     logger,
+    stopping: stopping.signal,
     authenticator,
     metrics,
     metricsToken: config.tenancy.metricsToken,
@@ -401,6 +430,7 @@ async function localControlPlane(
     },
     markUnready: () => {
       ready = false;
+      stopping.abort();
     },
   };
 }

@@ -163,7 +163,12 @@ async function vitest(root: string, tests: string[], timeoutMs = TEST_TIMEOUT_MS
 }
 
 async function compile(root: string): Promise<Outcome> {
-  return run('npx', ['tsc', '-p', 'tsconfig.build.json'], root, 300_000);
+  const server = await run('npx', ['tsc', '-p', 'tsconfig.build.json'], root, 300_000);
+  if (server.code !== 0) return server;
+  // The dashboard's scripts are served from dist/ui: a mutation of ui/ reaches the browser only so.
+  const ui = await run('npx', ['tsc', '-p', 'ui/tsconfig.json'], root, 300_000);
+  if (ui.code !== 0) return ui;
+  return run('node', ['ui/copy-static.mjs'], root, 60_000);
 }
 
 /**
@@ -172,7 +177,7 @@ async function compile(root: string): Promise<Outcome> {
  * and compiling again would only cost time. `SLESS_MUTATE_COMPILE=1` compiles for every entry.
  */
 function needsDist(root: string, m: GuardMutation): boolean {
-  if (process.env.SLESS_MUTATE_COMPILE === '1') return true;
+  if (process.env.SLESS_MUTATE_COMPILE === '1' || m.file.startsWith('ui/')) return true;
   return m.tests.some((test) =>
     /startTestSystem|sless-process|bin\/sless|Gateway\.start/.test(readFileSync(join(root, test), 'utf8')),
   );

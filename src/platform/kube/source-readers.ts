@@ -42,6 +42,12 @@ export class KubeSourceReaderFactory implements SourceReaderFactory {
     });
   }
 
+  /** The source's secretRef as credentials (also what its commit statuses are posted with). */
+  async credentialsOf(source: GitSource): Promise<GitCredentials | undefined> {
+    const name = source.spec.secretRef?.name;
+    return name ? this.credentials(source.metadata.namespace, name) : undefined;
+  }
+
   /** Keys `username` + `password`, or `token` (username x-access-token). */
   private async credentials(namespace: string, name: string): Promise<GitCredentials> {
     const secret = await getObject<KubeObject & { data?: Record<string, string> }>(
