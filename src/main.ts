@@ -303,10 +303,19 @@ export async function startLocalSystem(
   // CPU here), so they boot meanwhile.
   await restored.launched;
   startupMark('restored launched');
-  const [{ FunctionProxy, observedFunctionProxy }, { SlessMetrics }] = await Promise.all([
+  const [{ FunctionProxy, observedFunctionProxy }, { SlessMetrics }, asyncModules] = await Promise.all([
     import('./proxy/function-proxy.js'),
     import('./api/metrics.js'),
+    Promise.all([import('./async/wire.js'), import('./platform/local/invocation-store.js')]),
   ]);
+  // Asynchronous invocations: queued in the state directory, delivered by workers through /fn/.
+  const [{ wireAsyncInvocations }, { LocalInvocationStore }] = asyncModules;
+  const asyncInvocations = wireAsyncInvocations({
+    store,
+    invocations: await LocalInvocationStore.open(config.stateDir, logger),
+    policy: new OutboundPolicy(config.tenancy.outboundAllow, config.tenancy.outboundDns),
+    logger,
+  });
   startupMark('serving path loaded');
   // The /fn/ proxy needs only the platform (and the metrics it counts in), so it serves at once.
   const metrics = new SlessMetrics({
@@ -314,7 +323,12 @@ export async function startLocalSystem(
     isKnownFunction: (ns, name) => platform.currentRevision(ns, name) !== undefined,
     ...(gateway ? { collectProxyTallies: () => gateway.takeTallies() } : {}),
   });
-  const proxy = observedFunctionProxy({ routes: platform, metrics, logger });
+  const proxy = observedFunctionProxy({
+    routes: platform,
+    metrics,
+    logger,
+    asyncIntake: (req, res) => void asyncInvocations.intake.handle(req, res),
+  });
   const threadQueues = gateway?.queueDepths?.bind(gateway);
   if (threadQueues) metrics.addQueueDepths(threadQueues);
   options.listener?.serveEarly(FunctionProxy.matches, (req, res) => void proxy.handle(req, res));
@@ -346,12 +360,14 @@ export async function startLocalSystem(
       listener: options.listener,
       late,
       secrets,
+      asyncInvocations,
     });
     if (options.listener) {
       await parts.app.ready();
       address = options.listener.url;
     } else address = await parts.app.listen({ host: config.host, port: config.port });
   } catch (error) {
+    await asyncInvocations.stop();
     await platform.stopAll();
     await proxy.close();
     await gitHttp.close();
@@ -361,6 +377,7 @@ export async function startLocalSystem(
   const { app, controller, builder, scheduler, gc } = parts;
   startupMark('control plane loaded');
   await controller.start();
+  await asyncInvocations.start(address);
   if (options.source) await store.apply(await withStoredPin(store, options.source));
   // The first pass removes the history of functions deleted while sless was stopped.
   gc.start();
@@ -379,6 +396,8 @@ export async function startLocalSystem(
     url: address,
     stop: once(async () => {
       parts.markUnready();
+      // Attempts in flight are cut and recorded as interrupted, to be sent again after a start.
+      await asyncInvocations.stop();
       await gc.stop();
       await controller.stop();
       scheduler.stopAll();
@@ -411,6 +430,7 @@ async function localControlPlane(
     /** Filled in here: the platform and the builder report to the controller and the collector. */
     late: { controller?: Controller; gc?: BuildCollector };
     secrets: LocalSecretStore;
+    asyncInvocations: import('./async/wire.js').AsyncInvocations;
   },
 ) {
   const { logger, state, store, launcher, platform, logs, authenticator, gitHttp, metrics, late, secrets } =
@@ -496,6 +516,7 @@ async function localControlPlane(
     metricsToken: config.tenancy.metricsToken,
     proxy: parts.proxy,
     ...(parts.listener ? { listener: parts.listener } : {}),
+    asyncIntake: parts.asyncInvocations.intake,
     context: {
       namespaceExists: (ns) => store.namespaceExists(ns),
       ensureNamespace: (ns) => store.ensureNamespace(ns),
@@ -512,6 +533,7 @@ async function localControlPlane(
       quotas: config.tenancy.quotas,
       functionLogs: logs,
       secrets,
+      invocations: parts.asyncInvocations.api,
     },
   });
   return {

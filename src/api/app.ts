@@ -22,6 +22,7 @@ import { SlessMetrics } from './metrics.js';
 import { RouteCollector } from './openapi.js';
 import { functionRoutes } from './routes/functions.js';
 import { healthRoutes } from './routes/health.js';
+import { invocationRoutes } from './routes/invocations.js';
 import { logRoutes } from './routes/logs.js';
 import { namespaceRoutes } from './routes/namespaces.js';
 import { pinRoutes } from './routes/pin.js';
@@ -52,6 +53,8 @@ export interface AppOptions {
   proxy?: FunctionProxy;
   /** A port bound before the app was built: it serves the app once the app is ready (no `listen`). */
   listener?: ClientListener;
+  /** `/fn-async/` requests, queued rather than proxied; absent where a platform has no queue. */
+  asyncIntake?: { handle(req: IncomingMessage, res: ServerResponse): Promise<void> };
 }
 
 export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
@@ -124,11 +127,28 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       await scoped.register(logRoutes, { context });
       await scoped.register(triggerJobRoutes, { context });
       await scoped.register(secretRoutes, { context });
+      await scoped.register(invocationRoutes, { context });
       await scoped.register(validateRoutes);
     });
   });
 
   await app.register(webhookPlugin, { context, bodyLimit });
   await app.register(proxyPlugin, { proxy });
+  const { asyncIntake } = options;
+  if (asyncIntake)
+    await app.register(async (scope) => {
+      // The body is stored as it came, whatever its type.
+      scope.removeAllContentTypeParsers();
+      scope.addContentTypeParser('*', (_request, _payload, done) => done(null));
+      for (const url of ['/fn-async/:ns/:name', '/fn-async/:ns/:name/*'])
+        scope.route({
+          method: ['GET', 'POST', 'PUT', 'DELETE', 'PATCH'],
+          url,
+          handler: async (request, reply) => {
+            reply.hijack();
+            await asyncIntake.handle(request.raw, reply.raw);
+          },
+        });
+    });
   return app;
 }

@@ -97,6 +97,18 @@ export const functionSpecSchema = {
         queue: { type: 'integer', minimum: 0, maximum: 10000 },
       },
     },
+    // Asynchronous invocations (Prefer: respond-async, /fn-async/): retries and their concurrency.
+    async: {
+      type: 'object',
+      properties: {
+        // Attempts before an invocation is dead-lettered (a 5xx, a timeout, no answer); default 3.
+        maxAttempts: { type: 'integer', minimum: 1, maximum: 100 },
+        // The first retry's delay; each next one doubles (with jitter, at most 10 minutes); default 1000.
+        backoffMs: { type: 'integer', minimum: 10, maximum: 600000 },
+        // Attempts of this function in flight at once; default 4.
+        concurrency: { type: 'integer', minimum: 1, maximum: 1000 },
+      },
+    },
   },
 } as const;
 
