@@ -995,4 +995,47 @@ export const MUTATIONS: GuardMutation[] = [
     to: '    resources: [secrets]\n    verbs: [get]',
     tests: ['test/kube/rbac.test.ts'],
   },
+  // ---- Asynchronous invocations ----
+  {
+    id: 'async-202-before-durable',
+    guard:
+      'An asynchronous invocation is answered 202 only once its record is durable: a kill -9 loses none.',
+    file: 'src/async/dispatcher.ts',
+    from: '    try {\n      await this.options.store.put(record);\n    } catch (error) {',
+    to: '    try {\n      void this.options.store.put(record);\n    } catch (error) {',
+    tests: ['test/local/async-invocations.test.ts'],
+  },
+  {
+    id: 'async-4xx-retried',
+    guard: "A function's 4xx answer ends its asynchronous invocation (failed) without another attempt.",
+    file: 'src/core/invocations.ts',
+    from: "  if (status >= 400 && status < 500) return 'failed';",
+    to: "  if (status >= 400 && status < 500) return 'retry';",
+    tests: ['test/local/async-invocations.test.ts', 'src/core/invocations.test.ts'],
+  },
+  {
+    id: 'async-attempt-budget-off-by-one',
+    guard: 'An invocation is dead-lettered after exactly spec.async.maxAttempts attempts.',
+    file: 'src/async/dispatcher.ts',
+    from: "if (verdict === 'retry' && countedAttempts(record) < record.maxAttempts) {",
+    to: "if (verdict === 'retry' && countedAttempts(record) <= record.maxAttempts) {",
+    tests: ['test/local/async-invocations.test.ts'],
+  },
+  {
+    id: 'async-callback-guard-dropped',
+    guard:
+      'X-Callback-Url goes through the outbound address guard: loopback, private and metadata addresses are refused with a 400.',
+    file: 'src/async/callback.ts',
+    from: "    policy.checkHost(url.hostname);\n    const host = url.hostname.replace(/^\\[|\\]$/g, '');\n    await promisify(policy.lookup)(host, { all: true });\n",
+    to: '',
+    tests: ['test/local/async-invocations.test.ts', 'src/async/callback.test.ts'],
+  },
+  {
+    id: 'async-interrupted-attempt-not-resumed',
+    guard: 'An attempt a kill -9 interrupted is recorded as interrupted at the next start and sent again.',
+    file: 'src/async/dispatcher.ts',
+    from: "      if (record.state === 'running') {",
+    to: "      if (record.state === 'queued' && record.attempts.length < 0) {",
+    tests: ['test/local/async-invocations.test.ts'],
+  },
 ];
