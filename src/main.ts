@@ -281,7 +281,7 @@ export async function startLocalSystem(
   const secrets = new LocalSecretStore({ stateDir: config.stateDir, logger }).open();
   // The platform reports scaling to the controller, which needs the platform first; the builder tells
   // the collector of each finished build, and the collector needs the builder first.
-  const late: { controller?: Controller; gc?: BuildCollector } = {};
+  const late: { controller?: Controller; gc?: BuildCollector; origin?: string } = {};
   const platform = new LocalPlatform({
     runtimesDir: config.runtimesDir,
     store,
@@ -377,6 +377,7 @@ export async function startLocalSystem(
   const { app, controller, builder, scheduler, gc } = parts;
   startupMark('control plane loaded');
   await controller.start();
+  late.origin = address.replace('//0.0.0.0', '//127.0.0.1');
   await asyncInvocations.start(address);
   if (options.source) await store.apply(await withStoredPin(store, options.source));
   // The first pass removes the history of functions deleted while sless was stopped.
@@ -401,6 +402,7 @@ export async function startLocalSystem(
       await gc.stop();
       await controller.stop();
       scheduler.stopAll();
+      await parts.queueTriggers.stopAll();
       await options.listener?.drainClients?.();
       await app.close();
       await options.listener?.close();
@@ -428,7 +430,7 @@ async function localControlPlane(
     proxy: FunctionProxy;
     listener: ClientListener | undefined;
     /** Filled in here: the platform and the builder report to the controller and the collector. */
-    late: { controller?: Controller; gc?: BuildCollector };
+    late: { controller?: Controller; gc?: BuildCollector; origin?: string };
     secrets: LocalSecretStore;
     asyncInvocations: import('./async/wire.js').AsyncInvocations;
   },
@@ -441,12 +443,16 @@ async function localControlPlane(
     { LocalCronScheduler },
     { LocalJobRunner },
     { LocalSourceReaderFactory },
+    { QueueTriggers },
+    { TriggerRouter },
   ] = await Promise.all([
     controlPlaneModules(),
     import('./platform/local/build/local-builder.js'),
     import('./platform/local/cron-scheduler.js'),
     import('./platform/local/job-runner.js'),
     import('./platform/local/source-readers.js'),
+    import('./queue/queue-triggers.js'),
+    import('./queue/trigger-router.js'),
   ]);
   const history = new BuildHistory();
   const builder = new LocalBuilder({
@@ -479,8 +485,15 @@ async function localControlPlane(
     logger,
     launcher,
   });
+  // amqp Triggers consume RabbitMQ queues; their URLs come from the namespace's secrets.
+  const queueTriggers = new QueueTriggers({
+    secrets,
+    logger,
+    origin: () => late.origin,
+    onChanged: (ns, name) => late.controller?.enqueueTrigger(ns, name),
+  });
   const controller = new Controller({
-    scheduler,
+    scheduler: new TriggerRouter(scheduler, queueTriggers),
     jobs,
     observer: controllerObserver(metrics, gc),
     store,
@@ -507,6 +520,14 @@ async function localControlPlane(
   late.controller = controller;
   // A secret that changes (set, rotated, deleted) queues the functions that reference it.
   secrets.subscribe((namespace, name) => void requeueReferencing(store, controller, namespace, name));
+  // … and the amqp Triggers whose connection URL it holds.
+  secrets.subscribe(
+    (namespace, name) =>
+      void store.list('Trigger', { namespace }).then((triggers) => {
+        for (const t of triggers)
+          if (t.spec.secretRef?.name === name) controller.enqueueTrigger(namespace, t.metadata.name);
+      }),
+  );
   let ready = false;
   const app = await buildApp({
     logger,
@@ -541,6 +562,7 @@ async function localControlPlane(
     controller,
     builder,
     scheduler,
+    queueTriggers,
     gc,
     markReady: () => {
       ready = true;

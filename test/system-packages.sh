@@ -7,6 +7,7 @@
 #   openssl, procps           test certificates; pgrep for the process-cleanup checks
 #   bubblewrap, slirp4netns   the local sandbox for tenant code and its builds' outbound network
 #   util-linux                setpriv and unshare, used by the sandbox probe
+#   rabbitmq-server           the broker amqp Trigger tests start on their own ports (with epmd)
 #
 # docker-registry and the real node's packages (containerd, runc, ...) are installed by
 # test/cluster/build.sh, which knows their versions.
@@ -24,6 +25,7 @@ declare -A provides=(
   [slirp4netns]=slirp4netns
   [setpriv]=util-linux
   [unshare]=util-linux
+  [rabbitmq-server]=rabbitmq-server
 )
 
 missing=()

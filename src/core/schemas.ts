@@ -116,12 +116,28 @@ export const triggerSpecSchema = {
   type: 'object',
   required: ['type', 'function'],
   properties: {
-    type: { type: 'string', enum: ['http', 'cron'] },
+    type: { type: 'string', enum: ['http', 'cron', 'amqp'] },
     function: nameField,
     schedule: { type: 'string', minLength: 1, maxLength: 128 },
     timezone: { type: 'string', minLength: 1, maxLength: 64 },
     event: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true },
     enabled: { type: 'boolean', default: true },
+    // amqp: the RabbitMQ queue consumed, optionally bound to an exchange with a routing key.
+    queue: { type: 'string', minLength: 1, maxLength: 255 },
+    exchange: { type: 'string', minLength: 1, maxLength: 255 },
+    routingKey: { type: 'string', maxLength: 255 },
+    // A secret of the Trigger's namespace whose key (default `url`) holds the amqp:// URL.
+    secretRef: {
+      type: 'object',
+      required: ['name'],
+      properties: { name: nameField, key: { type: 'string', minLength: 1, maxLength: 253 } },
+    },
+    // Deliveries of one message before it is dead-lettered (or dropped); default 3.
+    maxAttempts: { type: 'integer', minimum: 1, maximum: 100 },
+    // Where a message that failed every attempt is published; absent: rejected without requeue.
+    deadLetterExchange: { type: 'string', minLength: 1, maxLength: 255 },
+    // Unacknowledged messages in flight at once; default 8.
+    prefetch: { type: 'integer', minimum: 1, maximum: 1000 },
   },
 } as const;
 
