@@ -1003,7 +1003,7 @@ export const MUTATIONS: GuardMutation[] = [
     file: 'src/async/dispatcher.ts',
     from: '    try {\n      await this.options.store.put(record);\n    } catch (error) {',
     to: '    try {\n      void this.options.store.put(record);\n    } catch (error) {',
-    tests: ['test/local/async-invocations.test.ts'],
+    tests: ['src/async/dispatcher.test.ts', 'test/local/async-invocations.test.ts'],
   },
   {
     id: 'async-4xx-retried',
@@ -1037,5 +1037,38 @@ export const MUTATIONS: GuardMutation[] = [
     from: "      if (record.state === 'running') {",
     to: "      if (record.state === 'queued' && record.attempts.length < 0) {",
     tests: ['test/local/async-invocations.test.ts'],
+  },
+  {
+    id: 'amqp-disabled-still-consumes',
+    guard: 'An amqp Trigger with enabled: false consumes nothing and leaves its messages queued.',
+    file: 'src/queue/queue-triggers.ts',
+    from: '    if (!fn || spec.enabled === false) {',
+    to: '    if (!fn) {',
+    tests: ['test/local/amqp-trigger.test.ts'],
+  },
+  {
+    id: 'amqp-disabled-trigger-disables-function',
+    guard: 'A disabled amqp Trigger pauses its consumer only; its function goes on serving /fn/.',
+    file: 'src/reconcile/function/reconciler.ts',
+    from: "    t.spec.type !== 'amqp';",
+    to: '    true;',
+    tests: ['test/local/amqp-trigger.test.ts'],
+  },
+  {
+    id: 'amqp-attempts-off-by-one',
+    guard: 'A queue message is delivered at most maxAttempts times before it is dead-lettered.',
+    file: 'src/queue/amqp-consumer.ts',
+    from: '    while (attempt < options.maxAttempts) {',
+    to: '    while (attempt <= options.maxAttempts) {',
+    tests: ['test/local/amqp-trigger.test.ts'],
+  },
+  {
+    id: 'amqp-ack-on-failure',
+    guard:
+      'A queue message is acknowledged only on a 2xx (or once its dead letter is confirmed), never on a failed delivery.',
+    file: 'src/queue/amqp-consumer.ts',
+    from: "      if (verdict === 'succeeded') {\n        channel.ack(message);",
+    to: "      channel.ack(message);\n      if (verdict === 'succeeded') {",
+    tests: ['test/local/amqp-trigger.test.ts'],
   },
 ];
