@@ -89,6 +89,26 @@ describe('the asynchronous invocation workers', () => {
     await reopened.close();
   });
 
+  it('delivers an invocation accepted before the workers started once, not again from the store', async () => {
+    const { store } = await openStore();
+    const attempts: string[] = [];
+    const dispatcher = make(store, async ({ record }) => {
+      attempts.push(record.id);
+      return { status: 200 };
+    });
+    const record = await dispatcher.accept({ namespace: 'a', function: 'f', request: REQUEST }, SETTINGS);
+    await dispatcher.start();
+    await pollUntil(
+      'it ended',
+      async () => (await store.get('a', record.id))?.state === 'succeeded',
+      5000,
+      2,
+    );
+    await dispatcher.stop();
+    expect(attempts).toEqual([record.id]);
+    expect((await store.get('a', record.id))?.attempts).toHaveLength(1);
+  });
+
   it('keeps each function below its concurrency and serves functions in turn', async () => {
     const { store } = await openStore();
     const running = new Map<string, number>();

@@ -97,6 +97,8 @@ export class AsyncDispatcher {
   /** Functions with ready work, in the order they are served next. */
   private readonly rotation: string[] = [];
   private readonly timers = new Map<string, NodeJS.Timeout>();
+  /** Keys waiting in a lane for their turn. */
+  private readonly ready = new Set<string>();
   private readonly inFlight = new Map<string, { abort: AbortController; done: Promise<void> }>();
   private running = 0;
   private started = false;
@@ -119,6 +121,8 @@ export class AsyncDispatcher {
   /** Resumes what the last run left: interrupted attempts are queued again, pending callbacks sent. */
   async start(): Promise<void> {
     for (const record of await this.options.store.unfinished()) {
+      // Accepted since this process started: already queued here.
+      if (this.open.has(keyOf(record.namespace, record.id))) continue;
       if (FINAL_STATES.has(record.state)) {
         this.sendCallback(record);
         continue;
@@ -262,7 +266,8 @@ export class AsyncDispatcher {
   }
 
   private schedule(key: string, record: InvocationRecord): void {
-    if (this.stopping) return;
+    // Never twice: two attempts of one invocation at once could both succeed.
+    if (this.stopping || this.timers.has(key) || this.ready.has(key)) return;
     const due = record.nextAttemptAt ? Date.parse(record.nextAttemptAt) - this.now : 0;
     if (due <= 0) {
       this.makeReady(key, record);
@@ -277,6 +282,7 @@ export class AsyncDispatcher {
   }
 
   private makeReady(key: string, record: InvocationRecord): void {
+    this.ready.add(key);
     const lane = this.laneOf(record);
     lane.ready.push(key);
     const fnKey = `${record.namespace}/${record.function}`;
@@ -301,6 +307,7 @@ export class AsyncDispatcher {
       }
       idleTurns = 0;
       const key = lane.ready.shift() as string;
+      this.ready.delete(key);
       if (lane.ready.length > 0) this.rotation.push(fnKey);
       const record = this.open.get(key);
       if (!record) continue;
