@@ -1036,7 +1036,7 @@ export const MUTATIONS: GuardMutation[] = [
     file: 'src/async/dispatcher.ts',
     from: "      if (record.state === 'running') {",
     to: "      if (record.state === 'queued' && record.attempts.length < 0) {",
-    tests: ['test/local/async-invocations.test.ts'],
+    tests: ['src/async/dispatcher.test.ts', 'test/local/async-invocations.test.ts'],
   },
   {
     id: 'amqp-disabled-still-consumes',
