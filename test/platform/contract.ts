@@ -208,6 +208,8 @@ export function platformContract(
       });
       expect(condition(fn, 'Reconciling')).toMatchObject({ status: 'False', observedGeneration: generation });
       expect(condition(fn, 'Stalled')).toBeUndefined();
+      // One instance, answering: what `kubectl get functions` shows and the instances gauge counts.
+      expect(status.instances).toEqual({ desired: 1, ready: 1 });
     };
 
     contractCase(

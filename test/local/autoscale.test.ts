@@ -1,0 +1,89 @@
+/**
+ * `spec.scale` on the local platform, with real function processes: requests held in flight past the
+ * target start more instances of the serving revision (each its own process), new requests go to the
+ * least busy one, and once the load is gone the extra instances drain and stop, with no request
+ * failed. A handler blocks until the test opens a gate (a file), so what is in flight is exact.
+ */
+import { existsSync } from 'node:fs';
+import { rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { functionManifest, nodeHandler, TestRepo, tempDir } from '../helpers/git.js';
+import { eventually, startTestSystem, type TestSystem } from '../helpers/local-system.js';
+
+// Each process has an id of its own, so the test sees which instance answered.
+const HELD = nodeHandler(`
+  const fs = require('node:fs');
+  const path = require('node:path');
+  globalThis.instance ??= Math.random().toString(36).slice(2);
+  while (!fs.existsSync(path.join(process.env.DIR, 'open'))) await new Promise((r) => setTimeout(r, 20));
+  return { instance: globalThis.instance };
+`);
+
+describe('autoscaling on the local platform', () => {
+  let repo: TestRepo;
+  let system: TestSystem;
+  let dir: string;
+
+  beforeAll(async () => {
+    dir = await tempDir('scale');
+    repo = await TestRepo.create({
+      'busy/function.yaml': functionManifest('busy', {
+        env: { DIR: dir },
+        scale: { min: 1, max: 3, target: 1, stableWindowSec: 6 },
+      }),
+      'busy/handler.js': HELD,
+    });
+    system = await startTestSystem({ url: repo.dir, sandbox: 'off', proxyThread: true });
+    await eventually(async () => (await system.functionStatus('busy'))?.phase === 'Ready', 60_000, 'Ready');
+  });
+
+  afterAll(async () => {
+    await writeFile(join(dir, 'open'), '');
+    await system?.close();
+    await repo?.remove();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  const call = async () => {
+    const r = await system.call('/fn/default/busy/');
+    return { status: r.status, body: (await r.json()) as { instance?: string } };
+  };
+  const instances = async () => (await system.functionStatus('busy'))?.instances;
+
+  it('scales out to the requests in flight over the target, no further than max, and back to min after', async () => {
+    expect(await instances()).toEqual({ desired: 1, ready: 1 });
+    const first = Array.from({ length: 3 }, () => call());
+    // Three in flight at target 1: three instances, each a process of its own.
+    await eventually(
+      async () => {
+        const now = await instances();
+        return now?.desired === 3 && now.ready === 3;
+      },
+      30_000,
+      'three instances',
+    );
+    // New requests go to the least busy instances: the two new ones, which hold nothing yet.
+    const more = Array.from({ length: 2 }, () => call());
+    // Five in flight at max 3: still three.
+    await eventually(async () => (await instances())?.desired === 3, 5_000, 'held at max');
+    await writeFile(join(dir, 'open'), '');
+    const answers = await Promise.all([...first, ...more]);
+    expect(answers.map((a) => a.status)).toEqual([200, 200, 200, 200, 200]);
+    const served = new Set(answers.map((a) => a.body.instance));
+    expect(served.size).toBe(3);
+    // Load gone: back to one instance after the stable window, with every request answered.
+    await eventually(
+      async () => {
+        const now = await instances();
+        return now?.desired === 1 && now.ready === 1;
+      },
+      30_000,
+      'back to one',
+    );
+    const after = await call();
+    expect(after.status).toBe(200);
+    expect(served.has(after.body.instance)).toBe(true);
+    expect(existsSync(join(dir, 'open'))).toBe(true);
+  }, 90_000);
+});
