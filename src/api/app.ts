@@ -4,6 +4,7 @@
  * webhooks, none for probes). In front of fastify, /fn/ invocations go straight to the function
  * proxy, and among replicas the requests only the leader can serve are handed to it.
  */
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
 import type { Logger } from 'pino';
 import { NotFoundError } from '../core/errors.js';
@@ -22,6 +23,7 @@ import { RouteCollector } from './openapi.js';
 import { eventRoutes } from './routes/events.js';
 import { functionRoutes } from './routes/functions.js';
 import { healthRoutes } from './routes/health.js';
+import { invocationRoutes } from './routes/invocations.js';
 import { logRoutes } from './routes/logs.js';
 import { namespaceRoutes } from './routes/namespaces.js';
 import { pinRoutes } from './routes/pin.js';
@@ -60,6 +62,8 @@ export interface AppOptions {
    * end then, instead of holding the drain for its whole grace period.
    */
   stopping?: AbortSignal;
+  /** `/fn-async/` requests, queued rather than proxied; absent where a platform has no queue. */
+  asyncIntake?: { handle(req: IncomingMessage, res: ServerResponse): Promise<void> };
 }
 
 export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
@@ -129,6 +133,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       await scoped.register(logRoutes, { context });
       await scoped.register(triggerJobRoutes, { context });
       await scoped.register(secretRoutes, { context });
+      await scoped.register(invocationRoutes, { context });
       await scoped.register(validateRoutes);
       await scoped.register(eventRoutes, {
         context,
@@ -143,5 +148,21 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
 
   await app.register(webhookPlugin, { context, bodyLimit });
   await app.register(proxyPlugin, { proxy });
+  const { asyncIntake } = options;
+  if (asyncIntake)
+    await app.register(async (scope) => {
+      // The body is stored as it came, whatever its type.
+      scope.removeAllContentTypeParsers();
+      scope.addContentTypeParser('*', (_request, _payload, done) => done(null));
+      for (const url of ['/fn-async/:ns/:name', '/fn-async/:ns/:name/*'])
+        scope.route({
+          method: ['GET', 'POST', 'PUT', 'DELETE', 'PATCH'],
+          url,
+          handler: async (request, reply) => {
+            reply.hijack();
+            await asyncIntake.handle(request.raw, reply.raw);
+          },
+        });
+    });
   return app;
 }

@@ -9,6 +9,7 @@ import type { FunctionLogReader } from '../core/logs.js';
 import type { Quotas } from '../core/quotas.js';
 import type { BuildRecord } from '../core/resources.js';
 import type { SyncResult } from '../reconcile/source-sync.js';
+import type { InvocationsApi } from './routes/invocations.js';
 import type { SecretsApi } from './routes/secrets.js';
 
 /** What the API needs from the rest of the system; main.ts provides it. */
@@ -37,4 +38,6 @@ export interface ApiContext extends NamespaceRegistry {
   functionLogs?: FunctionLogReader;
   /** The local secrets store; on kube, secrets are Kubernetes Secrets and this is left out. */
   secrets?: SecretsApi;
+  /** Asynchronous invocations (state, attempts, dead letters); 404 where a platform has none. */
+  invocations?: InvocationsApi;
 }

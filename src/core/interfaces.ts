@@ -426,3 +426,24 @@ export interface BuildArchive {
   /** Removes one build and everything that belongs to it alone. */
   remove(build: StoredBuild, keep: readonly StoredBuild[]): Promise<void>;
 }
+
+/**
+ * Where asynchronous invocations live between the 202 and their end: a journaled file in the state
+ * directory locally; another backend on kube. Every write resolves only once it is durable, so the
+ * 202 (and each attempt) is never ahead of what a restart finds.
+ */
+export interface InvocationStore {
+  /** Creates or replaces the record; resolves once a restart would find it as given. */
+  put(record: import('./invocations.js').InvocationRecord): Promise<void>;
+  get(namespace: string, id: string): Promise<import('./invocations.js').InvocationRecord | undefined>;
+  /** One namespace's records, newest first, optionally of one state. */
+  list(
+    namespace: string,
+    options?: { state?: import('./invocations.js').InvocationState; limit?: number },
+  ): Promise<import('./invocations.js').InvocationRecord[]>;
+  /** Every record not in a final state, or final with a callback still to send: what workers resume. */
+  unfinished(): Promise<import('./invocations.js').InvocationRecord[]>;
+  /** Removes final records (dead letters excepted) last changed before `before`; returns how many. */
+  sweep(before: string): Promise<number>;
+  close(): Promise<void>;
+}

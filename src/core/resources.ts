@@ -135,6 +135,13 @@ export interface TriggerStatus extends BaseStatus {
   lastRun?: string;
   nextRun?: string;
   lastResult?: string;
+  /** amqp: the consumer's state (connecting, consuming, paused, failed). */
+  consumer?: string;
+  /** amqp: when the last message arrived, and how it ended. */
+  lastMessage?: string;
+  lastError?: string;
+  acknowledged?: number;
+  deadLettered?: number;
 }
 
 export type JobPhase = 'Pending' | 'Skipped' | 'Running' | 'Succeeded' | 'Failed';

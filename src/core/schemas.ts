@@ -120,6 +120,18 @@ export const functionSpecSchema = {
         },
       },
     },
+    // Asynchronous invocations (Prefer: respond-async, /fn-async/): retries and their concurrency.
+    async: {
+      type: 'object',
+      properties: {
+        // Attempts before an invocation is dead-lettered (a 5xx, a timeout, no answer); default 3.
+        maxAttempts: { type: 'integer', minimum: 1, maximum: 100 },
+        // The first retry's delay; each next one doubles (with jitter, at most 10 minutes); default 1000.
+        backoffMs: { type: 'integer', minimum: 10, maximum: 600000 },
+        // Attempts of this function in flight at once; default 4.
+        concurrency: { type: 'integer', minimum: 1, maximum: 1000 },
+      },
+    },
   },
 } as const;
 
@@ -127,12 +139,28 @@ export const triggerSpecSchema = {
   type: 'object',
   required: ['type', 'function'],
   properties: {
-    type: { type: 'string', enum: ['http', 'cron'] },
+    type: { type: 'string', enum: ['http', 'cron', 'amqp'] },
     function: nameField,
     schedule: { type: 'string', minLength: 1, maxLength: 128 },
     timezone: { type: 'string', minLength: 1, maxLength: 64 },
     event: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true },
     enabled: { type: 'boolean', default: true },
+    // amqp: the RabbitMQ queue consumed, optionally bound to an exchange with a routing key.
+    queue: { type: 'string', minLength: 1, maxLength: 255 },
+    exchange: { type: 'string', minLength: 1, maxLength: 255 },
+    routingKey: { type: 'string', maxLength: 255 },
+    // A secret of the Trigger's namespace whose key (default `url`) holds the amqp:// URL.
+    secretRef: {
+      type: 'object',
+      required: ['name'],
+      properties: { name: nameField, key: { type: 'string', minLength: 1, maxLength: 253 } },
+    },
+    // Deliveries of one message before it is dead-lettered (or dropped); default 3.
+    maxAttempts: { type: 'integer', minimum: 1, maximum: 100 },
+    // Where a message that failed every attempt is published; absent: rejected without requeue.
+    deadLetterExchange: { type: 'string', minLength: 1, maxLength: 255 },
+    // Unacknowledged messages in flight at once; default 8.
+    prefetch: { type: 'integer', minimum: 1, maximum: 1000 },
   },
 } as const;
 

@@ -75,7 +75,7 @@ describe('validateResource', () => {
 
   it('checks trigger types and cron schedules', () => {
     expect(messages('Trigger', trigger({ type: 'queue', function: 'a' }))).toEqual([
-      'functions/a/function.yaml#0 spec.type: must be one of: http, cron',
+      'functions/a/function.yaml#0 spec.type: must be one of: http, cron, amqp',
     ]);
     expect(messages('Trigger', trigger({ type: 'cron', function: 'a' }))).toEqual([
       'functions/a/function.yaml#0 spec.schedule: is required for a cron trigger',
@@ -86,6 +86,55 @@ describe('validateResource', () => {
     expect(messages('Trigger', trigger({ type: 'cron', function: 'a', schedule: '*/5 * * * *' }))).toEqual(
       [],
     );
+  });
+
+  it('requires a queue and a connection secret of an amqp trigger, and queue fields of no other', () => {
+    expect(messages('Trigger', trigger({ type: 'amqp', function: 'a' }))).toEqual([
+      'functions/a/function.yaml#0 spec.queue: is required for an amqp trigger',
+      'functions/a/function.yaml#0 spec.secretRef: is required for an amqp trigger: a secret whose key holds the amqp:// URL',
+    ]);
+    expect(
+      messages(
+        'Trigger',
+        trigger({ type: 'amqp', function: 'a', queue: 'q', secretRef: { name: 's' }, routingKey: 'k' }),
+      ),
+    ).toEqual([
+      'functions/a/function.yaml#0 spec.routingKey: needs spec.exchange: a routing key binds the queue to an exchange',
+    ]);
+    expect(
+      messages(
+        'Trigger',
+        trigger({
+          type: 'amqp',
+          function: 'a',
+          queue: 'q',
+          secretRef: { name: 's', key: 'url' },
+          exchange: 'e',
+          routingKey: 'k.*',
+          maxAttempts: 5,
+          deadLetterExchange: 'd',
+          prefetch: 4,
+        }),
+      ),
+    ).toEqual([]);
+    expect(messages('Trigger', trigger({ type: 'http', function: 'a', queue: 'q' }))).toEqual([
+      'functions/a/function.yaml#0 spec.queue: is only allowed for an amqp trigger',
+    ]);
+    expect(
+      messages(
+        'Trigger',
+        trigger({ type: 'amqp', function: 'a', queue: 'q', secretRef: { name: 's' }, prefetch: 0 }),
+      ),
+    ).toEqual(['functions/a/function.yaml#0 spec.prefetch: must be >= 1']);
+  });
+
+  it('bounds spec.async of a Function', () => {
+    const f = (async: object) => fn({ runtime: 'nodejs20', entrypoint: 'h.h', async });
+    expect(messages('Function', f({ maxAttempts: 5, backoffMs: 100, concurrency: 2 }))).toEqual([]);
+    expect(messages('Function', f({ maxAttempts: 0 }))).toEqual([
+      'functions/a/function.yaml#0 spec.async.maxAttempts: must be >= 1',
+    ]);
+    expect(messages('Function', f({ retries: 3 }))[0]).toMatch(/spec\.async/);
   });
 
   it('refuses git URLs with embedded credentials', () => {

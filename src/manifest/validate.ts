@@ -206,6 +206,7 @@ function semanticIssues(kind: KindName, doc: JsonObject, where: ValidateOptions)
     } else if (spec.schedule !== undefined) {
       add('spec.schedule', 'is only allowed for a cron trigger');
     }
+    issues.push(...queueTriggerIssues(spec, where));
   }
   if (kind === 'GitSource') {
     const problem = urlProblem(String(spec.url));
@@ -352,4 +353,31 @@ function urlProblem(url: string): string | undefined {
   } catch {
     return 'must be an http(s) URL or an absolute local path';
   }
+}
+
+const QUEUE_FIELDS = [
+  'queue',
+  'exchange',
+  'routingKey',
+  'secretRef',
+  'maxAttempts',
+  'deadLetterExchange',
+  'prefetch',
+];
+
+/** An amqp Trigger names its queue and its connection secret; other types take no queue fields. */
+function queueTriggerIssues(spec: JsonObject, where: ValidateOptions): ManifestIssue[] {
+  const issues: ManifestIssue[] = [];
+  const add = (field: string, reason: string) => issues.push({ ...where, field, reason });
+  if (spec.type === 'amqp') {
+    if (spec.queue === undefined) add('spec.queue', 'is required for an amqp trigger');
+    if (spec.secretRef === undefined)
+      add('spec.secretRef', 'is required for an amqp trigger: a secret whose key holds the amqp:// URL');
+    if (spec.routingKey !== undefined && spec.exchange === undefined)
+      add('spec.routingKey', 'needs spec.exchange: a routing key binds the queue to an exchange');
+    return issues;
+  }
+  for (const field of QUEUE_FIELDS)
+    if (spec[field] !== undefined) add(`spec.${field}`, 'is only allowed for an amqp trigger');
+  return issues;
 }

@@ -17,6 +17,7 @@ import { AdmissionGate } from './admission.js';
 import { sendJson, writeUpstreamChunk } from './answers.js';
 import { clientAddressOf, RELAYED_CLIENT_ADDRESS } from './client-address.js';
 import { stripHopByHop, stripHopByHopRaw } from './hop-by-hop.js';
+import { rawPrefersAsync } from './prefer.js';
 import { DEFAULT_MAX_STREAM_MS, isStreamed, startStream, streamHeaders } from './stream-limits.js';
 import { keepTickObjectShapes } from './tick-object-shape.js';
 import { Agent, Pool, errors as undiciErrors } from './undici-parts.js';
@@ -40,6 +41,12 @@ export interface FunctionProxyOptions {
   elsewhere?: (req: IncomingMessage, res: ServerResponse) => void;
   /** The longest a streamed answer may last, whatever its function's timeout (default an hour). */
   maxStreamMs?: number;
+  /**
+   * Where a request that prefers an asynchronous answer (`Prefer: respond-async`) goes, to be
+   * queued instead of proxied; without it such a request goes `elsewhere` (the thread that queues),
+   * or is served synchronously, as a server may ignore a preference.
+   */
+  asyncIntake?: (req: IncomingMessage, res: ServerResponse) => void;
 }
 
 /** The proxy as both platforms serve it: responses counted in metrics, upstream failures logged. */
@@ -51,11 +58,13 @@ export function observedFunctionProxy(options: {
   };
   logger: { warn(fields: object, message: string): void };
   maxStreamMs?: number;
+  asyncIntake?: (req: IncomingMessage, res: ServerResponse) => void;
 }): FunctionProxy {
   const { metrics, logger } = options;
   const proxy = new FunctionProxy({
     routes: options.routes,
     ...(options.maxStreamMs ? { maxStreamMs: options.maxStreamMs } : {}),
+    ...(options.asyncIntake ? { asyncIntake: options.asyncIntake } : {}),
     onResponse: (ns, name, status, ms) => metrics.proxyResponse(ns, name, status, ms),
     onUpstreamError: (fn, message) => logger.warn({ function: fn, err: message }, 'upstream failed'),
   });
@@ -207,6 +216,11 @@ export class FunctionProxy {
       finish(404);
       req.resume();
       sendJson(res, 404, { error: `unknown function ${ns}/${segment}` });
+      return;
+    }
+    const queue = this.options.asyncIntake ?? this.options.elsewhere;
+    if (queue && rawPrefersAsync(req.rawHeaders)) {
+      queue(req, res);
       return;
     }
     const route = await this.options.routes.resolve(ns, segment);

@@ -34,6 +34,7 @@ import { LocalSecretStore } from '../secrets/local-store.js';
 import { RepoSecrets } from '../secrets/repo-secrets.js';
 import type { ClientListener } from '../server/early-listener.js';
 import type { GuardedHttpClient } from '../source/guarded-http.js';
+import { OutboundPolicy } from '../source/outbound.js';
 import {
   buildRecorder,
   controllerContext,
@@ -140,7 +141,7 @@ export async function startLocalSystem(
   const secrets = new LocalSecretStore({ stateDir: config.stateDir, logger }).open();
   // The platform reports scaling to the controller, which needs the platform first; the builder tells
   // the collector of each finished build, and the collector needs the builder first.
-  const late: { controller?: Controller; gc?: BuildCollector } = {};
+  const late: { controller?: Controller; gc?: BuildCollector; origin?: string } = {};
   const platform = new LocalPlatform({
     runtimesDir: config.runtimesDir,
     store,
@@ -163,11 +164,21 @@ export async function startLocalSystem(
   // CPU here), so they boot meanwhile.
   await restored.launched;
   startupMark('restored launched');
-  const [{ FunctionProxy, observedFunctionProxy }, { SlessMetrics }, { UpgradeProxy }] = await Promise.all([
-    import('../proxy/function-proxy.js'),
-    import('../api/metrics.js'),
-    import('../proxy/websocket-upgrade.js'),
-  ]);
+  const [{ FunctionProxy, observedFunctionProxy }, { SlessMetrics }, { UpgradeProxy }, asyncModules] =
+    await Promise.all([
+      import('../proxy/function-proxy.js'),
+      import('../api/metrics.js'),
+      import('../proxy/websocket-upgrade.js'),
+      Promise.all([import('../async/wire.js'), import('../platform/local/invocation-store.js')]),
+    ]);
+  // Asynchronous invocations: queued in the state directory, delivered by workers through /fn/.
+  const [{ wireAsyncInvocations }, { LocalInvocationStore }] = asyncModules;
+  const asyncInvocations = wireAsyncInvocations({
+    store,
+    invocations: await LocalInvocationStore.open(config.stateDir, logger),
+    policy: new OutboundPolicy(config.tenancy.outboundAllow, config.tenancy.outboundDns),
+    logger,
+  });
   startupMark('serving path loaded');
   // The /fn/ proxy needs only the platform (and the metrics it counts in), so it serves at once.
   const metrics = new SlessMetrics({
@@ -181,6 +192,7 @@ export async function startLocalSystem(
     metrics,
     logger,
     maxStreamMs: config.maxStreamSeconds * 1000,
+    asyncIntake: (req, res) => void asyncInvocations.intake.handle(req, res),
   });
   const threadQueues = gateway?.queueDepths?.bind(gateway);
   if (threadQueues) metrics.addQueueDepths(threadQueues);
@@ -218,12 +230,14 @@ export async function startLocalSystem(
       listener: options.listener,
       late,
       secrets,
+      asyncInvocations,
     });
     if (options.listener) {
       await parts.app.ready();
       address = options.listener.url;
     } else address = await parts.app.listen({ host: config.host, port: config.port });
   } catch (error) {
+    await asyncInvocations.stop();
     await platform.stopAll();
     await proxy.close();
     await gitHttp.close();
@@ -234,6 +248,8 @@ export async function startLocalSystem(
   if (!options.listener) app.server.on('upgrade', (req, socket, head) => upgrades.handle(req, socket, head));
   startupMark('control plane loaded');
   await controller.start();
+  late.origin = address.replace('//0.0.0.0', '//127.0.0.1');
+  await asyncInvocations.start(address);
   // Functions with spec.scale run as many instances as their in-flight requests ask for.
   const autoscaler = new LocalAutoscaler({ platform, logger });
   autoscaler.start();
@@ -256,11 +272,14 @@ export async function startLocalSystem(
     url: address,
     stop: once(async () => {
       parts.markUnready();
+      // Attempts in flight are cut and recorded as interrupted, to be sent again after a start.
+      await asyncInvocations.stop();
       autoscaler.stop();
       await gc.stop();
       await controller.stop();
       await commitStatus.stop();
       scheduler.stopAll();
+      await parts.queueTriggers.stopAll();
       await options.listener?.drainClients?.();
       await app.close();
       await options.listener?.close();
@@ -313,8 +332,9 @@ async function localControlPlane(
     proxy: FunctionProxy;
     listener: ClientListener | undefined;
     /** Filled in here: the platform and the builder report to the controller and the collector. */
-    late: { controller?: Controller; gc?: BuildCollector };
+    late: { controller?: Controller; gc?: BuildCollector; origin?: string };
     secrets: LocalSecretStore;
+    asyncInvocations: import('../async/wire.js').AsyncInvocations;
   },
 ) {
   const { logger, state, store, launcher, platform, logs, authenticator, gitHttp, metrics, late, secrets } =
@@ -325,12 +345,16 @@ async function localControlPlane(
     { LocalCronScheduler },
     { LocalJobRunner },
     { LocalSourceReaderFactory },
+    { QueueTriggers },
+    { TriggerRouter },
   ] = await Promise.all([
     controlPlaneModules(),
     import('../platform/local/build/local-builder.js'),
     import('../platform/local/cron-scheduler.js'),
     import('../platform/local/job-runner.js'),
     import('../platform/local/source-readers.js'),
+    import('../queue/queue-triggers.js'),
+    import('../queue/trigger-router.js'),
   ]);
   const history = new BuildHistory();
   const builder = new LocalBuilder({
@@ -363,8 +387,15 @@ async function localControlPlane(
     logger,
     launcher,
   });
+  // amqp Triggers consume RabbitMQ queues; their URLs come from the namespace's secrets.
+  const queueTriggers = new QueueTriggers({
+    secrets,
+    logger,
+    origin: () => late.origin,
+    onChanged: (ns, name) => late.controller?.enqueueTrigger(ns, name),
+  });
   const controller = new Controller({
-    scheduler,
+    scheduler: new TriggerRouter(scheduler, queueTriggers),
     jobs,
     observer: controllerObserver(metrics, gc),
     store,
@@ -391,6 +422,14 @@ async function localControlPlane(
   late.controller = controller;
   // A secret that changes (set, rotated, deleted) queues the functions that reference it.
   secrets.subscribe((namespace, name) => void requeueReferencing(store, controller, namespace, name));
+  // … and the amqp Triggers whose connection URL it holds.
+  secrets.subscribe(
+    (namespace, name) =>
+      void store.list('Trigger', { namespace }).then((triggers) => {
+        for (const t of triggers)
+          if (t.spec.secretRef?.name === name) controller.enqueueTrigger(namespace, t.metadata.name);
+      }),
+  );
   let ready = false;
   const stopping = new AbortController();
   const app = await buildApp({
@@ -400,6 +439,7 @@ async function localControlPlane(
     metrics,
     metricsToken: config.tenancy.metricsToken,
     proxy: parts.proxy,
+    asyncIntake: parts.asyncInvocations.intake,
     ...(parts.listener ? { listener: parts.listener } : {}),
     context: {
       namespaceExists: (ns) => store.namespaceExists(ns),
@@ -417,6 +457,7 @@ async function localControlPlane(
       quotas: config.tenancy.quotas,
       functionLogs: logs,
       secrets,
+      invocations: parts.asyncInvocations.api,
     },
   });
   return {
@@ -424,6 +465,7 @@ async function localControlPlane(
     controller,
     builder,
     scheduler,
+    queueTriggers,
     gc,
     markReady: () => {
       ready = true;

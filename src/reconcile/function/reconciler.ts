@@ -76,7 +76,9 @@ export async function isFunctionEnabled(store: ObjectStore, fn: SlessFunction): 
   const disables = (t: Trigger) =>
     t.metadata.namespace === fn.metadata.namespace &&
     t.spec.function === fn.metadata.name &&
-    t.spec.enabled === false;
+    t.spec.enabled === false &&
+    // A disabled queue trigger pauses its consumer only; the function serves on.
+    t.spec.type !== 'amqp';
   const triggers =
     store.cached?.('Trigger', disables) ??
     (await store.list('Trigger', { namespace: fn.metadata.namespace }));

@@ -48,6 +48,15 @@ export async function reconcileTrigger(
       Object.assign(update.status, await deps.scheduler.apply(trigger, fn));
       if (fn) message = disabled ? 'disabled' : `next run ${update.status.nextRun ?? 'unknown'}`;
       if (fn && disabled) reason = Reason.Disabled;
+      if (fn && !disabled && trigger.spec.type === 'amqp') {
+        // A queue consumer is ready once it consumes; a broken connection is retried meanwhile.
+        const failed = update.status.consumer === 'failed';
+        ready = !failed;
+        if (failed) reason = Reason.ScheduleFailed;
+        message = failed
+          ? `queue ${trigger.spec.queue}: ${update.status.lastError ?? 'not connected'}; retrying`
+          : `queue ${trigger.spec.queue}: ${update.status.consumer ?? 'connecting'}`;
+      }
     } catch (thrown) {
       ready = false;
       reason = Reason.ScheduleFailed;

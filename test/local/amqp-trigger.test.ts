@@ -1,0 +1,257 @@
+/**
+ * amqp Triggers against a real RabbitMQ (Debian's rabbitmq-server, started for this file on free
+ * ports and stopped afterwards) and the real `sless dev` process: delivery and acknowledgement,
+ * retries, the dead-letter exchange, a disabled trigger keeping its messages, and a kill -9 of sless
+ * while it holds messages losing none of them.
+ */
+import { rm } from 'node:fs/promises';
+import amqp, { type Channel, type ChannelModel, type GetMessage } from 'amqplib';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { TriggerStatus } from '../../src/core/resources.js';
+import { freePort } from '../../src/platform/local/ports.js';
+import { functionManifest, nodeHandler, TestRepo, tempDir } from '../helpers/git.js';
+import { pollUntil } from '../helpers/poll-until.js';
+import { type RabbitMq, startRabbitMq } from '../helpers/rabbitmq.js';
+import { SlessProcess } from '../helpers/sless-process.js';
+
+const API = '/v1/namespaces/default';
+
+/** The message body says how to answer: ok, fail-until (attempt N succeeds), fail, slow. */
+const WORKER = nodeHandler(`
+  const attempt = Number(event.headers['x-sless-attempt']);
+  const { mode, until, ms } = event.body;
+  if (mode === 'slow' || mode === 'slow-fail') await new Promise((resolve) => setTimeout(resolve, ms));
+  if (mode === 'fail' || mode === 'slow-fail') return { statusCode: 500, body: { attempt } };
+  if (mode === 'fail-until' && attempt < until) return { statusCode: 503, body: { attempt } };
+  if (mode === 'bad') return { statusCode: 422, body: { attempt } };
+  return { statusCode: 200, body: { attempt } };
+`);
+
+describe('amqp Triggers against a real RabbitMQ', { timeout: 6 * 60_000 }, () => {
+  let broker: RabbitMq | undefined;
+  let repo: TestRepo;
+  let stateDir: string;
+  let port: number;
+  let sless: SlessProcess | undefined;
+  let connection: ChannelModel | undefined;
+  let channel: Channel;
+
+  const start = async () => {
+    sless = await SlessProcess.start({ repo: repo.dir, stateDir, port, env: { SLESS_OUTBOUND_ALLOW: '' } });
+    return sless;
+  };
+  const call = (path: string, init?: RequestInit) => {
+    if (!sless) throw new Error('sless is not running');
+    return sless.call(path, init);
+  };
+  const json = (body: unknown, method = 'POST'): RequestInit => ({
+    method,
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  const status = async (name: string): Promise<TriggerStatus> =>
+    ((await (await call(`${API}/triggers/${name}`)).json()) as { status?: TriggerStatus }).status ?? {};
+  const applyTrigger = async (name: string, spec: Record<string, unknown>) => {
+    const response = await call(
+      `${API}/triggers`,
+      json({ name, spec: { type: 'amqp', function: 'worker', secretRef: { name: 'rabbit' }, ...spec } }),
+    );
+    expect([200, 201]).toContain(response.status);
+  };
+  const consuming = (name: string) =>
+    pollUntil(
+      `trigger ${name} consumes`,
+      async () => {
+        const s = await status(name);
+        return s.consumer === 'consuming' ? s : undefined;
+      },
+      60_000,
+      50,
+    );
+  const publish = (queue: string, body: object) =>
+    channel.sendToQueue(queue, Buffer.from(JSON.stringify(body)), {
+      contentType: 'application/json',
+      persistent: true,
+    });
+  /** Every message in a queue, taken (and acknowledged) by the test. */
+  const drain = async (queue: string): Promise<GetMessage[]> => {
+    const out: GetMessage[] = [];
+    for (;;) {
+      const message = await channel.get(queue, { noAck: true });
+      if (!message) return out;
+      out.push(message);
+    }
+  };
+  const depth = async (queue: string) => (await channel.checkQueue(queue)).messageCount;
+  const consumers = async (queue: string) => (await channel.checkQueue(queue)).consumerCount;
+
+  beforeAll(async () => {
+    [broker, repo, stateDir, port] = await Promise.all([
+      startRabbitMq(),
+      TestRepo.create({
+        'worker/function.yaml': functionManifest('worker', { timeoutSec: 10 }),
+        'worker/handler.js': WORKER,
+      }),
+      tempDir('amqp-state'),
+      freePort(),
+    ]);
+    connection = await amqp.connect(broker.url);
+    channel = await connection.createChannel();
+    await channel.assertExchange('dead', 'fanout', { durable: true });
+    await channel.assertQueue('dead-letters', { durable: true });
+    await channel.bindQueue('dead-letters', 'dead', '');
+    await channel.assertExchange('events', 'topic', { durable: true });
+    await start();
+    await sless?.settled();
+    const secret = await call(`${API}/secrets/rabbit`, json({ stringData: { url: broker.url } }, 'PUT'));
+    expect([200, 201]).toContain(secret.status);
+  });
+
+  afterEach(({ task }) => {
+    if (task.result?.state === 'fail' && sless)
+      process.stderr.write(`--- last log lines of sless dev ---\n${sless.tail()}\n`);
+  });
+
+  afterAll(async () => {
+    await sless?.stop('SIGKILL');
+    await connection?.close().catch(() => undefined);
+    await broker?.stop();
+    await repo?.remove();
+    if (stateDir) await rm(stateDir, { recursive: true, force: true });
+  });
+
+  it('delivers a message bound through an exchange and acknowledges it on 2xx', async () => {
+    await applyTrigger('orders', { queue: 'orders', exchange: 'events', routingKey: 'order.*' });
+    await consuming('orders');
+    channel.publish('events', 'order.created', Buffer.from(JSON.stringify({ mode: 'ok' })), {
+      contentType: 'application/json',
+    });
+    const after = await pollUntil(
+      'the message was acknowledged',
+      async () => {
+        const s = await status('orders');
+        return s.acknowledged === 1 ? s : undefined;
+      },
+      30_000,
+      50,
+    );
+    expect(after.lastMessage).toMatch(/acknowledged after 1 attempt$/);
+    expect(after.deadLettered).toBe(0);
+    expect(await depth('orders')).toBe(0);
+  });
+
+  it('a handler failing twice then succeeding: 3 attempts and 1 acknowledgement', async () => {
+    await applyTrigger('retry', { queue: 'retry', maxAttempts: 3, deadLetterExchange: 'dead' });
+    await consuming('retry');
+    publish('retry', { mode: 'fail-until', until: 3 });
+    const after = await pollUntil(
+      'acknowledged after retries',
+      async () => {
+        const s = await status('retry');
+        return s.acknowledged === 1 ? s : undefined;
+      },
+      60_000,
+      50,
+    );
+    expect(after.lastMessage).toMatch(/acknowledged after 3 attempts$/);
+    expect(after.deadLettered).toBe(0);
+    expect(await depth('retry')).toBe(0);
+    expect(await drain('dead-letters')).toHaveLength(0);
+  });
+
+  it('a handler always failing ends in the dead-letter exchange after maxAttempts; a 4xx at once', async () => {
+    await applyTrigger('doomed', { queue: 'doomed', maxAttempts: 2, deadLetterExchange: 'dead' });
+    await consuming('doomed');
+    publish('doomed', { mode: 'fail', n: 1 });
+    publish('doomed', { mode: 'bad', n: 2 });
+    const dead = await pollUntil(
+      'both messages dead-lettered',
+      async () => {
+        const s = await status('doomed');
+        return s.deadLettered === 2 ? drain('dead-letters') : undefined;
+      },
+      60_000,
+      50,
+    );
+    expect(dead).toHaveLength(2);
+    const byN = new Map(dead.map((m) => [JSON.parse(m.content.toString()).n as number, m]));
+    expect(byN.get(1)?.properties.headers?.['x-sless-attempts']).toBe(2);
+    expect(byN.get(1)?.properties.headers?.['x-sless-last-error']).toBe('status 500');
+    expect(byN.get(2)?.properties.headers?.['x-sless-attempts']).toBe(1);
+    expect(byN.get(2)?.properties.headers?.['x-sless-last-error']).toBe('status 422');
+    expect((await status('doomed')).acknowledged).toBe(0);
+    expect(await depth('doomed')).toBe(0);
+  });
+
+  it('enabled: false stops consuming and keeps the messages; enabling again delivers them', async () => {
+    await applyTrigger('paused', { queue: 'paused' });
+    await consuming('paused');
+    await applyTrigger('paused', { queue: 'paused', enabled: false });
+    await pollUntil(
+      'the consumer paused',
+      async () => (await status('paused')).consumer === 'paused',
+      30_000,
+      50,
+    );
+    expect(await consumers('paused')).toBe(0);
+    for (let i = 0; i < 3; i++) publish('paused', { mode: 'ok', i });
+    await pollUntil('three messages queued', async () => (await depth('paused')) === 3, 10_000, 20);
+    expect(await consumers('paused')).toBe(0);
+    // The function itself still serves: only the consumer stopped.
+    expect((await call('/fn/default/worker', json({ mode: 'ok' }))).status).toBe(200);
+    await applyTrigger('paused', { queue: 'paused' });
+    const after = await pollUntil(
+      'the kept messages were delivered',
+      async () => {
+        const s = await status('paused');
+        return s.acknowledged === 3 ? s : undefined;
+      },
+      60_000,
+      50,
+    );
+    expect(after.consumer).toBe('consuming');
+    expect(await depth('paused')).toBe(0);
+  });
+
+  it('a kill -9 of sless while it holds messages loses none: they are delivered after the restart', async () => {
+    await applyTrigger('crash', {
+      queue: 'crash',
+      prefetch: 10,
+      maxAttempts: 1,
+      deadLetterExchange: 'dead',
+    });
+    await consuming('crash');
+    for (let n = 0; n < 5; n++) publish('crash', { mode: 'slow-fail', ms: 3000, n });
+    // All five are out to sless (none ready in the queue) and none is settled yet.
+    await pollUntil('sless holds all five', async () => (await depth('crash')) === 0, 30_000, 20);
+    expect((await drain('dead-letters')).map((m) => m.content.toString())).toEqual([]);
+    await sless?.stop('SIGKILL');
+    // The broker takes back what the dead connection held.
+    await pollUntil('the broker requeued them', async () => (await depth('crash')) === 5, 30_000, 50);
+    await start();
+    const dead = await pollUntil(
+      'all five dead-lettered after the restart',
+      async () => {
+        const got = await drain('dead-letters');
+        return got.length > 0 ? got : undefined;
+      },
+      90_000,
+      100,
+    ).then(async (first) => {
+      const all = [...first];
+      await pollUntil(
+        'the rest arrived',
+        async () => {
+          all.push(...(await drain('dead-letters')));
+          return all.length >= 5;
+        },
+        90_000,
+        100,
+      );
+      return all;
+    });
+    const ns = dead.map((m) => JSON.parse(m.content.toString()).n as number).sort();
+    expect(ns).toEqual([0, 1, 2, 3, 4]);
+    expect(await depth('crash')).toBe(0);
+  });
+});
