@@ -33,6 +33,10 @@ const INSTALL: Readonly<Record<RuntimeName, string>> = {
   nodejs20: [
     'cd /workspace/code',
     'if [ -f package.json ]; then if [ -f package-lock.json ] || [ -f npm-shrinkwrap.json ]; then npm ci --omit=dev --no-audit --no-fund; else npm install --omit=dev --no-audit --no-fund; fi; fi',
+    // The installed packages become a layer of their own, below the code: a commit that changes only
+    // code keeps that layer (see finalDockerfile).
+    'mkdir -p /workspace/deps',
+    'if [ -f package.json ] && [ -d node_modules ]; then mv node_modules /workspace/deps/node_modules; fi',
   ].join('\n'),
   'python3.11': [
     'mkdir -p /workspace/deps',
@@ -66,7 +70,12 @@ export function sanitizeScript(): string {
   ].join('\n');
 }
 
-/** What kaniko builds: the prepared files copied onto the base image, and nothing run. */
+/**
+ * What kaniko builds: the prepared files copied onto the base image, and nothing run. The function's
+ * code is always the last layer and nothing after it adds files, so that an image whose dependency
+ * inputs are unchanged can take a new commit's code by replacing that layer alone (code-layer.ts);
+ * IMAGE_LAYOUT_VERSION changes with this layout.
+ */
 export function finalDockerfile(runtime: RuntimeName): string {
   switch (runtime) {
     case 'nodejs20':
@@ -74,8 +83,9 @@ export function finalDockerfile(runtime: RuntimeName): string {
         `FROM ${INSTALL_IMAGES.nodejs20}`,
         'ENV NODE_ENV=production SLESS_CODE_DIR=/sless/code PORT=8080',
         'WORKDIR /sless/code',
-        'COPY code/ /sless/code/',
         'COPY server.js /sless/server.js',
+        'COPY deps/ /sless/code/',
+        'COPY code/ /sless/code/',
         'USER node',
         'EXPOSE 8080',
         'CMD ["node", "/sless/server.js"]',
@@ -85,10 +95,10 @@ export function finalDockerfile(runtime: RuntimeName): string {
       return [
         `FROM ${INSTALL_IMAGES['python3.11']}`,
         'ENV PYTHONPATH=/sless/deps PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 SLESS_CODE_DIR=/sless/code PORT=8080',
-        'COPY code/ /sless/code/',
         'COPY deps/ /sless/deps/',
         'COPY server.py /sless/server.py',
         'WORKDIR /sless/code',
+        'COPY code/ /sless/code/',
         'USER 10001',
         'EXPOSE 8080',
         'CMD ["python", "/sless/server.py"]',
