@@ -19,7 +19,7 @@ export const RUNTIME_CONTEXT_FILES: Readonly<Record<RuntimeName, readonly string
   'go1.21': ['Dockerfile', 'build.sh', 'sdk'],
 };
 
-const FIXED_MTIME = new Date('2000-01-01T00:00:00Z');
+export const FIXED_MTIME = new Date('2000-01-01T00:00:00Z');
 
 /**
  * Where contexts are staged, made on first use: making it removes the staging directories of writers
@@ -74,7 +74,7 @@ export async function createBuildContext(options: {
 }
 
 /** Sorted paths under `dir`, directories before their contents; modes normalised to 755/644. */
-async function walk(root: string, relative: string): Promise<string[]> {
+export async function walk(root: string, relative: string): Promise<string[]> {
   const out: string[] = [];
   const names = (await readdir(join(root, relative))).sort();
   for (const name of names) {
