@@ -145,9 +145,9 @@ export class CodeLayerBuilder {
       throw new Unsuitable(
         `base image ${base} has ${manifest.layers.length} layers but ${diffIds.length} diff_ids`,
       );
-    const layered = (config.history ?? []).filter((h) => !h.empty_layer);
-    const lastStep = layered.at(-1)?.created_by ?? '';
-    if (layered.length !== manifest.layers.length || !lastStep.includes(CODE_COPY))
+    // The base image's own history may be incomplete; what kaniko appended for its steps is not.
+    const lastStep = (config.history ?? []).filter((h) => !h.empty_layer).at(-1)?.created_by ?? '';
+    if (!lastStep.includes(CODE_COPY))
       throw new Unsuitable(`base image ${base}'s last layer is not its code (it comes from "${lastStep}")`);
     if (!/gzip/.test(last.mediaType))
       throw new Unsuitable(`base image ${base}'s code layer is ${last.mediaType}, not gzip`);
