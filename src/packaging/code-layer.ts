@@ -2,16 +2,18 @@
  * The code layer of a function image: the function's files at one commit, read from git objects as
  * the build context reads them (manifests and links out of the function's directory excluded, modes
  * normalised to 755/644, a fixed mtime), laid out where the image's `COPY code/ /sless/code/` puts
- * them, as a deterministic tar and its gzip. The same tree gives the same bytes and digests.
+ * them and owned as kaniko leaves them, as a deterministic tar and its gzip. The same tree gives the
+ * same bytes and digests.
  */
 import { createHash } from 'node:crypto';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
-import { create as createTar } from 'tar';
+import { create as createTar, Header } from 'tar';
 import type { SourceSnapshot } from '../core/interfaces.js';
 import { OwnedTempDirs } from '../core/owned-temp-dirs.js';
 import { FIXED_MTIME, walk } from './build-context.js';
+import { INSTALL_UID } from './install-step.js';
 import { materializeFunction } from './materialize.js';
 
 /** Where the image keeps the function's code (the kaniko Dockerfile's WORKDIR and COPY target). */
@@ -54,10 +56,34 @@ export async function createCodeLayer(options: {
     );
     const chunks: Buffer[] = [];
     for await (const chunk of stream as AsyncIterable<Buffer>) chunks.push(Buffer.from(chunk));
-    const tar = Buffer.concat(chunks);
+    const tar = ownAsKanikoDoes(Buffer.concat(chunks));
     const blob = gzipSync(tar, { level: 6 });
     return { blob, digest: sha256(blob), diffId: sha256(tar), entries };
   } finally {
     await stagingDirs.remove(staging);
   }
+}
+
+/**
+ * Gives the code's entries the owner and modes kaniko's COPY of the install step's workspace gives
+ * them (see INSTALL_UID): the install uid and gid, and setgid directories. `sless/` itself comes
+ * from the Dockerfile's WORKDIR, root's.
+ */
+function ownAsKanikoDoes(tar: Buffer): Buffer {
+  const out = Buffer.from(tar);
+  for (let offset = 0; offset + 512 <= out.length; ) {
+    const block = out.subarray(offset, offset + 512);
+    if (block.every((b) => b === 0)) break;
+    const header = new Header(block);
+    const size = header.size ?? 0;
+    const meta = header.type === 'ExtendedHeader' || header.type === 'GlobalExtendedHeader';
+    if (!meta && header.path?.startsWith(`${CODE_ROOT}/`)) {
+      header.uid = INSTALL_UID;
+      header.gid = INSTALL_UID;
+      if (header.type === 'Directory') header.mode = (header.mode ?? 0o755) | 0o2000;
+      header.encode(out, offset);
+    }
+    offset += 512 + Math.ceil(size / 512) * 512;
+  }
+  return out;
 }

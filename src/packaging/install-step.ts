@@ -47,6 +47,13 @@ const INSTALL: Readonly<Record<RuntimeName, string>> = {
 
 export const WORKSPACE = '/workspace';
 
+/**
+ * The unprivileged uid (and gid) the install step runs as. The files it unpacks are its own, in a
+ * workspace whose fsGroup makes directories setgid, and kaniko's COPY keeps both: a kaniko image's
+ * code is owned by this uid, its directories mode 2755, and the code-layer path writes the same.
+ */
+export const INSTALL_UID = 10001;
+
 /** The install container's script: download, unpack, install. */
 export function installScript(runtime: RuntimeName): string {
   return [

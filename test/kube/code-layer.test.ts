@@ -275,19 +275,28 @@ describe('code-layer fast path (real API server, real docker-registry)', () => {
     expect({ ...image.config, rootfs: undefined }).toEqual({ ...base.config, rootfs: undefined });
     expect(image.config.rootfs.diff_ids.slice(0, -1)).toEqual(base.config.rootfs.diff_ids.slice(0, -1));
 
-    // The code layer: exactly the commit's files under /sless/code, root-owned, modes from git, no manifest.
+    // The code layer: exactly the commit's files under /sless/code, modes from git, no manifest, owned
+    // as kaniko's COPY of the install step's workspace leaves them (seen on the real node): the install
+    // uid, setgid directories; /sless itself is the WORKDIR's, root's.
     const entries = await tarEntries(image.layers.at(-1) as Buffer);
     expect(
       entries.map((e) => [e.path, e.type, e.mode.toString(8), e.uid, e.gid, e.linkpath ?? e.content]),
     ).toEqual([
       ['sless/', 'Directory', '755', 0, 0, undefined],
-      ['sless/code/', 'Directory', '755', 0, 0, undefined],
+      ['sless/code/', 'Directory', '2755', 10001, 10001, undefined],
       // A link's own mode means nothing on Linux; the build context's tar writes the same.
-      ['sless/code/answer.js', 'SymbolicLink', '755', 0, 0, 'lib/answer.js'],
-      ['sless/code/handler.js', 'File', '644', 0, 0, nodeHandler(`return require('./lib/answer.js');`)],
-      ['sless/code/lib/', 'Directory', '755', 0, 0, undefined],
-      ['sless/code/lib/answer.js', 'File', '644', 0, 0, 'module.exports = "v2";\n'],
-      ['sless/code/lib/run.sh', 'File', '755', 0, 0, '#!/bin/sh\necho hi\n'],
+      ['sless/code/answer.js', 'SymbolicLink', '755', 10001, 10001, 'lib/answer.js'],
+      [
+        'sless/code/handler.js',
+        'File',
+        '644',
+        10001,
+        10001,
+        nodeHandler(`return require('./lib/answer.js');`),
+      ],
+      ['sless/code/lib/', 'Directory', '2755', 10001, 10001, undefined],
+      ['sless/code/lib/answer.js', 'File', '644', 10001, 10001, 'module.exports = "v2";\n'],
+      ['sless/code/lib/run.sh', 'File', '755', 10001, 10001, '#!/bin/sh\necho hi\n'],
     ]);
     // The paths kaniko's layer of the same COPY has (the base's), as the fixture laid it out.
     const baseEntries = await tarEntries(base.layers.at(-1) as Buffer);

@@ -7,6 +7,7 @@ import type { SlessFunction } from '../../../core/resources.js';
 import {
   finalDockerfile,
   INSTALL_IMAGES,
+  INSTALL_UID,
   installScript,
   sanitizeScript,
   WORKSPACE,
@@ -49,8 +50,6 @@ export const SANITIZE_CONTAINER = 'sanitize';
 export const DOCKERFILE_DIR = '/sless/dockerfile';
 /** The sanitize step's variable holding the Dockerfile it writes. */
 export const DOCKERFILE_ENV = 'SLESS_DOCKERFILE';
-/** The install step runs as this unprivileged uid; the workspace is group-writable for it. */
-const INSTALL_UID = 10001;
 
 export interface KanikoSettings {
   controllerNamespace: string;
