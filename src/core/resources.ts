@@ -108,6 +108,8 @@ export interface FunctionStatus extends BaseStatus {
   lastError?: string;
   /** Local platform: whether it runs sandboxed and which limits hold, in plain words. */
   isolation?: string;
+  /** What works but should change: a runtime past its end of life. */
+  warnings?: string[];
 }
 
 export interface TriggerStatus extends BaseStatus {

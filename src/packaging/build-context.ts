@@ -9,15 +9,21 @@ import { join } from 'node:path';
 import { create as createTar } from 'tar';
 import type { SourceSnapshot } from '../core/interfaces.js';
 import { OwnedTempDirs } from '../core/owned-temp-dirs.js';
-import type { RuntimeName } from '../core/schemas.js';
+import { RUNTIME_INFO, type RuntimeFamily } from '../core/runtimes.js';
+import { RUNTIMES, type RuntimeName } from '../core/schemas.js';
 import { materializeFunction } from './materialize.js';
 
-/** What each runtime's Dockerfile expects beside `code/` (see runtimes/*\/Dockerfile). */
-export const RUNTIME_CONTEXT_FILES: Readonly<Record<RuntimeName, readonly string[]>> = {
-  nodejs20: ['Dockerfile', 'server.js'],
-  'python3.11': ['Dockerfile', 'server.py'],
-  'go1.21': ['Dockerfile', 'build.sh', 'sdk'],
+/** What each runtime family's Dockerfile expects beside `code/` (see runtimes/*\/Dockerfile). */
+const FAMILY_CONTEXT_FILES: Readonly<Record<RuntimeFamily, readonly string[]>> = {
+  node: ['Dockerfile', 'server.js'],
+  python: ['Dockerfile', 'server.py'],
+  go: ['Dockerfile', 'build.sh', 'sdk'],
 };
+
+/** What each runtime's Dockerfile expects beside `code/`, from its server directory. */
+export const RUNTIME_CONTEXT_FILES: Readonly<Record<RuntimeName, readonly string[]>> = Object.fromEntries(
+  RUNTIMES.map((r) => [r, FAMILY_CONTEXT_FILES[RUNTIME_INFO[r].family]]),
+) as Record<RuntimeName, readonly string[]>;
 
 export const FIXED_MTIME = new Date('2000-01-01T00:00:00Z');
 
@@ -45,7 +51,13 @@ export async function createBuildContext(options: {
   const staging = await stagingDirs.create();
   try {
     for (const file of RUNTIME_CONTEXT_FILES[options.runtime])
-      await cp(join(options.runtimesDir, options.runtime, file), join(staging, file), { recursive: true });
+      await cp(
+        join(options.runtimesDir, RUNTIME_INFO[options.runtime].serverDir, file),
+        join(staging, file),
+        {
+          recursive: true,
+        },
+      );
     await materializeFunction({
       snapshot: options.snapshot,
       codeDir: options.codeDir,

@@ -4,8 +4,8 @@
  * restarts with backoff after a crash, scale to zero and wake-up on the next request, serving again
  * after a restart what served before it, and resolving each request to the revision that serves it.
  */
-import { existsSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, realpathSync } from 'node:fs';
+import { dirname, isAbsolute, join } from 'node:path';
 import type { Logger } from 'pino';
 import { ActivityBoard } from '../../core/activity-board.js';
 import { asError, RolloutError } from '../../core/errors.js';
@@ -21,12 +21,14 @@ import type {
 } from '../../core/interfaces.js';
 import { OwnedTempDirs } from '../../core/owned-temp-dirs.js';
 import type { BuildRecord, SlessFunction } from '../../core/resources.js';
+import { RUNTIME_INFO } from '../../core/runtimes.js';
 import { startupMark } from '../../core/startup-marks.js';
 import { admissionOf } from '../../proxy/admission.js';
 import type { FunctionLogBuffer } from './function-logs.js';
 import type { PinnedBuilds, ServingRecord, ServingRecords } from './local-state.js';
 import { type RuntimeCommand, RuntimeProcess } from './runtime-process.js';
 import { SecretFiles, type SecretSource, secretEnv } from './secret-files.js';
+import { resolveToolchain } from './toolchains.js';
 
 export interface LocalPlatformOptions {
   runtimesDir: string;
@@ -683,10 +685,19 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
       SLESS_TIMEOUT_SEC: String(fn.spec.timeoutSec ?? 30),
       SLESS_MEMORY_MB: String(fn.spec.memoryMb ?? 128),
     };
-    switch (fn.spec.runtime) {
-      case 'nodejs20':
+    const toolchain = resolveToolchain(fn.spec.runtime);
+    const runtimeDir = join(this.options.runtimesDir, RUNTIME_INFO[fn.spec.runtime].serverDir);
+    // A build checks the toolchain first; one removed since is said here, not as a spawn error.
+    if (!toolchain.found && RUNTIME_INFO[fn.spec.runtime].family !== 'go') throw new Error(toolchain.reason);
+    const interpreter = toolchain.found ? toolchain.command : '';
+    // An interpreter kept outside the system's directories (a Node.js unpacked from npm) must be
+    // visible inside the sandbox too.
+    if (isAbsolute(interpreter) && interpreter !== process.execPath)
+      sandbox.readable.push(dirname(realpathSync(interpreter)));
+    switch (RUNTIME_INFO[fn.spec.runtime].family) {
+      case 'node':
         return {
-          command: process.execPath,
+          command: interpreter,
           args: [
             `--max-old-space-size=${Math.max(fn.spec.memoryMb ?? 128, 64)}`,
             // The build root holds a typeless package.json that the image does not have; without
@@ -694,18 +705,18 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
             ...(existsSync(join(codeDir, 'package.json'))
               ? []
               : ['--disable-warning=MODULE_TYPELESS_PACKAGE_JSON']),
-            join(this.options.runtimesDir, 'nodejs20', 'server.js'),
+            join(runtimeDir, 'server.js'),
           ],
           cwd: codeDir,
           env,
           sandbox,
         };
-      case 'python3.11':
+      case 'python':
         return {
-          command: 'python3',
+          command: interpreter,
           // -S as in the image: only the standard library, the code and its installed requirements
           // are importable, never packages that happen to be installed on this host.
-          args: ['-S', join(this.options.runtimesDir, 'python3.11', 'server.py')],
+          args: ['-S', join(runtimeDir, 'server.py')],
           cwd: codeDir,
           env: {
             ...env,
@@ -715,7 +726,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
           },
           sandbox,
         };
-      case 'go1.21':
+      case 'go':
         return { command: join(buildDir, 'bin', 'function'), args: [], cwd: codeDir, env, sandbox };
     }
   }

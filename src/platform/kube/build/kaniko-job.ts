@@ -4,6 +4,7 @@
  * an init container that holds no credential at all (see install-step.ts).
  */
 import type { SlessFunction } from '../../../core/resources.js';
+import { RUNTIME_INFO } from '../../../core/runtimes.js';
 import {
   finalDockerfile,
   INSTALL_IMAGES,
@@ -133,7 +134,8 @@ export function kanikoArgs(
     // happen, redo compares mtime, size and mode rather than hashing every file of the base.
     '--snapshot-mode=redo',
   ];
-  if (fn.spec.runtime === 'go1.21') args.push(`--build-arg=SLESS_ENTRYPOINT=${fn.spec.entrypoint}`);
+  if (RUNTIME_INFO[fn.spec.runtime].family === 'go')
+    args.push(`--build-arg=SLESS_ENTRYPOINT=${fn.spec.entrypoint}`);
   // The image says which dependencies it holds: the code-layer path reuses it only for the same key.
   if (dependencyKey) args.push(`--label=${IMAGE_LABEL_DEPENDENCY_KEY}=${dependencyKey}`);
   for (const entry of settings.registryMap ?? []) args.push(`--registry-map=${entry}`);
@@ -240,7 +242,7 @@ export function kanikoJob(
               env: [
                 { name: 'SLESS_CONTEXT_URL', value: contextUrl },
                 { name: 'HOME', value: '/tmp' },
-                ...(runtime === 'go1.21'
+                ...(RUNTIME_INFO[runtime].family === 'go'
                   ? [
                       { name: 'SLESS_ENTRYPOINT', value: fn.spec.entrypoint },
                       { name: 'GOCACHE', value: '/tmp/go-build' },
