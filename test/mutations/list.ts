@@ -1039,4 +1039,22 @@ export const MUTATIONS: GuardMutation[] = [
     to: '    if (ran.length < 0) return',
     tests: ['src/core/dependency-key.test.ts'],
   },
+  // ---- Runtimes and their toolchains ----
+  {
+    id: 'toolchain-node-line-unchecked',
+    guard:
+      'Locally, a Node.js runtime runs only on a node of its own major version, never on whichever node is there.',
+    file: 'src/platform/local/toolchains.ts',
+    from: '        if (lineOf(version, 1) === wanted && version)',
+    to: '        if (version)',
+    tests: ['test/local/runtimes.test.ts', 'test/cli/validate.test.ts'],
+  },
+  {
+    id: 'end-of-life-never-warned',
+    guard: 'A runtime past its end of life is warned about in validate and status.',
+    file: 'src/core/runtimes.ts',
+    from: '  if (today <= info.endOfLife) return undefined;',
+    to: '  if (today <= info.endOfLife || today) return undefined;',
+    tests: ['src/core/runtimes.test.ts'],
+  },
 ];

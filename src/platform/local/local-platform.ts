@@ -4,8 +4,8 @@
  * restarts with backoff after a crash, scale to zero and wake-up on the next request, serving again
  * after a restart what served before it, and resolving each request to the revision that serves it.
  */
-import { existsSync, realpathSync } from 'node:fs';
-import { dirname, isAbsolute, join } from 'node:path';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { ActivityBoard } from '../../core/activity-board.js';
 import { asError, RolloutError } from '../../core/errors.js';
@@ -28,7 +28,7 @@ import type { FunctionLogBuffer } from './function-logs.js';
 import type { PinnedBuilds, ServingRecord, ServingRecords } from './local-state.js';
 import { type RuntimeCommand, RuntimeProcess } from './runtime-process.js';
 import { SecretFiles, type SecretSource, secretEnv } from './secret-files.js';
-import { resolveToolchain } from './toolchains.js';
+import { resolveToolchain, toolchainRoot } from './toolchains.js';
 
 export interface LocalPlatformOptions {
   runtimesDir: string;
@@ -690,10 +690,9 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     // A build checks the toolchain first; one removed since is said here, not as a spawn error.
     if (!toolchain.found && RUNTIME_INFO[fn.spec.runtime].family !== 'go') throw new Error(toolchain.reason);
     const interpreter = toolchain.found ? toolchain.command : '';
-    // An interpreter kept outside the system's directories (a Node.js unpacked from npm) must be
-    // visible inside the sandbox too.
-    if (isAbsolute(interpreter) && interpreter !== process.execPath)
-      sandbox.readable.push(dirname(realpathSync(interpreter)));
+    // An interpreter kept outside the system's directories must be visible inside the sandbox too.
+    const root = toolchainRoot(toolchain);
+    if (root) sandbox.readable.push(root);
     switch (RUNTIME_INFO[fn.spec.runtime].family) {
       case 'node':
         return {

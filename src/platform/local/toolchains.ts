@@ -12,6 +12,8 @@
  *   command takes from the Go module proxy.
  */
 import { spawnSync } from 'node:child_process';
+import { realpathSync } from 'node:fs';
+import { dirname, isAbsolute } from 'node:path';
 import { RUNTIME_INFO } from '../../core/runtimes.js';
 import type { RuntimeName } from '../../core/schemas.js';
 
@@ -97,4 +99,15 @@ function lookUp(runtime: RuntimeName, env: NodeJS.ProcessEnv): Toolchain {
       };
     }
   }
+}
+
+/**
+ * The directory a sandboxed process must be able to read for a toolchain kept outside the system's
+ * directories (a Node.js unpacked from npm, a pyenv Python with its standard library beside it):
+ * the installation holding the binary. Undefined for a command found on PATH.
+ */
+export function toolchainRoot(toolchain: Toolchain): string | undefined {
+  if (!toolchain.found || !isAbsolute(toolchain.command) || toolchain.command === process.execPath)
+    return undefined;
+  return dirname(dirname(realpathSync(toolchain.command)));
 }

@@ -14,7 +14,7 @@ import { ANNOTATION_BUILD_KEY, type BuildRecord, type SlessFunction } from '../.
 import { RUNTIME_INFO } from '../../../core/runtimes.js';
 import type { RuntimeName } from '../../../core/schemas.js';
 import { materializeFunction } from '../../../packaging/materialize.js';
-import { resolveToolchain, type Toolchain } from '../toolchains.js';
+import { resolveToolchain, type Toolchain, toolchainRoot } from '../toolchains.js';
 import { runCommand, tail } from './run-command.js';
 
 export interface LocalBuilderOptions {
@@ -175,6 +175,7 @@ export class LocalBuilder implements Builder {
       const toolchain = resolveToolchain(request.fn.spec.runtime);
       // Said at build time, in status, rather than as a process that cannot start.
       if (!toolchain.found) throw new BuildError(toolchain.reason, '');
+      const toolchainDir = toolchainRoot(toolchain);
       for (const step of this.steps(
         request.fn.spec.runtime,
         staging,
@@ -190,7 +191,7 @@ export class LocalBuilder implements Builder {
             cwd: step.cwd,
             env: { ...buildEnv(cacheDir, this.options.launcher.report.sandboxed), ...step.env },
             tenant,
-            readable: [this.options.runtimesDir],
+            readable: [this.options.runtimesDir, ...(toolchainDir ? [toolchainDir] : [])],
             writable: [staging, cacheDir],
             network: 'outbound',
             memoryMb: BUILD_MEMORY_MB,
