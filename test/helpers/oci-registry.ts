@@ -13,13 +13,18 @@ const LAYER = 'application/vnd.docker.image.rootfs.diff.tar.gzip';
 
 const sha = (bytes: Uint8Array) => `sha256:${createHash('sha256').update(bytes).digest('hex')}`;
 
-async function putBlob(url: string, repository: string, bytes: Uint8Array): Promise<string> {
+async function putBlob(
+  url: string,
+  repository: string,
+  bytes: Uint8Array,
+  headers: Record<string, string> = {},
+): Promise<string> {
   const digest = sha(bytes);
-  const started = await fetch(`${url}/v2/${repository}/blobs/uploads/`, { method: 'POST' });
+  const started = await fetch(`${url}/v2/${repository}/blobs/uploads/`, { method: 'POST', headers });
   await started.arrayBuffer();
   const location = new URL(started.headers.get('location') ?? '', url);
   location.searchParams.set('digest', digest);
-  const put = await fetch(location, { method: 'PUT', body: bytes });
+  const put = await fetch(location, { method: 'PUT', body: bytes, headers });
   await put.arrayBuffer();
   if (put.status !== 201) throw new Error(`blob upload: ${put.status}`);
   return digest;
@@ -48,16 +53,22 @@ export async function pushTestImage(
   tag: string,
   layers: Buffer[],
   config: Record<string, unknown>,
+  /** Sent with every request (a registry that requires credentials). */
+  headers: Record<string, string> = {},
 ): Promise<string> {
   const descriptors = [];
   for (const tar of layers) {
     const blob = gzipSync(tar);
-    descriptors.push({ mediaType: LAYER, size: blob.length, digest: await putBlob(url, repository, blob) });
+    descriptors.push({
+      mediaType: LAYER,
+      size: blob.length,
+      digest: await putBlob(url, repository, blob, headers),
+    });
   }
   const configBytes = Buffer.from(
     JSON.stringify({ ...config, rootfs: { type: 'layers', diff_ids: layers.map(sha) } }),
   );
-  const configDigest = await putBlob(url, repository, configBytes);
+  const configDigest = await putBlob(url, repository, configBytes, headers);
   const manifest = Buffer.from(
     JSON.stringify({
       schemaVersion: 2,
@@ -68,7 +79,7 @@ export async function pushTestImage(
   );
   const res = await fetch(`${url}/v2/${repository}/manifests/${tag}`, {
     method: 'PUT',
-    headers: { 'content-type': MANIFEST },
+    headers: { ...headers, 'content-type': MANIFEST },
     body: manifest,
   });
   await res.arrayBuffer();
@@ -77,15 +88,20 @@ export async function pushTestImage(
 }
 
 /** Pulls an image back by tag or digest, checking every digest on the way. */
-export async function pullTestImage(url: string, repository: string, reference: string): Promise<TestImage> {
+export async function pullTestImage(
+  url: string,
+  repository: string,
+  reference: string,
+  headers: Record<string, string> = {},
+): Promise<TestImage> {
   const res = await fetch(`${url}/v2/${repository}/manifests/${reference}`, {
-    headers: { accept: `${MANIFEST}, application/vnd.oci.image.manifest.v1+json` },
+    headers: { ...headers, accept: `${MANIFEST}, application/vnd.oci.image.manifest.v1+json` },
   });
   if (!res.ok) throw new Error(`no manifest ${repository}:${reference} (${res.status})`);
   const bytes = Buffer.from(await res.arrayBuffer());
   const manifest = JSON.parse(bytes.toString('utf8')) as TestImage['manifest'];
   const blob = async (digest: string) => {
-    const r = await fetch(`${url}/v2/${repository}/blobs/${digest}`);
+    const r = await fetch(`${url}/v2/${repository}/blobs/${digest}`, { headers });
     if (!r.ok) throw new Error(`no blob ${digest} (${r.status})`);
     const b = Buffer.from(await r.arrayBuffer());
     if (sha(b) !== digest) throw new Error(`blob ${digest} has other content`);

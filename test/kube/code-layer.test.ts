@@ -10,6 +10,7 @@
  * kaniko Dockerfile gives (one layer per COPY, the code last), and its Job is played.
  */
 import { execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { chmod, mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -23,6 +24,7 @@ import { CodeLayerBuilder } from '../../src/platform/kube/build/code-layer-build
 import { getObject, type KubeObject, listObjects } from '../../src/platform/kube/objects.js';
 import { CONFIG_MAP, JOB } from '../../src/platform/kube/resource-types.js';
 import { LocalRepositoryReader } from '../../src/source/readers.js';
+import { freePort, startProcess } from '../cluster/fixture.ts';
 import { functionManifest, nodeHandler, TestRepo } from '../helpers/git.js';
 import { pullTestImage, pushTestImage, tarEntries } from '../helpers/oci-registry.js';
 import {
@@ -428,5 +430,130 @@ describe('code-layer fast path (real API server, real docker-registry)', () => {
     const goJob = await kanikoBuild(await requestAt(go, 'gofn', 'go1.21'));
     expect(skipped(goJob)).toBe('go1.21 is compiled: its code is built into the binary');
     expect(goJob.metadata.labels?.['sless.dev/dependency-key']).toBeUndefined();
+  });
+});
+
+/**
+ * Debian's docker-registry with htpasswd auth of its own on a free loopback port: anonymous requests
+ * get 401 and a Basic challenge, as a registry that gives no anonymous push does.
+ */
+async function startAuthRegistry(user: string, password: string) {
+  const root = await mkdtemp(join(tmpdir(), 'sless-auth-registry-'));
+  const port = await freePort();
+  const hash = execFileSync('python3', [
+    '-c',
+    'import crypt, sys; print(crypt.crypt(sys.argv[1], crypt.mksalt(crypt.METHOD_BLOWFISH, rounds=16)))',
+    password,
+  ])
+    .toString()
+    .trim();
+  await writeFile(join(root, 'htpasswd'), `${user}:${hash}\n`);
+  const config = join(root, 'config.yml');
+  await writeFile(
+    config,
+    [
+      'version: 0.1',
+      'log: {level: warn, accesslog: {disabled: true}}',
+      `storage: {filesystem: {rootdirectory: ${join(root, 'data')}}}`,
+      `http: {addr: "127.0.0.1:${port}", secret: ${randomBytes(8).toString('hex')}}`,
+      `auth: {htpasswd: {realm: sless-test, path: ${join(root, 'htpasswd')}}}`,
+      '',
+    ].join('\n'),
+  );
+  const proc = startProcess(root, 'registry', '/usr/bin/docker-registry', ['serve', config], root);
+  const url = `http://127.0.0.1:${port}`;
+  await eventually('auth registry answers', async () => {
+    const res = await fetch(`${url}/v2/`).catch(() => undefined);
+    await res?.arrayBuffer();
+    return res?.status === 401 || undefined;
+  });
+  return {
+    host: `127.0.0.1:${port}`,
+    url,
+    close: async () => {
+      try {
+        process.kill(-proc.pid, 'SIGTERM');
+      } catch {
+        // Already gone.
+      }
+      await proc.exited;
+      await rm(root, { recursive: true, force: true });
+    },
+  };
+}
+
+describe('code-layer fast path with push credentials (docker-registry with htpasswd auth)', () => {
+  it('pushes with the push credentials; without valid ones the build goes to kaniko with the refusal', async () => {
+    const password = `push-${randomBytes(8).toString('hex')}`;
+    const registry = await startAuthRegistry('pusher', password);
+    cleanups.push(() => registry.close());
+    const basic = { authorization: `Basic ${Buffer.from(`pusher:${password}`).toString('base64')}` };
+    const withCredentials = (credentials: { username: string; password: string } | undefined) =>
+      kanikoBuilder(env, env.http, {
+        registry: registry.host,
+        codeLayer: new CodeLayerBuilder({
+          http: env.http,
+          controllerNamespace: env.controllerNs,
+          registry: registry.host,
+          insecure: true,
+          credentials: async () => credentials,
+          logger,
+        }),
+      });
+
+    const repo = await repoWith({
+      'authed/function.yaml': functionManifest('authed'),
+      'authed/handler.js': nodeHandler(`return 1;`),
+    });
+    const first = await requestAt(repo, 'authed');
+    const key = await dependencyKeyOf(first);
+    if (!('key' in key)) throw new Error(key.refused);
+    // The first build, played: kaniko pushed this image with the same credentials.
+    const building = withCredentials({ username: 'pusher', password }).build(first);
+    const job = buildName('authed', first.commit);
+    await eventually(`build Job ${job}`, () => getObject<KubeObject>(env.http, JOB, env.controllerNs, job));
+    const image = await nodeImage({ 'handler.js': nodeHandler(`return 1;`) }, key.key);
+    const repository = `${env.ns}-authed`;
+    const digest = await pushTestImage(
+      registry.url,
+      repository,
+      first.commit,
+      image.layers,
+      image.config,
+      basic,
+    );
+    await markBuildSucceeded(env.http, env.controllerNs, job, digest);
+    await building;
+
+    // Wrong credentials: refused by the registry, so kaniko builds it, and the Job says so.
+    await repo.commit({ 'authed/handler.js': nodeHandler(`return 2;`) });
+    const second = await requestAt(repo, 'authed');
+    const refused = withCredentials({ username: 'pusher', password: 'wrong' }).build(second);
+    const job2 = buildName('authed', second.commit);
+    const kanikoJob = await eventually(`build Job ${job2}`, () =>
+      getObject<KubeObject>(env.http, JOB, env.controllerNs, job2),
+    );
+    expect(skipped(kanikoJob)).toMatch(
+      new RegExp(
+        `^${registry.host}/${repository}:${first.commit}@sha256:[0-9a-f]{64}: registry ${registry.host} answered 401 to GET manifest`,
+      ),
+    );
+    // The refusal names no credential.
+    expect(skipped(kanikoJob)).not.toContain('wrong');
+    await markBuildSucceeded(env.http, env.controllerNs, job2, fakeDigest(job2));
+    await refused;
+
+    // The push credentials: the new image is there, readable with them, and no third Job.
+    await repo.commit({ 'authed/handler.js': nodeHandler(`return 3;`) });
+    const third = await requestAt(repo, 'authed');
+    const record = await withCredentials({ username: 'pusher', password }).build(third);
+    expect(record.message).toMatch(/^code layer on .*, no Job$/);
+    const pulled = await pullTestImage(registry.url, repository, third.commit, basic);
+    expect(`sha256:${record.image?.split('@sha256:')[1]}`).toBe(pulled.digest);
+    expect(
+      (await tarEntries(pulled.layers.at(-1) as Buffer)).find((e) => e.path === 'sless/code/handler.js')
+        ?.content,
+    ).toBe(nodeHandler(`return 3;`));
+    expect(await jobsOf('authed')).toHaveLength(2);
   });
 });
