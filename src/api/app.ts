@@ -4,18 +4,17 @@
  * webhooks, none for probes). In front of fastify, /fn/ invocations go straight to the function
  * proxy, and among replicas the requests only the leader can serve are handed to it.
  */
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
 import type { Logger } from 'pino';
 import { NotFoundError } from '../core/errors.js';
-import type { RouteResolver } from '../core/interfaces.js';
-import { FunctionProxy, observedFunctionProxy } from '../proxy/function-proxy.js';
-import { proxyPlugin } from '../proxy/proxy.js';
+import { FunctionProxy } from '../proxy/function-proxy.js';
+import type { ClientListener } from '../server/early-listener.js';
+import { proxyPlugin } from '../server/fn-routes.js';
+import { HttpFront } from '../server/http-front.js';
 import type { Authenticator } from './auth/authenticator.js';
 import { guardLoopback } from './auth/loopback-guard.js';
 import { requireAuth } from './auth/plugin.js';
 import type { ApiContext } from './context.js';
-import type { ClientListener } from './early-listener.js';
 import { installErrorHandling } from './errors.js';
 import { forwardToLeader, type LeaderRoute, mustForward } from './leader-forward.js';
 import { SlessMetrics } from './metrics.js';
@@ -35,7 +34,6 @@ import { webhookPlugin } from './webhooks/plugin.js';
 
 export interface AppOptions {
   context: ApiContext;
-  routes: RouteResolver;
   logger: Logger;
   /** Who may use `/v1`. main.ts picks JWT or, on loopback only, none. */
   authenticator: Authenticator;
@@ -48,8 +46,8 @@ export interface AppOptions {
   metricsToken?: string | undefined;
   /** Replicas with leader election: what needs the control loop goes to the leader. */
   leader?: LeaderRoute;
-  /** The /fn/ proxy when it serves before the app is built (see EarlyListener); made here otherwise. */
-  proxy?: FunctionProxy;
+  /** The one /fn/ proxy of this process, built by the system (it may serve before the app is built). */
+  proxy: FunctionProxy;
   /** A port bound before the app was built: it serves the app once the app is ready (no `listen`). */
   listener?: ClientListener;
 }
@@ -57,23 +55,23 @@ export interface AppOptions {
 export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   const bodyLimit = options.bodyLimit ?? 1024 * 1024;
   const metrics = options.metrics ?? new SlessMetrics();
-  const proxy =
-    options.proxy ?? observedFunctionProxy({ routes: options.routes, metrics, logger: options.logger });
-  const { listener } = options;
-  let readyDispatch: ((req: IncomingMessage, res: ServerResponse) => void) | undefined;
-  const leader = options.leader;
+  const { proxy, listener, leader } = options;
+  const front = new HttpFront({
+    proxy,
+    isInvocation: (url) => FunctionProxy.matches(url),
+    ...(leader
+      ? {
+          forwardedToLeader: (req, res) => {
+            if (!mustForward(leader, req)) return false;
+            forwardToLeader(leader, req, res);
+            return true;
+          },
+        }
+      : {}),
+    ...(listener ? { listener } : {}),
+  });
   const app = Fastify({
-    // /fn/ requests go straight to the proxy: the invocation path skips fastify's routing and hooks.
-    serverFactory: (handler) => {
-      const dispatch = (req: IncomingMessage, res: ServerResponse) => {
-        if (FunctionProxy.matches(req.url)) void proxy.handle(req, res);
-        else if (leader && mustForward(leader, req)) forwardToLeader(leader, req, res);
-        else handler(req, res);
-      };
-      if (!listener) return createServer(dispatch);
-      readyDispatch = dispatch;
-      return listener.server;
-    },
+    serverFactory: (handler) => front.serverFor(handler),
     loggerInstance: options.logger as FastifyBaseLogger,
     // Per-request access logs cost throughput on the /fn/ path; metrics count requests instead.
     logController: new LogController({ disableRequestLogging: true }),
@@ -89,10 +87,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   collector.attach(app);
   const { context } = options;
   app.addHook('onClose', () => proxy.close());
-  if (listener)
-    app.addHook('onReady', async () => {
-      if (readyDispatch) listener.attach(readyDispatch);
-    });
+  if (listener) app.addHook('onReady', async () => front.apiReady());
 
   await app.register(healthRoutes, {
     context,

@@ -26,6 +26,15 @@ export interface MetricsOptions {
    * shows every request answered until then.
    */
   collectProxyTallies?: () => Promise<ProxyTally[]>;
+  /** Each function's instances as its status reports them, read at scrape time. */
+  functionInstances?: () => Promise<FunctionInstanceCount[]>;
+}
+
+export interface FunctionInstanceCount {
+  namespace: string;
+  function: string;
+  desired: number;
+  ready: number;
 }
 
 /**
@@ -111,6 +120,22 @@ export class SlessMetrics {
         if (!readyFunctions) return;
         this.reset();
         for (const [namespace, count] of await readyFunctions()) this.set({ namespace }, count);
+      },
+    });
+    const functionInstances = options.functionInstances;
+    new Gauge({
+      name: 'sless_function_instances',
+      help: 'Instances of each function: `desired` is what its scaling asks for, `ready` those that answer',
+      labelNames: ['namespace', 'function', 'state'],
+      registers,
+      async collect() {
+        if (!functionInstances) return;
+        this.reset();
+        for (const count of await functionInstances()) {
+          const labels = { namespace: count.namespace, function: count.function };
+          this.set({ ...labels, state: 'desired' }, count.desired);
+          this.set({ ...labels, state: 'ready' }, count.ready);
+        }
       },
     });
     // The registry's only contract with a metric: its name, and get() when scraped.

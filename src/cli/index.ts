@@ -7,11 +7,11 @@
 import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { parseArgs, promisify } from 'node:util';
-import { EarlyListener } from '../api/early-listener.js';
 import { ConfigError, loadLocalConfig } from '../config/config.js';
 import type { GitSource } from '../core/resources.js';
 import { startupMark } from '../core/startup-marks.js';
-import { Gateway } from '../proxy/gateway/gateway.js';
+import { EarlyListener } from '../server/early-listener.js';
+import { Gateway } from '../server/gateway/gateway.js';
 import { ensureExamplesRepository } from './examples-repo.js';
 import { LOGS_USAGE, printLogs } from './logs.js';
 import { SECRET_USAGE } from './secret.js';

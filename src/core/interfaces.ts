@@ -122,6 +122,8 @@ export type RouteState =
       /** At most this many of the function's requests in flight, the next ones queued; absent: no limit. */
       admission?: AdmissionLimits;
       release?: () => void;
+      /** Told each answer's status and latency, once per request (a canary's figures). */
+      observe?: (statusCode: number, durationMs: number) => void;
     }
   | { state: 'unknown' }
   | UnavailableRoute;
@@ -137,7 +139,8 @@ export interface AdmissionLimits {
 /** A function that exists but cannot serve now (disabled, restarting after a crash): an answer as is. */
 export interface UnavailableRoute {
   state: 'unavailable';
-  status: 502 | 503;
+  /** 404: the function exists, the revision asked for (`@commit`) does not, or no longer. */
+  status: 404 | 502 | 503;
   message: string;
 }
 
@@ -234,12 +237,50 @@ export interface WorkloadPlatform {
    * workloads report this elsewhere (pods show their own restarts) leave it out.
    */
   observe?(fn: SlessFunction): WorkloadObservation | undefined;
+  /** Canary rollouts (`spec.rollout.canary`); a platform without it rolls every revision out at once. */
+  readonly canary?: CanaryControl;
+}
+
+/** A new revision beside the serving one, with a share of the requests, judged by its answers. */
+export interface CanaryControl {
+  /**
+   * Starts `build` beside the serving revision and gives it `weight` percent of requests once it
+   * answers /healthz. The serving revision keeps serving and stays recorded as what serves, so a
+   * restart serves it alone until the canary is started again. Rejects with RolloutError.
+   */
+  start(fn: SlessFunction, build: BuildRecord, options: DeployOptions, weight: number): Promise<void>;
+  /** The canary in progress now, if any, with the new revision's answers since its weight was set. */
+  live(namespace: string, name: string): LiveCanary | undefined;
+  /** A new share for the new revision; its figures start over. */
+  setWeight(namespace: string, name: string, weight: number): void;
+  /** The new revision takes every request and becomes what serves; the old one drains and stops. */
+  promote(namespace: string, name: string): Promise<void>;
+  /** Every request goes back to the serving revision; the new one drains and stops. */
+  abort(namespace: string, name: string): Promise<void>;
+}
+
+export interface LiveCanary {
+  revision: string;
+  weight: number;
+  /** False once the new revision's process (or pods) died. */
+  alive: boolean;
+  /** When its weight was last set (ms since the epoch): by its start, or by setWeight. */
+  since: number;
+  figures: import('./canary.js').AnswerFigures;
 }
 
 /** What a platform saw of a function's serving revision since it rolled out. */
+/** Instances of a function: what its scaling wants now, and how many answer their health check. */
+export interface FunctionInstances {
+  desired: number;
+  ready: number;
+}
+
 export interface WorkloadObservation {
-  /** Crashes of the serving revision since it rolled out. */
-  restarts: number;
+  /** Crashes of the serving revision since it rolled out; undefined where the platform does not count them. */
+  restarts?: number;
+  /** The instances the platform runs for the function now, and how many of them are ready. */
+  instances?: FunctionInstances;
   /** The last crash, with the end of its output. */
   lastCrash?: string;
   /** What holds the function in, said plainly. */

@@ -105,11 +105,29 @@ export interface FunctionStatus extends BaseStatus {
   lastBuild?: BuildRecord;
   lastBuiltAt?: string;
   restarts?: number;
+  /** The instances that run now (`desired`: what scaling asks for; `ready`: those that answer). */
+  instances?: { desired: number; ready: number };
   lastError?: string;
   /** Local platform: whether it runs sandboxed and which limits hold, in plain words. */
   isolation?: string;
   /** What works but should change: a runtime past its end of life. */
   warnings?: string[];
+  /** The canary rollout of the last new revision under `spec.rollout.canary`, with its figures. */
+  canary?: CanaryStatus;
+}
+
+export interface CanaryStatus {
+  /** The revision under test, and the one that keeps serving the rest of the requests. */
+  revision: string;
+  stableRevision: string;
+  phase: 'Progressing' | 'Promoted' | 'RolledBack';
+  /** Index into `steps`, and the new revision's share of requests now (percent). */
+  step: number;
+  weight: number;
+  stepStartedAt: string;
+  /** The new revision's answers in this step (for RolledBack: the step that breached). */
+  figures?: { requests: number; errors: number; errorRate: number; p99Ms?: number };
+  message?: string;
 }
 
 export interface TriggerStatus extends BaseStatus {

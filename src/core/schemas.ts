@@ -106,6 +106,29 @@ export const functionSpecSchema = {
         queue: { type: 'integer', minimum: 0, maximum: 10000 },
       },
     },
+    // A new revision takes a share of requests per step, and is rolled back when its answers breach
+    // a limit. Absent: a new revision takes all requests once it answers /healthz.
+    rollout: {
+      type: 'object',
+      properties: {
+        canary: {
+          type: 'object',
+          required: ['steps'],
+          properties: {
+            steps: {
+              type: 'array',
+              minItems: 1,
+              maxItems: 10,
+              items: { type: 'integer', minimum: 1, maximum: 99 },
+            },
+            stepSeconds: { type: 'integer', minimum: 1, maximum: 86400 },
+            maxErrorRate: { type: 'number', minimum: 0, maximum: 1 },
+            maxP99Ms: { type: 'integer', minimum: 1, maximum: 900000 },
+            minRequests: { type: 'integer', minimum: 1, maximum: 100000 },
+          },
+        },
+      },
+    },
   },
 } as const;
 

@@ -42,6 +42,11 @@ export const Reason = {
   Serving: 'Serving',
   ScaledToZero: 'ScaledToZero',
   Disabled: 'Disabled',
+  /** A new revision takes a share of requests while its answers are judged. */
+  CanaryProgressing: 'CanaryProgressing',
+  CanaryPromoted: 'CanaryPromoted',
+  /** A new revision breached a limit of its canary: every request went back to the old one. */
+  CanaryRolledBack: 'CanaryRolledBack',
   // Trigger
   Published: 'Published',
   Scheduled: 'Scheduled',

@@ -12,6 +12,7 @@ import type { Dispatcher } from 'undici';
 import type { AdmissionLimits, RouteResolver, RouteState } from '../core/interfaces.js';
 import { isDnsLabel } from '../core/naming.js';
 import type { QueueDepth } from '../core/proxy-tallies.js';
+import { parseFunctionSegment } from '../core/revision-ref.js';
 import { AdmissionGate } from './admission.js';
 import { sendJson, writeUpstreamChunk } from './answers.js';
 import { clientAddressOf, RELAYED_CLIENT_ADDRESS } from './client-address.js';
@@ -190,17 +191,20 @@ export class FunctionProxy {
     const rawUrl = req.url ?? '/';
     const match = FN_PATH.exec(rawUrl);
     const ns = match?.[1] ?? '';
-    const name = match?.[2] ?? '';
+    // `name@commit` or `name@label` names one kept revision; the platform resolves the whole segment.
+    const segment = match?.[2] ?? '';
+    const parsed = parseFunctionSegment(segment);
+    const name = parsed?.name ?? segment;
     const rest = match?.[3] ?? '';
     const finish = (status: number) =>
       this.options.onResponse?.(ns, name, status, performance.now() - started);
-    if (!match || !isDnsLabel(ns) || !isDnsLabel(name) || (rest !== '' && !/^[/?]/.test(rest))) {
+    if (!match || !isDnsLabel(ns) || !parsed || (rest !== '' && !/^[/?]/.test(rest))) {
       finish(404);
       req.resume();
-      sendJson(res, 404, { error: `unknown function ${ns}/${name}` });
+      sendJson(res, 404, { error: `unknown function ${ns}/${segment}` });
       return;
     }
-    const route = await this.options.routes.resolve(ns, name);
+    const route = await this.options.routes.resolve(ns, segment);
     if (route.state === 'unknown' && this.options.elsewhere) {
       this.options.elsewhere(req, res);
       return;
@@ -208,25 +212,38 @@ export class FunctionProxy {
     if (route.state === 'unknown') {
       finish(404);
       req.resume();
-      sendJson(res, 404, { error: `unknown function ${ns}/${name}` });
+      sendJson(res, 404, { error: `unknown function ${ns}/${segment}` });
       return;
     }
     if (route.state === 'unavailable') {
       finish(route.status);
       req.resume();
-      sendJson(res, route.status, { error: route.message }, { 'retry-after': '1' });
+      sendJson(
+        res,
+        route.status,
+        { error: route.message },
+        route.status === 404 ? {} : { 'retry-after': '1' },
+      );
       return;
     }
     const path = rest === '' || rest.startsWith('?') ? `/${rest}` : rest;
+    // A revision that is judged by its answers (a canary's) counts each one, with its latency.
+    const observe = route.observe;
+    const counted = observe
+      ? (status: number) => {
+          finish(status);
+          observe(status, performance.now() - started);
+        }
+      : finish;
     const exchange = new UpstreamExchange(this.options, this.dispatcherFor, req, res, {
       ns,
-      name,
+      name: segment,
       path,
-      headers: forwardedHeaders(req, `/fn/${ns}/${name}`),
+      headers: forwardedHeaders(req, `/fn/${ns}/${segment}`),
       started,
-      finish,
+      finish: counted,
     });
-    if (route.admission) this.admit(ns, name, route, route.admission, req, res, finish, exchange);
+    if (route.admission) this.admit(ns, segment, route, route.admission, req, res, counted, exchange);
     else exchange.send(route);
   }
 

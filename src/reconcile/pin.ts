@@ -3,6 +3,8 @@
  * `spec.ref.commit`, so it is the same whether set through the API, kubectl or a manifest; the API's
  * way checks the commit first, so a wrong one is refused at once instead of stalling the source.
  */
+
+import { branchOf } from '../core/defaults.js';
 import { BadRequestError, NotFoundError } from '../core/errors.js';
 import type { ObjectStore, SourceReader } from '../core/interfaces.js';
 import type { GitSource } from '../core/resources.js';
@@ -26,7 +28,7 @@ export async function setPin(
     const head = await reader.resolveHead();
     if (!(await reader.isOnBranch(commit, head)))
       throw new BadRequestError(
-        `commit: ${commit} is not a commit of branch "${source.spec.branch ?? 'main'}" of GitSource ${name}`,
+        `commit: ${commit} is not a commit of branch "${branchOf(source)}" of GitSource ${name}`,
       );
   }
   const { ref: _ref, ...spec } = source.spec;

@@ -6,6 +6,8 @@
  * A function refused for want of room is remembered, and handed to `onRoom` when room is given back
  * in its namespace, so it starts then rather than at the next resync.
  */
+
+import { replicasOf } from '../core/defaults.js';
 import type { SlessFunction } from '../core/resources.js';
 
 export class ProcessQuota {
@@ -24,7 +26,7 @@ export class ProcessQuota {
   /** Admits the function's replicas, or says why not; an admitted function may change its count. */
   admit(fn: SlessFunction): string | undefined {
     const { namespace, name } = fn.metadata;
-    const replicas = Math.max(1, Number(fn.spec.replicas ?? 1));
+    const replicas = Math.max(1, Number(replicasOf(fn)));
     const counts = this.admitted.get(namespace) ?? new Map<string, number>();
     let others = 0;
     for (const [other, count] of counts) if (other !== name) others += count;

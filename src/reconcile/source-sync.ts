@@ -3,6 +3,7 @@
  * head, read manifests, plan, apply, prune, and write status once at the end.
  */
 import type { Logger } from 'pino';
+import { branchOf } from '../core/defaults.js';
 import { asError, ConflictError, formatIssue, SlessError } from '../core/errors.js';
 import { sameJson } from '../core/hash.js';
 import type { ObjectStore, SourceReader } from '../core/interfaces.js';
@@ -245,7 +246,7 @@ async function pinProblem(
   pinned: string,
   head: string,
 ): Promise<{ reason: Reason; message: string } | undefined> {
-  const branch = source.spec.branch ?? 'main';
+  const branch = branchOf(source);
   try {
     if (await reader.isOnBranch(pinned, head)) return undefined;
     return {

@@ -14,6 +14,7 @@ import type { RouteResolver } from '../../src/core/interfaces.js';
 import { ALWAYS_LEADER } from '../../src/core/leadership.js';
 import type { AnyResource } from '../../src/core/resources.js';
 import { MemoryStore } from '../../src/platform/local/memory-store.js';
+import { observedFunctionProxy } from '../../src/proxy/function-proxy.js';
 import type { SyncResult } from '../../src/reconcile/source-sync.js';
 
 export interface Harness {
@@ -69,10 +70,11 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     ...(options.buildHistory ? { buildHistory: options.buildHistory } : {}),
     ...(options.secretStore ? { secrets: options.secretStore } : {}),
   };
+  const logger = options.logger ?? pino({ level: process.env.SLESS_TEST_LOG ?? 'silent' });
   const app = await buildApp({
     context,
-    routes: noRoutes,
-    logger: options.logger ?? pino({ level: process.env.SLESS_TEST_LOG ?? 'silent' }),
+    proxy: observedFunctionProxy({ routes: noRoutes, metrics, logger }),
+    logger,
     authenticator: options.authenticator ?? new NoAuthAuthenticator(),
     metrics,
     ...(options.bodyLimit === undefined ? {} : { bodyLimit: options.bodyLimit }),

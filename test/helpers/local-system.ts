@@ -5,7 +5,7 @@ import { type Logger, pino } from 'pino';
 import { loadLocalConfig } from '../../src/config/config.js';
 import type { FunctionStatus, GitSourceStatus } from '../../src/core/resources.js';
 import { type LocalSystem, startLocalSystem } from '../../src/main.js';
-import { Gateway } from '../../src/proxy/gateway/gateway.js';
+import { Gateway } from '../../src/server/gateway/gateway.js';
 import { gitSource, tempDir } from './git.js';
 
 export const TEST_BUILD_CACHE = join(homedir(), '.cache', 'sless', 'test-build-cache');

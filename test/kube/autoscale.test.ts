@@ -36,6 +36,8 @@ describe('kube platform: replicas follow in-flight requests', () => {
     held.push(res);
   });
 
+  const fnStatus = async () =>
+    (await system.store.get('Function', env.ns, 'busy'))?.status as FunctionStatus | undefined;
   const replicas = async () =>
     (
       (await getObject<KubeObject>(env.http, DEPLOYMENT, env.ns, 'busy'))?.spec as
@@ -109,6 +111,14 @@ describe('kube platform: replicas follow in-flight requests', () => {
     // Four in flight at target 1 ask for four: more passes do not add a fifth.
     await ticks(10);
     expect(await replicas()).toBe(4);
+    // Status (and so `kubectl get functions` and sless_function_instances) follows the Deployment.
+    await eventually('status shows 4 instances', async () => {
+      const instances = (await fnStatus())?.instances;
+      return instances?.desired === 4 && instances.ready === 4;
+    });
+    expect((await system.app.inject({ url: '/metrics' })).body).toContain(
+      `sless_function_instances{namespace="${env.ns}",function="busy",state="ready"} 4`,
+    );
     // A commit that changes only env rolls the Deployment: its apply leaves the replicas as scaled.
     const before =
       (await getObject<KubeObject>(env.http, DEPLOYMENT, env.ns, 'busy'))?.metadata.generation ?? 0;
@@ -131,5 +141,9 @@ describe('kube platform: replicas follow in-flight requests', () => {
     await eventually('back to min', async () => (await replicas()) === 1, 60_000);
     await ticks(10);
     expect(await replicas()).toBe(1);
+    await eventually('status shows 1 instance again', async () => {
+      const instances = (await fnStatus())?.instances;
+      return instances?.desired === 1 && instances.ready === 1;
+    });
   }, 120_000);
 });

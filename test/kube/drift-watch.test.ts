@@ -22,13 +22,17 @@ import { eventually, type KubeEnv, kubeEnv, logger } from './harness.js';
 let env: KubeEnv;
 let watch: DriftWatch;
 const reports: string[] = [];
+const causes: string[] = [];
 beforeAll(async () => {
   env = await kubeEnv('drift');
   watch = new DriftWatch({
     http: env.http,
     logger,
     namespaces: [env.ns],
-    onDrift: (owner: DriftOwner, _ns, name) => reports.push(`${owner} ${name}`),
+    onDrift: (owner: DriftOwner, _ns, name, cause) => {
+      reports.push(`${owner} ${name}`);
+      causes.push(`${name} ${cause}`);
+    },
   });
   watch.start();
 });
@@ -99,5 +103,25 @@ describe('DriftWatch', () => {
       body: { spec: { replicas: 0 } },
     });
     await eventually('the scale reported', async () => reportsOf('fn').length === 2);
+  });
+
+  it('reports a change of ready instances alone, for status, and not a status write that keeps them', async () => {
+    await apply(env.http, DEPLOYMENT, deployment('ready', 'registry.test/ready:v1', 2), { force: true });
+    const setStatus = (status: Record<string, number>) =>
+      env.http.request('PATCH', objectPath(DEPLOYMENT, env.ns, 'ready', 'status'), {
+        contentType: MERGE_PATCH,
+        body: { status },
+      });
+    const causesOf = () => causes.filter((c) => c.startsWith('ready '));
+    // The watch sees `ready` from its first change on: one pod becomes ready.
+    await setStatus({ replicas: 2, readyReplicas: 1, observedGeneration: 1 });
+    await eventually('a ready pod reported', async () => causesOf().length === 1);
+    expect(causesOf()).toEqual(['ready instances']);
+    // A status write that keeps the ready count (a condition's heartbeat) is nothing to report;
+    // then the second pod becomes ready, and that is.
+    await setStatus({ replicas: 2, readyReplicas: 1, observedGeneration: 1, updatedReplicas: 2 });
+    await setStatus({ replicas: 2, readyReplicas: 2, observedGeneration: 1, updatedReplicas: 2 });
+    await eventually('the second ready pod reported', async () => causesOf().length === 2);
+    expect(causesOf()).toEqual(['ready instances', 'ready instances']);
   });
 });

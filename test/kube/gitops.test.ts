@@ -259,6 +259,13 @@ describe('kube platform: GitOps loop', () => {
     const call = (path: string) => fetch(`${system.url}${path}`);
     expect((await call(`/fn/${env.ns}/alpha/x`)).status).toBe(503);
     expect((await call(`/fn/${env.ns}/nope/x`)).status).toBe(404);
+    // A commit URL says why it is not served here, rather than that the function is unknown.
+    const byCommit = await call(`/fn/${env.ns}/alpha@${first.slice(0, 12)}/x`);
+    expect(byCommit.status).toBe(404);
+    expect(await byCommit.json()).toEqual({
+      error: `function ${env.ns}/alpha@${first.slice(0, 12)}: revisions by commit or branch are served by the local platform only`,
+    });
+    expect((await call(`/fn/${env.ns}/nope@${first.slice(0, 12)}/x`)).status).toBe(404);
     expect((await status('alpha'))?.phase).toBe('Deploying');
     // Plays the Deployment controller + kubelet: the pods became ready.
     await markDeploymentAvailable(env.http, env.ns, 'alpha');

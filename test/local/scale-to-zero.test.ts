@@ -63,11 +63,16 @@ describe('scale to zero (local)', () => {
       'status Ready while it runs',
     );
     expect(running.conditions?.find((c) => c.type === 'ScaledToZero')?.status).toBe('False');
-    await eventually(
-      async () => (await system.functionStatus('lazy'))?.phase === 'ScaledToZero',
+    expect(running.instances).toEqual({ desired: 1, ready: 1 });
+    const parked = await eventually(
+      async () => {
+        const s = await system.functionStatus('lazy');
+        return s?.phase === 'ScaledToZero' ? s : undefined;
+      },
       10_000,
       'status ScaledToZero once idle',
     );
+    expect(parked.instances).toEqual({ desired: 0, ready: 0 });
   });
 
   it('stays up while requests keep coming through the proxy thread, which the main thread never sees', async () => {

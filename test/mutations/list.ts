@@ -417,7 +417,7 @@ export const MUTATIONS: GuardMutation[] = [
   {
     id: 'rollout-waits-on-timer',
     guard: 'A rollout in progress reads its Deployment when the drift watch sees it change, not on a timer.',
-    file: 'src/main.ts',
+    file: 'src/systems/kube.ts',
     from: '    http,\n    changes,\n    imagePullSecrets: config.imagePullSecrets,',
     to: '    http,\n    imagePullSecrets: config.imagePullSecrets,',
     tests: ['test/kube/watched-waits.test.ts'],
@@ -523,8 +523,8 @@ export const MUTATIONS: GuardMutation[] = [
     guard:
       "Only a tenant's own paths are bound; the directories above them are made empty, so sless's state directory and other builds stay out of view.",
     file: 'src/sandbox/bwrap-args.ts',
-    from: "      args.push('--perms', '0755', '--dir', dir);",
-    to: "      args.push('--ro-bind', dir, dir);",
+    from: "locking the tenant out.\n      args.push('--perms', '0755', '--dir', dir);",
+    to: "locking the tenant out.\n      args.push('--ro-bind', dir, dir);",
     tests: ['test/security/sandbox-guards.test.ts'],
   },
   {
@@ -603,7 +603,7 @@ export const MUTATIONS: GuardMutation[] = [
     id: 'function-env-allow-list-unanchored',
     guard:
       "A function gets only PATH, HOME, LANG, LC_*, TMPDIR and TZ of sless's environment: not LANGSMITH_API_KEY because it starts with LANG.",
-    file: 'src/platform/local/local-platform.ts',
+    file: 'src/platform/local/runtime-commands.ts',
     from: '|TMPDIR|TZ|SYSTEMROOT)$/;',
     to: '|TMPDIR|TZ|SYSTEMROOT)/;',
     tests: ['test/security/sandbox-guards.test.ts'],
@@ -726,7 +726,7 @@ export const MUTATIONS: GuardMutation[] = [
     id: 'process-quota-replicas-not-counted',
     guard: 'The process quota counts every replica of a function, not one per function.',
     file: 'src/reconcile/process-quota.ts',
-    from: '    const replicas = Math.max(1, Number(fn.spec.replicas ?? 1));',
+    from: '    const replicas = Math.max(1, Number(replicasOf(fn)));',
     to: '    const replicas = 1;',
     tests: ['test/security/process-quota.test.ts'],
   },
@@ -955,7 +955,7 @@ export const MUTATIONS: GuardMutation[] = [
   {
     id: 'secret-change-not-requeued',
     guard: 'A secret set, rotated or deleted through the local store queues the functions that reference it.',
-    file: 'src/main.ts',
+    file: 'src/systems/local.ts',
     from: '  secrets.subscribe((namespace, name) => void requeueReferencing(store, controller, namespace, name));\n',
     to: '',
     tests: ['test/local/secrets.test.ts'],
@@ -994,6 +994,116 @@ export const MUTATIONS: GuardMutation[] = [
     from: '    resources: [secrets]\n    verbs: [get, list, watch]',
     to: '    resources: [secrets]\n    verbs: [get]',
     tests: ['test/kube/rbac.test.ts'],
+  },
+  {
+    id: 'commit-revision-build-not-kept',
+    guard:
+      'A build that runs for a /fn/{ns}/{name}@{commit} request is kept by garbage collection until it stops.',
+    file: 'src/platform/local/local-platform.ts',
+    from: '    for (const dir of this.commits.buildDirs()) dirs.add(dir);\n',
+    to: '',
+    tests: ['test/local/commit-urls.test.ts'],
+  },
+  {
+    id: 'commit-revision-never-idles',
+    guard: 'A commit revision started for a request stops again once idle.',
+    file: 'src/platform/local/commit-revisions.ts',
+    from: "        'commit revision stopped, idle',\n      );\n      void this.end(entry);",
+    to: "        'commit revision stopped, idle',\n      );",
+    tests: ['test/local/commit-urls.test.ts'],
+  },
+  {
+    id: 'canary-share-doubled',
+    guard: "During a canary the new revision gets exactly its step's share of requests.",
+    file: 'src/platform/local/canary-split.ts',
+    from: '    this.credit -= 100;',
+    to: '    this.credit -= 50;',
+    tests: ['test/local/canary.test.ts'],
+  },
+  {
+    id: 'canary-error-rate-ignored',
+    guard: 'A canary whose 5xx rate passes maxErrorRate is rolled back.',
+    file: 'src/core/canary.ts',
+    from: '    if (errorRateOf(figures) > maxErrorRate)',
+    to: '    if (errorRateOf(figures) > 1)',
+    tests: ['src/core/canary.test.ts', 'test/local/canary.test.ts'],
+  },
+  {
+    id: 'canary-promoted-old-kept',
+    guard: 'A promoted canary takes every request and the old revision is stopped.',
+    file: 'src/platform/local/local-platform.ts',
+    from: '    slot.canary = undefined;\n    slot.parked = undefined;\n    this.switchTo(key, slot, split.revision);',
+    to: '    slot.parked = undefined;',
+    tests: ['test/local/canary.test.ts'],
+  },
+  {
+    id: 'canary-restart-starts-over',
+    guard: 'After kill -9 a canary resumes at the step it was in, as its status recorded it.',
+    file: 'src/reconcile/function/canary-step.ts',
+    from: "previous?.revision === revision && previous.phase === 'Progressing' ? previous : undefined;",
+    to: 'undefined as CanaryStatus | undefined;',
+    tests: ['test/local/canary-restart.test.ts'],
+  },
+  {
+    id: 'canary-resume-keeps-old-clock',
+    guard:
+      'A canary set up again after a restart begins its step anew, rather than judging it by the clock of the run that was killed.',
+    file: 'src/reconcile/function/canary-step.ts',
+    from: '(!inProgress || live.since > Date.parse(inProgress.stepStartedAt))',
+    to: '!inProgress',
+    tests: ['test/local/canary-restart.test.ts'],
+  },
+  {
+    id: 'canary-p99-ignored',
+    guard: 'A canary whose p99 passes maxP99Ms is rolled back, even when it answers no error.',
+    file: 'src/core/canary.ts',
+    from: '(figures.p99Ms ?? 0) > spec.maxP99Ms)',
+    to: '(figures.p99Ms ?? 0) > spec.maxP99Ms * 100)',
+    tests: ['test/local/canary.test.ts'],
+  },
+  // ---- What status reports of running instances ----
+  {
+    id: 'instances-ready-change-not-reported',
+    guard:
+      "A function's status follows its Deployment's ready instances: a change of readyReplicas alone queues the function.",
+    file: 'src/platform/kube/drift-watch.ts',
+    from: "return before.ready !== now.ready ? 'instances' : undefined;",
+    to: 'return undefined;',
+    tests: ['test/kube/drift-watch.test.ts', 'test/kube/autoscale.test.ts'],
+  },
+  {
+    id: 'instances-status-heartbeat-reported',
+    guard: 'A Deployment status write that keeps its ready instances queues nothing.',
+    file: 'src/platform/kube/drift-watch.ts',
+    from: "return before.ready !== now.ready ? 'instances' : undefined;",
+    to: "return 'instances';",
+    tests: ['test/kube/drift-watch.test.ts'],
+  },
+  {
+    id: 'local-parked-counts-as-running',
+    guard: 'A function scaled to zero on the local platform reports no desired instance.',
+    file: 'src/platform/local/local-platform.ts',
+    from: 'desired: slot.enabled && (running || !slot.parked) ? 1 : 0,',
+    to: 'desired: slot.enabled ? 1 : 0,',
+    tests: ['test/local/scale-to-zero.test.ts'],
+  },
+  // ---- Body limits and per-namespace caches ----
+  {
+    id: 'webhook-body-limit-raised',
+    guard: 'A webhook body over 1 MiB is a 413 before any signature work, however it is signed.',
+    file: 'src/api/webhooks/plugin.ts',
+    from: 'const bodyLimit = options.bodyLimit ?? 1024 * 1024;',
+    to: 'const bodyLimit = options.bodyLimit ?? 1024 * 1024 * 1024;',
+    tests: ['test/api/webhooks.test.ts'],
+  },
+  {
+    id: 'package-cache-shared-across-namespaces',
+    guard:
+      "A namespace's builds share a package cache with its own builds only, never with another namespace's.",
+    file: 'src/platform/local/build/local-builder.ts',
+    from: "const dir = join(this.options.cacheDir ?? join(this.options.stateDir, 'cache'), namespace);",
+    to: "const dir = join(this.options.cacheDir ?? join(this.options.stateDir, 'cache'));",
+    tests: ['test/local/build-cache.test.ts', 'test/security/sandbox-guards.test.ts'],
   },
   // ---- The code-layer fast path of kube builds ----
   {

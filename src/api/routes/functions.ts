@@ -5,6 +5,7 @@
 import type { FastifyInstance } from 'fastify';
 import { NotFoundError } from '../../core/errors.js';
 import type { BuildRecord, SlessFunction } from '../../core/resources.js';
+import { commitPath } from '../../core/revision-ref.js';
 import type { ApiContext } from '../context.js';
 import { anyObject, errorResponses, nameParams } from '../schemas.js';
 import type { NameParams } from './common.js';
@@ -47,7 +48,14 @@ export async function functionRoutes(app: FastifyInstance, options: { context: A
       if (last && !history.some((b) => b.buildKey === last.buildKey && b.startedAt === last.startedAt))
         history.unshift(last);
       history.sort((a, b) => b.startedAt.localeCompare(a.startedAt));
-      return { items: history.map((b) => withTail(b, request.query.tail)) };
+      // Each successful build can be called at its commit while it is kept (`name@sha12`).
+      const base = fn.status?.url;
+      return {
+        items: history.map((b) => ({
+          ...withTail(b, request.query.tail),
+          ...(base && b.result === 'Succeeded' ? { url: commitPath(base, b.commit) } : {}),
+        })),
+      };
     },
   );
 

@@ -4,6 +4,7 @@
  * starts a sync, so a change goes live without waiting for the next poll.
  */
 import type { FastifyInstance } from 'fastify';
+import { branchOf } from '../../core/defaults.js';
 import { asError, BadRequestError, NotFoundError } from '../../core/errors.js';
 import type { ApiContext } from '../context.js';
 import { ForbiddenError, UnauthorizedError } from '../errors.js';
@@ -89,7 +90,7 @@ export async function webhookPlugin(app: FastifyInstance, options: WebhookOption
       const event = describeEvent(request.headers);
       const payload = parsePayload(body, request.headers['content-type']);
       if (payload === undefined && body.length > 0) throw new BadRequestError('body: is not valid JSON');
-      const decision = decide(event, payload, source.spec.branch ?? 'main');
+      const decision = decide(event, payload, branchOf(source));
       if (event.deliveryId !== undefined && deliveries.checkAndRecord(`${ns}/${name}`, event.deliveryId))
         return reply
           .code(202)

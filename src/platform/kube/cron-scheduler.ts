@@ -8,6 +8,7 @@
  * builds: a cluster that pulls base images from a mirror cannot pull curl from its origin either.
  */
 import { Cron } from 'croner';
+import { DEFAULT_TIMEOUT_SEC, timeoutSecOf } from '../../core/defaults.js';
 import { sha256Hex } from '../../core/hash.js';
 import type { TriggerScheduler } from '../../core/interfaces.js';
 import { functionPath } from '../../core/naming.js';
@@ -53,7 +54,7 @@ function callTarget(
   fn: SlessFunction | undefined,
   activator: Activator | undefined,
 ): { url: string; maxTimeSec: number } {
-  const timeoutSec = fn?.spec.timeoutSec ?? 30;
+  const timeoutSec = fn ? timeoutSecOf(fn) : DEFAULT_TIMEOUT_SEC;
   if (fn && activator && idleSecondsOf(fn) !== undefined)
     return {
       url: `${activator.url}${functionPath(namespace, functionName)}/`,

@@ -13,6 +13,9 @@ import type { KubeObject } from './objects.js';
 import { CRONJOB, DEPLOYMENT, type ResourceType, SERVICE } from './resource-types.js';
 import { runWatchLoop } from './watch-loop.js';
 
+/** Why an owner is told: its object was deleted, changed by someone else, or its ready instances moved. */
+export type DriftCause = 'deleted' | 'changed' | 'instances';
+
 /** Which sless object a drifted one belongs to. */
 export type DriftOwner = 'Function' | 'Trigger';
 
@@ -58,6 +61,8 @@ interface Seen {
   /** The spec's generation (Services have none: their resourceVersion stands in). */
   version: string;
   replicas: number | undefined;
+  /** Ready instances (Deployments): status reports them, so a change is reported too. */
+  ready: number | undefined;
   fn: string;
   namespace: string;
 }
@@ -66,7 +71,7 @@ export class DriftWatch {
   private readonly http: KubeHttp;
   private readonly logger: Logger;
   private readonly namespaces: readonly (string | undefined)[];
-  private readonly onDrift: (owner: DriftOwner, namespace: string, name: string) => void;
+  private readonly onDrift: (owner: DriftOwner, namespace: string, name: string, cause: DriftCause) => void;
   private readonly retryMs: number;
   private readonly changes: ChangeSignal | undefined;
   private readonly aborts = new Set<AbortController>();
@@ -77,7 +82,7 @@ export class DriftWatch {
     logger: Logger;
     /** Namespaces to watch; all when absent. */
     namespaces?: readonly string[];
-    onDrift: (owner: DriftOwner, namespace: string, name: string) => void;
+    onDrift: (owner: DriftOwner, namespace: string, name: string, cause: DriftCause) => void;
     retryMs?: number;
     /** Told of every change of a Deployment, for rollouts that wait on one. */
     changes?: ChangeSignal;
@@ -105,6 +110,10 @@ export class DriftWatch {
     const seenOf = (o: KubeObject, fn: string): Seen => ({
       version: type === SERVICE ? (o.metadata.resourceVersion ?? '') : String(o.metadata.generation ?? ''),
       replicas: (o.spec as { replicas?: number } | undefined)?.replicas,
+      ready:
+        type === DEPLOYMENT
+          ? ((o.status as { readyReplicas?: number } | undefined)?.readyReplicas ?? 0)
+          : undefined,
       fn,
       namespace: o.metadata.namespace ?? '',
     });
@@ -112,12 +121,15 @@ export class DriftWatch {
     // someone else's. The controller's own rollout is no reason to reconcile again; a change of
     // replicas is (the scaler's scale to zero or up, whose status the reconcile reports), and the
     // scale subresource records no field manager to tell it by.
-    const drifted = (before: Seen | undefined, now: Seen, o: KubeObject) =>
-      before !== undefined &&
-      before.version !== now.version &&
-      (before.replicas !== now.replicas || !specChangedByController(o));
-    const report = (ns: string, name: string | undefined) => {
-      if (name && !this.stopped) this.onDrift(owner, ns, name);
+    // Ready instances moving is no drift, but status reports them: the owner is told as well.
+    const drifted = (before: Seen | undefined, now: Seen, o: KubeObject): DriftCause | undefined => {
+      if (before === undefined) return undefined;
+      if (before.version !== now.version && (before.replicas !== now.replicas || !specChangedByController(o)))
+        return 'changed';
+      return before.ready !== now.ready ? 'instances' : undefined;
+    };
+    const report = (ns: string, name: string | undefined, cause: DriftCause) => {
+      if (name && !this.stopped) this.onDrift(owner, ns, name, cause);
     };
     // Whoever waits for a Deployment to roll out reads it again when it moves.
     const changed = (o: KubeObject) => {
@@ -142,7 +154,8 @@ export class DriftWatch {
             const key = `${o.metadata.namespace}/${o.metadata.name}`;
             present.add(key);
             const now = seenOf(o, o.metadata.labels?.[ownerLabel] ?? '');
-            if (drifted(seen.get(key), now, o)) report(now.namespace, now.fn);
+            const cause = drifted(seen.get(key), now, o);
+            if (cause) report(now.namespace, now.fn, cause);
             seen.set(key, now);
             changed(o);
           }
@@ -150,7 +163,7 @@ export class DriftWatch {
           for (const [key, entry] of seen)
             if (!present.has(key)) {
               seen.delete(key);
-              report(entry.namespace, entry.fn);
+              report(entry.namespace, entry.fn, 'deleted');
             }
         },
         onEvent: (phase, o) => {
@@ -159,13 +172,14 @@ export class DriftWatch {
           changed(o);
           if (phase === 'DELETED') {
             seen.delete(key);
-            report(o.metadata.namespace ?? '', fn);
+            report(o.metadata.namespace ?? '', fn, 'deleted');
             return;
           }
           const before = seen.get(key);
           const now = seenOf(o, fn ?? '');
           seen.set(key, now);
-          if (phase === 'MODIFIED' && drifted(before, now, o)) report(now.namespace, now.fn);
+          const cause = phase === 'MODIFIED' ? drifted(before, now, o) : undefined;
+          if (cause) report(now.namespace, now.fn, cause);
         },
       },
       abort.signal,

@@ -4,6 +4,7 @@
  * reconcile of the same run, or a restarted controller, attaches instead of starting another.
  */
 import type { Logger } from 'pino';
+import { timeoutSecOf } from '../../core/defaults.js';
 import type { JobOutcome, JobRunner } from '../../core/interfaces.js';
 import { boundedName } from '../../core/naming.js';
 import type { BuildRecord, FunctionJob, SlessFunction } from '../../core/resources.js';
@@ -15,7 +16,7 @@ import { getObject, type KubeObject, listObjects } from './objects.js';
 import { readPodLog } from './pod-log.js';
 import { PollReader } from './poll.js';
 import { collectionPath, JOB, POD } from './resource-types.js';
-import { resourcesFor, runtimeEnv } from './workload-manifests.js';
+import { resourcesFor, runtimeEnv, secretVolumes } from './workload-manifests.js';
 
 const RESULT_PREFIX = 'SLESS_RESULT ';
 const LABEL_RUN = 'sless.dev/run';
@@ -40,7 +41,9 @@ export function runJobFor(
     [LABEL_JOB]: job.metadata.name,
     [LABEL_RUN]: name,
   };
-  const timeoutSec = fn.spec.timeoutSec ?? 30;
+  const timeoutSec = timeoutSecOf(fn);
+  // The same secret files as the function's pods, so a run reads what a request would.
+  const secrets = secretVolumes(fn);
   return {
     apiVersion: 'batch/v1',
     kind: 'Job',
@@ -68,6 +71,7 @@ export function runJobFor(
           restartPolicy: 'Never',
           automountServiceAccountToken: false,
           enableServiceLinks: false,
+          ...(secrets.volumes ? { volumes: secrets.volumes } : {}),
           ...(imagePullSecrets.length > 0
             ? { imagePullSecrets: imagePullSecrets.map((n) => ({ name: n })) }
             : {}),
@@ -77,6 +81,7 @@ export function runJobFor(
               image: build.image,
               env: [...runtimeEnv(fn), { name: 'SLESS_EVENT', value: JSON.stringify(job.spec.event ?? {}) }],
               resources: resourcesFor(fn),
+              ...(secrets.mounts ? { volumeMounts: secrets.mounts } : {}),
               securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } },
             },
           ],

@@ -8,9 +8,11 @@
  */
 
 import type { FunctionRoute } from '../../config/kube.js';
+import { timeoutSecOf } from '../../core/defaults.js';
 import { asError } from '../../core/errors.js';
 import type { RouteResolver, RouteState } from '../../core/interfaces.js';
 import type { SlessFunction } from '../../core/resources.js';
+import { parseFunctionSegment } from '../../core/revision-ref.js';
 import { admissionOf } from '../../proxy/admission.js';
 import { FUNCTION_PORT } from './labels.js';
 import type { KubeRouteCache } from './route-cache.js';
@@ -54,6 +56,16 @@ export class KubeRouteResolver implements RouteResolver {
     const { cache } = this.options;
     if (!cache.synced() && !(await cache.whenSynced(this.options.syncWaitMs ?? 10_000)))
       return unavailable('routes are not loaded yet: the control plane is unreachable; try again');
+    const { name: fnName, ref } = parseFunctionSegment(name) ?? { name };
+    if (ref) {
+      // Kept builds are not started by commit here (yet): a function that exists says so plainly.
+      if (!cache.fn(namespace, fnName)) return { state: 'unknown' };
+      return {
+        state: 'unavailable',
+        status: 404,
+        message: `function ${namespace}/${fnName}@${ref.kind === 'commit' ? ref.commit : ref.label}: revisions by commit or branch are served by the local platform only`,
+      };
+    }
     const fn = cache.fn(namespace, name);
     if (!fn) return { state: 'unknown' };
     // Which revision serves is decided apart from Ready: a Function whose new revision failed is
@@ -65,7 +77,7 @@ export class KubeRouteResolver implements RouteResolver {
       return unavailable(
         `function ${namespace}/${name} has no ready revision (${fn.status?.phase ?? 'Pending'})`,
       );
-    const timeoutSec = fn.spec.timeoutSec ?? 30;
+    const timeoutSec = timeoutSecOf(fn);
     const scaler = this.options.scaler;
     if (scaler && idleSecondsOf(fn) !== undefined) {
       let endpoint = await scaler.readyEndpoint(namespace, name);

@@ -17,6 +17,7 @@
  */
 import type { Logger } from 'pino';
 import { DEFAULT_STABLE_WINDOW_SEC } from '../../core/autoscale.js';
+import { replicasOf } from '../../core/defaults.js';
 import { asError } from '../../core/errors.js';
 import type { EventRecorder, ObjectStore } from '../../core/interfaces.js';
 import { FIELD_MANAGER, type SlessFunction } from '../../core/resources.js';
@@ -213,7 +214,7 @@ export class KubeScaler {
       const scale = await this.readScale(namespace, name);
       if (!scale) throw new ActivationError(`function ${namespace}/${name} has no Deployment yet`);
       if ((scale.spec?.replicas ?? 0) > 0) return false;
-      if (await this.writeScale(namespace, name, scale, fn.spec.replicas ?? 1)) return true;
+      if (await this.writeScale(namespace, name, scale, replicasOf(fn))) return true;
     }
     return false;
   }

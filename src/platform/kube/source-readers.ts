@@ -1,6 +1,7 @@
 /** Git sources on Kubernetes: a GitSource's secretRef names a Secret in its own namespace. */
 import { join } from 'node:path';
 import type { HttpClient } from 'isomorphic-git';
+import { branchOf } from '../../core/defaults.js';
 import { SourceError } from '../../core/errors.js';
 import type { SourceReader, SourceReaderFactory } from '../../core/interfaces.js';
 import type { GitSource } from '../../core/resources.js';
@@ -34,7 +35,7 @@ export class KubeSourceReaderFactory implements SourceReaderFactory {
       : undefined;
     return new RemoteRepositoryReader({
       url,
-      branch: source.spec.branch ?? 'main',
+      branch: branchOf(source),
       cacheDir: join(this.cacheDir, source.metadata.namespace, source.metadata.name),
       http: this.gitHttp,
       ...(credentials ? { credentials } : {}),

@@ -3,6 +3,7 @@
  * so that re-applying an unchanged function is a no-op and never rolls pods.
  */
 
+import { memoryMbOf, replicasOf, timeoutSecOf } from '../../core/defaults.js';
 import { boundedName } from '../../core/naming.js';
 import type { BuildRecord, SlessFunction } from '../../core/resources.js';
 import { API_VERSION } from '../../core/schemas.js';
@@ -95,7 +96,7 @@ export function runtimeEnv(fn: SlessFunction): EnvVar[] {
     { name: 'SLESS_ENTRYPOINT', value: fn.spec.entrypoint },
     { name: 'SLESS_FUNCTION_NAME', value: fn.metadata.name },
     { name: 'SLESS_NAMESPACE', value: fn.metadata.namespace },
-    { name: 'SLESS_TIMEOUT_SEC', value: String(fn.spec.timeoutSec ?? 30) },
+    { name: 'SLESS_TIMEOUT_SEC', value: String(timeoutSecOf(fn)) },
   ];
 }
 
@@ -123,7 +124,7 @@ export function resourcesFor(fn: SlessFunction): {
   requests: Record<string, string>;
   limits: Record<string, string>;
 } {
-  const memory = `${fn.spec.memoryMb ?? 128}Mi`;
+  const memory = `${memoryMbOf(fn)}Mi`;
   return { requests: { cpu: '50m', memory }, limits: { memory } };
 }
 
@@ -136,7 +137,7 @@ const STARTUP_BUDGET_SECONDS = 70;
 export function deploymentFor(fn: SlessFunction, build: BuildRecord, options: WorkloadOptions): KubeObject {
   if (!build.image) throw new Error(`build ${build.buildKey} of ${fn.metadata.name} has no image`);
   const labels = functionLabels(fn);
-  const timeoutSec = fn.spec.timeoutSec ?? 30;
+  const timeoutSec = timeoutSecOf(fn);
   const secrets = secretVolumes(fn);
   const templateAnnotations: Record<string, string> = { [ANNOTATION_REVISION]: options.revision };
   if (options.secretsHash) templateAnnotations[ANNOTATION_SECRETS_HASH] = options.secretsHash;
@@ -152,7 +153,7 @@ export function deploymentFor(fn: SlessFunction, build: BuildRecord, options: Wo
     },
     spec: {
       // enabled:false scales to 0 in place: nothing is recreated, so enabling it again needs no rebuild.
-      replicas: options.enabled ? (fn.spec.replicas ?? 1) : 0,
+      replicas: options.enabled ? replicasOf(fn) : 0,
       revisionHistoryLimit: 3,
       selector: { matchLabels: { [LABEL_FUNCTION]: fn.metadata.name } },
       // The old pods serve until the new ones are ready: a crashing version never takes the function down.

@@ -1,6 +1,6 @@
 /** WorkloadPlatform on Kubernetes: one Deployment and one Service per Function, in its namespace. */
 import { RolloutError } from '../../core/errors.js';
-import type { WorkloadPlatform } from '../../core/interfaces.js';
+import type { WorkloadObservation, WorkloadPlatform } from '../../core/interfaces.js';
 import { type BuildRecord, FIELD_MANAGER, type SlessFunction } from '../../core/resources.js';
 import { type ChangeSignal, deploymentKey } from './change-signal.js';
 import type { KubeHttp } from './http.js';
@@ -21,6 +21,7 @@ export class KubeWorkloads implements WorkloadPlatform {
   private readonly rolloutDeadlineMs: number;
   private readonly pollMs: number;
   private readonly changes: ChangeSignal | undefined;
+  private readonly deploymentOf: ((namespace: string, name: string) => KubeObject | undefined) | undefined;
 
   /**
    * `prepareNamespace` readies each namespace deployed to: pull secret (or its pods cannot pull
@@ -36,13 +37,25 @@ export class KubeWorkloads implements WorkloadPlatform {
     pollMs?: number;
     /** With the drift watch's Deployment changes, a rollout reads its Deployment when it moves. */
     changes?: ChangeSignal;
+    /** A function's Deployment as a watch cache holds it, for what status reports of it. */
+    deploymentOf?: (namespace: string, name: string) => KubeObject | undefined;
   }) {
+    this.deploymentOf = options.deploymentOf;
     this.changes = options.changes;
     this.http = options.http;
     this.imagePullSecrets = options.imagePullSecrets ?? [];
     this.prepareNamespace = options.prepareNamespace;
     this.rolloutDeadlineMs = options.rolloutDeadlineMs ?? 180_000;
     this.pollMs = options.pollMs ?? 1000;
+  }
+
+  /** What status shows of the function's Deployment, from the watch cache: no request is made. */
+  observe(fn: SlessFunction): WorkloadObservation | undefined {
+    const deployment = this.deploymentOf?.(fn.metadata.namespace, fn.metadata.name);
+    if (!deployment || deployment.metadata.deletionTimestamp) return undefined;
+    const spec = deployment.spec as { replicas?: number } | undefined;
+    const status = deployment.status as { readyReplicas?: number } | undefined;
+    return { instances: { desired: spec?.replicas ?? 1, ready: status?.readyReplicas ?? 0 } };
   }
 
   /**

@@ -4,6 +4,7 @@
  * asking twice for the same run waits on the same process instead of starting another.
  */
 import type { Logger } from 'pino';
+import { timeoutSecOf } from '../../core/defaults.js';
 import type { JobOutcome, JobRunner, ProcessLauncher } from '../../core/interfaces.js';
 import type { BuildRecord, FunctionJob, SlessFunction } from '../../core/resources.js';
 import { launchSpecOf, type RuntimeCommand } from './runtime-process.js';
@@ -44,7 +45,7 @@ export class LocalJobRunner implements JobRunner {
   private start(job: FunctionJob, fn: SlessFunction, build: BuildRecord): Promise<JobOutcome> {
     const command = this.commandFor(fn, build);
     const startTime = new Date().toISOString();
-    const timeoutMs = ((fn.spec.timeoutSec ?? 30) + 5) * 1000;
+    const timeoutMs = (timeoutSecOf(fn) + 5) * 1000;
     return new Promise((resolve) => {
       let output = '';
       const child = this.launcher.launch(

@@ -8,27 +8,34 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { ActivityBoard } from '../../core/activity-board.js';
+import { timeoutSecOf } from '../../core/defaults.js';
 import { asError, RolloutError } from '../../core/errors.js';
 import type {
+  CanaryControl,
+  DeployOptions,
+  LiveCanary,
   ObjectStore,
   ProcessLauncher,
   RouteMirror,
   RouteResolver,
   RouteState,
-  UnavailableRoute,
   WorkloadObservation,
   WorkloadPlatform,
 } from '../../core/interfaces.js';
-import { OwnedTempDirs } from '../../core/owned-temp-dirs.js';
 import type { BuildRecord, SlessFunction } from '../../core/resources.js';
-import { RUNTIME_INFO } from '../../core/runtimes.js';
+import { commitMatches, parseFunctionSegment } from '../../core/revision-ref.js';
 import { startupMark } from '../../core/startup-marks.js';
-import { admissionOf } from '../../proxy/admission.js';
+import { CanarySplit } from './canary-split.js';
+import { CommitRevisions } from './commit-revisions.js';
+import { CrashRestarts } from './crash-restarts.js';
 import type { FunctionLogBuffer } from './function-logs.js';
+import { IdleStops } from './idle-stops.js';
 import type { PinnedBuilds, ServingRecord, ServingRecords } from './local-state.js';
-import { type RuntimeCommand, RuntimeProcess } from './runtime-process.js';
-import { SecretFiles, type SecretSource, secretEnv } from './secret-files.js';
-import { resolveToolchain, toolchainRoot } from './toolchains.js';
+import { type Revision, RevisionStarter } from './revisions.js';
+import { RuntimeCommands } from './runtime-commands.js';
+import type { RuntimeCommand } from './runtime-process.js';
+import type { SecretSource } from './secret-files.js';
+import { disabled, restartingAfterCrash, type Slot } from './slots.js';
 
 export interface LocalPlatformOptions {
   runtimesDir: string;
@@ -62,56 +69,11 @@ export interface LocalPlatformOptions {
   mirror?: RouteMirror;
   /** The secrets store: values for `secretRef` variables and `spec.secrets` files, at each start. */
   secrets?: SecretSource;
-}
-
-/** Threads count too (Python serves each request on one): room for a busy server, not a fork bomb. */
-export const FUNCTION_MAX_PROCESSES = 256;
-
-interface Revision {
-  id: string;
-  fn: SlessFunction;
-  build: BuildRecord;
-  process: RuntimeProcess;
-  /** Its in-flight requests and last activity on the ActivityBoard, wherever they were proxied. */
-  activitySlot: number;
   /**
-   * The route every request to this revision gets: one object and one `release` per revision, not
-   * per request. A closure made per request cost the proxy about a tenth of its CPU per request,
-   * measured against the same route object handed out each time.
+   * The kept build of a function at a commit, for `/fn/{ns}/{name}@{commit}`; without it, such URLs
+   * answer 404.
    */
-  route: ReadyRoute;
-}
-
-type ReadyRoute = Extract<RouteState, { state: 'ready' }>;
-
-interface Slot {
-  revisionId: string;
-  enabled: boolean;
-  current?: Revision;
-  /** Set while a crashed revision waits to be restarted. */
-  restarting?: NodeJS.Timeout;
-  restarts: number;
-  /** Crashes since the last rollout, for status; `restarts` drives the backoff. */
-  totalRestarts: number;
-  /** The last crash since the last rollout, with the end of its output, for status. */
-  lastCrash?: string;
-  /** What holds the serving revision in, for status. */
-  isolation?: string;
-  lastStart: number;
-  removed: boolean;
-  /** Scaled to zero: what to start on the next request. */
-  parked?: { fn: SlessFunction; build: BuildRecord; id: string };
-  waking?: Promise<void>;
-  idleTimer?: NodeJS.Timeout;
-}
-
-const HOST_ENV = /^(PATH|HOME|LANG|LC_\w+|TMPDIR|TZ|SYSTEMROOT)$/;
-
-export function hostEnv(): Record<string, string> {
-  const env: Record<string, string> = {};
-  for (const [key, value] of Object.entries(process.env))
-    if (value !== undefined && HOST_ENV.test(key)) env[key] = value;
-  return env;
+  keptBuild?: (namespace: string, name: string, commit: string) => Promise<BuildRecord | undefined>;
 }
 
 /**
@@ -123,18 +85,43 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
   private readonly options: LocalPlatformOptions;
   private readonly slots = new Map<string, Slot>();
   private readonly retiring = new Set<Promise<void>>();
-  /**
-   * One directory per function process, holding its unix socket: in the system's temp directory,
-   * because a socket path must stay under 108 bytes wherever the state directory is.
-   */
-  private readonly sockets = new OwnedTempDirs('sless-fn-');
-  /** Each process's secret files, in memory where the machine has /dev/shm, never in the state dir. */
-  private readonly secretFiles = new SecretFiles();
   private readonly board: ActivityBoard;
+  private readonly commands: RuntimeCommands;
+  private readonly revisions: RevisionStarter;
+  private readonly crashes: CrashRestarts;
+  private readonly idleStops: IdleStops;
+  /** Kept builds called by commit, each its own process while used. */
+  private readonly commits: CommitRevisions;
 
   constructor(options: LocalPlatformOptions) {
     this.options = options;
     this.board = options.activity ?? new ActivityBoard();
+    this.commands = new RuntimeCommands(options);
+    this.revisions = new RevisionStarter({
+      ...options,
+      commands: this.commands,
+      board: this.board,
+      onExit: (key, activitySlot) => void this.freeActivitySlot(key, activitySlot),
+    });
+    this.crashes = new CrashRestarts({
+      logger: options.logger,
+      start: (fn, build, id) => this.revisions.start(fn, build, id),
+      crashed: (key, slot, revision, message) => this.recordCrash(key, slot, revision, message),
+      adopt: (key, slot, revision) => this.adoptRestarted(key, slot, revision),
+    });
+    this.idleStops = new IdleStops({
+      board: this.board,
+      idleSecondsOf: (fn) => this.idleSecondsOf(fn),
+      park: (slot, revision, idleSeconds) => this.park(slot, revision, idleSeconds),
+    });
+    this.commits = new CommitRevisions({
+      store: options.store,
+      findBuild: async (ns, name, commit) => options.keptBuild?.(ns, name, commit),
+      start: (fn, build, id) => this.revisions.start(fn, build, id),
+      board: this.board,
+      logger: options.logger,
+      idleSeconds: (fn) => fn.spec.scaleToZero?.idleSeconds,
+    });
   }
 
   /**
@@ -152,6 +139,8 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     else if (!slot.enabled) mirror.publish(key, disabled(namespace, name));
     // Parked or still starting: only the platform can wake it or wait for it.
     else if (!revision) mirror.publish(key, undefined);
+    // Split between two revisions: the platform picks each request's revision and counts its answer.
+    else if (slot.canary) mirror.publish(key, undefined);
     else if (!revision.process.alive) mirror.publish(key, restartingAfterCrash(namespace, name));
     else {
       const { origin, socketPath, timeoutSec, admission } = revision.route;
@@ -176,7 +165,10 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     for (const slot of this.slots.values()) {
       const build = slot.current?.build ?? slot.parked?.build;
       if (build?.image) dirs.add(build.image);
+      const canary = slot.canary?.revision.build.image;
+      if (canary) dirs.add(canary);
     }
+    for (const dir of this.commits.buildDirs()) dirs.add(dir);
     return dirs;
   }
 
@@ -266,16 +258,44 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
   observe(fn: SlessFunction): WorkloadObservation | undefined {
     const slot = this.slots.get(`${fn.metadata.namespace}/${fn.metadata.name}`);
     if (!slot || slot.removed) return undefined;
+    const running = slot.current !== undefined;
     return {
       restarts: slot.totalRestarts,
+      // One process per function here: it runs unless disabled or scaled to zero.
+      instances: {
+        desired: slot.enabled && (running || !slot.parked) ? 1 : 0,
+        ready: running && slot.current?.process.alive ? 1 : 0,
+      },
       ...(slot.lastCrash ? { lastCrash: slot.lastCrash } : {}),
       ...(slot.isolation ? { isolation: slot.isolation } : {}),
     };
   }
 
-  private recordCrash(slot: Slot, revision: Revision, message: string): void {
+  private recordCrash(key: string, slot: Slot, revision: Revision, message: string): void {
+    this.mirrorRoute(key);
     slot.lastCrash = `${message}: ${revision.process.logTail().trim().split('\n').slice(-3).join(' | ')}`;
     this.options.onChanged?.(revision.fn.metadata.namespace, revision.fn.metadata.name);
+  }
+
+  /** Stops an idle scale-to-zero revision; the next request starts it again. */
+  private park(slot: Slot, revision: Revision, idleSeconds: number): void {
+    slot.parked = { fn: revision.fn, build: revision.build, id: revision.id };
+    slot.current = undefined;
+    const key = `${revision.fn.metadata.namespace}/${revision.fn.metadata.name}`;
+    this.mirrorRoute(key);
+    this.options.logger.info({ function: key, idleSeconds }, 'scaled to zero');
+    // A request the gateway thread sent before it learned of this is let finish.
+    this.retireInBackground(revision);
+    this.options.onChanged?.(revision.fn.metadata.namespace, revision.fn.metadata.name);
+  }
+
+  /** A restarted process of a crashed revision takes its place. */
+  private adoptRestarted(key: string, slot: Slot, revision: Revision): void {
+    slot.current = revision;
+    slot.lastStart = Date.now();
+    this.mirrorRoute(key);
+    this.crashes.watch(key, slot, revision);
+    this.idleStops.schedule(slot, revision);
   }
 
   async deploy(
@@ -296,6 +316,8 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
       };
       this.slots.set(key, slot);
     }
+    // A revision rolled out at once replaces any canary in progress.
+    if (slot.canary) await this.abortCanary(key, slot);
     if (options.enabled && !slot.current && this.idleSecondsOf(fn) !== undefined) {
       // Lazy start: nothing runs for this function now, so nothing is waiting for it; the first
       // request starts this revision (and waits for /healthz) as it would after an idle stop.
@@ -331,11 +353,12 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
       clearTimeout(slot.restarting);
       clearTimeout(slot.idleTimer);
       if (previous) await this.retire(previous);
+      await this.commits.stop(key);
       return;
     }
     let revision: Revision;
     try {
-      revision = await this.startRevision(fn, build, options.revision);
+      revision = await this.revisions.start(fn, build, options.revision);
     } catch (error) {
       throw new RolloutError(asError(error).message, error);
     }
@@ -350,34 +373,113 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
       await revision.process.stop();
       return;
     }
+    this.switchTo(key, slot, revision);
+  }
+
+  /** `revision` serves every request from now on; the one before drains and stops. */
+  private switchTo(key: string, slot: Slot, revision: Revision): void {
     const previous = slot.current;
     clearTimeout(slot.restarting);
     slot.restarting = undefined;
     slot.current = revision;
     slot.enabled = true;
-    slot.revisionId = options.revision;
+    slot.revisionId = revision.id;
     slot.restarts = 0;
     slot.totalRestarts = 0;
     slot.lastCrash = undefined;
-    slot.isolation = this.isolationOf(fn);
+    slot.isolation = this.isolationOf(revision.fn);
     slot.lastStart = Date.now();
     this.mirrorRoute(key);
-    this.watchCrash(key, slot, revision);
-    this.scheduleIdleCheck(slot, revision);
+    this.crashes.watch(key, slot, revision);
+    this.idleStops.schedule(slot, revision);
     // The new revision serves from here on; draining the old one must not hold up the next rollout.
     if (previous) this.retireInBackground(previous);
   }
 
+  readonly canary: CanaryControl = {
+    start: (fn, build, options, weight) => this.startCanary(fn, build, options, weight),
+    live: (namespace, name) => this.liveCanary(`${namespace}/${name}`),
+    setWeight: (namespace, name, weight) => this.slots.get(`${namespace}/${name}`)?.canary?.setWeight(weight),
+    promote: (namespace, name) => this.promoteCanary(`${namespace}/${name}`),
+    abort: async (namespace, name) => {
+      const key = `${namespace}/${name}`;
+      const slot = this.slots.get(key);
+      if (slot) await this.abortCanary(key, slot);
+    },
+  };
+
+  private async startCanary(
+    fn: SlessFunction,
+    build: BuildRecord,
+    options: DeployOptions,
+    weight: number,
+  ): Promise<void> {
+    const key = `${fn.metadata.namespace}/${fn.metadata.name}`;
+    const slot = this.slots.get(key);
+    // Nothing runs to compare with (a first rollout, a function at zero): rolled out at once.
+    if (!slot?.current?.process.alive || !options.enabled || !slot.enabled)
+      return this.deploy(fn, build, options);
+    if (slot.canary) await this.abortCanary(key, slot);
+    let revision: Revision;
+    try {
+      revision = await this.revisions.start(fn, build, options.revision);
+    } catch (error) {
+      throw new RolloutError(asError(error).message, error);
+    }
+    if (slot.removed || this.slots.get(key) !== slot) {
+      await revision.process.stop();
+      return;
+    }
+    // Another canary started meanwhile (a newer commit): the later one wins.
+    if (slot.canary) await this.abortCanary(key, slot);
+    const split = new CanarySplit(revision, weight);
+    slot.canary = split;
+    revision.process.once('exit', () => {
+      if (slot.canary !== split) return;
+      this.mirrorRoute(key);
+      this.options.onChanged?.(fn.metadata.namespace, fn.metadata.name);
+    });
+    this.mirrorRoute(key);
+    this.options.logger.info({ function: key, revision: revision.id, weight }, 'canary started');
+  }
+
+  private liveCanary(key: string): LiveCanary | undefined {
+    const split = this.slots.get(key)?.canary;
+    if (!split) return undefined;
+    return {
+      revision: split.revision.id,
+      weight: split.weight,
+      alive: split.revision.process.alive,
+      since: split.since,
+      figures: split.tally.figures(),
+    };
+  }
+
+  private async promoteCanary(key: string): Promise<void> {
+    const slot = this.slots.get(key);
+    const split = slot?.canary;
+    if (!slot || !split) return;
+    const { fn, build, id } = split.revision;
+    // Recorded before the route switches, as a rollout is: what clients saw served, a restart serves.
+    await this.options.serving?.record({ fn, build, revision: id, enabled: true });
+    if (slot.canary !== split || slot.removed) return;
+    slot.canary = undefined;
+    slot.parked = undefined;
+    this.switchTo(key, slot, split.revision);
+    this.options.logger.info({ function: key, revision: id }, 'canary promoted');
+  }
+
+  private async abortCanary(key: string, slot: Slot): Promise<void> {
+    const split = slot.canary;
+    if (!split) return;
+    slot.canary = undefined;
+    this.mirrorRoute(key);
+    await this.retire(split.revision);
+  }
+
   /** What holds this function in, said plainly in its status. */
   isolationOf(fn: SlessFunction): string {
-    const report = this.options.launcher.report;
-    const holds = (what: string) =>
-      report.enforced.some((line) => line.startsWith(`${what}:`)) ? 'enforced' : 'NOT enforced';
-    return [
-      report.sandboxed ? 'sandboxed (bubblewrap, own uid, no network)' : 'NOT sandboxed',
-      `memory ${fn.spec.memoryMb ?? 128} MiB ${holds('memory')}`,
-      `processes <= ${FUNCTION_MAX_PROCESSES} ${holds('processes')}`,
-    ].join('; ');
+    return this.commands.isolationOf(fn);
   }
 
   private retireInBackground(revision: Revision): void {
@@ -395,6 +497,8 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     clearTimeout(slot.idleTimer);
     this.slots.delete(key);
     this.mirrorRoute(key);
+    await this.commits.stop(key);
+    if (slot.canary) await slot.canary.revision.process.stop();
     if (slot.current) {
       await this.options.mirror?.synced();
       await slot.current.process.stop();
@@ -402,7 +506,10 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     this.options.logs?.forget(namespace, name);
   }
 
-  async resolve(namespace: string, name: string): Promise<RouteState> {
+  async resolve(namespace: string, segment: string): Promise<RouteState> {
+    const { name, ref } = parseFunctionSegment(segment) ?? { name: segment };
+    if (ref?.kind === 'commit') return this.resolveCommit(namespace, name, ref.commit);
+    if (ref) return { state: 'unknown' };
     const slot = this.slots.get(`${namespace}/${name}`);
     if (!slot) {
       const fn = await this.options.store.get('Function', namespace, name);
@@ -429,8 +536,39 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     }
     const revision = slot.current;
     if (!revision?.process.alive) return restartingAfterCrash(namespace, name);
+    const canary = slot.canary;
+    if (canary?.revision.process.alive && canary.takesNext()) {
+      this.board.begin(canary.revision.activitySlot);
+      return canary.route;
+    }
     this.board.begin(revision.activitySlot);
     return revision.route;
+  }
+
+  /**
+   * A commit's kept build: the serving revision itself when that is the build asked for (no second
+   * process for the same code), else a process of its own, started for the request.
+   */
+  private async resolveCommit(namespace: string, name: string, commit: string): Promise<RouteState> {
+    const slot = this.slots.get(`${namespace}/${name}`);
+    // A trigger that disables the function disables every revision of it.
+    if (slot && !slot.enabled) return disabled(namespace, name);
+    const serving = slot?.current;
+    if (serving?.process.alive && commitMatches(serving.build.commit, commit)) {
+      this.board.begin(serving.activitySlot);
+      return serving.route;
+    }
+    return this.commits.resolve(namespace, name, commit);
+  }
+
+  /** The host pid of the canary's process, while a canary runs. */
+  canaryProcessId(namespace: string, name: string): number | undefined {
+    return this.slots.get(`${namespace}/${name}`)?.canary?.revision.process.pid;
+  }
+
+  /** Commits whose kept builds run now for `@commit` requests, besides the serving revision. */
+  commitRevisions(namespace: string, name: string): string[] {
+    return this.commits.running(namespace, name);
   }
 
   /** The host pid of the process serving the function now (in the sandbox, its outermost process). */
@@ -456,7 +594,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
   private async wake(key: string, slot: Slot, launched?: () => void): Promise<void> {
     const parked = slot.parked;
     if (!parked) return;
-    const revision = await this.startRevision(parked.fn, parked.build, parked.id, launched);
+    const revision = await this.revisions.start(parked.fn, parked.build, parked.id, launched);
     if (slot.removed || slot.parked !== parked) {
       await revision.process.stop();
       return;
@@ -466,35 +604,10 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     this.mirrorRoute(key);
     startupMark('routed', key);
     slot.lastStart = Date.now();
-    this.watchCrash(key, slot, revision);
-    this.scheduleIdleCheck(slot, revision);
+    this.crashes.watch(key, slot, revision);
+    this.idleStops.schedule(slot, revision);
     if (this.idleSecondsOf(parked.fn) !== undefined)
       this.options.onChanged?.(parked.fn.metadata.namespace, parked.fn.metadata.name);
-  }
-
-  /** Stops a scale-to-zero revision once it has been idle for `idleSeconds`. */
-  private scheduleIdleCheck(slot: Slot, revision: Revision): void {
-    const idleSeconds = this.idleSecondsOf(revision.fn);
-    clearTimeout(slot.idleTimer);
-    if (idleSeconds === undefined) return;
-    const idleMs = idleSeconds * 1000;
-    const check = () => {
-      if (slot.removed || slot.current !== revision) return;
-      const idleFor = Date.now() - this.board.lastActivityOf(revision.activitySlot);
-      if (this.board.inflightOf(revision.activitySlot) > 0 || idleFor < idleMs) {
-        slot.idleTimer = setTimeout(check, Math.max(idleMs - idleFor, 50));
-        return;
-      }
-      slot.parked = { fn: revision.fn, build: revision.build, id: revision.id };
-      slot.current = undefined;
-      const key = `${revision.fn.metadata.namespace}/${revision.fn.metadata.name}`;
-      this.mirrorRoute(key);
-      this.options.logger.info({ function: key, idleSeconds }, 'scaled to zero');
-      // A request the gateway thread sent before it learned of this is let finish.
-      this.retireInBackground(revision);
-      this.options.onChanged?.(revision.fn.metadata.namespace, revision.fn.metadata.name);
-    };
-    slot.idleTimer = setTimeout(check, idleMs);
   }
 
   async stopAll(): Promise<void> {
@@ -504,136 +617,14 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
       clearTimeout(slot.restarting);
       clearTimeout(slot.idleTimer);
       if (slot.current) stops.push(slot.current.process.stop());
+      if (slot.canary) stops.push(slot.canary.revision.process.stop());
     }
     const keys = [...this.slots.keys()];
     this.slots.clear();
     for (const key of keys) this.mirrorRoute(key);
+    stops.push(this.commits.stop());
     await Promise.all([...stops, ...this.retiring]);
-    await this.sockets.removeAll();
-    await this.secretFiles.removeAll();
-  }
-
-  private async startRevision(
-    fn: SlessFunction,
-    build: BuildRecord,
-    id: string,
-    launched?: () => void,
-  ): Promise<Revision> {
-    const logger = this.options.logger.child({
-      function: `${fn.metadata.namespace}/${fn.metadata.name}`,
-      revision: id,
-    });
-    // Each process serves on a unix socket in a directory of its own, the only place it may write: a
-    // sandboxed function has its own network namespace, where a port would be out of reach.
-    const socketDir = await this.sockets.create();
-    await this.options.launcher.grant(fn.metadata.namespace, socketDir);
-    let command: RuntimeCommand;
-    let secretDir: string | undefined;
-    try {
-      command = this.runtimeCommand(fn, build);
-      const files = await this.secretFiles.prepare(fn, this.options.secrets, this.options.launcher);
-      secretDir = files?.dir;
-      command.sandbox = {
-        readable: [],
-        ...command.sandbox,
-        tenant: fn.metadata.namespace,
-        writable: [socketDir],
-        ...(files ? { mounts: files.mounts } : {}),
-      };
-    } catch (error) {
-      await this.sockets.remove(socketDir);
-      throw error;
-    }
-    const { namespace, name } = fn.metadata;
-    const logs = this.options.logs;
-    const process = new RuntimeProcess(
-      command,
-      { socketPath: join(socketDir, 'http.sock') },
-      logger,
-      logs && ((stream) => logs.writer(namespace, name, `${name}-${id}`, stream)),
-      this.options.launcher,
-    );
-    process.once('exit', () => {
-      void this.sockets.remove(socketDir);
-      if (secretDir) void this.secretFiles.remove(secretDir);
-    });
-    try {
-      // start() spawns the process before its first await.
-      const started = process.start(this.options.startTimeoutMs ?? 30_000);
-      launched?.();
-      await started;
-    } catch (error) {
-      await this.sockets.remove(socketDir);
-      if (secretDir) await this.secretFiles.remove(secretDir);
-      throw error;
-    }
-    const activitySlot = this.board.allocate();
-    if (activitySlot === undefined) {
-      await process.stop();
-      throw new Error('too many revisions alive at once to count their requests');
-    }
-    process.once('exit', () => void this.freeActivitySlot(`${namespace}/${name}`, activitySlot));
-    const board = this.board;
-    const revision: Revision = {
-      id,
-      fn,
-      build,
-      process,
-      activitySlot,
-      route: {
-        state: 'ready',
-        origin: process.origin,
-        ...(process.socketPath ? { socketPath: process.socketPath } : {}),
-        timeoutSec: fn.spec.timeoutSec ?? 30,
-        // One process per function here.
-        ...admissionOf(fn.spec.scale, 1),
-        // Called once per resolve (the proxy and the cron scheduler each release what they resolved).
-        release: () => board.end(activitySlot),
-      },
-    };
-    return revision;
-  }
-
-  private watchCrash(key: string, slot: Slot, revision: Revision): void {
-    revision.process.once('exit', (code, signal) => {
-      if (slot.removed || slot.current !== revision) return;
-      this.mirrorRoute(key);
-      this.options.logger.warn({ function: key, code, signal }, 'function process exited');
-      slot.totalRestarts++;
-      this.recordCrash(slot, revision, `process exited (${signal ?? `code ${code}`})`);
-      this.scheduleRestart(key, slot, revision);
-    });
-  }
-
-  /** Backoff doubles per crash up to 30 s; a revision that ran for a minute starts over at 100 ms. */
-  private scheduleRestart(key: string, slot: Slot, crashed: Revision): void {
-    if (Date.now() - slot.lastStart > 60_000) slot.restarts = 0;
-    slot.restarts++;
-    const delay = Math.min(100 * 2 ** (slot.restarts - 1), 30_000);
-    this.options.logger.info(
-      { function: key, restartInMs: delay, restarts: slot.restarts },
-      'restarting function',
-    );
-    slot.restarting = setTimeout(() => void this.restart(key, slot, crashed), delay);
-  }
-
-  private async restart(key: string, slot: Slot, crashed: Revision): Promise<void> {
-    if (slot.removed || slot.current !== crashed) return;
-    try {
-      const revision = await this.startRevision(crashed.fn, crashed.build, crashed.id);
-      if (slot.removed || slot.current !== crashed) {
-        await revision.process.stop();
-        return;
-      }
-      slot.current = revision;
-      slot.lastStart = Date.now();
-      this.mirrorRoute(key);
-      this.watchCrash(key, slot, revision);
-      this.scheduleIdleCheck(slot, revision);
-    } catch (error) {
-      this.options.logger.warn({ function: key, err: (error as Error).message }, 'restart failed');
-      if (!slot.removed && slot.current === crashed) this.scheduleRestart(key, slot, crashed);
-    }
+    await this.revisions.removeAll();
   }
 
   /**
@@ -643,7 +634,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
    */
   private async retire(revision: Revision): Promise<void> {
     await this.options.mirror?.synced();
-    const limitMs = ((revision.fn.spec.timeoutSec ?? 30) + 1) * 1000;
+    const limitMs = (timeoutSecOf(revision.fn) + 1) * 1000;
     await this.board.waitIdle(revision.activitySlot, limitMs);
     await revision.process.stop();
   }
@@ -663,91 +654,6 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
 
   /** How a build of this function runs here; FunctionJobs use it too, in one-shot mode. */
   runtimeCommand(fn: SlessFunction, build: BuildRecord): RuntimeCommand {
-    const buildDir = build.image ?? '';
-    const codeDir = join(buildDir, 'code');
-    // Its own build (read-only) and the runtime servers are all of sless's files it can see.
-    const sandbox = {
-      tenant: fn.metadata.namespace,
-      readable: [buildDir, this.options.runtimesDir],
-      writable: [],
-      memoryMb: fn.spec.memoryMb ?? 128,
-      maxProcesses: FUNCTION_MAX_PROCESSES,
-    };
-    const env: Record<string, string> = {
-      ...(this.options.baseEnv ?? hostEnv()),
-      ...sortedEnv(fn.spec.env),
-      // Read at each start: a process started after a rotation gets the new value.
-      ...secretEnv(fn, this.options.secrets),
-      SLESS_ENTRYPOINT: fn.spec.entrypoint,
-      SLESS_CODE_DIR: codeDir,
-      SLESS_FUNCTION_NAME: fn.metadata.name,
-      SLESS_NAMESPACE: fn.metadata.namespace,
-      SLESS_TIMEOUT_SEC: String(fn.spec.timeoutSec ?? 30),
-      SLESS_MEMORY_MB: String(fn.spec.memoryMb ?? 128),
-    };
-    const toolchain = resolveToolchain(fn.spec.runtime);
-    const runtimeDir = join(this.options.runtimesDir, RUNTIME_INFO[fn.spec.runtime].serverDir);
-    // A build checks the toolchain first; one removed since is said here, not as a spawn error.
-    if (!toolchain.found && RUNTIME_INFO[fn.spec.runtime].family !== 'go') throw new Error(toolchain.reason);
-    const interpreter = toolchain.found ? toolchain.command : '';
-    // An interpreter kept outside the system's directories must be visible inside the sandbox too.
-    const root = toolchainRoot(toolchain);
-    if (root) sandbox.readable.push(root);
-    switch (RUNTIME_INFO[fn.spec.runtime].family) {
-      case 'node':
-        return {
-          command: interpreter,
-          args: [
-            `--max-old-space-size=${Math.max(fn.spec.memoryMb ?? 128, 64)}`,
-            // The build root holds a typeless package.json that the image does not have; without
-            // this, ES module syntax in code with no package.json would warn here and not there.
-            ...(existsSync(join(codeDir, 'package.json'))
-              ? []
-              : ['--disable-warning=MODULE_TYPELESS_PACKAGE_JSON']),
-            join(runtimeDir, 'server.js'),
-          ],
-          cwd: codeDir,
-          env,
-          sandbox,
-        };
-      case 'python':
-        return {
-          command: interpreter,
-          // -S as in the image: only the standard library, the code and its installed requirements
-          // are importable, never packages that happen to be installed on this host.
-          args: ['-S', join(runtimeDir, 'server.py')],
-          cwd: codeDir,
-          env: {
-            ...env,
-            PYTHONPATH: join(buildDir, 'deps'),
-            PYTHONDONTWRITEBYTECODE: '1',
-            PYTHONUNBUFFERED: '1',
-          },
-          sandbox,
-        };
-      case 'go':
-        return { command: join(buildDir, 'bin', 'function'), args: [], cwd: codeDir, env, sandbox };
-    }
+    return this.commands.commandFor(fn, build);
   }
-}
-
-/** The plain variables; secret references are resolved by secretEnv. */
-function sortedEnv(env: Record<string, unknown> | undefined): Record<string, string> {
-  return Object.fromEntries(
-    Object.entries(env ?? {})
-      .filter((entry): entry is [string, string] => typeof entry[1] === 'string')
-      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)),
-  );
-}
-
-function disabled(namespace: string, name: string): UnavailableRoute {
-  return { state: 'unavailable', status: 503, message: `function ${namespace}/${name} is disabled` };
-}
-
-function restartingAfterCrash(namespace: string, name: string): UnavailableRoute {
-  return {
-    state: 'unavailable',
-    status: 503,
-    message: `function ${namespace}/${name} is restarting after a crash`,
-  };
 }

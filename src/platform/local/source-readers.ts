@@ -5,6 +5,7 @@
  */
 import { join } from 'node:path';
 import type { HttpClient } from 'isomorphic-git';
+import { branchOf } from '../../core/defaults.js';
 import { SourceError } from '../../core/errors.js';
 import type { SourceReader, SourceReaderFactory } from '../../core/interfaces.js';
 import { scopedEnvSuffix } from '../../core/naming.js';
@@ -47,7 +48,7 @@ export class LocalSourceReaderFactory implements SourceReaderFactory {
 
   async create(source: GitSource): Promise<SourceReader> {
     const { url } = source.spec;
-    const branch = source.spec.branch ?? 'main';
+    const branch = branchOf(source);
     if (url.startsWith('/') || url.startsWith('file://')) {
       return new LocalRepositoryReader({ path: url.replace(/^file:\/\//, ''), branch });
     }

@@ -35,6 +35,7 @@ import type { SecretReader } from '../../secrets/references.js';
 import type { ProcessQuota } from '../process-quota.js';
 import type { InFlight } from '../runtime/in-flight.js';
 import { Done, type Result, requeueAfter } from '../runtime/patch.js';
+import { canaryStep } from './canary-step.js';
 import { secretsStep } from './secrets-step.js';
 
 export interface FunctionReconcileDeps {
@@ -258,6 +259,18 @@ export async function reconcileFunction(
     await setStalled(Reason.QuotaExceeded, refusal);
     return Done;
   }
+  // Under `spec.rollout.canary`, a new revision first takes a share of requests beside the old one.
+  const canary = await canaryStep(deps, {
+    fn,
+    build,
+    revision,
+    enabled,
+    deployOptions,
+    update,
+    setPhase,
+    readyWhileInProgress,
+  });
+  if (canary) return canary;
   // A rollout this controller ran says how it ended first: on kube the Deployment names the new
   // revision as soon as it is applied, before the revision is available, so "rolled out" alone does
   // not mean it served.
@@ -320,7 +333,8 @@ export async function reconcileFunction(
   // What the platform saw of the revision since it rolled out: its crashes, how it is held in.
   const seen = deps.platform.observe?.(fn);
   if (seen) {
-    status.restarts = seen.restarts;
+    if (seen.restarts !== undefined) status.restarts = seen.restarts;
+    if (seen.instances) status.instances = { desired: seen.instances.desired, ready: seen.instances.ready };
     if (seen.lastCrash) status.lastError = seen.lastCrash;
     if (seen.isolation) status.isolation = seen.isolation;
   }

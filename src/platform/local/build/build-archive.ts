@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { BuildArchive, FunctionRef, StoredBuild } from '../../../core/interfaces.js';
 import type { BuildRecord } from '../../../core/resources.js';
+import { commitMatches } from '../../../core/revision-ref.js';
 import { type LocalBuilder, STAGING } from './local-builder.js';
 
 export interface LocalBuildArchiveOptions {
@@ -132,4 +133,25 @@ async function readRecord(dir: string): Promise<BuildRecord | undefined> {
   } catch {
     return undefined;
   }
+}
+
+/**
+ * The kept successful build of a function made at `commit` (full or 12-digit), newest first if a
+ * short SHA names more than one; undefined once garbage collection removed it (or it never existed).
+ */
+export async function findKeptBuild(
+  stateDir: string,
+  namespace: string,
+  name: string,
+  commit: string,
+): Promise<BuildRecord | undefined> {
+  const fnDir = join(stateDir, 'builds', namespace, name);
+  const found: BuildRecord[] = [];
+  for (const entry of await list(fnDir)) {
+    if (!entry.isDirectory() || entry.name.includes(STAGING)) continue;
+    const record = await readRecord(join(fnDir, entry.name));
+    if (record?.result === 'Succeeded' && record.image && commitMatches(record.commit, commit))
+      found.push(record);
+  }
+  return found.sort((a, b) => (b.finishedAt ?? '').localeCompare(a.finishedAt ?? ''))[0];
 }

@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Worker } from 'node:worker_threads';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { clientAddressOf } from '../client-address.js';
+import { clientAddressOf } from '../../proxy/client-address.js';
 import { Gateway } from './gateway.js';
 
 interface Seen {

@@ -6,10 +6,10 @@
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import { PassThrough } from 'node:stream';
 import type { Dispatcher } from 'undici';
-import { sendJson, writeUpstreamChunk } from '../answers.js';
-import { RELAYED_CLIENT_ADDRESS } from '../client-address.js';
-import { stripHopByHop, stripHopByHopRaw } from '../hop-by-hop.js';
-import { Pool } from '../undici-parts.js';
+import { sendJson, writeUpstreamChunk } from '../../proxy/answers.js';
+import { RELAYED_CLIENT_ADDRESS } from '../../proxy/client-address.js';
+import { stripHopByHop, stripHopByHopRaw } from '../../proxy/hop-by-hop.js';
+import { Pool } from '../../proxy/undici-parts.js';
 
 /**
  * Passes requests from the gateway thread to the main thread's private unix socket, as they came:

@@ -9,11 +9,11 @@ import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
-import { type ClientListener, EarlyListener } from '../../api/early-listener.js';
 import { ActivityBoard } from '../../core/activity-board.js';
 import type { MirroredRoute, RouteMirror } from '../../core/interfaces.js';
 import { OwnedTempDirs } from '../../core/owned-temp-dirs.js';
 import type { ProxyTally, QueueDepth } from '../../core/proxy-tallies.js';
+import { type ClientListener, EarlyListener } from '../early-listener.js';
 import type { FromGateway, GatewayWorkerData, ToGateway } from './protocol.js';
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => void;
@@ -32,8 +32,8 @@ export interface GatewayReports {
 function workerEntry(): string {
   const here = fileURLToPath(import.meta.url);
   if (!here.endsWith('.ts')) return join(here, '..', 'worker.js');
-  const [root] = here.split(`${join('/', 'src', 'proxy')}`);
-  const compiled = join(root ?? '', 'dist', 'proxy', 'gateway', 'worker.js');
+  const [root] = here.split(`${join('/', 'src', 'server')}`);
+  const compiled = join(root ?? '', 'dist', 'server', 'gateway', 'worker.js');
   if (!existsSync(compiled)) throw new Error(`the gateway thread needs ${compiled}: run npm run build`);
   return compiled;
 }

@@ -6,10 +6,10 @@
  * API, webhooks, functions that are not ready) is relayed to the main thread.
  */
 import { type MessagePort, parentPort, workerData } from 'node:worker_threads';
-import { EarlyListener } from '../../api/early-listener.js';
 import { ActivityBoard } from '../../core/activity-board.js';
 import type { MirroredRoute, RouteResolver, RouteState } from '../../core/interfaces.js';
 import { ProxyTallies } from '../../core/proxy-tallies.js';
+import { EarlyListener } from '../early-listener.js';
 import type { FromGateway, GatewayWorkerData, ToGateway } from './protocol.js';
 
 if (!parentPort) throw new Error('the gateway runs as a worker thread');
@@ -70,7 +70,7 @@ async function serve(): Promise<void> {
   send({ type: 'listening', url: listener.url });
 
   const [{ FunctionProxy }, { MainThreadRelay }] = await Promise.all([
-    import('../function-proxy.js'),
+    import('../../proxy/function-proxy.js'),
     import('./relay.js'),
   ]);
   const relay = new MainThreadRelay(data.mainSocketPath);

@@ -4,7 +4,7 @@
  * end in the same FunctionProxy.
  */
 import type { FastifyInstance } from 'fastify';
-import type { FunctionProxy } from './function-proxy.js';
+import type { FunctionProxy } from '../proxy/function-proxy.js';
 
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS'];
 

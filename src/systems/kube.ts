@@ -1,0 +1,459 @@
+/**
+ * The production system: the kube adapters around the same Controller and API. Every replica serves
+ * the API and /fn/ from watch caches; the control loop and the other leader-only work run in a
+ * LeaderTerm.
+ */
+import type { FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
+import { createAuthenticator } from '../api/auth/factory.js';
+import type { KubeControllerConfig } from '../config/kube.js';
+import type { Leadership, LeaderTasks } from '../core/leadership.js';
+import { SopsDecryptor } from '../manifest/sops.js';
+import type { KubeAutoscaler } from '../platform/kube/autoscaler.js';
+import type { KanikoBuilder } from '../platform/kube/build/kaniko-builder.js';
+import type { KubeStore } from '../platform/kube/kube-store.js';
+import type { KubeCredentials } from '../platform/kube/kubeconfig.js';
+import type { KubeObject } from '../platform/kube/objects.js';
+import type { KubeRouteResolver } from '../platform/kube/routes.js';
+import type { KubeScaler } from '../platform/kube/scaler.js';
+import type { KubeWorkloads } from '../platform/kube/workloads.js';
+import { BuildCollector } from '../reconcile/build-gc.js';
+import type { Controller } from '../reconcile/controller.js';
+import { referencesSecret } from '../secrets/references.js';
+import { RepoSecrets } from '../secrets/repo-secrets.js';
+import {
+  buildRecorder,
+  controllerContext,
+  controllerObserver,
+  controlPlaneModules,
+  createLogger,
+  functionInstanceCounts,
+  once,
+  outboundPolicy,
+  readyFunctionCounts,
+  requeueReferencing,
+} from './common.js';
+
+export interface KubeSystem {
+  app: FastifyInstance;
+  store: KubeStore;
+  /** The control loop of this replica's current term as leader (the last one, once it stopped leading). */
+  readonly controller: Controller;
+  /** Whether this replica reconciles now; leader-only work checks it (or registers with `leaderTasks`). */
+  leadership: Leadership;
+  /** Leader-only work, started when this replica becomes the leader and stopped when it stops being one. */
+  leaderTasks: LeaderTasks;
+  workloads: KubeWorkloads;
+  builder: KanikoBuilder;
+  routes: KubeRouteResolver;
+  scaler: KubeScaler;
+  autoscaler: KubeAutoscaler;
+  /** Build garbage collection past the history limit; it runs only while `isLeader` says so. */
+  gc: BuildCollector;
+  url: string;
+  stop(): Promise<void>;
+}
+
+/**
+ * The production shape: the same Controller and API, with the kube adapters. `kubeConfig` defaults
+ * to KUBECONFIG or the in-cluster service account; `originOf` overrides Service addressing (tests).
+ */
+export async function startKubeSystem(
+  config: KubeControllerConfig,
+  options: {
+    logger?: Logger;
+    kubeConfig?: KubeCredentials;
+    originOf?: (namespace: string, name: string) => string;
+    pollMs?: number;
+    /**
+     * Whether this replica may run what only one replica should (the idle scale-down, build garbage
+     * collection); true when there is no leader election.
+     */
+    isLeader?: () => boolean;
+    /** How often idle functions are looked for (default 5 s). */
+    idleSweepMs?: number;
+    /** How often the autoscaler samples and decides (default 1 s). */
+    autoscaleTickMs?: number;
+  } = {},
+): Promise<KubeSystem> {
+  const logger = options.logger ?? createLogger(config);
+  // The Kubernetes client and the AWS SDK cost most of a second to load; local mode never needs them.
+  const [
+    { buildApp, BuildHistory, SlessMetrics, withCodeGate, Controller },
+    { observedFunctionProxy },
+    { guardedGitHttp },
+    { S3Client },
+    { loadKubeCredentials },
+    { KanikoBuilder },
+    { FunctionCleanup },
+    { KubeCronScheduler },
+    { KubeHttp },
+    { KubeJobRunner },
+    { KubeStore },
+    { KubeNamespaces },
+    { KubeRouteResolver },
+    { KubeRouteCache },
+    { KubeAutoscaler },
+    { KubeSourceReaderFactory },
+    { PullSecretSync },
+    { kubeWebhookSecrets },
+    { KubeWorkloads },
+    { KubeFunctionLogs },
+    { DriftWatch },
+    { KubeEventRecorder },
+    { KubeScaler },
+    { KubeCodeVerdicts },
+    { LeaderTerm },
+    { KubeBuildArchive },
+    { RegistryClient, secretCredentials },
+    { BuildWatch },
+    { ChangeSignal },
+    { KubeSecrets, kubeAgeKey },
+    { CodeLayerBuilder },
+  ] = await Promise.all([
+    controlPlaneModules(),
+    import('../proxy/function-proxy.js'),
+    import('../source/guarded-http.js'),
+    import('@aws-sdk/client-s3'),
+    import('../platform/kube/kubeconfig.js'),
+    import('../platform/kube/build/kaniko-builder.js'),
+    import('../platform/kube/cleanup.js'),
+    import('../platform/kube/cron-scheduler.js'),
+    import('../platform/kube/http.js'),
+    import('../platform/kube/job-runner.js'),
+    import('../platform/kube/kube-store.js'),
+    import('../platform/kube/namespaces.js'),
+    import('../platform/kube/routes.js'),
+    import('../platform/kube/route-cache.js'),
+    import('../platform/kube/autoscaler.js'),
+    import('../platform/kube/source-readers.js'),
+    import('../platform/kube/tenant.js'),
+    import('../platform/kube/webhook-secrets.js'),
+    import('../platform/kube/workloads.js'),
+    import('../platform/kube/function-logs.js'),
+    import('../platform/kube/drift-watch.js'),
+    import('../platform/kube/events.js'),
+    import('../platform/kube/scaler.js'),
+    import('../platform/kube/code-verdicts.js'),
+    import('../platform/kube/leader-term.js'),
+    import('../platform/kube/build/build-archive.js'),
+    import('../platform/kube/build/registry-client.js'),
+    import('../platform/kube/build/build-watch.js'),
+    import('../platform/kube/change-signal.js'),
+    import('../platform/kube/secrets.js'),
+    import('../platform/kube/build/code-layer-build.js'),
+  ]);
+  const http = new KubeHttp(options.kubeConfig ?? (await loadKubeCredentials()));
+  const s3 = new S3Client({
+    endpoint: config.s3.endpoint,
+    region: config.s3.region,
+    forcePathStyle: true,
+    credentials: { accessKeyId: config.s3.accessKeyId, secretAccessKey: config.s3.secretAccessKey },
+  });
+  const authenticator = createAuthenticator(config.auth);
+  if (config.authDisabled) logger.warn('AUTHENTICATION IS OFF: /v1 is served on loopback without auth');
+  const history = new BuildHistory();
+  const gitHttp = guardedGitHttp(outboundPolicy(config.tenancy, logger));
+  const pullSecrets = config.pullSecret
+    ? new PullSecretSync({ http, controllerNamespace: config.controllerNamespace, ...config.pullSecret })
+    : undefined;
+  const namespaces = new KubeNamespaces({
+    http,
+    controllerNamespace: config.controllerNamespace,
+    ...(pullSecrets ? { pullSecrets } : {}),
+  });
+  // Rollouts and builds in progress read their Deployment or Job when a watch sees it move.
+  const changes = new ChangeSignal();
+  const workloads = new KubeWorkloads({
+    http,
+    changes,
+    imagePullSecrets: config.imagePullSecrets,
+    // Read when a reconcile reports instances; the cache is made below and started before any.
+    deploymentOf: (ns, name): KubeObject | undefined => routeCache.deployment(ns, name),
+    prepareNamespace: (ns) => namespaces.prepare(ns),
+    rolloutDeadlineMs: config.rolloutDeadlineMs,
+    ...(options.pollMs ? { pollMs: options.pollMs } : {}),
+  });
+  const archive = new KubeBuildArchive({
+    http,
+    s3,
+    bucket: config.s3.bucket,
+    controllerNamespace: config.controllerNamespace,
+    ...(config.watchNamespaces ? { namespaces: config.watchNamespaces } : {}),
+    ...(config.registryDelete
+      ? {
+          registry: new RegistryClient({
+            registry: config.registry,
+            insecure: config.insecureRegistry,
+            // kaniko's push credentials: the only ones allowed to change the registry.
+            credentials: () =>
+              secretCredentials(http, config.controllerNamespace, config.pushSecret, config.registry),
+          }),
+        }
+      : {}),
+    logger,
+  });
+  const cleanup = new FunctionCleanup({ s3, bucket: config.s3.bucket, workloads, archive });
+  // Builds report to the collector, which needs the builder's store first.
+  const late: { gc?: BuildCollector } = {};
+  // Only the leader reconciles: the control loop, the drift watch and finalizers run while this
+  // replica holds the Lease, and stop the moment it does not. Every replica serves /fn/ and the API.
+  const term = new LeaderTerm<Controller>({
+    election: config.leaderElection,
+    logger,
+    newControlLoop: (): Controller => newController(),
+  });
+  const { leadership } = term;
+  const currentController = (): Controller => term.current();
+  const store = new KubeStore({
+    http,
+    logger,
+    ...(config.watchNamespaces ? { namespaces: config.watchNamespaces } : {}),
+    mayFinalize: () => leadership.isLeader(),
+    onFunctionDeleting: (fn) => cleanup.run(fn),
+    onSourceDeleting: (source) =>
+      currentController().finalizeSource(source.metadata.namespace, source.metadata.name),
+  });
+  const events = new KubeEventRecorder({ http, logger, instance: config.leaderElection.identity });
+  // /fn/ routes from what these informers hold, never from a request to the API server.
+  const routeCache = new KubeRouteCache({
+    http,
+    logger,
+    functions: store,
+    services: config.functionRoute === 'cluster-ip',
+    ...(config.watchNamespaces ? { namespaces: config.watchNamespaces } : {}),
+  });
+  // Every replica holds requests and scales up; only the leader scales idle functions down.
+  const scaler = new KubeScaler({
+    http,
+    store,
+    cache: routeCache,
+    cachedFunctions: (keep) => store.cached('Function', keep),
+    logger,
+    events,
+    isLeader: options.isLeader ?? (() => leadership.isLeader()),
+    activationTimeoutMs: config.activationTimeoutMs,
+    maxHeldPerFunction: config.activationQueue,
+    ...(options.idleSweepMs ? { sweepMs: options.idleSweepMs } : {}),
+    ...(config.watchNamespaces ? { namespaces: config.watchNamespaces } : {}),
+  });
+  // Every replica counts in-flight requests; only the leader applies the decisions.
+  const autoscaler = new KubeAutoscaler({
+    http,
+    cache: routeCache,
+    functions: () => store.cached('Function', (fn) => fn.spec.scale !== undefined),
+    logger,
+    events,
+    isLeader: options.isLeader ?? (() => leadership.isLeader()),
+    ...(options.autoscaleTickMs ? { tickMs: options.autoscaleTickMs } : {}),
+  });
+  const routes = new KubeRouteResolver({
+    cache: routeCache,
+    scaler,
+    autoscaler,
+    route: config.functionRoute,
+    ...(options.originOf ? { originOf: options.originOf } : {}),
+  });
+  const metrics = new SlessMetrics({
+    readyFunctions: () => readyFunctionCounts(store),
+    functionInstances: () => functionInstanceCounts(store),
+  });
+  const builder = new KanikoBuilder({
+    http,
+    s3,
+    runtimesDir: config.runtimesDir,
+    logger,
+    controllerNamespace: config.controllerNamespace,
+    registry: config.registry,
+    insecureRegistry: config.insecureRegistry,
+    bucket: config.s3.bucket,
+    s3Endpoint: config.s3.endpoint,
+    s3Region: config.s3.region,
+    s3CredentialsSecret: config.s3.credentialsSecret,
+    pushSecret: config.pushSecret,
+    ...(config.kanikoImage ? { kanikoImage: config.kanikoImage } : {}),
+    registryMap: config.kanikoRegistryMap,
+    ...(config.buildServiceAccount ? { serviceAccountName: config.buildServiceAccount } : {}),
+    ...(options.pollMs ? { pollMs: options.pollMs } : {}),
+    changes,
+    onBuildFinished: buildRecorder(metrics, history, () => late.gc),
+    ...(config.codeLayer
+      ? {
+          codeLayer: new CodeLayerBuilder({
+            http,
+            controllerNamespace: config.controllerNamespace,
+            registry: config.registry,
+            insecure: config.insecureRegistry,
+            // The push credentials, read when a build needs them (they may be rotated).
+            credentials: () =>
+              secretCredentials(http, config.controllerNamespace, config.pushSecret, config.registry),
+            logger,
+          }),
+        }
+      : {}),
+  });
+  const gc = new BuildCollector({
+    store,
+    archive,
+    limit: config.buildHistory,
+    logger,
+    events,
+    // Every replica may run it, but a pass prunes only while this replica leads.
+    shouldRun: options.isLeader ?? (() => leadership.isLeader()),
+  });
+  late.gc = gc;
+  // Functions' Secrets are read to check and hash them, never copied; SOPS files become Secrets.
+  const secrets = new KubeSecrets({
+    http,
+    logger,
+    ...(config.watchNamespaces ? { namespaces: config.watchNamespaces } : {}),
+  });
+  const ageKey = kubeAgeKey(http, config.controllerNamespace, config.sopsAgeSecret);
+  const repoSecrets = new RepoSecrets({
+    decryptor: new SopsDecryptor({ binary: config.sopsBinary, key: { text: ageKey.text } }),
+    sink: secrets,
+    keyVersion: ageKey.version,
+  });
+  const jobs = new KubeJobRunner({
+    http,
+    logger,
+    imagePullSecrets: config.imagePullSecrets,
+    ...(options.pollMs ? { pollMs: options.pollMs } : {}),
+  });
+  const newController = (): Controller =>
+    new Controller({
+      store,
+      builder: withCodeGate(
+        builder,
+        config.codeGate,
+        logger,
+        new KubeCodeVerdicts({ http, controllerNamespace: config.controllerNamespace }),
+      ),
+      platform: workloads,
+      readers: new KubeSourceReaderFactory({ http, stateDir: config.stateDir, gitHttp }),
+      scheduler: new KubeCronScheduler({
+        http,
+        registryMap: config.kanikoRegistryMap,
+        activator: { url: config.activatorUrl, timeoutMs: config.activationTimeoutMs },
+      }),
+      jobs,
+      // Builds are Jobs that run on the cluster; the reconciles themselves never wait on them.
+      buildConcurrency: 32,
+      // A reconcile never waits on a build or a rollout, but each pass makes several API round
+      // trips; more of them at once keep a large commit from queueing behind API latency.
+      functionConcurrency: 16,
+      quotas: config.tenancy.quotas,
+      events,
+      logger,
+      externalUrl: config.externalUrl,
+      observer: controllerObserver(metrics, gc),
+      secrets,
+      repoSecrets,
+    });
+  let ready = false;
+  const proxy = observedFunctionProxy({ routes, metrics, logger });
+  const app = await buildApp({
+    logger,
+    proxy,
+    authenticator,
+    ...(config.leaderElection.enabled
+      ? { leader: { ...leadership, leaderUrl: () => term.leaderUrl() } }
+      : {}),
+    metrics,
+    metricsToken: config.tenancy.metricsToken,
+    context: {
+      namespaceExists: (ns) => namespaces.namespaceExists(ns),
+      ensureNamespace: (ns) => namespaces.ensureNamespace(ns),
+      webhookSecret: kubeWebhookSecrets({ http, store, fallback: config.webhookSecrets }),
+      ...controllerContext(currentController, store, history, () => ready, leadership),
+      platformName: 'kube',
+      quotas: config.tenancy.quotas,
+      functionLogs: new KubeFunctionLogs({ http }),
+    },
+  });
+  // A Deployment, Service or CronJob deleted or edited behind the controller's back is put back at once.
+  term.register('drift watch', () => {
+    const drift = new DriftWatch({
+      http,
+      logger,
+      ...(config.watchNamespaces ? { namespaces: config.watchNamespaces } : {}),
+      changes,
+      onDrift: (owner, ns, name, cause) => {
+        if (cause !== 'instances')
+          logger.info({ [owner]: `${ns}/${name}`, cause }, 'owned object drifted; reconciling');
+        if (owner === 'Trigger') term.latest()?.enqueueTrigger(ns, name);
+        else term.latest()?.enqueueFunction(ns, name);
+      },
+    });
+    drift.start();
+    return () => drift.stop();
+  });
+  term.register('build watch', () => {
+    const watch = new BuildWatch({ http, logger, controllerNamespace: config.controllerNamespace, changes });
+    watch.start();
+    return () => watch.stop();
+  });
+  routeCache.start();
+  autoscaler.start();
+  // A Secret that changes queues the Functions that reference it: a rotation rolls their pods.
+  term.register('secret watch', () => {
+    const watcher = new KubeSecrets({
+      http,
+      logger,
+      ...(config.watchNamespaces ? { namespaces: config.watchNamespaces } : {}),
+    });
+    watcher.watch((ns, name) => {
+      const referencing = store.cached(
+        'Function',
+        (f) => f.metadata.namespace === ns && referencesSecret(f, name),
+      );
+      if (referencing) for (const f of referencing) term.latest()?.enqueueFunction(ns, f.metadata.name);
+      else {
+        const controller = term.latest();
+        if (controller) void requeueReferencing(store, controller, ns, name);
+      }
+    });
+    return () => watcher.stop();
+  });
+  // The scaler runs on every replica: each holds requests and scales up; it scales down only while
+  // this replica leads.
+  scaler.start();
+  gc.start();
+  gc.request();
+  const address = await app.listen({ host: config.host, port: config.port });
+  await term.start({ http, namespace: config.controllerNamespace, url: address });
+  ready = true;
+  return {
+    app,
+    store,
+    get controller(): Controller {
+      const controller = term.latest();
+      if (!controller) throw new Error('this replica has not led yet');
+      return controller;
+    },
+    leadership,
+    leaderTasks: term.tasks,
+    workloads,
+    builder,
+    routes,
+    scaler,
+    autoscaler,
+    gc,
+    url: address,
+    stop: once(async () => {
+      ready = false;
+      await term.stop();
+      await gc.stop();
+      scaler.stop();
+      autoscaler.stop();
+      routeCache.stop();
+      await builder.stop();
+      jobs.stop();
+      store.stop();
+      await app.close();
+      s3.destroy();
+      http.close();
+      await gitHttp.close();
+    }),
+  };
+}

@@ -1,0 +1,389 @@
+/**
+ * The embedded system, wired in the order a restart needs: state and the sandbox probe, the platform
+ * restoring what served, the /fn/ proxy, then the builder, scheduler, controller and API.
+ */
+import { join } from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
+import type { Authenticator } from '../api/auth/authenticator.js';
+import { createAuthenticator } from '../api/auth/factory.js';
+import type { SlessMetrics } from '../api/metrics.js';
+import { webhookSecretFor } from '../config/auth.js';
+import { ConfigError, type LocalConfig } from '../config/config.js';
+import type { ActivityBoard } from '../core/activity-board.js';
+import { branchOf } from '../core/defaults.js';
+import type { ObjectStore, ProcessLauncher, RouteMirror } from '../core/interfaces.js';
+import { ALWAYS_LEADER } from '../core/leadership.js';
+import type { ProxyTally, QueueDepth } from '../core/proxy-tallies.js';
+import type { GitSource } from '../core/resources.js';
+import { startupMark } from '../core/startup-marks.js';
+import { SopsDecryptor } from '../manifest/sops.js';
+import { findKeptBuild, LocalBuildArchive } from '../platform/local/build/build-archive.js';
+import type { LocalBuilder } from '../platform/local/build/local-builder.js';
+import type { LocalCronScheduler } from '../platform/local/cron-scheduler.js';
+import { FunctionLogBuffer } from '../platform/local/function-logs.js';
+import type { LocalPlatform } from '../platform/local/local-platform.js';
+import { LocalState } from '../platform/local/local-state.js';
+import { MemoryStore } from '../platform/local/memory-store.js';
+import type { FunctionProxy } from '../proxy/function-proxy.js';
+import { BuildCollector } from '../reconcile/build-gc.js';
+import type { Controller } from '../reconcile/controller.js';
+import { createLauncher, describeIsolation } from '../sandbox/probe.js';
+import { LocalSecretStore } from '../secrets/local-store.js';
+import { RepoSecrets } from '../secrets/repo-secrets.js';
+import type { ClientListener } from '../server/early-listener.js';
+import type { GuardedHttpClient } from '../source/guarded-http.js';
+import {
+  buildRecorder,
+  controllerContext,
+  controllerObserver,
+  controlPlaneModules,
+  createLogger,
+  fileVersion,
+  functionInstanceCounts,
+  once,
+  outboundPolicy,
+  readyFunctionCounts,
+  requeueReferencing,
+} from './common.js';
+
+/** What the local system needs of the proxy thread (the Gateway), kept to a type so none loads here. */
+interface ProxyThread extends RouteMirror {
+  readonly activity: ActivityBoard;
+  takeTallies(): Promise<ProxyTally[]>;
+  /** Optional: a stand-in thread without admission queues reports none. */
+  queueDepths?(): Promise<QueueDepth[]>;
+}
+
+export interface LocalSystem {
+  app: FastifyInstance;
+  store: MemoryStore;
+  controller: Controller;
+  platform: LocalPlatform;
+  builder: LocalBuilder;
+  scheduler: LocalCronScheduler;
+  /** What survives a restart; `platform.pinnedBuildDirs()` is what build GC must keep. */
+  state: LocalState;
+  /** Build garbage collection past the history limit. */
+  gc: BuildCollector;
+  url: string;
+  stop(): Promise<void>;
+}
+
+/**
+ * The source given on the command line, with the pin (spec.ref) of the same source as the durable
+ * store kept it, so a restart serves the pinned commit, not the branch head. Only for the same
+ * repository and branch: a pin means nothing on another one.
+ */
+async function withStoredPin(store: ObjectStore, source: GitSource): Promise<GitSource> {
+  const stored = await store.get('GitSource', source.metadata.namespace, source.metadata.name);
+  const ref = stored?.spec.ref;
+  if (!ref?.commit || stored?.spec.url !== source.spec.url) return source;
+  if (branchOf(stored) !== branchOf(source)) return source;
+  return { ...source, spec: { ...source.spec, ref } };
+}
+
+/** Starts the embedded platform; `source` registers a GitSource once the controller runs. */
+export async function startLocalSystem(
+  config: LocalConfig,
+  options: {
+    logger?: Logger;
+    source?: GitSource;
+    listener?: ClientListener;
+    /** The proxy thread, when `/fn/` is served from one: routes, counts and tallies cross to it. */
+    gateway?: ProxyThread;
+  } = {},
+): Promise<LocalSystem> {
+  const logger = options.logger ?? createLogger(config);
+  const { gateway } = options;
+  // What the last run left comes first: the objects it had applied (with their status), the revisions
+  // that served and the builds that failed. A restart then starts from there, not from nothing. The
+  // sandbox probe (a few child processes) runs meanwhile.
+  // The probe's children run while the serving path (undici, the proxy, prom-client) loads.
+  const [state, launcher, { LocalPlatform }] = await Promise.all([
+    LocalState.open(config.stateDir, logger).then((state) => {
+      startupMark('state loaded');
+      return state;
+    }),
+    createLauncher({
+      runDir: join(config.stateDir, 'sandbox'),
+      logger,
+      ...(config.sandbox === 'off' ? { disabled: 'turned off with --sandbox off (single-user mode)' } : {}),
+    }).then((launcher) => {
+      startupMark('sandbox probed');
+      return launcher;
+    }),
+    import('../platform/local/local-platform.js'),
+  ]);
+  const store: MemoryStore = new MemoryStore({
+    ...(state.storeSnapshot ? { initial: state.storeSnapshot } : {}),
+    persist: (change) => state.saveStore(() => store.snapshotJson(), change),
+  });
+  const authenticator = createAuthenticator(config.auth);
+  if (config.authDisabled)
+    logger.warn(
+      `AUTHENTICATION IS OFF: anyone who can reach ${config.host}:${config.port} may use /v1 as an admin (local loopback mode only)`,
+    );
+  else logger.info({ auth: authenticator.description }, '/v1 requires a bearer token');
+  const isolation = describeIsolation(launcher.report);
+  if (!config.authDisabled && !launcher.report.sandboxed) {
+    await launcher.close();
+    throw new ConfigError(
+      `authentication is on, so tenants' code would run here, and it runs only in a sandbox: ${launcher.report.notEnforced[0]}`,
+    );
+  }
+  if (launcher.report.sandboxed && launcher.report.notEnforced.length === 0) logger.info(isolation);
+  else logger.warn(isolation);
+  const logs = new FunctionLogBuffer();
+  // Sealed at rest under a key kept apart; opened before anything starts a function that needs it.
+  const secrets = new LocalSecretStore({ stateDir: config.stateDir, logger }).open();
+  // The platform reports scaling to the controller, which needs the platform first; the builder tells
+  // the collector of each finished build, and the collector needs the builder first.
+  const late: { controller?: Controller; gc?: BuildCollector } = {};
+  const platform = new LocalPlatform({
+    runtimesDir: config.runtimesDir,
+    store,
+    logger,
+    logs,
+    launcher,
+    ...(config.scaleToZeroAfterSeconds ? { defaultIdleSeconds: config.scaleToZeroAfterSeconds } : {}),
+    serving: state.serving,
+    onChanged: (ns, name) => late.controller?.enqueueFunction(ns, name),
+    secrets,
+    ...(gateway ? { activity: gateway.activity, mirror: gateway } : {}),
+    keptBuild: (ns, name, commit) => findKeptBuild(config.stateDir, ns, name, commit),
+  });
+  // Serve first: the revisions that served before start from their builds on disk before the API and
+  // the controller load (a request that arrives meanwhile waits for its function). Only then
+  // does the controller look at git, so an unreachable server or a rejected head cannot delay or undo
+  // what served.
+  const restored = platform.restore();
+  // The restored processes are spawned before the rest loads (undici, prom-client: hundreds of ms of
+  // CPU here), so they boot meanwhile.
+  await restored.launched;
+  startupMark('restored launched');
+  const [{ FunctionProxy, observedFunctionProxy }, { SlessMetrics }] = await Promise.all([
+    import('../proxy/function-proxy.js'),
+    import('../api/metrics.js'),
+  ]);
+  startupMark('serving path loaded');
+  // The /fn/ proxy needs only the platform (and the metrics it counts in), so it serves at once.
+  const metrics = new SlessMetrics({
+    readyFunctions: () => readyFunctionCounts(store),
+    functionInstances: () => functionInstanceCounts(store),
+    isKnownFunction: (ns, name) => platform.currentRevision(ns, name) !== undefined,
+    ...(gateway ? { collectProxyTallies: () => gateway.takeTallies() } : {}),
+  });
+  const proxy = observedFunctionProxy({ routes: platform, metrics, logger });
+  const threadQueues = gateway?.queueDepths?.bind(gateway);
+  if (threadQueues) metrics.addQueueDepths(threadQueues);
+  options.listener?.serveEarly(FunctionProxy.matches, (req, res) => void proxy.handle(req, res));
+  startupMark('proxy attached');
+  // Loading the control plane (fastify, ajv, isomorphic-git: seconds of CPU on a busy small machine)
+  // blocks the event loop, so started alongside the restored revisions it held up their health
+  // checks and the requests waiting for them. It loads once they serve; nothing it does can start
+  // before then anyway (the controller starts after the restore, so a reconcile never races it).
+  await restored.serving;
+  startupMark('restored');
+  // This start may have used the toolchains the last one found; they are looked up again now.
+  void launcher.checkToolchains();
+  const { guardedGitHttp } = await import('../source/guarded-http.js');
+  const gitHttp = guardedGitHttp(outboundPolicy(config.tenancy, logger));
+  let parts: Awaited<ReturnType<typeof localControlPlane>>;
+  let address: string;
+  try {
+    parts = await localControlPlane(config, {
+      logger,
+      state,
+      store,
+      launcher,
+      platform,
+      logs,
+      authenticator,
+      gitHttp,
+      metrics,
+      proxy,
+      listener: options.listener,
+      late,
+      secrets,
+    });
+    if (options.listener) {
+      await parts.app.ready();
+      address = options.listener.url;
+    } else address = await parts.app.listen({ host: config.host, port: config.port });
+  } catch (error) {
+    await platform.stopAll();
+    await proxy.close();
+    await gitHttp.close();
+    await launcher.close();
+    throw error;
+  }
+  const { app, controller, builder, scheduler, gc } = parts;
+  startupMark('control plane loaded');
+  await controller.start();
+  if (options.source) await store.apply(await withStoredPin(store, options.source));
+  // The first pass removes the history of functions deleted while sless was stopped.
+  gc.start();
+  gc.request();
+  parts.markReady();
+  startupMark('ready');
+  return {
+    app,
+    store,
+    controller,
+    platform,
+    builder,
+    scheduler,
+    state,
+    gc,
+    url: address,
+    stop: once(async () => {
+      parts.markUnready();
+      await gc.stop();
+      await controller.stop();
+      scheduler.stopAll();
+      await options.listener?.drainClients?.();
+      await app.close();
+      await options.listener?.close();
+      await platform.stopAll();
+      await gitHttp.close();
+      await launcher.close();
+      await state.close();
+    }),
+  };
+}
+
+/** The local builder, scheduler, controller and API around a platform that already serves. */
+async function localControlPlane(
+  config: LocalConfig,
+  parts: {
+    logger: Logger;
+    state: LocalState;
+    store: MemoryStore;
+    launcher: ProcessLauncher;
+    platform: LocalPlatform;
+    logs: FunctionLogBuffer;
+    authenticator: Authenticator;
+    gitHttp: GuardedHttpClient;
+    metrics: SlessMetrics;
+    proxy: FunctionProxy;
+    listener: ClientListener | undefined;
+    /** Filled in here: the platform and the builder report to the controller and the collector. */
+    late: { controller?: Controller; gc?: BuildCollector };
+    secrets: LocalSecretStore;
+  },
+) {
+  const { logger, state, store, launcher, platform, logs, authenticator, gitHttp, metrics, late, secrets } =
+    parts;
+  const [
+    { buildApp, BuildHistory, withCodeGate, Controller },
+    { LocalBuilder },
+    { LocalCronScheduler },
+    { LocalJobRunner },
+    { LocalSourceReaderFactory },
+  ] = await Promise.all([
+    controlPlaneModules(),
+    import('../platform/local/build/local-builder.js'),
+    import('../platform/local/cron-scheduler.js'),
+    import('../platform/local/job-runner.js'),
+    import('../platform/local/source-readers.js'),
+  ]);
+  const history = new BuildHistory();
+  const builder = new LocalBuilder({
+    stateDir: config.stateDir,
+    ...(config.buildCacheDir ? { cacheDir: config.buildCacheDir } : {}),
+    runtimesDir: config.runtimesDir,
+    logger,
+    launcher,
+    onBuildFinished: buildRecorder(metrics, history, () => late.gc),
+    failedBuilds: state.failedBuilds,
+  });
+  const archive = new LocalBuildArchive({
+    stateDir: config.stateDir,
+    builder,
+    servingDirs: () => platform.pinnedBuildDirs(),
+    limit: config.buildHistory,
+    logger,
+  });
+  // Nothing builds yet: every staging directory is what a kill left behind.
+  await archive.removeLeftovers();
+  const gc = new BuildCollector({ store, archive, limit: config.buildHistory, logger });
+  late.gc = gc;
+  const scheduler = new LocalCronScheduler({
+    routes: platform,
+    logger,
+    onFired: (ns, name) => late.controller?.enqueueTrigger(ns, name),
+  });
+  const jobs = new LocalJobRunner({
+    commandFor: (fn, build) => platform.runtimeCommand(fn, build),
+    logger,
+    launcher,
+  });
+  const controller = new Controller({
+    scheduler,
+    jobs,
+    observer: controllerObserver(metrics, gc),
+    store,
+    builder: withCodeGate(builder, config.codeGate, logger, state.codeVerdicts),
+    platform,
+    readers: new LocalSourceReaderFactory({
+      stateDir: config.stateDir,
+      http: gitHttp,
+      env: config.gitSecrets,
+    }),
+    logger,
+    externalUrl: config.externalUrl,
+    quotas: config.tenancy.quotas,
+    secrets,
+    repoSecrets: new RepoSecrets({
+      decryptor: new SopsDecryptor({
+        binary: config.sopsBinary,
+        key: config.sopsAgeKeyFile ? { file: config.sopsAgeKeyFile } : undefined,
+      }),
+      sink: secrets,
+      ...(config.sopsAgeKeyFile ? { keyVersion: () => fileVersion(config.sopsAgeKeyFile as string) } : {}),
+    }),
+  });
+  late.controller = controller;
+  // A secret that changes (set, rotated, deleted) queues the functions that reference it.
+  secrets.subscribe((namespace, name) => void requeueReferencing(store, controller, namespace, name));
+  let ready = false;
+  const app = await buildApp({
+    logger,
+    authenticator,
+    metrics,
+    metricsToken: config.tenancy.metricsToken,
+    proxy: parts.proxy,
+    ...(parts.listener ? { listener: parts.listener } : {}),
+    context: {
+      namespaceExists: (ns) => store.namespaceExists(ns),
+      ensureNamespace: (ns) => store.ensureNamespace(ns),
+      webhookSecret: async (ns, source) => webhookSecretFor(config.webhookSecrets, ns, source),
+      ...controllerContext(
+        () => controller,
+        store,
+        history,
+        () => ready,
+        ALWAYS_LEADER,
+      ),
+      pinSource: (ns, name, commit) => controller.pinSource(ns, name, commit),
+      platformName: 'local',
+      quotas: config.tenancy.quotas,
+      functionLogs: logs,
+      secrets,
+    },
+  });
+  return {
+    app,
+    controller,
+    builder,
+    scheduler,
+    gc,
+    markReady: () => {
+      ready = true;
+    },
+    markUnready: () => {
+      ready = false;
+    },
+  };
+}

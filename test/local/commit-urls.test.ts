@@ -1,0 +1,118 @@
+/**
+ * A URL per commit on the local platform: `/fn/{ns}/{name}@{sha}` calls the kept build made at that
+ * commit (full or 12-digit SHA), started on demand and stopped when idle; the build history lists
+ * these URLs; garbage collection keeps a build while its commit URL runs, and once the build is
+ * collected the URL answers 404 with a clear message.
+ */
+import { existsSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { functionManifest, git, nodeHandler, TestRepo } from '../helpers/git.js';
+import { bodyOf, eventually, startTestSystem, type TestSystem } from '../helpers/local-system.js';
+
+describe('a URL per commit (local)', { timeout: 180_000 }, () => {
+  let repo: TestRepo;
+  let system: TestSystem;
+  const commits: string[] = [];
+  const manifest = functionManifest('f', { scaleToZero: { idleSeconds: 2 } });
+
+  const served = (text: string) =>
+    eventually(async () => (await bodyOf(system, '/fn/default/f')).text === `"${text}"`, 60_000, text);
+  const release = async (body: string) => {
+    commits.push(await repo.commit({ 'f/handler.js': nodeHandler(`return '${body}';`) }));
+    await system.controller.syncNow('default', 'test');
+    await served(body);
+  };
+  const history = async () =>
+    (await system.call('/v1/namespaces/default/functions/f/builds').then((r) => r.json())) as {
+      items: { commit: string; image?: string; url?: string; result: string }[];
+    };
+
+  beforeAll(async () => {
+    repo = await TestRepo.create({
+      'f/function.yaml': manifest,
+      'f/handler.js': nodeHandler(`return 'one';`),
+    });
+    commits.push(await git(repo.dir, 'rev-parse', 'HEAD'));
+    // Two builds kept past the one serving: the third commit makes the first one garbage.
+    system = await startTestSystem({ url: repo.dir, env: { SLESS_BUILD_HISTORY: '2' } });
+    await served('one');
+    await release('two');
+  });
+
+  afterAll(async () => {
+    await system?.close();
+    await repo?.remove();
+  });
+
+  it('serves an older commit by its 12-digit and its full SHA, and the serving one without a second process', async () => {
+    const [one, two] = commits as [string, string];
+    expect(await bodyOf(system, `/fn/default/f@${one.slice(0, 12)}`)).toEqual({ status: 200, text: '"one"' });
+    expect(await bodyOf(system, `/fn/default/f@${one}`)).toEqual({ status: 200, text: '"one"' });
+    expect(system.platform.commitRevisions('default', 'f')).toEqual([one]);
+    // The head's build is the serving revision: no process of its own.
+    expect(await bodyOf(system, `/fn/default/f@${two.slice(0, 12)}`)).toEqual({ status: 200, text: '"two"' });
+    expect(system.platform.commitRevisions('default', 'f')).toEqual([one]);
+    // The plain path still serves the head.
+    expect((await bodyOf(system, '/fn/default/f')).text).toBe('"two"');
+  });
+
+  it('lists the commit URLs in the build history', async () => {
+    const { items } = await history();
+    const urls = items.filter((b) => b.result === 'Succeeded').map((b) => new URL(b.url ?? '').pathname);
+    expect(urls.sort()).toEqual(commits.map((commit) => `/fn/default/f@${commit.slice(0, 12)}`).sort());
+  });
+
+  it('answers 404 for a commit with no build, and for malformed suffixes', async () => {
+    const never = await system.call(`/fn/default/f@${'0'.repeat(40)}`);
+    expect(never.status).toBe(404);
+    expect(((await never.json()) as { error: string }).error).toMatch(/has no kept build at commit 0{40}/);
+    for (const bad of ['f@', 'f@ABCDEF012345', 'f@x@y', '@abc'])
+      expect((await system.call(`/fn/default/${bad}`)).status).toBe(404);
+    expect((await system.call(`/fn/default/nope@${commits[0]}`)).status).toBe(404);
+  });
+
+  it('keeps a running commit build past the history limit, then collects it once idle: 404 with a clear message', async () => {
+    const one = commits[0] as string;
+    const dirOfOne = (await history()).items.find((b) => b.commit === one)?.image as string;
+    expect(existsSync(dirOfOne)).toBe(true);
+    await release('three');
+    // Called again now, so it runs while the collector looks.
+    expect((await bodyOf(system, `/fn/default/f@${one.slice(0, 12)}`)).text).toBe('"one"');
+    const kept = await system.gc.collect();
+    expect(kept.pruned.map((b) => b.id)).not.toContain(dirOfOne);
+    expect(existsSync(dirOfOne)).toBe(true);
+    // Idle for its idleSeconds: stopped, and then it is garbage like any old build.
+    await eventually(
+      async () => system.platform.commitRevisions('default', 'f').length === 0,
+      30_000,
+      'idle stop',
+    );
+    const pass = await system.gc.collect();
+    expect(pass.pruned.map((b) => b.id)).toContain(dirOfOne);
+    expect(existsSync(dirOfOne)).toBe(false);
+    const gone = await system.call(`/fn/default/f@${one.slice(0, 12)}`);
+    expect(gone.status).toBe(404);
+    expect(await gone.json()).toEqual({
+      error: `function default/f has no kept build at commit ${one.slice(0, 12)}: it was never built there, or its build was removed past the build history limit`,
+    });
+    // The kept ones still answer.
+    expect((await bodyOf(system, `/fn/default/f@${(commits[1] as string).slice(0, 12)}`)).text).toBe('"two"');
+    expect((await bodyOf(system, '/fn/default/f')).text).toBe('"three"');
+  });
+
+  it('a disabled function answers 503 at its commit URLs too', async () => {
+    const trigger = `---\napiVersion: sless.dev/v1alpha1\nkind: Trigger\nmetadata:\n  name: off\nspec: ${JSON.stringify({ type: 'http', function: 'f', enabled: false })}\n`;
+    await repo.commit({ 'f/function.yaml': `${manifest}${trigger}` });
+    await system.controller.syncNow('default', 'test');
+    await eventually(
+      async () => (await system.functionStatus('f'))?.phase === 'Disabled',
+      30_000,
+      'disabled',
+    );
+    const two = (commits[1] as string).slice(0, 12);
+    const answer = await system.call(`/fn/default/f@${two}`);
+    expect(answer.status).toBe(503);
+    expect(await answer.json()).toEqual({ error: 'function default/f is disabled' });
+    expect(system.platform.commitRevisions('default', 'f')).toEqual([]);
+  });
+});
