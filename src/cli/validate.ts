@@ -7,7 +7,10 @@ import { stat } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { formatIssue } from '../core/errors.js';
-import { loadManifests } from '../manifest/load.js';
+import { endOfLifeWarning } from '../core/runtimes.js';
+import { RUNTIMES, type RuntimeName } from '../core/schemas.js';
+import { type LoadedDocument, loadManifests } from '../manifest/load.js';
+import { resolveToolchain } from '../platform/local/toolchains.js';
 import { WorkingTreeSnapshot } from '../source/working-tree.js';
 import { UsageError } from './usage.js';
 
@@ -39,6 +42,30 @@ export async function validateWorkingTree(argv: string[]): Promise<ValidateOutco
   const summary = [...counts].map(([kind, n]) => `${n} ${kind}`).join(', ');
   return {
     exitCode: 0,
-    lines: [`${loaded.documents.length} documents valid${summary ? ` (${summary})` : ''} in ${dir}`],
+    lines: [
+      `${loaded.documents.length} documents valid${summary ? ` (${summary})` : ''} in ${dir}`,
+      ...runtimeWarnings(loaded.documents),
+    ],
   };
+}
+
+/**
+ * Warnings that do not fail validation: a runtime past its end of life (it still builds and runs),
+ * and a runtime whose toolchain this machine lacks for the local platform (kube images carry theirs).
+ */
+function runtimeWarnings(documents: readonly LoadedDocument[]): string[] {
+  const today = new Date().toISOString().slice(0, 10);
+  const lines: string[] = [];
+  for (const d of documents) {
+    if (d.kind !== 'Function') continue;
+    const runtime = (d.doc.spec as { runtime?: unknown } | undefined)?.runtime;
+    if (typeof runtime !== 'string' || !(RUNTIMES as readonly string[]).includes(runtime)) continue;
+    const where = `${d.file}#${d.index} spec.runtime`;
+    const eol = endOfLifeWarning(runtime as RuntimeName, today);
+    if (eol) lines.push(`warning: ${where}: ${eol}`);
+    const toolchain = resolveToolchain(runtime as RuntimeName);
+    if (!toolchain.found)
+      lines.push(`warning: ${where}: the local platform cannot run it here: ${toolchain.reason}`);
+  }
+  return lines;
 }

@@ -97,6 +97,11 @@ export interface KubeControllerConfig {
   readonly sopsAgeSecret: string;
   /** The sops binary (`SLESS_SOPS_BINARY`; `sops` on PATH by default). */
   readonly sopsBinary: string;
+  /**
+   * Whether a code-only change of an interpreted function is built by the controller as one new
+   * layer on the function's earlier image, with no kaniko Job (`SLESS_CODE_LAYER`, default true).
+   */
+  readonly codeLayer: boolean;
 }
 
 /**
@@ -356,5 +361,6 @@ export function loadKubeControllerConfig(
     registryDelete: booleanSetting(env.SLESS_REGISTRY_DELETE, 'SLESS_REGISTRY_DELETE'),
     sopsAgeSecret: env.SLESS_SOPS_AGE_SECRET || 'sless-sops-age',
     sopsBinary: env.SLESS_SOPS_BINARY || 'sops',
+    codeLayer: !(env.SLESS_CODE_LAYER?.trim() && !booleanSetting(env.SLESS_CODE_LAYER, 'SLESS_CODE_LAYER')),
   } as const);
 }

@@ -112,6 +112,8 @@ export interface FunctionStatus extends BaseStatus {
   lastError?: string;
   /** Local platform: whether it runs sandboxed and which limits hold, in plain words. */
   isolation?: string;
+  /** What works but should change: a runtime past its end of life. */
+  warnings?: string[];
   /** The canary rollout of the last new revision under `spec.rollout.canary`, with its figures. */
   canary?: CanaryStatus;
 }

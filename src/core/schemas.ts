@@ -12,7 +12,16 @@ export const API_GROUP = 'sless.dev';
 export const API_VERSION_NAME = 'v1alpha1';
 export const API_VERSION = `${API_GROUP}/${API_VERSION_NAME}`;
 
-export const RUNTIMES = ['nodejs20', 'python3.11', 'go1.21'] as const;
+export const RUNTIMES = [
+  'nodejs20',
+  'python3.11',
+  'go1.21',
+  'nodejs22',
+  'nodejs24',
+  'python3.12',
+  'python3.13',
+  'go1.25',
+] as const;
 export type RuntimeName = (typeof RUNTIMES)[number];
 
 const nameField = { type: 'string', minLength: 1, maxLength: 63, pattern: DNS_LABEL_PATTERN } as const;

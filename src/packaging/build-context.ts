@@ -9,17 +9,23 @@ import { join } from 'node:path';
 import { create as createTar } from 'tar';
 import type { SourceSnapshot } from '../core/interfaces.js';
 import { OwnedTempDirs } from '../core/owned-temp-dirs.js';
-import type { RuntimeName } from '../core/schemas.js';
+import { RUNTIME_INFO, type RuntimeFamily } from '../core/runtimes.js';
+import { RUNTIMES, type RuntimeName } from '../core/schemas.js';
 import { materializeFunction } from './materialize.js';
 
-/** What each runtime's Dockerfile expects beside `code/` (see runtimes/*\/Dockerfile). */
-export const RUNTIME_CONTEXT_FILES: Readonly<Record<RuntimeName, readonly string[]>> = {
-  nodejs20: ['Dockerfile', 'server.js'],
-  'python3.11': ['Dockerfile', 'server.py'],
-  'go1.21': ['Dockerfile', 'build.sh', 'sdk'],
+/** What each runtime family's Dockerfile expects beside `code/` (see runtimes/*\/Dockerfile). */
+const FAMILY_CONTEXT_FILES: Readonly<Record<RuntimeFamily, readonly string[]>> = {
+  node: ['Dockerfile', 'server.js'],
+  python: ['Dockerfile', 'server.py'],
+  go: ['Dockerfile', 'build.sh', 'sdk'],
 };
 
-const FIXED_MTIME = new Date('2000-01-01T00:00:00Z');
+/** What each runtime's Dockerfile expects beside `code/`, from its server directory. */
+export const RUNTIME_CONTEXT_FILES: Readonly<Record<RuntimeName, readonly string[]>> = Object.fromEntries(
+  RUNTIMES.map((r) => [r, FAMILY_CONTEXT_FILES[RUNTIME_INFO[r].family]]),
+) as Record<RuntimeName, readonly string[]>;
+
+export const FIXED_MTIME = new Date('2000-01-01T00:00:00Z');
 
 /**
  * Where contexts are staged, made on first use: making it removes the staging directories of writers
@@ -45,7 +51,13 @@ export async function createBuildContext(options: {
   const staging = await stagingDirs.create();
   try {
     for (const file of RUNTIME_CONTEXT_FILES[options.runtime])
-      await cp(join(options.runtimesDir, options.runtime, file), join(staging, file), { recursive: true });
+      await cp(
+        join(options.runtimesDir, RUNTIME_INFO[options.runtime].serverDir, file),
+        join(staging, file),
+        {
+          recursive: true,
+        },
+      );
     await materializeFunction({
       snapshot: options.snapshot,
       codeDir: options.codeDir,
@@ -74,7 +86,7 @@ export async function createBuildContext(options: {
 }
 
 /** Sorted paths under `dir`, directories before their contents; modes normalised to 755/644. */
-async function walk(root: string, relative: string): Promise<string[]> {
+export async function walk(root: string, relative: string): Promise<string[]> {
   const out: string[] = [];
   const names = (await readdir(join(root, relative))).sort();
   for (const name of names) {

@@ -110,6 +110,7 @@ export async function startKubeSystem(
     { ChangeSignal },
     { KubeSecrets, kubeAgeKey },
     { commitStatusReporter },
+    { CodeLayerBuilder },
   ] = await Promise.all([
     controlPlaneModules(),
     import('../proxy/function-proxy.js'),
@@ -142,6 +143,7 @@ export async function startKubeSystem(
     import('../platform/kube/change-signal.js'),
     import('../platform/kube/secrets.js'),
     import('../commitstatus/wire.js'),
+    import('../platform/kube/build/code-layer-build.js'),
   ]);
   const http = new KubeHttp(options.kubeConfig ?? (await loadKubeCredentials()));
   const s3 = new S3Client({
@@ -277,6 +279,20 @@ export async function startKubeSystem(
     ...(options.pollMs ? { pollMs: options.pollMs } : {}),
     changes,
     onBuildFinished: buildRecorder(metrics, history, () => late.gc),
+    ...(config.codeLayer
+      ? {
+          codeLayer: new CodeLayerBuilder({
+            http,
+            controllerNamespace: config.controllerNamespace,
+            registry: config.registry,
+            insecure: config.insecureRegistry,
+            // The push credentials, read when a build needs them (they may be rotated).
+            credentials: () =>
+              secretCredentials(http, config.controllerNamespace, config.pushSecret, config.registry),
+            logger,
+          }),
+        }
+      : {}),
   });
   const gc = new BuildCollector({
     store,

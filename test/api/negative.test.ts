@@ -25,7 +25,8 @@ const rows: Row[] = [
     url: '/v1/namespaces/default/validate',
     body: fnDoc({ runtime: 'java17' }),
     status: 400,
-    message: 'spec.runtime: must be one of: nodejs20, python3.11, go1.21',
+    message:
+      'spec.runtime: must be one of: nodejs20, python3.11, go1.21, nodejs22, nodejs24, python3.12, python3.13, go1.25',
   },
   ...[-10, 0].map((memoryMb) => ({
     name: `memoryMb ${memoryMb}`,

@@ -9,12 +9,20 @@ import { dirname, join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { functionManifest, nodeHandler, TestRepo, tempDir } from '../helpers/git.js';
 import { eventually, startTestSystem } from '../helpers/local-system.js';
+import { testToolchainEnv } from '../runtimes/harness.ts';
 
 const CLI = resolve('bin/sless.js');
 
 function runValidate(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  return runValidateWith(process.env, ...args);
+}
+
+function runValidateWith(
+  env: NodeJS.ProcessEnv,
+  ...args: string[]
+): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((done) => {
-    execFile(process.execPath, [CLI, 'validate', ...args], (error, stdout, stderr) => {
+    execFile(process.execPath, [CLI, 'validate', ...args], { env }, (error, stdout, stderr) => {
       const code = error ? (typeof error.code === 'number' ? error.code : -1) : 0;
       done({ code, stdout, stderr });
     });
@@ -52,7 +60,7 @@ const BROKEN: Record<string, string> = {
 
 const BROKEN_LINES = [
   'a/function.yaml#0 metadata.name: must be a DNS-1123 label (lowercase letters, digits and "-")',
-  'a/function.yaml#0 spec.runtime: must be one of: nodejs20, python3.11, go1.21',
+  'a/function.yaml#0 spec.runtime: must be one of: nodejs20, python3.11, go1.21, nodejs22, nodejs24, python3.12, python3.13, go1.25',
   'a/function.yaml#0 spec.memoryMb: must be <= 4096',
   "a/function.yaml#1 spec.schedule: invalid cron schedule: CronPattern: invalid configuration format ('not a schedule'), exactly five, six, or seven space separated parts are required.",
   'b/function.yaml#0 spec.source.path: must stay inside the repository',
@@ -76,8 +84,19 @@ describe('sless validate', { timeout: 240_000 }, () => {
   it('accepts the examples repository with exit code 0 and a summary', async () => {
     const result = await runValidate('examples-repo');
     expect(result.stderr).toBe('');
-    expect(result.stdout).toBe(
-      `6 documents valid (4 Function, 1 Trigger, 1 FunctionJob) in ${resolve('examples-repo')}\n`,
+    // Past their end of life, nodejs20 and go1.21 are warned about, never refused.
+    expect(
+      result.stdout
+        .split('\n')
+        .filter(
+          (l) => !/^warning: .* spec\.runtime: runtime (nodejs20|go1\.21) is past its end of life/.test(l),
+        ),
+    ).toEqual([
+      `6 documents valid (4 Function, 1 Trigger, 1 FunctionJob) in ${resolve('examples-repo')}`,
+      '',
+    ]);
+    expect(result.stdout).toMatch(
+      /^warning: functions\/hello-node\/function\.yaml#0 spec\.runtime: runtime nodejs20 is past its end of life \(2026-04-30\): it still builds and runs, but gets no upstream fixes; move to nodejs22 or nodejs24$/m,
     );
     expect(result.code).toBe(0);
   });
@@ -107,8 +126,32 @@ describe('sless validate', { timeout: 240_000 }, () => {
     );
     expect(whole.code).toBe(1);
     const scoped = await runValidate(tree, '--path', 'functions');
-    expect(scoped.stdout).toBe(`1 documents valid (1 Function) in ${tree}\n`);
+    expect(scoped.stdout.split('\n')[0]).toBe(`1 documents valid (1 Function) in ${tree}`);
     expect(scoped.code).toBe(0);
+  });
+
+  it("warns, without failing, when this machine lacks a runtime's toolchain for the local platform", async () => {
+    const tree = join(dir, 'toolchains');
+    await writeTree(tree, {
+      'new/function.yaml': functionManifest('new', { runtime: 'nodejs24' }),
+      'new/handler.js': nodeHandler('return 1;'),
+    });
+    // A PATH with no other node than the one running the CLI, and no SLESS_NODE24_BINARY.
+    const { SLESS_NODE24_BINARY: _unset, ...env } = process.env;
+    const bare = { ...env, PATH: dirname(process.execPath) };
+    const missing = await runValidateWith(bare, tree);
+    expect(missing.stdout.split('\n')).toEqual([
+      `1 documents valid (1 Function) in ${tree}`,
+      `warning: new/function.yaml#0 spec.runtime: the local platform cannot run it here: runtime nodejs24 needs Node.js 24 on this machine: set SLESS_NODE24_BINARY to its node binary or put node24 on PATH (found node: ${process.versions.node})`,
+      '',
+    ]);
+    expect(missing.code).toBe(0);
+    // The same tree where the toolchain is there: no warning at all (nodejs24 is supported).
+    // The real Node.js 24 that test/pretest.sh unpacks from npm.
+    const node24 = testToolchainEnv().SLESS_NODE24_BINARY;
+    if (!node24) throw new Error('no Node.js 24 in ~/.cache/sless/toolchains: run test/pretest.sh');
+    const found = await runValidateWith({ ...bare, SLESS_NODE24_BINARY: node24 }, tree);
+    expect(found.stdout).toBe(`1 documents valid (1 Function) in ${tree}\n`);
   });
 
   it('checks metadata.namespace only when --namespace names the source namespace', async () => {
@@ -134,7 +177,7 @@ describe('sless validate', { timeout: 240_000 }, () => {
     await symlink(join(outside, 'evil.yaml'), join(tree, 'f/linked.yaml'));
     await symlink(outside, join(tree, 'linked-dir'));
     const result = await runValidate(tree);
-    expect(result.stdout).toBe(`1 documents valid (1 Function) in ${tree}\n`);
+    expect(result.stdout.split('\n')[0]).toBe(`1 documents valid (1 Function) in ${tree}`);
     expect(result.code).toBe(0);
   });
 

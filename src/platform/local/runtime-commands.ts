@@ -8,8 +8,10 @@ import { join } from 'node:path';
 import { memoryMbOf, timeoutSecOf } from '../../core/defaults.js';
 import type { ProcessLauncher } from '../../core/interfaces.js';
 import type { BuildRecord, SlessFunction } from '../../core/resources.js';
+import { RUNTIME_INFO } from '../../core/runtimes.js';
 import type { RuntimeCommand } from './runtime-process.js';
 import { type SecretSource, secretEnv } from './secret-files.js';
+import { resolveToolchain, toolchainRoot } from './toolchains.js';
 
 /** Threads count too (Python serves each request on one): room for a busy server, not a fork bomb. */
 export const FUNCTION_MAX_PROCESSES = 256;
@@ -75,10 +77,18 @@ export class RuntimeCommands {
       SLESS_TIMEOUT_SEC: String(timeoutSecOf(fn)),
       SLESS_MEMORY_MB: String(memoryMbOf(fn)),
     };
-    switch (fn.spec.runtime) {
-      case 'nodejs20':
+    const toolchain = resolveToolchain(fn.spec.runtime);
+    const runtimeDir = join(this.options.runtimesDir, RUNTIME_INFO[fn.spec.runtime].serverDir);
+    // A build checks the toolchain first; one removed since is said here, not as a spawn error.
+    if (!toolchain.found && RUNTIME_INFO[fn.spec.runtime].family !== 'go') throw new Error(toolchain.reason);
+    const interpreter = toolchain.found ? toolchain.command : '';
+    // An interpreter kept outside the system's directories must be visible inside the sandbox too.
+    const root = toolchainRoot(toolchain);
+    if (root) sandbox.readable.push(root);
+    switch (RUNTIME_INFO[fn.spec.runtime].family) {
+      case 'node':
         return {
-          command: process.execPath,
+          command: interpreter,
           args: [
             `--max-old-space-size=${Math.max(memoryMbOf(fn), 64)}`,
             // The build root holds a typeless package.json that the image does not have; without
@@ -86,18 +96,18 @@ export class RuntimeCommands {
             ...(existsSync(join(codeDir, 'package.json'))
               ? []
               : ['--disable-warning=MODULE_TYPELESS_PACKAGE_JSON']),
-            join(this.options.runtimesDir, 'nodejs20', 'server.js'),
+            join(runtimeDir, 'server.js'),
           ],
           cwd: codeDir,
           env,
           sandbox,
         };
-      case 'python3.11':
+      case 'python':
         return {
-          command: 'python3',
+          command: interpreter,
           // -S as in the image: only the standard library, the code and its installed requirements
           // are importable, never packages that happen to be installed on this host.
-          args: ['-S', join(this.options.runtimesDir, 'python3.11', 'server.py')],
+          args: ['-S', join(runtimeDir, 'server.py')],
           cwd: codeDir,
           env: {
             ...env,
@@ -107,7 +117,7 @@ export class RuntimeCommands {
           },
           sandbox,
         };
-      case 'go1.21':
+      case 'go':
         return { command: join(buildDir, 'bin', 'function'), args: [], cwd: codeDir, env, sandbox };
     }
   }

@@ -343,6 +343,10 @@ describe('reconcileFunction', () => {
     } else expect(outcome).toBeUndefined();
     expect(builds).toBe(row.expect.builds);
     expect(deploys).toEqual(row.expect.deploys);
+    // nodejs20 is past its end of life: said in status whatever else happened, and only there.
+    expect(status?.warnings).toEqual([
+      expect.stringMatching(/^runtime nodejs20 is past its end of life \(2026-04-30\)/),
+    ]);
   });
 });
 

@@ -29,6 +29,7 @@ import {
   type SlessFunction,
   type Trigger,
 } from '../../core/resources.js';
+import { endOfLifeWarning } from '../../core/runtimes.js';
 import { Reason, type StatusUpdate } from '../../core/status.js';
 import type { SecretReader } from '../../secrets/references.js';
 import type { ProcessQuota } from '../process-quota.js';
@@ -109,6 +110,10 @@ export async function reconcileFunction(
   const log = deps.logger.child({ function: key });
   const status = update.status;
   status.url = `${deps.externalUrl}${functionPath(namespace, name)}`;
+  // A runtime past its end of life still builds and serves: said in status, never as a failure.
+  const eol = endOfLifeWarning(fn.spec.runtime, new Date().toISOString().slice(0, 10));
+  if (eol) status.warnings = [eol];
+  else delete status.warnings;
   /** `stalled`: Stalled's message; the condition is removed when not given. */
   const setPhase = (
     phase: FunctionPhase,

@@ -1,6 +1,7 @@
 /**
  * The kube platform's build history: one kaniko Job per build in the controller namespace, its pod, its
- * build context in S3 and its image in the registry. Garbage collection lists the Jobs here and removes
+ * build context in S3 and its image in the registry; or, for a build the controller made itself as a
+ * code layer, one record ConfigMap and its image. Garbage collection lists the Jobs here and removes
  * a build's pieces, the Job last: it is the record, so a removal cut short is finished by the next pass.
  */
 import { DeleteObjectCommand, type S3Client } from '@aws-sdk/client-s3';
@@ -23,6 +24,7 @@ import {
 } from '../labels.js';
 import { deleteObject, type KubeObject, listObjects } from '../objects.js';
 import { CONFIG_MAP, DEPLOYMENT, JOB, POD } from '../resource-types.js';
+import { CodeLayerRecords, codeLayerRecordName } from './code-layer-records.js';
 import { contextKeyOf, LABEL_BUILD } from './kaniko-job.js';
 import type { RegistryClient } from './registry-client.js';
 
@@ -44,9 +46,11 @@ interface PodLike extends KubeObject {
 
 export class KubeBuildArchive implements BuildArchive {
   private readonly options: KubeBuildArchiveOptions;
+  private readonly records: CodeLayerRecords;
 
   constructor(options: KubeBuildArchiveOptions) {
     this.options = options;
+    this.records = new CodeLayerRecords(options.http, options.controllerNamespace);
   }
 
   /**
@@ -73,7 +77,7 @@ export class KubeBuildArchive implements BuildArchive {
   }
 
   async list(scope?: FunctionRef): Promise<StoredBuild[]> {
-    const [jobs, serving] = await Promise.all([
+    const [jobs, serving, made] = await Promise.all([
       listObjects<KubeObject>(this.options.http, JOB, {
         namespace: this.options.controllerNamespace,
         labels: {
@@ -83,6 +87,7 @@ export class KubeBuildArchive implements BuildArchive {
         },
       }),
       this.servingImages(scope),
+      this.records.list(scope),
     ]);
     const watched = this.options.namespaces ? new Set(this.options.namespaces) : undefined;
     const builds: StoredBuild[] = [];
@@ -120,6 +125,21 @@ export class KubeBuildArchive implements BuildArchive {
         ...(image ? { image } : {}),
       });
     }
+    // Builds the controller made itself from an earlier image: a record each, and no Job.
+    for (const record of made) {
+      if (watched && !watched.has(record.namespace)) continue;
+      builds.push({
+        id: record.id,
+        namespace: record.namespace,
+        name: record.name,
+        buildKey: record.buildKey,
+        commit: record.commit,
+        finishedAt: record.builtAt,
+        running: false,
+        serving: serving.has(record.image),
+        image: record.image,
+      });
+    }
     return builds;
   }
 
@@ -153,7 +173,9 @@ export class KubeBuildArchive implements BuildArchive {
       labels: { [LABEL_BUILD]: build.id },
     });
     for (const pod of pods.items) await deleteObject(http, POD, controllerNamespace, pod.metadata.name);
-    await deleteObject(http, JOB, controllerNamespace, build.id);
+    if (build.id === codeLayerRecordName(build.name, build.commit ?? ''))
+      await deleteObject(http, CONFIG_MAP, controllerNamespace, build.id);
+    else await deleteObject(http, JOB, controllerNamespace, build.id);
   }
 }
 

@@ -23,6 +23,7 @@ import {
   type SlessFunction,
 } from '../../../core/resources.js';
 import { createBuildContext } from '../../../packaging/build-context.js';
+import { dependencyKeyOf } from '../../../packaging/dependency-inputs.js';
 import { buildJobKey, type ChangeSignal } from '../change-signal.js';
 import { isStatus, type KubeHttp, MERGE_PATCH } from '../http.js';
 import { jobCondition, jobFailed, jobStatus, jobSucceeded } from '../job-status.js';
@@ -32,6 +33,7 @@ import {
   ANNOTATION_DIGEST,
   ANNOTATION_IMAGE,
   LABEL_BUILD_KEY,
+  LABEL_DEPENDENCY_KEY,
   LABEL_FUNCTION,
   LABEL_FUNCTION_NAMESPACE,
 } from '../labels.js';
@@ -39,7 +41,10 @@ import { getObject, type KubeObject, listObjects } from '../objects.js';
 import { readPodLog } from '../pod-log.js';
 import { PollReader } from '../poll.js';
 import { JOB, objectPath, POD } from '../resource-types.js';
+import type { CodeLayerBuilder } from './code-layer-build.js';
+import { buildRecordOf } from './code-layer-records.js';
 import {
+  ANNOTATION_CODE_LAYER_SKIPPED,
   contextKey,
   INSTALL_CONTAINER,
   KANIKO_CONTAINER,
@@ -62,6 +67,11 @@ export interface KanikoBuilderOptions extends KanikoSettings {
   /** How long a succeeded Job may lack its pod's digest before the build counts as failed. */
   digestGraceMs?: number;
   onBuildFinished?: (record: BuildRecord, fn: SlessFunction) => void;
+  /**
+   * The code-layer fast path: a tree whose dependencies an earlier image of the function holds is
+   * built by the controller itself, with no Job. Without it, every build is a kaniko Job.
+   */
+  codeLayer?: CodeLayerBuilder;
 }
 
 interface PodObject extends KubeObject {
@@ -110,7 +120,45 @@ export class KanikoBuilder implements Builder {
       const digest = job.metadata.annotations?.[ANNOTATION_DIGEST] ?? (await this.recordDigest(job))?.digest;
       if (digest) return this.recordOf(job, buildKey, digest);
     }
-    return undefined;
+    return this.codeLayerBuildOf(fn, buildKey);
+  }
+
+  /** The newest build of this key that the code-layer path made, if any. */
+  private async codeLayerBuildOf(fn: SlessFunction, buildKey: string): Promise<BuildRecord | undefined> {
+    const records = await this.options.codeLayer?.records.list(
+      { namespace: fn.metadata.namespace, name: fn.metadata.name },
+      { buildKey },
+    );
+    const [newest] = records ?? [];
+    return newest ? buildRecordOf(newest) : undefined;
+  }
+
+  /**
+   * Images that kaniko built for this function with the given dependency key, for the code-layer
+   * path to start from.
+   */
+  private async kanikoImagesOf(
+    fn: SlessFunction,
+    dependencyKey: string,
+  ): Promise<{ image: string; builtAt: string }[]> {
+    const jobs = await listObjects<KubeObject>(this.options.http, JOB, {
+      namespace: this.options.controllerNamespace,
+      labels: {
+        [LABEL_FUNCTION]: fn.metadata.name,
+        [LABEL_FUNCTION_NAMESPACE]: fn.metadata.namespace,
+        [LABEL_DEPENDENCY_KEY]: dependencyKey,
+      },
+    });
+    const images: { image: string; builtAt: string }[] = [];
+    for (const job of jobs.items) {
+      const annotations = job.metadata.annotations ?? {};
+      const digest = annotations[ANNOTATION_DIGEST];
+      const tag = annotations[ANNOTATION_IMAGE];
+      if (job.metadata.deletionTimestamp || jobFailed(job) || !digest || !tag) continue;
+      const builtAt = annotations[ANNOTATION_BUILT_AT] ?? jobStatus(job).completionTime ?? '';
+      images.push({ image: `${tag}@${digest}`, builtAt });
+    }
+    return images;
   }
 
   /**
@@ -226,6 +274,8 @@ export class KanikoBuilder implements Builder {
       buildKey,
     });
     const startedAt = new Date().toISOString();
+    const made = await this.codeLayerBuildOf(fn, buildKey);
+    if (made) return made;
     const found = (await this.existingBuild(fn, buildKey)) ?? (await this.jobFor(fn, buildKey, commit));
     const name = found.name;
     let job = found.job;
@@ -233,6 +283,23 @@ export class KanikoBuilder implements Builder {
       if (job) {
         log.info({ job: name }, 'attaching to the existing build Job');
       } else {
+        const dependencies = await dependencyKeyOf(request);
+        const dependencyKey = 'key' in dependencies ? dependencies.key : undefined;
+        let skipped = 'refused' in dependencies ? dependencies.refused : undefined;
+        if (this.options.codeLayer && dependencyKey) {
+          const outcome = await this.options.codeLayer.build(
+            request,
+            dependencyKey,
+            await this.kanikoImagesOf(fn, dependencyKey),
+          );
+          if ('record' in outcome) {
+            log.info({ image: outcome.record.image }, 'built as a code layer, no Job');
+            this.options.onBuildFinished?.(outcome.record, fn);
+            return outcome.record;
+          }
+          skipped = outcome.fallback;
+        }
+        if (this.options.codeLayer && skipped) log.info({ reason: skipped }, 'building with kaniko');
         const writing = createBuildContext({
           runtime: fn.spec.runtime,
           runtimesDir: this.options.runtimesDir,
@@ -259,7 +326,15 @@ export class KanikoBuilder implements Builder {
         );
         try {
           job = await this.options.http.request<KubeObject>('POST', `/apis/batch/v1/namespaces/${ns}/jobs`, {
-            body: kanikoJob(this.options, { name, fn, commit, buildKey, contextUrl }),
+            body: kanikoJob(this.options, {
+              name,
+              fn,
+              commit,
+              buildKey,
+              contextUrl,
+              ...(dependencyKey ? { dependencyKey } : {}),
+              ...(this.options.codeLayer && skipped ? { codeLayerSkipped: skipped } : {}),
+            }),
             query: { fieldManager: 'sless-controller' },
           });
           log.info({ job: name, files: context.entries.length }, 'build Job created');
@@ -425,7 +500,9 @@ export class KanikoBuilder implements Builder {
       status.startTime ?? startedAt ?? job.metadata.creationTimestamp ?? new Date().toISOString();
     const finished = status.completionTime ?? pushedAt ?? new Date().toISOString();
     const tag = job.metadata.annotations?.[ANNOTATION_IMAGE] ?? '';
+    const skipped = job.metadata.annotations?.[ANNOTATION_CODE_LAYER_SKIPPED];
     return {
+      ...(skipped ? { message: `built with kaniko: ${skipped}` } : {}),
       buildKey,
       commit: job.metadata.annotations?.[ANNOTATION_COMMIT_FULL] ?? '',
       result: 'Succeeded',

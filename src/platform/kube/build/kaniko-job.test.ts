@@ -1,6 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import type { SlessFunction } from '../../../core/resources.js';
-import { type KanikoSettings, kanikoArgs, mirroredImage } from './kaniko-job.js';
+import { RUNTIME_INFO } from '../../../core/runtimes.js';
+import { RUNTIMES } from '../../../core/schemas.js';
+import { finalDockerfile } from '../../../packaging/install-step.js';
+import { type KanikoSettings, kanikoArgs, kanikoJob, mirroredImage } from './kaniko-job.js';
 
 const fn = {
   apiVersion: 'sless.dev/v1alpha1',
@@ -61,4 +64,40 @@ describe('kaniko arguments', () => {
     expect(mirroredImage('quay.io/x/y:1', map)).toBe('quay.io/x/y:1');
     expect(mirroredImage('node:20', [])).toBe('node:20');
   });
+
+  it.each(RUNTIMES.filter((r) => !['nodejs20', 'python3.11', 'go1.21'].includes(r)))(
+    "%s installs and runs on its own pinned base image, with its language's steps and layout",
+    (runtime) => {
+      const info = RUNTIME_INFO[runtime];
+      const fnOf = { ...fn, spec: { ...fn.spec, runtime, entrypoint: 'handler.Handle' } } as SlessFunction;
+      const job = kanikoJob(settings, {
+        name: 'b',
+        fn: fnOf,
+        commit: sha,
+        buildKey: 'k',
+        contextUrl: 'http://c',
+      });
+      const pod = (
+        job.spec as { template: { spec: { initContainers: { image: string; command: string[] }[] } } }
+      ).template.spec;
+      expect(pod.initContainers[0]?.image).toBe(info.baseImage);
+      const dockerfile = finalDockerfile(runtime);
+      const args = kanikoArgs(settings, fnOf, sha);
+      if (info.family === 'go') {
+        expect(pod.initContainers[0]?.command[2]).toContain('bash /workspace/build.sh');
+        expect(dockerfile).toContain('ENTRYPOINT ["/sless/function"]');
+        expect(args).toContain('--build-arg=SLESS_ENTRYPOINT=handler.Handle');
+      } else {
+        expect(dockerfile.split('\n')[0]).toBe(`FROM ${info.baseImage}`);
+        // The code is the last layer, whatever the line of the language.
+        expect(
+          dockerfile
+            .split('\n')
+            .filter((l) => l.startsWith('COPY'))
+            .at(-1),
+        ).toBe('COPY code/ /sless/code/');
+        expect(args.some((a) => a.startsWith('--build-arg'))).toBe(false);
+      }
+    },
+  );
 });

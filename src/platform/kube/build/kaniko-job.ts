@@ -4,9 +4,11 @@
  * an init container that holds no credential at all (see install-step.ts).
  */
 import type { SlessFunction } from '../../../core/resources.js';
+import { RUNTIME_INFO } from '../../../core/runtimes.js';
 import {
   finalDockerfile,
   INSTALL_IMAGES,
+  INSTALL_UID,
   installScript,
   sanitizeScript,
   WORKSPACE,
@@ -14,8 +16,10 @@ import {
 import {
   ANNOTATION_COMMIT_FULL,
   ANNOTATION_IMAGE,
+  IMAGE_LABEL_DEPENDENCY_KEY,
   LABEL_BUILD_KEY,
   LABEL_COMPONENT,
+  LABEL_DEPENDENCY_KEY,
   LABEL_FUNCTION,
   LABEL_FUNCTION_NAMESPACE,
   LABEL_MANAGED_BY,
@@ -31,6 +35,9 @@ import type { KubeObject } from '../objects.js';
 export const KANIKO_IMAGE =
   'martizih/kaniko:v1.28.3-alpine@sha256:38e3516bcd3ba2646ffdfc06c724c55b3f8b5e6228ebca59b7550b8080c46c17';
 
+/** Why a build went to kaniko instead of the code-layer path (see code-layer-build.ts). */
+export const ANNOTATION_CODE_LAYER_SKIPPED = 'sless.dev/code-layer-skipped';
+
 /** Pods of a build carry this label (besides Kubernetes' own job-name) so they are found by it. */
 export const LABEL_BUILD = 'sless.dev/build';
 export const KANIKO_CONTAINER = 'kaniko';
@@ -44,8 +51,6 @@ export const SANITIZE_CONTAINER = 'sanitize';
 export const DOCKERFILE_DIR = '/sless/dockerfile';
 /** The sanitize step's variable holding the Dockerfile it writes. */
 export const DOCKERFILE_ENV = 'SLESS_DOCKERFILE';
-/** The install step runs as this unprivileged uid; the workspace is group-writable for it. */
-const INSTALL_UID = 10001;
 
 export interface KanikoSettings {
   controllerNamespace: string;
@@ -112,7 +117,12 @@ export function imageTag(registry: string, fn: SlessFunction, commit: string): s
  *   stage layout (a COPY --from in the final stage requires it as well), and v1.24.0 has no flag to
  *   skip it.
  */
-export function kanikoArgs(settings: KanikoSettings, fn: SlessFunction, commit: string): string[] {
+export function kanikoArgs(
+  settings: KanikoSettings,
+  fn: SlessFunction,
+  commit: string,
+  dependencyKey?: string,
+): string[] {
   const args = [
     // The install step's output; kaniko's Dockerfile is not in it, so the tenant cannot choose it.
     `--context=dir://${WORKSPACE}`,
@@ -124,7 +134,10 @@ export function kanikoArgs(settings: KanikoSettings, fn: SlessFunction, commit: 
     // happen, redo compares mtime, size and mode rather than hashing every file of the base.
     '--snapshot-mode=redo',
   ];
-  if (fn.spec.runtime === 'go1.21') args.push(`--build-arg=SLESS_ENTRYPOINT=${fn.spec.entrypoint}`);
+  if (RUNTIME_INFO[fn.spec.runtime].family === 'go')
+    args.push(`--build-arg=SLESS_ENTRYPOINT=${fn.spec.entrypoint}`);
+  // The image says which dependencies it holds: the code-layer path reuses it only for the same key.
+  if (dependencyKey) args.push(`--label=${IMAGE_LABEL_DEPENDENCY_KEY}=${dependencyKey}`);
   for (const entry of settings.registryMap ?? []) args.push(`--registry-map=${entry}`);
   if (settings.insecureRegistry)
     for (const host of insecureHosts(settings)) args.push(`--insecure-registry=${host}`);
@@ -170,9 +183,13 @@ export function kanikoJob(
     buildKey: string;
     /** A presigned GET URL for this build's context object, and nothing else. */
     contextUrl: string;
+    /** The tree's dependency key, when it has one (an interpreted runtime): labels Job and image. */
+    dependencyKey?: string;
+    /** Why the code-layer path did not build this, for status. */
+    codeLayerSkipped?: string;
   },
 ): KubeObject {
-  const { fn, commit, buildKey, name, contextUrl } = options;
+  const { fn, commit, buildKey, name, contextUrl, dependencyKey, codeLayerSkipped } = options;
   const runtime = fn.spec.runtime;
   const labels = {
     [LABEL_COMPONENT]: 'build',
@@ -180,6 +197,7 @@ export function kanikoJob(
     [LABEL_FUNCTION]: fn.metadata.name,
     [LABEL_FUNCTION_NAMESPACE]: fn.metadata.namespace,
     [LABEL_BUILD_KEY]: buildKey,
+    ...(dependencyKey ? { [LABEL_DEPENDENCY_KEY]: dependencyKey } : {}),
   };
   const resources = { requests: { cpu: '500m', memory: '512Mi' }, limits: { memory: '2Gi' } };
   const unprivileged = {
@@ -200,6 +218,7 @@ export function kanikoJob(
       annotations: {
         [ANNOTATION_COMMIT_FULL]: commit,
         [ANNOTATION_IMAGE]: imageTag(settings.registry, fn, commit),
+        ...(codeLayerSkipped ? { [ANNOTATION_CODE_LAYER_SKIPPED]: codeLayerSkipped.slice(0, 1000) } : {}),
       },
     },
     spec: {
@@ -223,7 +242,7 @@ export function kanikoJob(
               env: [
                 { name: 'SLESS_CONTEXT_URL', value: contextUrl },
                 { name: 'HOME', value: '/tmp' },
-                ...(runtime === 'go1.21'
+                ...(RUNTIME_INFO[runtime].family === 'go'
                   ? [
                       { name: 'SLESS_ENTRYPOINT', value: fn.spec.entrypoint },
                       { name: 'GOCACHE', value: '/tmp/go-build' },
@@ -264,7 +283,7 @@ export function kanikoJob(
               // Holds the push secret and runs no tenant code: its Dockerfile only copies files.
               name: KANIKO_CONTAINER,
               image: settings.kanikoImage ?? KANIKO_IMAGE,
-              args: kanikoArgs(settings, fn, commit),
+              args: kanikoArgs(settings, fn, commit, dependencyKey),
               terminationMessagePath: '/dev/termination-log',
               terminationMessagePolicy: 'File',
               resources,

@@ -65,28 +65,34 @@ export class RegistryClient {
     );
   }
 
-  /** Basic auth, or the bearer token flow a challenge asks for, with the push credentials. */
   private async authorize(challenge: string): Promise<string | undefined> {
-    const credentials = await this.options.credentials?.();
-    if (!credentials) return undefined;
-    const basic = `Basic ${Buffer.from(`${credentials.username}:${credentials.password}`).toString('base64')}`;
-    if (!/^bearer /i.test(challenge)) return basic;
-    const params = Object.fromEntries(
-      [...challenge.matchAll(/(\w+)="([^"]*)"/g)].map((m) => [m[1] ?? '', m[2] ?? '']),
-    );
-    if (!params.realm) return undefined;
-    const tokenUrl = new URL(params.realm);
-    if (params.service) tokenUrl.searchParams.set('service', params.service);
-    if (params.scope) tokenUrl.searchParams.set('scope', params.scope);
-    const response = await fetch(tokenUrl, { headers: { authorization: basic } });
-    if (!response.ok) {
-      await response.body?.cancel();
-      return undefined;
-    }
-    const body = (await response.json()) as { token?: string; access_token?: string };
-    const token = body.token ?? body.access_token;
-    return token ? `Bearer ${token}` : undefined;
+    return authorizationFor(challenge, await this.options.credentials?.());
   }
+}
+
+/** Basic auth, or the bearer token flow a challenge asks for, with the push credentials. */
+export async function authorizationFor(
+  challenge: string,
+  credentials: RegistryCredentials | undefined,
+): Promise<string | undefined> {
+  if (!credentials) return undefined;
+  const basic = `Basic ${Buffer.from(`${credentials.username}:${credentials.password}`).toString('base64')}`;
+  if (!/^bearer /i.test(challenge)) return basic;
+  const params = Object.fromEntries(
+    [...challenge.matchAll(/(\w+)="([^"]*)"/g)].map((m) => [m[1] ?? '', m[2] ?? '']),
+  );
+  if (!params.realm) return undefined;
+  const tokenUrl = new URL(params.realm);
+  if (params.service) tokenUrl.searchParams.set('service', params.service);
+  if (params.scope) tokenUrl.searchParams.set('scope', params.scope);
+  const response = await fetch(tokenUrl, { headers: { authorization: basic } });
+  if (!response.ok) {
+    await response.body?.cancel();
+    return undefined;
+  }
+  const body = (await response.json()) as { token?: string; access_token?: string };
+  const token = body.token ?? body.access_token;
+  return token ? `Bearer ${token}` : undefined;
 }
 
 /** The credentials for `registry`'s host in a dockerconfigjson Secret, if it holds them. */

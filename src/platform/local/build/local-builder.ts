@@ -11,8 +11,10 @@ import type { Logger } from 'pino';
 import { asError, BuildError, BuildFailedError } from '../../../core/errors.js';
 import type { Builder, BuildRequest, ProcessLauncher } from '../../../core/interfaces.js';
 import { ANNOTATION_BUILD_KEY, type BuildRecord, type SlessFunction } from '../../../core/resources.js';
+import { RUNTIME_INFO } from '../../../core/runtimes.js';
 import type { RuntimeName } from '../../../core/schemas.js';
 import { materializeFunction } from '../../../packaging/materialize.js';
+import { resolveToolchain, type Toolchain, toolchainRoot } from '../toolchains.js';
 import { runCommand, tail } from './run-command.js';
 
 export interface LocalBuilderOptions {
@@ -170,7 +172,16 @@ export class LocalBuilder implements Builder {
       const cacheDir = await this.tenantCache(tenant);
       // The install step writes only here and to its namespace's cache; it sees no other build.
       await this.options.launcher.grant(tenant, staging);
-      for (const step of this.steps(request.fn.spec.runtime, staging, request.fn.spec.entrypoint)) {
+      const toolchain = resolveToolchain(request.fn.spec.runtime);
+      // Said at build time, in status, rather than as a process that cannot start.
+      if (!toolchain.found) throw new BuildError(toolchain.reason, '');
+      const toolchainDir = toolchainRoot(toolchain);
+      for (const step of this.steps(
+        request.fn.spec.runtime,
+        staging,
+        request.fn.spec.entrypoint,
+        toolchain,
+      )) {
         output += `[sless] $ ${step.command} ${step.args.join(' ')}\n`;
         const result = await runCommand(
           this.options.launcher,
@@ -180,7 +191,7 @@ export class LocalBuilder implements Builder {
             cwd: step.cwd,
             env: { ...buildEnv(cacheDir, this.options.launcher.report.sandboxed), ...step.env },
             tenant,
-            readable: [this.options.runtimesDir],
+            readable: [this.options.runtimesDir, ...(toolchainDir ? [toolchainDir] : [])],
             writable: [staging, cacheDir],
             network: 'outbound',
             memoryMb: BUILD_MEMORY_MB,
@@ -252,20 +263,25 @@ export class LocalBuilder implements Builder {
     return dir;
   }
 
-  private steps(runtime: RuntimeName, staging: string, entrypoint: string): Step[] {
+  private steps(
+    runtime: RuntimeName,
+    staging: string,
+    entrypoint: string,
+    toolchain: Extract<Toolchain, { found: true }>,
+  ): Step[] {
     const code = join(staging, 'code');
     const quiet = ['--no-audit', '--no-fund', '--loglevel=error'];
-    switch (runtime) {
-      case 'nodejs20':
+    switch (RUNTIME_INFO[runtime].family) {
+      case 'node':
         if (!existsSync(join(code, 'package.json'))) return [];
         return existsSync(join(code, 'package-lock.json'))
           ? [{ command: 'npm', args: ['ci', '--omit=dev', ...quiet], cwd: code }]
           : [{ command: 'npm', args: ['install', '--omit=dev', '--no-package-lock', ...quiet], cwd: code }];
-      case 'python3.11':
+      case 'python':
         if (!existsSync(join(code, 'requirements.txt'))) return [];
         return [
           {
-            command: 'python3',
+            command: toolchain.command,
             args: [
               '-m',
               'pip',
@@ -281,12 +297,13 @@ export class LocalBuilder implements Builder {
             cwd: code,
           },
         ];
-      case 'go1.21':
+      case 'go':
         return [
           {
             command: 'bash',
+            env: toolchain.env,
             args: [
-              join(this.options.runtimesDir, 'go1.21', 'build.sh'),
+              join(this.options.runtimesDir, RUNTIME_INFO[runtime].serverDir, 'build.sh'),
               code,
               join(staging, 'bin', 'function'),
               entrypoint,
