@@ -12,7 +12,18 @@ import { afterEach, describe, expect, it } from 'vitest';
 const SCRIPT = resolve('test/system-packages.sh');
 /** What the script itself runs, and every command it checks for. */
 const TOOLS = ['bash', 'sort', 'id', 'mktemp', 'tail', 'rm', 'cat', 'touch', 'chmod'];
-const CHECKED = ['git', 'python3', 'openssl', 'pgrep', 'bwrap', 'slirp4netns', 'setpriv', 'unshare'];
+const CHECKED = [
+  'git',
+  'python3',
+  'openssl',
+  'pgrep',
+  'bwrap',
+  'slirp4netns',
+  'setpriv',
+  'unshare',
+  'chromium',
+  'rabbitmq-server',
+];
 
 interface Run {
   code: number;

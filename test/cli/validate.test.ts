@@ -92,7 +92,7 @@ describe('sless validate', { timeout: 240_000 }, () => {
           (l) => !/^warning: .* spec\.runtime: runtime (nodejs20|go1\.21) is past its end of life/.test(l),
         ),
     ).toEqual([
-      `6 documents valid (4 Function, 1 Trigger, 1 FunctionJob) in ${resolve('examples-repo')}`,
+      `7 documents valid (5 Function, 1 Trigger, 1 FunctionJob) in ${resolve('examples-repo')}`,
       '',
     ]);
     expect(result.stdout).toMatch(

@@ -9,6 +9,8 @@ import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PACKAGE_ROOT } from '../../src/config/config.js';
+import { RUNTIME_INFO } from '../../src/core/runtimes.js';
+import type { RuntimeName } from '../../src/core/schemas.js';
 import { RUNTIME_CONTEXT_FILES } from '../../src/packaging/build-context.js';
 import { apply, type KubeObject } from '../../src/platform/kube/objects.js';
 import { DEPLOY_DIR, loadKustomization, typeOf } from './deploy-manifests.js';
@@ -108,7 +110,8 @@ describe('deploy/', () => {
     expect(dockerfile).toMatch(/ENTRYPOINT \["node", (?:"--[a-z-]+(?:=\d+)?", )*"bin\/sless.js"\]/);
     // What the kaniko contexts need from runtimes/ is really there.
     for (const [runtime, files] of Object.entries(RUNTIME_CONTEXT_FILES))
-      for (const file of files) await access(join(PACKAGE_ROOT, 'runtimes', runtime, file));
+      for (const file of files)
+        await access(join(PACKAGE_ROOT, 'runtimes', RUNTIME_INFO[runtime as RuntimeName].serverDir, file));
   });
 
   it('the controller starts the way it ships (bin/sless.js controller, env config) and serves /readyz', async () => {

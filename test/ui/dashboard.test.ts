@@ -1,6 +1,6 @@
 /**
  * The dashboard in a real headless Chromium against the real `sless dev` serving examples-repo/, as
- * a newcomer's `npm start` does: the four examples Ready, a commit that changes the serving commit
+ * a newcomer's `npm start` does: the five examples Ready, a commit that changes the serving commit
  * on the open page (no reload), a broken manifest's reason, a pin from the build history and the
  * unpin, followed logs, a keyboard-driven action, and every figure on a card held to the API answer
  * the test reads itself.
@@ -21,7 +21,7 @@ import { pollUntil } from '../helpers/poll-until.js';
 import { SlessProcess } from '../helpers/sless-process.js';
 
 const NS = '/v1/namespaces/default';
-const EXAMPLES = ['hello-go', 'hello-node', 'hello-python', 'time-node'];
+const EXAMPLES = ['hello-go', 'hello-node', 'hello-python', 'ticks-node', 'time-node'];
 const card = (kind: string, name: string) => `[data-kind="${kind}"][data-name="${name}"]`;
 const fnField = (name: string, field: string) => `${card('Function', name)} [data-field="${field}"]`;
 const sourceField = (field: string) => `${card('GitSource', 'examples')} [data-field="${field}"]`;
@@ -70,14 +70,14 @@ describe('the dashboard on sless dev', { timeout: 5 * 60_000 }, () => {
     if (work) await rm(work, { recursive: true, force: true });
   });
 
-  it('`sless dev` prints the dashboard URL, and the page shows the four examples Ready', async () => {
+  it('`sless dev` prints the dashboard URL, and the page shows the five examples Ready', async () => {
     await sless.settled();
     expect(sless.printed).toContain(`  dashboard: ${sless.url.replace('127.0.0.1', 'localhost')}/ui/`);
     await page.goto(`${sless.url}/ui/`);
     await waitForText(page, '#live', (t) => t === 'live', 'the event stream is live');
     for (const name of EXAMPLES)
       await waitForText(page, fnField(name, 'phase'), (t) => t === 'Ready', `${name} Ready`, 4 * 60_000);
-    expect(await page.locator('[data-kind="Function"]').count()).toBe(4);
+    expect(await page.locator('[data-kind="Function"]').count()).toBe(EXAMPLES.length);
     await screenshot(page, 'dashboard-examples-ready');
   });
 
@@ -98,6 +98,9 @@ describe('the dashboard on sless dev', { timeout: 5 * 60_000 }, () => {
       expect(await textOf(page, fnField(name, 'commit'))).toBe(short(status.commit));
       expect(await textOf(page, fnField(name, 'servingCommit'))).toBe(short(status.servingCommit));
       expect(await textOf(page, fnField(name, 'url'))).toBe(status.url);
+      // The instances the platform observed (status.instances), as `kubectl get functions` shows them.
+      if (status.phase === 'Ready')
+        expect(await textOf(page, fnField(name, 'instances'))).toBe(String(status.instances?.ready));
       expect(await textOf(page, fnField(name, 'lastBuildDuration'))).toBe(
         duration(status.lastBuild?.durationMs),
       );

@@ -187,7 +187,7 @@ export function functionCard(
   const source = sourceName ? model.objects.GitSource.get(sourceName) : undefined;
   const last = status.lastBuild as BuildRecord | undefined;
   const url = text(status.url);
-  const replicas = typeof fn.spec.replicas === 'number' ? fn.spec.replicas : 1;
+  const instances = status.instances as { desired: number; ready: number } | undefined;
   const builds = model.builds.get(name) ?? [];
   const details = (key: string, summary: string, ...body: Child[]) => {
     const id = `${name}/${key}`;
@@ -224,7 +224,7 @@ export function functionCard(
       field(
         'instances',
         'Instances',
-        status.phase === 'ScaledToZero' ? '0 (scaled to zero)' : String(replicas),
+        status.phase === 'ScaledToZero' ? '0 (scaled to zero)' : instancesText(instances),
       ),
       field('lastBuild', 'Last build', last ? `${last.result} at ${short(last.commit)}` : '—'),
       field('lastBuildDuration', 'Build took', duration(last?.durationMs)),
@@ -322,4 +322,12 @@ export function jobCard(job: ApiObject): HTMLElement {
       ),
     ),
   );
+}
+
+/** What the platform observed runs: `3`, or `2 of 3` while some are not ready yet. */
+export function instancesText(instances: { desired: number; ready: number } | undefined): string {
+  if (!instances) return '—';
+  return instances.ready === instances.desired
+    ? String(instances.ready)
+    : `${instances.ready} of ${instances.desired}`;
 }
