@@ -41,6 +41,7 @@ describe('the controller image cache key', () => {
       'src',
       'tsconfig.build.json',
       'tsconfig.json',
+      'ui',
     ]);
   });
 

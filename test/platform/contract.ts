@@ -465,11 +465,14 @@ export function platformContract(
       });
       await p.finishBuild('quiet', commit);
       await waitFor('quiet Disabled', async () => (await p.fn('quiet'))?.status?.phase === 'Disabled');
-      const answer = await waitFor('quiet answers 503', async () => {
+      // A watch cache that routes /fn/ may lag the status read here by a moment, answering the 503
+      // of the state before (no ready revision yet); it must come to say the function is disabled.
+      const disabledAnswer = { error: `function ${p.namespace}/quiet is disabled` };
+      const answer = await waitFor('quiet answers that it is disabled', async () => {
         const served = await p.call('quiet');
-        return served.status === 503 ? served : undefined;
+        return JSON.stringify(served.body) === JSON.stringify(disabledAnswer) ? served : undefined;
       });
-      expect(answer.body).toEqual({ error: `function ${p.namespace}/quiet is disabled` });
+      expect(answer).toEqual({ status: 503, body: disabledAnswer });
     });
 
     contractCase(
