@@ -10,7 +10,7 @@ import type { Logger } from 'pino';
 import { NotFoundError } from '../core/errors.js';
 import { FunctionProxy } from '../proxy/function-proxy.js';
 import type { ClientListener } from '../server/early-listener.js';
-import { proxyPlugin } from '../server/fn-routes.js';
+import { proxyPlugin, rawFunctionRoutes } from '../server/fn-routes.js';
 import { HttpFront } from '../server/http-front.js';
 import type { Authenticator } from './auth/authenticator.js';
 import { guardLoopback } from './auth/loopback-guard.js';
@@ -149,20 +149,12 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   await app.register(webhookPlugin, { context, bodyLimit });
   await app.register(proxyPlugin, { proxy });
   const { asyncIntake } = options;
+  // The body is stored as it came, whatever its type.
   if (asyncIntake)
-    await app.register(async (scope) => {
-      // The body is stored as it came, whatever its type.
-      scope.removeAllContentTypeParsers();
-      scope.addContentTypeParser('*', (_request, _payload, done) => done(null));
-      for (const url of ['/fn-async/:ns/:name', '/fn-async/:ns/:name/*'])
-        scope.route({
-          method: ['GET', 'POST', 'PUT', 'DELETE', 'PATCH'],
-          url,
-          handler: async (request, reply) => {
-            reply.hijack();
-            await asyncIntake.handle(request.raw, reply.raw);
-          },
-        });
+    await app.register(rawFunctionRoutes, {
+      base: '/fn-async',
+      methods: ['GET', 'POST', 'PUT', 'DELETE', 'PATCH'],
+      handle: (req, res) => asyncIntake.handle(req, res),
     });
   return app;
 }

@@ -34,7 +34,6 @@ import { LocalSecretStore } from '../secrets/local-store.js';
 import { RepoSecrets } from '../secrets/repo-secrets.js';
 import type { ClientListener } from '../server/early-listener.js';
 import type { GuardedHttpClient } from '../source/guarded-http.js';
-import { OutboundPolicy } from '../source/outbound.js';
 import {
   buildRecorder,
   controllerContext,
@@ -171,12 +170,14 @@ export async function startLocalSystem(
       import('../proxy/websocket-upgrade.js'),
       Promise.all([import('../async/wire.js'), import('../platform/local/invocation-store.js')]),
     ]);
+  // One policy for every tenant URL: git sources and async callbacks alike.
+  const outbound = outboundPolicy(config.tenancy, logger);
   // Asynchronous invocations: queued in the state directory, delivered by workers through /fn/.
   const [{ wireAsyncInvocations }, { LocalInvocationStore }] = asyncModules;
   const asyncInvocations = wireAsyncInvocations({
     store,
     invocations: await LocalInvocationStore.open(config.stateDir, logger),
-    policy: new OutboundPolicy(config.tenancy.outboundAllow, config.tenancy.outboundDns),
+    policy: outbound,
     logger,
   });
   startupMark('serving path loaded');
@@ -212,7 +213,7 @@ export async function startLocalSystem(
   // This start may have used the toolchains the last one found; they are looked up again now.
   void launcher.checkToolchains();
   const { guardedGitHttp } = await import('../source/guarded-http.js');
-  const gitHttp = guardedGitHttp(outboundPolicy(config.tenancy, logger));
+  const gitHttp = guardedGitHttp(outbound);
   let parts: Awaited<ReturnType<typeof localControlPlane>>;
   let address: string;
   try {

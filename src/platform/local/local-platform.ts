@@ -462,6 +462,8 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
           }
         });
       }
+      // With more than one instance the main thread balances: the proxy thread hands requests over.
+      this.mirrorRoute(key);
     } else if (wanted < extras.length) {
       // The least busy go first; each drains before it stops.
       const byLoad = [...extras].sort(
@@ -472,7 +474,6 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
       this.mirrorRoute(key);
       for (const instance of leaving) this.retireInBackground(instance);
     }
-    this.mirrorRoute(key);
     const { namespace, name } = current.fn.metadata;
     this.options.onChanged?.(namespace, name);
   }
