@@ -4,7 +4,7 @@
  * least busy one, and once the load is gone the extra instances drain and stop, with no request
  * failed. A handler blocks until the test opens a gate (a file), so what is in flight is exact.
  */
-import { rm, writeFile } from 'node:fs/promises';
+import { readdir, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { functionManifest, nodeHandler, TestRepo, tempDir } from '../helpers/git.js';
@@ -15,6 +15,8 @@ const HELD = nodeHandler(`
   const fs = require('node:fs');
   const path = require('node:path');
   globalThis.instance ??= Math.random().toString(36).slice(2);
+  // Each request marks its arrival, so the test opens the gate only once every request is held.
+  fs.writeFileSync(path.join(process.env.DIR, 'held-' + Math.random().toString(36).slice(2)), globalThis.instance);
   while (!fs.existsSync(path.join(process.env.DIR, 'open'))) await new Promise((r) => setTimeout(r, 20));
   return { instance: globalThis.instance };
 `);
@@ -49,6 +51,7 @@ describe('autoscaling on the local platform', () => {
     return { status: r.status, body: (await r.json()) as { instance?: string } };
   };
   const instances = async () => (await system.functionStatus('busy'))?.instances;
+  const held = async () => (await readdir(dir)).filter((f) => f.startsWith('held-')).length;
 
   it('scales out to the requests in flight over the target, no further than max, and back to min after', async () => {
     expect(await instances()).toEqual({ desired: 1, ready: 1 });
@@ -64,8 +67,10 @@ describe('autoscaling on the local platform', () => {
     );
     // New requests go to the least busy instances: the two new ones, which hold nothing yet.
     const more = Array.from({ length: 2 }, () => call());
-    // Five in flight at max 3: still three.
-    await eventually(async () => (await instances())?.desired === 3, 5_000, 'held at max');
+    // Five in flight at max 3: still three. The gate opens only once all five are inside a handler;
+    // opened earlier, the first three could finish before the last two are placed.
+    await eventually(async () => (await held()) === 5, 15_000, 'five requests held');
+    expect(await instances()).toEqual({ desired: 3, ready: 3 });
     await writeFile(join(dir, 'open'), '');
     const answers = await Promise.all([...first, ...more]);
     expect(answers.map((a) => a.status)).toEqual([200, 200, 200, 200, 200]);

@@ -142,7 +142,10 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     else if (!revision) mirror.publish(key, undefined);
     // Split between two revisions: the platform picks each request's revision and counts its answer.
     // A split between revisions or instances is the main thread's to make, request by request.
-    else if (slot.canary || slot.extras?.length) mirror.publish(key, undefined);
+    // Scaling out counts as split from the decision on, so no request reaches a stale direct route once
+    // the new instances are ready.
+    else if (slot.canary || slot.extras?.length || (slot.desiredInstances ?? 1) > 1)
+      mirror.publish(key, undefined);
     else if (!revision.process.alive) mirror.publish(key, restartingAfterCrash(namespace, name));
     else {
       const { origin, socketPath, timeoutSec, admission } = revision.route;
@@ -434,6 +437,9 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     const wanted = Math.max(instances, 1) - 1;
     slot.desiredInstances = wanted + 1;
     if (wanted > extras.length) {
+      // The proxy thread hands this function's requests over before any new instance counts as ready.
+      this.mirrorRoute(key);
+      await this.options.mirror?.synced();
       const started = await Promise.allSettled(
         Array.from({ length: wanted - extras.length }, () =>
           this.revisions.start(current.fn, current.build, current.id),
