@@ -1106,6 +1106,15 @@ export const MUTATIONS: GuardMutation[] = [
     to: '        chosen = revision;',
     tests: ['test/local/autoscale.test.ts'],
   },
+  {
+    id: 'local-scale-down-without-drain',
+    guard:
+      'Locally, an instance the autoscaler lets go stops only after its requests in flight have answered.',
+    file: 'src/platform/local/local-platform.ts',
+    from: '      for (const instance of leaving) this.retireInBackground(instance);',
+    to: '      for (const instance of leaving) void instance.process.stop();',
+    tests: ['test/local/autoscale-drain.test.ts'],
+  },
   // ---- Streamed answers in the runtimes ----
   {
     id: 'node-stream-signal-never-aborts',
