@@ -5,7 +5,7 @@
  */
 
 /** True while a process with this pid exists (EPERM: it exists, under another uid). */
-function alive(pid: number): boolean {
+export function processExists(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;
@@ -21,5 +21,5 @@ function alive(pid: number): boolean {
  */
 export function leftBehind(entry: string, pattern: RegExp): boolean {
   const pid = Number(pattern.exec(entry)?.[1] ?? Number.NaN);
-  return Number.isInteger(pid) && pid !== process.pid && !alive(pid);
+  return Number.isInteger(pid) && pid !== process.pid && !processExists(pid);
 }

@@ -137,3 +137,15 @@ export async function bodyOf(system: TestSystem, path: string): Promise<{ status
   const response = await system.call(path);
   return { status: response.status, text: await response.text() };
 }
+
+/** Waits until the function's status shows `count` instances desired and as many ready. */
+export async function untilInstances(system: TestSystem, name: string, count: number): Promise<void> {
+  await eventually(
+    async () => {
+      const now = (await system.functionStatus(name))?.instances;
+      return now?.desired === count && now.ready === count;
+    },
+    30_000,
+    `${count} instance(s) of ${name}`,
+  );
+}

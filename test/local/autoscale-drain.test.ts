@@ -10,8 +10,9 @@
 import { readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { processExists } from '../../src/core/left-behind.js';
 import { functionManifest, nodeHandler, TestRepo, tempDir } from '../helpers/git.js';
-import { eventually, startTestSystem, type TestSystem } from '../helpers/local-system.js';
+import { eventually, startTestSystem, type TestSystem, untilInstances } from '../helpers/local-system.js';
 
 // Without an id a request answers at once; with one it marks its arrival (held-<id>, holding its pid)
 // and waits for open-<id>. While it waits, ping-<id> makes it answer pong-<id>: whether its process
@@ -36,16 +37,6 @@ const GATED = nodeHandler(`
   }
   return { pid: process.pid, terminated: globalThis.terminated };
 `);
-
-const alive = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ESRCH') return false;
-    throw error;
-  }
-};
 
 describe('scale-down on the local platform', () => {
   let repo: TestRepo;
@@ -93,14 +84,7 @@ describe('scale-down on the local platform', () => {
 
     // Three held on the only instance: the autoscaler starts two more.
     const early = ids.slice(0, 3).map((id) => ({ id, answer: call(id) }));
-    await eventually(
-      async () => {
-        const now = await instances();
-        return now?.desired === 3 && now.ready === 3;
-      },
-      30_000,
-      'three instances',
-    );
+    await untilInstances(system, 'drain', 3);
     // Two more go to the least busy instances, the new ones.
     const late = ids.slice(3).map((id) => ({ id, answer: call(id) }));
     const pids = await eventually(
@@ -136,21 +120,14 @@ describe('scale-down on the local platform', () => {
       'the held request answering the ping',
     );
     expect(pong, 'SIGTERM while its request was still in flight').toBe('false');
-    expect(alive(keptPid)).toBe(true);
+    expect(processExists(keptPid)).toBe(true);
     await writeFile(join(dir, `open-${keptId}`), '');
     const last = await (kept as (typeof all)[number]).answer;
     expect(last).toEqual({ status: 200, body: { pid: keptPid, terminated: false } });
 
     // Drained: it stops, one instance remains, and the function still answers.
-    await eventually(
-      async () => {
-        const now = await instances();
-        return now?.desired === 1 && now.ready === 1;
-      },
-      30_000,
-      'one instance',
-    );
-    await eventually(async () => !alive(keptPid), 15_000, 'the drained process gone');
+    await untilInstances(system, 'drain', 1);
+    await eventually(async () => !processExists(keptPid), 15_000, 'the drained process gone');
     const after = await call();
     expect(after.status).toBe(200);
     expect(after.body.pid).not.toBe(keptPid);

@@ -8,7 +8,7 @@ import { readdir, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { functionManifest, nodeHandler, TestRepo, tempDir } from '../helpers/git.js';
-import { eventually, startTestSystem, type TestSystem } from '../helpers/local-system.js';
+import { eventually, startTestSystem, type TestSystem, untilInstances } from '../helpers/local-system.js';
 
 // Each process has an id of its own, so the test sees which instance answered.
 const HELD = nodeHandler(`
@@ -57,14 +57,7 @@ describe('autoscaling on the local platform', () => {
     expect(await instances()).toEqual({ desired: 1, ready: 1 });
     const first = Array.from({ length: 3 }, () => call());
     // Three in flight at target 1: three instances, each a process of its own.
-    await eventually(
-      async () => {
-        const now = await instances();
-        return now?.desired === 3 && now.ready === 3;
-      },
-      30_000,
-      'three instances',
-    );
+    await untilInstances(system, 'busy', 3);
     // New requests go to the least busy instances: the two new ones, which hold nothing yet.
     const more = Array.from({ length: 2 }, () => call());
     // Five in flight at max 3: still three. The gate opens only once all five are inside a handler;
@@ -77,14 +70,7 @@ describe('autoscaling on the local platform', () => {
     const served = new Set(answers.map((a) => a.body.instance));
     expect(served.size).toBe(3);
     // Load gone: back to one instance after the stable window, with every request answered.
-    await eventually(
-      async () => {
-        const now = await instances();
-        return now?.desired === 1 && now.ready === 1;
-      },
-      30_000,
-      'back to one',
-    );
+    await untilInstances(system, 'busy', 1);
     const after = await call();
     expect(after.status).toBe(200);
     expect(served.has(after.body.instance)).toBe(true);

@@ -140,10 +140,9 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     else if (!slot.enabled) mirror.publish(key, disabled(namespace, name));
     // Parked or still starting: only the platform can wake it or wait for it.
     else if (!revision) mirror.publish(key, undefined);
-    // Split between two revisions: the platform picks each request's revision and counts its answer.
-    // A split between revisions or instances is the main thread's to make, request by request.
-    // Scaling out counts as split from the decision on, so no request reaches a stale direct route once
-    // the new instances are ready.
+    // A split between revisions or instances is the main thread's to make, request by request. Scaling
+    // out counts as split from the decision on, so no request takes a stale direct route to the first
+    // instance once the new ones are ready.
     else if (slot.canary || slot.extras?.length || (slot.desiredInstances ?? 1) > 1)
       mirror.publish(key, undefined);
     else if (!revision.process.alive) mirror.publish(key, restartingAfterCrash(namespace, name));
