@@ -12,6 +12,7 @@ import {
   silentLogger,
 } from '../../test/helpers/reconcile-fakes.js';
 import type { ObjectStore } from '../core/interfaces.js';
+import { ReconcileRequests } from '../core/reconcile-requests.js';
 import {
   ANNOTATION_BUILD_KEY,
   ANNOTATION_COMMIT,
@@ -36,7 +37,8 @@ async function eventually(check: () => boolean | Promise<boolean>, what: string)
 }
 
 /** A controller with one reconcile slot whose build lookups wait for `release`. */
-function startController() {
+function startController(options: { requests?: ReconcileRequests; holdLookups?: boolean } = {}) {
+  const { requests, holdLookups = true } = options;
   const store = new MemoryStore();
   let functionReads = 0;
   const get = store.get.bind(store);
@@ -52,7 +54,7 @@ function startController() {
     builder: {
       lookup: async (fn, key) => {
         lookups.push(fn.metadata.name);
-        await new Promise<void>((resolve) => waiting.push(resolve));
+        if (holdLookups) await new Promise<void>((resolve) => waiting.push(resolve));
         return buildRecord(key);
       },
       build: async () => {
@@ -74,6 +76,7 @@ function startController() {
     logger: silentLogger,
     externalUrl: 'http://sless.test',
     functionConcurrency: 1,
+    ...(requests ? { requests } : {}),
   });
   return {
     store,
@@ -151,4 +154,46 @@ test("a Function's event finds its Triggers and FunctionJobs in the store's watc
   // The Trigger's reconcile, queued by the function's event, finds no Trigger and unschedules it.
   await eventually(() => t.scheduler.removed.includes('fn-0-cron'), 'the dependent Trigger reconciled');
   expect(lists).toBe(0);
+});
+
+test("a watcher's request reconciles the Function while the controller runs, and reaches no stopped one", async () => {
+  const requests = new ReconcileRequests();
+  const t = startController({ requests, holdLookups: false });
+  running = t.controller;
+  // Before start nothing listens: a request then is dropped (start lists every object anyway).
+  requests.request('Function', 'ns', 'fn-0');
+  expect(requests.listenerCount).toBe(0);
+  await t.controller.start();
+  await t.store.apply(functionResource('fn-0', annotations('a')));
+  await eventually(
+    async () => (await t.store.get('Function', 'ns', 'fn-0'))?.status?.servingRevision !== undefined,
+    'fn-0 serving',
+  );
+  await t.controller.idle();
+  // Each reconcile reads its Function once, first thing.
+  const before = t.functionReads();
+  // A process of fn-0 exited, say: the platform asks, and fn-0 reconciles again.
+  requests.request('Function', 'ns', 'fn-0');
+  await eventually(() => t.functionReads() > before, 'the requested reconcile');
+  await t.controller.idle();
+  await t.controller.stop();
+  const readsWhenStopped = t.functionReads();
+  running = undefined;
+  expect(requests.listenerCount).toBe(0);
+  // The next leader term's controller picks the stream up; the stopped one hears nothing more.
+  const next = startController({ requests, holdLookups: false });
+  running = next.controller;
+  await next.controller.start();
+  await next.store.apply(functionResource('fn-0', annotations('a')));
+  await eventually(
+    async () => (await next.store.get('Function', 'ns', 'fn-0'))?.status?.servingRevision !== undefined,
+    'fn-0 serving under the next controller',
+  );
+  await next.controller.idle();
+  const nextBefore = next.functionReads();
+  requests.request('Function', 'ns', 'fn-0');
+  await eventually(() => next.functionReads() > nextBefore, 'the request reaching the next controller');
+  await next.controller.idle();
+  expect(t.functionReads()).toBe(readsWhenStopped);
+  expect(requests.listenerCount).toBe(1);
 });

@@ -20,6 +20,7 @@ import type {
   WorkloadPlatform,
 } from '../core/interfaces.js';
 import { DEFAULT_QUOTAS, type Quotas } from '../core/quotas.js';
+import type { ReconcileRequest, ReconcileRequests } from '../core/reconcile-requests.js';
 import {
   type BuildRecord,
   type FunctionJob,
@@ -100,6 +101,11 @@ export interface ControllerOptions {
   secrets?: SecretReader;
   /** Decrypts SOPS Secret files of a repository and keeps them where functions find them. */
   repoSecrets?: RepoSecrets;
+  /**
+   * What watchers other than the store ask to have reconciled (a process that exited, a cron that
+   * fired, a workload edited by hand): listened to from start to stop.
+   */
+  requests?: ReconcileRequests;
 }
 
 export interface ControllerObserver {
@@ -135,6 +141,7 @@ export class Controller {
   private readonly sourceQueue: WorkQueue;
   private resyncTimer: NodeJS.Timeout | undefined;
   private unsubscribe: (() => void) | undefined;
+  private stopListening: (() => void) | undefined;
   private stopped = false;
 
   constructor(options: ControllerOptions) {
@@ -313,6 +320,7 @@ export class Controller {
 
   async start(): Promise<void> {
     this.unsubscribe = this.options.store.subscribe((event) => this.onEvent(event));
+    this.stopListening = this.options.requests?.subscribe((request) => this.onRequest(request));
     for (const source of await this.options.store.list('GitSource')) this.sourceQueue.add(keyOf(source));
     await this.sourceQueue.idle();
     // Stopped meanwhile (this replica lost its lease while starting): nothing more to start.
@@ -352,6 +360,7 @@ export class Controller {
     this.syncs.stop();
     clearInterval(this.resyncTimer);
     this.unsubscribe?.();
+    this.stopListening?.();
     this.sourceQueue.stop();
     this.functionQueue.stop();
     this.functionGate.stop();
@@ -377,6 +386,12 @@ export class Controller {
   private fairTaskOf(key: string): { tenant: string; flow: string; warm: boolean } {
     const seen = this.functionTasks.get(key);
     return { tenant: key.slice(0, key.indexOf('/')), flow: seen?.flow ?? '', warm: seen?.warm ?? false };
+  }
+
+  private onRequest(request: ReconcileRequest): void {
+    if (request.kind === 'Function') this.enqueueFunction(request.namespace, request.name);
+    else if (request.kind === 'Trigger') this.enqueueTrigger(request.namespace, request.name);
+    else if (!this.stopped) this.jobQueue.add(`${request.namespace}/${request.name}`);
   }
 
   /** Reconciles one Function soon (its workload drifted, for instance). */

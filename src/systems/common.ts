@@ -9,6 +9,7 @@ import type { FunctionInstanceCount, SlessMetrics } from '../api/metrics.js';
 import type { LocalConfig, TenancySettings } from '../config/config.js';
 import type { ObjectStore } from '../core/interfaces.js';
 import type { Leadership } from '../core/leadership.js';
+import type { ReconcileRequests } from '../core/reconcile-requests.js';
 import type { BuildRecord, SlessFunction } from '../core/resources.js';
 import { startupMark } from '../core/startup-marks.js';
 import type { BuildCollector } from '../reconcile/build-gc.js';
@@ -63,12 +64,12 @@ export function outboundPolicy(tenancy: TenancySettings, logger: Logger): Outbou
 /** Queues every Function of the namespace that references the secret. */
 export async function requeueReferencing(
   store: ObjectStore,
-  controller: Pick<Controller, 'enqueueFunction'>,
+  requests: ReconcileRequests,
   namespace: string,
   name: string,
 ): Promise<void> {
   for (const fn of await store.list('Function', { namespace }))
-    if (referencesSecret(fn, name)) controller.enqueueFunction(namespace, fn.metadata.name);
+    if (referencesSecret(fn, name)) requests.request('Function', namespace, fn.metadata.name);
 }
 
 /** A key file's version, from its content: a new key is tried on files that failed with the old. */
@@ -121,13 +122,13 @@ export function controllerObserver(metrics: SlessMetrics, gc: BuildCollector): C
 export function buildRecorder(
   metrics: SlessMetrics,
   history: BuildHistory,
-  gc: () => BuildCollector | undefined,
+  gc: BuildCollector,
 ): (record: BuildRecord, fn: SlessFunction) => void {
   return (record, fn) => {
     metrics.buildFinished(record);
     history.record(record, fn);
     // History grew by one: the oldest may now be past the limit, even if the new one never serves.
-    gc()?.request(undefined, fn.metadata);
+    gc.request(undefined, fn.metadata);
   };
 }
 

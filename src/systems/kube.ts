@@ -8,6 +8,7 @@ import type { Logger } from 'pino';
 import { createAuthenticator } from '../api/auth/factory.js';
 import type { KubeControllerConfig } from '../config/kube.js';
 import type { Leadership, LeaderTasks } from '../core/leadership.js';
+import { ReconcileRequests } from '../core/reconcile-requests.js';
 import { SopsDecryptor } from '../manifest/sops.js';
 import type { KubeAutoscaler } from '../platform/kube/autoscaler.js';
 import type { KanikoBuilder } from '../platform/kube/build/kaniko-builder.js';
@@ -196,8 +197,9 @@ export async function startKubeSystem(
     logger,
   });
   const cleanup = new FunctionCleanup({ s3, bucket: config.s3.bucket, workloads, archive });
-  // Builds report to the collector, which needs the builder's store first.
-  const late: { gc?: BuildCollector } = {};
+  // The drift and secret watches ask for reconciles here; the controller of each leader term
+  // listens while it runs.
+  const requests = new ReconcileRequests();
   // Only the leader reconciles: the control loop, the drift watch and finalizers run while this
   // replica holds the Lease, and stop the moment it does not. Every replica serves /fn/ and the API.
   const term = new LeaderTerm<Controller>({
@@ -260,6 +262,15 @@ export async function startKubeSystem(
     readyFunctions: () => readyFunctionCounts(store),
     functionInstances: () => functionInstanceCounts(store),
   });
+  const gc = new BuildCollector({
+    store,
+    archive,
+    limit: config.buildHistory,
+    logger,
+    events,
+    // Every replica may run it, but a pass prunes only while this replica leads.
+    shouldRun: options.isLeader ?? (() => leadership.isLeader()),
+  });
   const builder = new KanikoBuilder({
     http,
     s3,
@@ -278,7 +289,7 @@ export async function startKubeSystem(
     ...(config.buildServiceAccount ? { serviceAccountName: config.buildServiceAccount } : {}),
     ...(options.pollMs ? { pollMs: options.pollMs } : {}),
     changes,
-    onBuildFinished: buildRecorder(metrics, history, () => late.gc),
+    onBuildFinished: buildRecorder(metrics, history, gc),
     ...(config.codeLayer
       ? {
           codeLayer: new CodeLayerBuilder({
@@ -294,16 +305,6 @@ export async function startKubeSystem(
         }
       : {}),
   });
-  const gc = new BuildCollector({
-    store,
-    archive,
-    limit: config.buildHistory,
-    logger,
-    events,
-    // Every replica may run it, but a pass prunes only while this replica leads.
-    shouldRun: options.isLeader ?? (() => leadership.isLeader()),
-  });
-  late.gc = gc;
   // Functions' Secrets are read to check and hash them, never copied; SOPS files become Secrets.
   const secrets = new KubeSecrets({
     http,
@@ -351,6 +352,7 @@ export async function startKubeSystem(
       observer: controllerObserver(metrics, gc),
       secrets,
       repoSecrets,
+      requests,
     });
   let ready = false;
   const proxy = observedFunctionProxy({ routes, metrics, logger });
@@ -383,8 +385,7 @@ export async function startKubeSystem(
       onDrift: (owner, ns, name, cause) => {
         if (cause !== 'instances')
           logger.info({ [owner]: `${ns}/${name}`, cause }, 'owned object drifted; reconciling');
-        if (owner === 'Trigger') term.latest()?.enqueueTrigger(ns, name);
-        else term.latest()?.enqueueFunction(ns, name);
+        requests.request(owner === 'Trigger' ? 'Trigger' : 'Function', ns, name);
       },
     });
     drift.start();
@@ -421,11 +422,8 @@ export async function startKubeSystem(
         'Function',
         (f) => f.metadata.namespace === ns && referencesSecret(f, name),
       );
-      if (referencing) for (const f of referencing) term.latest()?.enqueueFunction(ns, f.metadata.name);
-      else {
-        const controller = term.latest();
-        if (controller) void requeueReferencing(store, controller, ns, name);
-      }
+      if (referencing) for (const f of referencing) requests.request('Function', ns, f.metadata.name);
+      else void requeueReferencing(store, requests, ns, name);
     });
     return () => watcher.stop();
   });

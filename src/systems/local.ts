@@ -11,11 +11,13 @@ import type { SlessMetrics } from '../api/metrics.js';
 import { webhookSecretFor } from '../config/auth.js';
 import { ConfigError, type LocalConfig } from '../config/config.js';
 import type { ActivityBoard } from '../core/activity-board.js';
+import { Broadcast } from '../core/broadcast.js';
 import { branchOf } from '../core/defaults.js';
 import type { ObjectStore, ProcessLauncher, RouteMirror } from '../core/interfaces.js';
 import { ALWAYS_LEADER } from '../core/leadership.js';
 import type { ProxyTally, QueueDepth } from '../core/proxy-tallies.js';
-import type { GitSource } from '../core/resources.js';
+import { ReconcileRequests } from '../core/reconcile-requests.js';
+import type { BuildRecord, GitSource, SlessFunction } from '../core/resources.js';
 import { startupMark } from '../core/startup-marks.js';
 import { SopsDecryptor } from '../manifest/sops.js';
 import { findKeptBuild, LocalBuildArchive } from '../platform/local/build/build-archive.js';
@@ -138,9 +140,11 @@ export async function startLocalSystem(
   const logs = new FunctionLogBuffer();
   // Sealed at rest under a key kept apart; opened before anything starts a function that needs it.
   const secrets = new LocalSecretStore({ stateDir: config.stateDir, logger }).open();
-  // The platform reports scaling to the controller, which needs the platform first; the builder tells
-  // the collector of each finished build, and the collector needs the builder first.
-  const late: { controller?: Controller; gc?: BuildCollector; origin?: string } = {};
+  // The platform, the scheduler and the queue consumers ask for reconciles here; the controller,
+  // built later, listens while it runs.
+  const requests = new ReconcileRequests();
+  // Where /fn/ is reached from inside (amqp deliveries): known once the API listens.
+  const listening: { origin?: string } = {};
   const platform = new LocalPlatform({
     runtimesDir: config.runtimesDir,
     store,
@@ -149,7 +153,7 @@ export async function startLocalSystem(
     launcher,
     ...(config.scaleToZeroAfterSeconds ? { defaultIdleSeconds: config.scaleToZeroAfterSeconds } : {}),
     serving: state.serving,
-    onChanged: (ns, name) => late.controller?.enqueueFunction(ns, name),
+    onChanged: requests.requester('Function'),
     secrets,
     ...(gateway ? { activity: gateway.activity, mirror: gateway } : {}),
     keptBuild: (ns, name, commit) => findKeptBuild(config.stateDir, ns, name, commit),
@@ -229,7 +233,8 @@ export async function startLocalSystem(
       metrics,
       proxy,
       listener: options.listener,
-      late,
+      requests,
+      listening,
       secrets,
       asyncInvocations,
     });
@@ -249,7 +254,7 @@ export async function startLocalSystem(
   if (!options.listener) app.server.on('upgrade', (req, socket, head) => upgrades.handle(req, socket, head));
   startupMark('control plane loaded');
   await controller.start();
-  late.origin = address.replace('//0.0.0.0', '//127.0.0.1');
+  listening.origin = address.replace('//0.0.0.0', '//127.0.0.1');
   await asyncInvocations.start(address);
   // Functions with spec.scale run as many instances as their in-flight requests ask for.
   const autoscaler = new LocalAutoscaler({ platform, logger });
@@ -332,14 +337,25 @@ async function localControlPlane(
     metrics: SlessMetrics;
     proxy: FunctionProxy;
     listener: ClientListener | undefined;
-    /** Filled in here: the platform and the builder report to the controller and the collector. */
-    late: { controller?: Controller; gc?: BuildCollector; origin?: string };
+    requests: ReconcileRequests;
+    listening: { origin?: string };
     secrets: LocalSecretStore;
     asyncInvocations: import('../async/wire.js').AsyncInvocations;
   },
 ) {
-  const { logger, state, store, launcher, platform, logs, authenticator, gitHttp, metrics, late, secrets } =
-    parts;
+  const {
+    logger,
+    state,
+    store,
+    launcher,
+    platform,
+    logs,
+    authenticator,
+    gitHttp,
+    metrics,
+    requests,
+    secrets,
+  } = parts;
   const [
     { buildApp, BuildHistory, withCodeGate, Controller },
     { LocalBuilder },
@@ -358,13 +374,15 @@ async function localControlPlane(
     import('../queue/trigger-router.js'),
   ]);
   const history = new BuildHistory();
+  // The builder tells the collector of each build it finished; the collector needs the builder first.
+  const finishedBuilds = new Broadcast<[BuildRecord, SlessFunction]>();
   const builder = new LocalBuilder({
     stateDir: config.stateDir,
     ...(config.buildCacheDir ? { cacheDir: config.buildCacheDir } : {}),
     runtimesDir: config.runtimesDir,
     logger,
     launcher,
-    onBuildFinished: buildRecorder(metrics, history, () => late.gc),
+    onBuildFinished: finishedBuilds.emit,
     failedBuilds: state.failedBuilds,
   });
   const archive = new LocalBuildArchive({
@@ -377,11 +395,11 @@ async function localControlPlane(
   // Nothing builds yet: every staging directory is what a kill left behind.
   await archive.removeLeftovers();
   const gc = new BuildCollector({ store, archive, limit: config.buildHistory, logger });
-  late.gc = gc;
+  finishedBuilds.subscribe(buildRecorder(metrics, history, gc));
   const scheduler = new LocalCronScheduler({
     routes: platform,
     logger,
-    onFired: (ns, name) => late.controller?.enqueueTrigger(ns, name),
+    onFired: requests.requester('Trigger'),
   });
   const jobs = new LocalJobRunner({
     commandFor: (fn, build) => platform.runtimeCommand(fn, build),
@@ -392,8 +410,8 @@ async function localControlPlane(
   const queueTriggers = new QueueTriggers({
     secrets,
     logger,
-    origin: () => late.origin,
-    onChanged: (ns, name) => late.controller?.enqueueTrigger(ns, name),
+    origin: () => parts.listening.origin,
+    onChanged: requests.requester('Trigger'),
   });
   const controller = new Controller({
     scheduler: new TriggerRouter(scheduler, queueTriggers),
@@ -411,6 +429,7 @@ async function localControlPlane(
     externalUrl: config.externalUrl,
     quotas: config.tenancy.quotas,
     secrets,
+    requests,
     repoSecrets: new RepoSecrets({
       decryptor: new SopsDecryptor({
         binary: config.sopsBinary,
@@ -420,15 +439,14 @@ async function localControlPlane(
       ...(config.sopsAgeKeyFile ? { keyVersion: () => fileVersion(config.sopsAgeKeyFile as string) } : {}),
     }),
   });
-  late.controller = controller;
   // A secret that changes (set, rotated, deleted) queues the functions that reference it.
-  secrets.subscribe((namespace, name) => void requeueReferencing(store, controller, namespace, name));
+  secrets.subscribe((namespace, name) => void requeueReferencing(store, requests, namespace, name));
   // … and the amqp Triggers whose connection URL it holds.
   secrets.subscribe(
     (namespace, name) =>
       void store.list('Trigger', { namespace }).then((triggers) => {
         for (const t of triggers)
-          if (t.spec.secretRef?.name === name) controller.enqueueTrigger(namespace, t.metadata.name);
+          if (t.spec.secretRef?.name === name) requests.request('Trigger', namespace, t.metadata.name);
       }),
   );
   let ready = false;

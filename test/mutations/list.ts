@@ -957,7 +957,7 @@ export const MUTATIONS: GuardMutation[] = [
     id: 'secret-change-not-requeued',
     guard: 'A secret set, rotated or deleted through the local store queues the functions that reference it.',
     file: 'src/systems/local.ts',
-    from: '  secrets.subscribe((namespace, name) => void requeueReferencing(store, controller, namespace, name));\n',
+    from: '  secrets.subscribe((namespace, name) => void requeueReferencing(store, requests, namespace, name));\n',
     to: '',
     tests: ['test/local/secrets.test.ts'],
     timeoutMs: 240_000,
@@ -1440,5 +1440,23 @@ export const MUTATIONS: GuardMutation[] = [
     from: '  if (today <= info.endOfLife) return undefined;',
     to: '  if (today <= info.endOfLife || today) return undefined;',
     tests: ['src/core/runtimes.test.ts'],
+  },
+  // ---- Reconcile requests from watchers beside the store ----
+  {
+    id: 'reconcile-requests-not-heard',
+    guard:
+      'A watcher beside the store (a process that exited, a cron that fired, a Deployment edited by hand) gets its object reconciled while the controller runs.',
+    file: 'src/reconcile/controller.ts',
+    from: '    this.stopListening = this.options.requests?.subscribe((request) => this.onRequest(request));\n',
+    to: '',
+    tests: ['src/reconcile/controller.test.ts'],
+  },
+  {
+    id: 'reconcile-requests-heard-after-stop',
+    guard: "A stopped controller (a leader term that ended) stops listening to watchers' requests.",
+    file: 'src/reconcile/controller.ts',
+    from: '    this.stopListening?.();\n',
+    to: '',
+    tests: ['src/reconcile/controller.test.ts'],
   },
 ];
