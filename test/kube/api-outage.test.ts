@@ -43,6 +43,23 @@ function readsObjectOf(request: string, names: readonly string[]): boolean {
 
 const isWatch = (request: string) => /[?&]watch=(true|1)/.test(request);
 
+/**
+ * The API server's own count of reads of single objects (verb GET, not LIST or WATCH) of the kinds
+ * the data path would read, from its `/metrics`: every client's, not only the controller's.
+ */
+async function apiServerObjectReads(env: KubeEnv): Promise<number> {
+  const text = await env.http.raw('GET', '/metrics');
+  let total = 0;
+  for (const line of text.split('\n')) {
+    if (!line.startsWith('apiserver_request_total{')) continue;
+    const labels = line.slice(line.indexOf('{') + 1, line.lastIndexOf('}'));
+    if (!/(^|,)verb="GET"/.test(labels)) continue;
+    if (!/(^|,)resource="(functions|deployments|services|endpointslices)"/.test(labels)) continue;
+    total += Number(line.slice(line.lastIndexOf(' ') + 1));
+  }
+  return total;
+}
+
 describe('kube platform: /fn/ routes from watches, through an API-server outage', () => {
   let env: KubeEnv;
   let proxy: ApiProxy;
@@ -213,6 +230,46 @@ describe('kube platform: /fn/ routes from watches, through an API-server outage'
     );
     expect(load.answers.filter((a) => a.status !== 200).slice(0, 3)).toEqual([]);
   });
+
+  it("makes no read the API server counts for 3,000 /fn/ requests, beyond an idle window's", async () => {
+    // The control loop settles first: lazy scales to zero, and the reconciles that follow end. Then
+    // the count of reads holds still for two seconds in a row.
+    await eventually('lazy at zero', async () => (await replicas('lazy')) === 0, 30_000);
+    let last = -1;
+    let stillSince = Date.now();
+    await eventually(
+      'the API server read counter holding still',
+      async () => {
+        const now = await apiServerObjectReads(env);
+        if (now !== last) {
+          last = now;
+          stillSince = Date.now();
+        }
+        return Date.now() - stillSince >= 2000;
+      },
+      60_000,
+    );
+    // An idle window, then the load: what the played kubelet, the played EndpointSlice controller
+    // and the controller read by themselves, against what they read while /fn/ is busy.
+    const idleFrom = await apiServerObjectReads(env);
+    const idleMs = 3000;
+    await new Promise((r) => setTimeout(r, idleMs));
+    const loadFrom = await apiServerObjectReads(env);
+    const started = Date.now();
+    const load = steadyLoad('steady', 8);
+    await eventually('3,000 answers', async () => load.answers.length >= 3000, 120_000);
+    await load.stop();
+    const loadMs = Date.now() - started;
+    const duringLoad = (await apiServerObjectReads(env)) - loadFrom;
+    const idleReads = loadFrom - idleFrom;
+    progress(
+      `${load.answers.length} /fn/ requests in ${loadMs} ms: the API server counted ${duringLoad} GETs of functions, deployments, services and endpointslices; ${idleReads} in an idle window of ${idleMs} ms`,
+    );
+    expect(load.answers.filter((a) => a.status !== 200).slice(0, 3)).toEqual([]);
+    // A resolver that read one object per request, or per second of traffic, would add thousands,
+    // or several a second.
+    expect(duringLoad).toBeLessThanOrEqual(idleReads + 1);
+  }, 300_000);
 
   it('keeps a running function answering 200 while the API server is killed and restarted', async () => {
     await eventually('lazy at zero', async () => (await replicas('lazy')) === 0, 30_000);

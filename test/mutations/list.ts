@@ -1459,4 +1459,14 @@ export const MUTATIONS: GuardMutation[] = [
     to: '',
     tests: ['src/reconcile/controller.test.ts'],
   },
+  // ---- The kube data path never asks the API server ----
+  {
+    id: 'kube-route-reads-api-per-request',
+    guard:
+      "The kube /fn/ route reads only what the watches hold: the API server's own counter sees no read for 3,000 requests.",
+    file: 'src/platform/kube/kube-store.ts',
+    from: '    const object = this.seen.get(keyOf(kind, namespace, name));\n    return object && !isDeleting(object)',
+    to: '    void this.get(kind, namespace, name).catch(() => undefined);\n    const object = this.seen.get(keyOf(kind, namespace, name));\n    return object && !isDeleting(object)',
+    tests: ['test/kube/api-outage.test.ts'],
+  },
 ];
