@@ -33,9 +33,9 @@ import { endOfLifeWarning } from '../../core/runtimes.js';
 import { Reason, type StatusUpdate } from '../../core/status.js';
 import type { SecretReader } from '../../secrets/references.js';
 import type { ProcessQuota } from '../process-quota.js';
-import { StalledError } from '../runtime/errors.js';
+import { StalledError, WaitingError } from '../runtime/errors.js';
 import type { InFlight } from '../runtime/in-flight.js';
-import { Done, type Result, requeueAfter } from '../runtime/patch.js';
+import { Done, type Result } from '../runtime/patch.js';
 import { canaryStep } from './canary-step.js';
 import { secretsStep } from './secrets-step.js';
 
@@ -229,15 +229,18 @@ export async function reconcileFunction(
 
   const enabled = await isFunctionEnabled(deps.store, fn);
   // A missing secret stops here: nothing is rolled, so what served keeps serving, and no process or
-  // pod crash-loops on it. A change of the secret queues the function again.
+  // pod crash-loops on it. A change of the secret queues the function again; thrown, the runtime
+  // writes the wait (Reconciling, not Stalled) and looks again after SECRET_RECHECK_MS.
   const secrets = await secretsStep(deps, fn, enabled);
   if (!secrets.ok) {
+    status.phase = 'Failed';
     status.lastError = secrets.message;
     const previous = update.get('Ready');
     if (previous?.reason !== Reason.SecretNotFound || !previous.message.startsWith(secrets.message))
       deps.events?.record(fn, 'Warning', Reason.SecretNotFound, secrets.message);
-    setPhase('Failed', 'False', Reason.SecretNotFound, await servingNote(deps, fn, secrets.message));
-    return requeueAfter(SECRET_RECHECK_MS);
+    throw new WaitingError(Reason.SecretNotFound, secrets.message, SECRET_RECHECK_MS, {
+      readyMessage: await servingNote(deps, fn, secrets.message),
+    });
   }
   // The values' hash is part of the revision: a rotation rolls the function, with no rebuild.
   const revision = revisionOf(
