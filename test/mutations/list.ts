@@ -474,6 +474,23 @@ export const MUTATIONS: GuardMutation[] = [
     to: '',
     tests: ['src/reconcile/runtime/runtime.test.ts', 'test/kube/rollout.test.ts'],
   },
+  {
+    id: 'stalled-error-requeued-with-backoff',
+    guard:
+      'A StalledError (a build verdict, a full quota) is written as Stalled and not requeued; only a retry-worthy failure goes back to the backoff.',
+    file: 'src/reconcile/runtime/patch.ts',
+    from: 'if (error instanceof StalledError || error instanceof WaitingError) {',
+    to: 'if (error instanceof WaitingError) {',
+    tests: ['src/reconcile/runtime/errors.test.ts', 'src/reconcile/function/reconciler.test.ts'],
+  },
+  {
+    id: 'waiting-error-delay-ignored',
+    guard: 'A WaitingError (a secret not there yet) is run again after exactly the delay it carries.',
+    file: 'src/reconcile/runtime/patch.ts',
+    from: '    return requeueAfter(error.requeueAfterMs);\n',
+    to: '    return Done;\n',
+    tests: ['src/reconcile/runtime/errors.test.ts'],
+  },
 
   // ---- The local sandbox (functions, FunctionJobs and build steps) ----
   {

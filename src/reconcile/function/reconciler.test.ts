@@ -23,7 +23,16 @@ import {
 } from '../../core/resources.js';
 import type { StatusUpdate } from '../../core/status.js';
 import { MemoryStore } from '../../platform/local/memory-store.js';
-import { isFunctionEnabled, revisionOf } from './reconciler.js';
+import { InFlight } from '../runtime/in-flight.js';
+import { objectRef } from '../runtime/object-ref.js';
+import { reconcileAndPatch } from '../runtime/patch.js';
+import {
+  type FunctionReconcileDeps,
+  isFunctionEnabled,
+  reconcileFunction,
+  revisionOf,
+  SECRET_RECHECK_MS,
+} from './reconciler.js';
 
 const KEY = 'b'.repeat(32);
 const CONFIG = 'f'.repeat(32);
@@ -370,5 +379,61 @@ describe('isFunctionEnabled', () => {
     expect(await isFunctionEnabled(store, functionResource('f'))).toBe(false);
     expect(await isFunctionEnabled(store, functionResource('g'))).toBe(true);
     expect(await isFunctionEnabled(store, functionResource('h'))).toBe(true);
+  });
+});
+
+describe('a referenced secret that is not there', () => {
+  it('is waited for: Failed, not Ready naming what serves, Reconciling, one event, rechecked after SECRET_RECHECK_MS', async () => {
+    const store = new MemoryStore();
+    const fn = functionResource('f', {
+      [ANNOTATION_BUILD_KEY]: KEY,
+      [ANNOTATION_CONFIG_HASH]: CONFIG,
+      [ANNOTATION_COMMIT]: COMMIT,
+    });
+    fn.spec.env = { TOKEN: { secretRef: { name: 'payments', key: 'token' } } };
+    await store.apply(fn);
+    const events: string[] = [];
+    const deploys: string[] = [];
+    const deps: FunctionReconcileDeps = {
+      store,
+      builder: { lookup: async (_fn, key) => buildRecord(key, COMMIT), build: async () => buildRecord(KEY) },
+      platform: {
+        deploy: async (_fn, _build, { revision }) => {
+          deploys.push(revision);
+        },
+        remove: async () => undefined,
+        currentRevision: () => OLD,
+      },
+      logger: silentLogger,
+      externalUrl: 'http://sless.test',
+      snapshotFor: async () => ({ snapshot: {} as SourceSnapshot, manifestFiles: new Set<string>() }),
+      failedBuilds: new Map(),
+      events: { record: (_object, type, reason, message) => events.push(`${type} ${reason} ${message}`) },
+      builds: new InFlight<BuildRecord>(() => undefined),
+      rollouts: new InFlight<void>(() => undefined),
+      secrets: { get: async () => undefined },
+    };
+    const pass = () =>
+      reconcileAndPatch({
+        store,
+        logger: silentLogger,
+        ref: objectRef('Function', 'ns', 'f'),
+        retryDelayMs: () => 1000,
+        reconcile: (object: SlessFunction, update: StatusUpdate<FunctionStatus>) =>
+          reconcileFunction(deps, object, update),
+        finalize: async () => undefined,
+      });
+    const missing = 'secret "payments" not found in namespace ns';
+    expect(await pass()).toEqual({ requeueAfterMs: SECRET_RECHECK_MS });
+    expect(await pass()).toEqual({ requeueAfterMs: SECRET_RECHECK_MS });
+    const status = (await store.get('Function', 'ns', 'f'))?.status;
+    expect([status?.phase, status?.lastError]).toEqual(['Failed', missing]);
+    expect((status?.conditions ?? []).map((c) => [c.type, c.status, c.reason, c.message])).toEqual([
+      ['Ready', 'False', 'SecretNotFound', `${missing}; still serving ${OLD}`],
+      ['Reconciling', 'True', 'SecretNotFound', `${missing}; still serving ${OLD}`],
+    ]);
+    // Said once, not on every recheck; nothing rolled.
+    expect(events).toEqual([`Warning SecretNotFound ${missing}`]);
+    expect(deploys).toEqual([]);
   });
 });

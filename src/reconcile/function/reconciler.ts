@@ -33,8 +33,9 @@ import { endOfLifeWarning } from '../../core/runtimes.js';
 import { Reason, type StatusUpdate } from '../../core/status.js';
 import type { SecretReader } from '../../secrets/references.js';
 import type { ProcessQuota } from '../process-quota.js';
+import { StalledError, WaitingError } from '../runtime/errors.js';
 import type { InFlight } from '../runtime/in-flight.js';
-import { Done, type Result, requeueAfter } from '../runtime/patch.js';
+import { Done, type Result } from '../runtime/patch.js';
 import { canaryStep } from './canary-step.js';
 import { secretsStep } from './secrets-step.js';
 
@@ -114,28 +115,23 @@ export async function reconcileFunction(
   const eol = endOfLifeWarning(fn.spec.runtime, new Date().toISOString().slice(0, 10));
   if (eol) status.warnings = [eol];
   else delete status.warnings;
-  /** `stalled`: Stalled's message; the condition is removed when not given. */
-  const setPhase = (
-    phase: FunctionPhase,
-    ready: ConditionStatus,
-    reason: Reason,
-    message: string,
-    stalled?: string,
-  ) => {
+  /** A pass that ends here, not stalled: a stall is thrown (`stalled` below) and the runtime writes it. */
+  const setPhase = (phase: FunctionPhase, ready: ConditionStatus, reason: Reason, message: string) => {
     status.phase = phase;
     update.set('Ready', ready, reason, message);
     update.set('Reconciling', phase === 'Building' || phase === 'Deploying', reason, message);
-    // Set or removed once per pass: removing and setting it again would restart its transition time.
-    if (stalled === undefined) update.remove('Stalled');
-    else update.set('Stalled', true, reason, stalled);
+    update.remove('Stalled');
   };
   /**
    * The desired revision cannot come by waiting (its build failed, or the namespace has no room):
-   * not Ready, whatever still serves, and Stalled, so `kubectl wait --for=condition=Ready` and
-   * kstatus report the push as failed instead of done. Ready's message names what still serves.
+   * thrown, the runtime writes not Ready, whatever still serves, and Stalled, so `kubectl wait
+   * --for=condition=Ready` and kstatus report the push as failed instead of done, and does not
+   * requeue. Ready's message names what still serves.
    */
-  const setStalled = async (reason: Reason, message: string) =>
-    setPhase('Failed', 'False', reason, await servingNote(deps, fn, message), message);
+  const stalled = async (reason: Reason, message: string) => {
+    status.phase = 'Failed';
+    return new StalledError(reason, message, { readyMessage: await servingNote(deps, fn, message) });
+  };
   // Ready says whether the revision this Function asks for serves. While a new one builds or rolls
   // out, the one that served keeps Ready as it was; once a revision failed, nothing but the desired
   // revision serving makes the Function Ready again (a retry of the failed rollout does not).
@@ -167,8 +163,7 @@ export async function reconcileFunction(
       if (failed && failed.buildKey === buildKey) {
         status.lastBuild = failed;
         const failure = failureOf(failed, `build ${buildKey.slice(0, 12)} failed: ${failed.message}`);
-        await setStalled(failure.reason, failure.message);
-        return Done;
+        throw await stalled(failure.reason, failure.message);
       }
       const building = `building ${buildKey.slice(0, 12)} at ${commit.slice(0, 12)}`;
       const started = new Date().toISOString();
@@ -217,8 +212,7 @@ export async function reconcileFunction(
       log.warn({ err: error.message }, 'build failed; the previous revision keeps serving');
       // Worded as the remembered failure above words it, so the report reads the same on every pass.
       const failure = failureOf(record, `build ${buildKey.slice(0, 12)} failed: ${error.message}`);
-      await setStalled(failure.reason, failure.message);
-      return Done;
+      throw await stalled(failure.reason, failure.message);
     }
     build = finished.value;
     deps.failedBuilds.delete(key);
@@ -235,15 +229,18 @@ export async function reconcileFunction(
 
   const enabled = await isFunctionEnabled(deps.store, fn);
   // A missing secret stops here: nothing is rolled, so what served keeps serving, and no process or
-  // pod crash-loops on it. A change of the secret queues the function again.
+  // pod crash-loops on it. A change of the secret queues the function again; thrown, the runtime
+  // writes the wait (Reconciling, not Stalled) and looks again after SECRET_RECHECK_MS.
   const secrets = await secretsStep(deps, fn, enabled);
   if (!secrets.ok) {
+    status.phase = 'Failed';
     status.lastError = secrets.message;
     const previous = update.get('Ready');
     if (previous?.reason !== Reason.SecretNotFound || !previous.message.startsWith(secrets.message))
       deps.events?.record(fn, 'Warning', Reason.SecretNotFound, secrets.message);
-    setPhase('Failed', 'False', Reason.SecretNotFound, await servingNote(deps, fn, secrets.message));
-    return requeueAfter(SECRET_RECHECK_MS);
+    throw new WaitingError(Reason.SecretNotFound, secrets.message, SECRET_RECHECK_MS, {
+      readyMessage: await servingNote(deps, fn, secrets.message),
+    });
   }
   // The values' hash is part of the revision: a rotation rolls the function, with no rebuild.
   const revision = revisionOf(
@@ -258,8 +255,7 @@ export async function reconcileFunction(
   else deps.processes?.release(namespace, name);
   if (refusal) {
     status.lastError = refusal;
-    await setStalled(Reason.QuotaExceeded, refusal);
-    return Done;
+    throw await stalled(Reason.QuotaExceeded, refusal);
   }
   // Under `spec.rollout.canary`, a new revision first takes a share of requests beside the old one.
   const canary = await canaryStep(deps, {

@@ -1,8 +1,11 @@
 /**
  * The one place a reconcile's status is written: load the object, let the reconciler fill one
  * StatusUpdate, then patch once at the end, whatever it returned or threw (skipped when nothing
- * changed). A failure a retry may fix is summarised into Ready and Reconciling in that same patch,
- * with the delay of the retry, so no second writer races the next run.
+ * changed). What a throw means comes from its class (errors.ts): a StalledError is summarised into
+ * Ready, Reconciling and Stalled and not requeued; a WaitingError into Ready and Reconciling, with a
+ * run again after its delay; anything else is a failure a retry may fix, summarised into Ready and
+ * Reconciling with the delay of the retry and rethrown to the work queue. Each in that same patch,
+ * so no second writer races the next run.
  */
 import type { Logger } from 'pino';
 import { asError, RecordedFailure, SlessError } from '../../core/errors.js';
@@ -10,7 +13,8 @@ import type { ObjectStore } from '../../core/interfaces.js';
 import type { AnyResource, BaseStatus } from '../../core/resources.js';
 import type { KindName } from '../../core/schemas.js';
 import { Reason, StatusUpdate } from '../../core/status.js';
-import type { ObjectRef } from './object-ref.js';
+import { StalledError, WaitingError } from './errors.js';
+import { type ObjectRef, refKey } from './object-ref.js';
 
 /** What a reconcile asks for next: nothing (an event or a finished task brings the next run), or a run after a delay. */
 export type Result = { requeueAfterMs?: undefined } | { requeueAfterMs: number };
@@ -53,6 +57,12 @@ export async function reconcileAndPatch<
     result = await options.reconcile(object, update);
   } catch (thrown) {
     const error = asError(thrown);
+    // Neither is a failure of this run: the status says what it waits for, and the result when to look again.
+    if (error instanceof StalledError || error instanceof WaitingError) {
+      const result = summarise(options, object, update, error);
+      await update.write(options.store, object);
+      return result;
+    }
     // A RecordedFailure's reconciler already wrote why into the update; anything else says it retries.
     if (!(error instanceof RecordedFailure)) {
       const reason = error instanceof SlessError ? error.reason : Reason.ReconcileFailed;
@@ -73,4 +83,33 @@ export async function reconcileAndPatch<
   }
   await update.write(options.store, object);
   return result;
+}
+
+/** A stall or a wait into conditions, and what the work queue is to do next (nothing, or wait). */
+function summarise<K extends KindName, O extends AnyResource & { status?: S }, S extends BaseStatus>(
+  options: PatchOnceOptions<K, O, S>,
+  object: O,
+  update: StatusUpdate<S>,
+  error: StalledError | WaitingError,
+): Result {
+  const { reason, readyMessage } = error;
+  if (error instanceof WaitingError) {
+    update
+      .set('Ready', false, reason, readyMessage)
+      .set('Reconciling', true, reason, readyMessage)
+      .remove('Stalled');
+    return requeueAfter(error.requeueAfterMs);
+  }
+  // Said in the log once, when it stalls: every later pass (a resync) finds the same and says nothing.
+  const before = object.status?.conditions?.find((c) => c.type === 'Stalled');
+  if (before?.status !== 'True' || before.reason !== reason || before.message !== error.message)
+    options.logger.info(
+      { [options.ref.kind]: refKey(options.ref), reason, err: error.message },
+      `${options.ref.kind} stalled: a retry cannot fix it, a change can`,
+    );
+  update
+    .set('Ready', false, reason, readyMessage)
+    .set('Reconciling', false, reason, readyMessage)
+    .set('Stalled', true, reason, error.message);
+  return Done;
 }
