@@ -1101,7 +1101,7 @@ export const MUTATIONS: GuardMutation[] = [
   {
     id: 'local-scale-requests-not-balanced',
     guard: 'Locally, a request goes to the instance of the function with the fewest requests in flight.',
-    file: 'src/platform/local/local-platform.ts',
+    file: 'src/platform/local/routes.ts',
     from: '        chosen = extra;',
     to: '        chosen = revision;',
     tests: ['test/local/autoscale.test.ts'],

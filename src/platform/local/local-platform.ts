@@ -23,7 +23,6 @@ import type {
   WorkloadPlatform,
 } from '../../core/interfaces.js';
 import type { BuildRecord, SlessFunction } from '../../core/resources.js';
-import { commitMatches, parseFunctionSegment } from '../../core/revision-ref.js';
 import { startupMark } from '../../core/startup-marks.js';
 import { CanarySplit } from './canary-split.js';
 import { CommitRevisions } from './commit-revisions.js';
@@ -33,10 +32,11 @@ import { IdleStops } from './idle-stops.js';
 import type { ScalableFunction } from './local-autoscaler.js';
 import type { PinnedBuilds, ServingRecord, ServingRecords } from './local-state.js';
 import { type Revision, RevisionStarter } from './revisions.js';
+import { Routes } from './routes.js';
 import { RuntimeCommands } from './runtime-commands.js';
 import type { RuntimeCommand } from './runtime-process.js';
 import type { SecretSource } from './secret-files.js';
-import { disabled, restartingAfterCrash, type Slot } from './slots.js';
+import type { Slot } from './slots.js';
 
 export interface LocalPlatformOptions {
   runtimesDir: string;
@@ -93,6 +93,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
   private readonly idleStops: IdleStops;
   /** Kept builds called by commit, each its own process while used. */
   private readonly commits: CommitRevisions;
+  private readonly routes: Routes;
 
   constructor(options: LocalPlatformOptions) {
     this.options = options;
@@ -123,40 +124,13 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
       logger: options.logger,
       idleSeconds: (fn) => fn.spec.scaleToZero?.idleSeconds,
     });
-  }
-
-  /**
-   * Tells the mirror what serves `key` now. Called after every change of a slot's current revision,
-   * its enabled flag or its process's life; the mirror skips what it already has.
-   */
-  private mirrorRoute(key: string): void {
-    const mirror = this.options.mirror;
-    if (!mirror) return;
-    const slot = this.slots.get(key);
-    const [namespace = '', name = ''] = key.split('/');
-    const revision = slot?.current;
-    // The same answers, in the same order, as `resolve` gives.
-    if (!slot || slot.removed) mirror.publish(key, undefined);
-    else if (!slot.enabled) mirror.publish(key, disabled(namespace, name));
-    // Parked or still starting: only the platform can wake it or wait for it.
-    else if (!revision) mirror.publish(key, undefined);
-    // A split between revisions or instances is the main thread's to make, request by request. Scaling
-    // out counts as split from the decision on, so no request takes a stale direct route to the first
-    // instance once the new ones are ready.
-    else if (slot.canary || slot.extras?.length || (slot.desiredInstances ?? 1) > 1)
-      mirror.publish(key, undefined);
-    else if (!revision.process.alive) mirror.publish(key, restartingAfterCrash(namespace, name));
-    else {
-      const { origin, socketPath, timeoutSec, admission } = revision.route;
-      mirror.publish(key, {
-        state: 'ready',
-        origin,
-        ...(socketPath ? { socketPath } : {}),
-        timeoutSec,
-        ...(admission ? { admission } : {}),
-        activitySlot: revision.activitySlot,
-      });
-    }
+    this.routes = new Routes({
+      slots: this.slots,
+      board: this.board,
+      options,
+      commits: this.commits,
+      wake: (key, slot) => this.wake(key, slot),
+    });
   }
 
   currentRevision(namespace: string, name: string): string | undefined {
@@ -249,7 +223,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
       );
       if (this.slots.get(key) === slot) this.slots.delete(key);
       slot.removed = true;
-      this.mirrorRoute(key);
+      this.routes.mirrorRoute(key);
       await this.options.serving?.forget(key);
     }
   }
@@ -277,7 +251,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
   }
 
   private recordCrash(key: string, slot: Slot, revision: Revision, message: string): void {
-    this.mirrorRoute(key);
+    this.routes.mirrorRoute(key);
     slot.lastCrash = `${message}: ${revision.process.logTail().trim().split('\n').slice(-3).join(' | ')}`;
     this.options.onChanged?.(revision.fn.metadata.namespace, revision.fn.metadata.name);
   }
@@ -292,7 +266,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     slot.parked = { fn: revision.fn, build: revision.build, id: revision.id };
     slot.current = undefined;
     const key = `${revision.fn.metadata.namespace}/${revision.fn.metadata.name}`;
-    this.mirrorRoute(key);
+    this.routes.mirrorRoute(key);
     this.options.logger.info({ function: key, idleSeconds }, 'scaled to zero');
     // A request the gateway thread sent before it learned of this is let finish.
     this.retireInBackground(revision);
@@ -303,7 +277,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
   private adoptRestarted(key: string, slot: Slot, revision: Revision): void {
     slot.current = revision;
     slot.lastStart = Date.now();
-    this.mirrorRoute(key);
+    this.routes.mirrorRoute(key);
     this.crashes.watch(key, slot, revision);
     this.idleStops.schedule(slot, revision);
   }
@@ -359,7 +333,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
       slot.current = undefined;
       slot.enabled = false;
       slot.revisionId = options.revision;
-      this.mirrorRoute(key);
+      this.routes.mirrorRoute(key);
       clearTimeout(slot.restarting);
       clearTimeout(slot.idleTimer);
       if (previous) await this.retire(previous);
@@ -400,7 +374,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     slot.lastCrash = undefined;
     slot.isolation = this.isolationOf(revision.fn);
     slot.lastStart = Date.now();
-    this.mirrorRoute(key);
+    this.routes.mirrorRoute(key);
     this.crashes.watch(key, slot, revision);
     this.idleStops.schedule(slot, revision);
     // The new revision serves from here on; draining the old one must not hold up the next rollout.
@@ -437,7 +411,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     slot.desiredInstances = wanted + 1;
     if (wanted > extras.length) {
       // The proxy thread hands this function's requests over before any new instance counts as ready.
-      this.mirrorRoute(key);
+      this.routes.mirrorRoute(key);
       await this.options.mirror?.synced();
       const started = await Promise.allSettled(
         Array.from({ length: wanted - extras.length }, () =>
@@ -463,12 +437,12 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
         instance.process.once('exit', () => {
           if (slot.extras?.includes(instance)) {
             slot.extras = slot.extras.filter((r) => r !== instance);
-            this.mirrorRoute(key);
+            this.routes.mirrorRoute(key);
           }
         });
       }
       // With more than one instance the main thread balances: the proxy thread hands requests over.
-      this.mirrorRoute(key);
+      this.routes.mirrorRoute(key);
     } else if (wanted < extras.length) {
       // The least busy go first; each drains before it stops.
       const byLoad = [...extras].sort(
@@ -476,7 +450,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
       );
       const leaving = new Set(byLoad.slice(0, extras.length - wanted));
       slot.extras = extras.filter((r) => !leaving.has(r));
-      this.mirrorRoute(key);
+      this.routes.mirrorRoute(key);
       for (const instance of leaving) this.retireInBackground(instance);
     }
     const { namespace, name } = current.fn.metadata;
@@ -489,7 +463,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     slot.extras = undefined;
     slot.desiredInstances = undefined;
     if (extras.length === 0) return;
-    this.mirrorRoute(key);
+    this.routes.mirrorRoute(key);
     await Promise.all(extras.map((r) => this.retire(r)));
   }
 
@@ -533,10 +507,10 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     slot.canary = split;
     revision.process.once('exit', () => {
       if (slot.canary !== split) return;
-      this.mirrorRoute(key);
+      this.routes.mirrorRoute(key);
       this.options.onChanged?.(fn.metadata.namespace, fn.metadata.name);
     });
-    this.mirrorRoute(key);
+    this.routes.mirrorRoute(key);
     this.options.logger.info({ function: key, revision: revision.id, weight }, 'canary started');
   }
 
@@ -570,7 +544,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     const split = slot.canary;
     if (!split) return;
     slot.canary = undefined;
-    this.mirrorRoute(key);
+    this.routes.mirrorRoute(key);
     await this.retire(split.revision);
   }
 
@@ -593,7 +567,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     clearTimeout(slot.restarting);
     clearTimeout(slot.idleTimer);
     this.slots.delete(key);
-    this.mirrorRoute(key);
+    this.routes.mirrorRoute(key);
     await this.commits.stop(key);
     if (slot.canary) await slot.canary.revision.process.stop();
     for (const extra of slot.extras ?? []) await extra.process.stop();
@@ -604,67 +578,8 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     this.options.logs?.forget(namespace, name);
   }
 
-  async resolve(namespace: string, segment: string): Promise<RouteState> {
-    const { name, ref } = parseFunctionSegment(segment) ?? { name: segment };
-    if (ref?.kind === 'commit') return this.resolveCommit(namespace, name, ref.commit);
-    if (ref) return { state: 'unknown' };
-    const slot = this.slots.get(`${namespace}/${name}`);
-    if (!slot) {
-      const fn = await this.options.store.get('Function', namespace, name);
-      return fn
-        ? { state: 'unavailable', status: 503, message: `function ${namespace}/${name} is not ready yet` }
-        : { state: 'unknown' };
-    }
-    if (!slot.enabled) return disabled(namespace, name);
-    // Scaled to zero: the request waits while the process starts, then is served. A rollout may park
-    // a newer revision while an older one wakes; then the newer one is started.
-    while (!slot.current && slot.parked && !slot.removed) {
-      slot.waking ??= this.wake(`${namespace}/${name}`, slot).finally(() => {
-        slot.waking = undefined;
-      });
-      try {
-        await slot.waking;
-      } catch (error) {
-        return {
-          state: 'unavailable',
-          status: 502,
-          message: `function ${namespace}/${name} failed to start: ${(error as Error).message}`,
-        };
-      }
-    }
-    const revision = slot.current;
-    if (!revision?.process.alive) return restartingAfterCrash(namespace, name);
-    const canary = slot.canary;
-    if (canary?.revision.process.alive && canary.takesNext()) {
-      this.board.begin(canary.revision.activitySlot);
-      return canary.route;
-    }
-    // Several instances: the one with the fewest requests in flight takes this one.
-    let chosen = revision;
-    for (const extra of slot.extras ?? [])
-      if (
-        extra.process.alive &&
-        this.board.inflightOf(extra.activitySlot) < this.board.inflightOf(chosen.activitySlot)
-      )
-        chosen = extra;
-    this.board.begin(chosen.activitySlot);
-    return chosen.route;
-  }
-
-  /**
-   * A commit's kept build: the serving revision itself when that is the build asked for (no second
-   * process for the same code), else a process of its own, started for the request.
-   */
-  private async resolveCommit(namespace: string, name: string, commit: string): Promise<RouteState> {
-    const slot = this.slots.get(`${namespace}/${name}`);
-    // A trigger that disables the function disables every revision of it.
-    if (slot && !slot.enabled) return disabled(namespace, name);
-    const serving = slot?.current;
-    if (serving?.process.alive && commitMatches(serving.build.commit, commit)) {
-      this.board.begin(serving.activitySlot);
-      return serving.route;
-    }
-    return this.commits.resolve(namespace, name, commit);
+  resolve(namespace: string, segment: string): Promise<RouteState> {
+    return this.routes.resolve(namespace, segment);
   }
 
   /** The host pid of the canary's process, while a canary runs. */
@@ -707,7 +622,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     }
     slot.parked = undefined;
     slot.current = revision;
-    this.mirrorRoute(key);
+    this.routes.mirrorRoute(key);
     startupMark('routed', key);
     slot.lastStart = Date.now();
     this.crashes.watch(key, slot, revision);
@@ -728,7 +643,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     }
     const keys = [...this.slots.keys()];
     this.slots.clear();
-    for (const key of keys) this.mirrorRoute(key);
+    for (const key of keys) this.routes.mirrorRoute(key);
     stops.push(this.commits.stop());
     await Promise.all([...stops, ...this.retiring]);
     await this.revisions.removeAll();
@@ -754,7 +669,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
   private async freeActivitySlot(key: string, activitySlot: number): Promise<void> {
     // This exit listener runs before watchCrash's, which withdraws a crashed revision's route: the
     // withdrawal must be published before the wait, or the thread could still count in the slot.
-    this.mirrorRoute(key);
+    this.routes.mirrorRoute(key);
     await this.options.mirror?.synced();
     if (await this.board.waitIdle(activitySlot, 60_000, false)) this.board.free(activitySlot);
   }
