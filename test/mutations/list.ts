@@ -1110,7 +1110,7 @@ export const MUTATIONS: GuardMutation[] = [
     id: 'local-scale-down-without-drain',
     guard:
       'Locally, an instance the autoscaler lets go stops only after its requests in flight have answered.',
-    file: 'src/platform/local/local-platform.ts',
+    file: 'src/platform/local/scale-out.ts',
     from: '      for (const instance of leaving) this.retireInBackground(instance);',
     to: '      for (const instance of leaving) void instance.process.stop();',
     tests: ['test/local/autoscale-drain.test.ts'],

@@ -35,6 +35,7 @@ import { type Revision, RevisionStarter } from './revisions.js';
 import { Routes } from './routes.js';
 import { RuntimeCommands } from './runtime-commands.js';
 import type { RuntimeCommand } from './runtime-process.js';
+import { ScaleOut } from './scale-out.js';
 import type { SecretSource } from './secret-files.js';
 import type { Slot } from './slots.js';
 
@@ -94,6 +95,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
   /** Kept builds called by commit, each its own process while used. */
   private readonly commits: CommitRevisions;
   private readonly routes: Routes;
+  private readonly scaleOut: ScaleOut;
 
   constructor(options: LocalPlatformOptions) {
     this.options = options;
@@ -130,6 +132,15 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
       options,
       commits: this.commits,
       wake: (key, slot) => this.wake(key, slot),
+    });
+    this.scaleOut = new ScaleOut({
+      slots: this.slots,
+      board: this.board,
+      options,
+      revisions: this.revisions,
+      mirrorRoute: (key) => this.routes.mirrorRoute(key),
+      retire: (revision) => this.retire(revision),
+      retireInBackground: (revision) => this.retireInBackground(revision),
     });
   }
 
@@ -337,7 +348,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
       clearTimeout(slot.restarting);
       clearTimeout(slot.idleTimer);
       if (previous) await this.retire(previous);
-      await this.retireExtras(key, slot);
+      await this.scaleOut.retireExtras(key, slot);
       await this.commits.stop(key);
       return;
     }
@@ -380,91 +391,17 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     // The new revision serves from here on; draining the old one must not hold up the next rollout.
     if (previous) this.retireInBackground(previous);
     // The old revision's extra instances go with it; the autoscaler scales the new one.
-    void this.retireExtras(key, slot);
+    void this.scaleOut.retireExtras(key, slot);
   }
 
   /** Functions the autoscaler may scale now: with `spec.scale`, serving, and no canary deciding. */
   scalable(): ScalableFunction[] {
-    const out: ScalableFunction[] = [];
-    for (const [key, slot] of this.slots) {
-      const current = slot.current;
-      if (!current?.process.alive || !slot.enabled || slot.removed || slot.canary) continue;
-      if (!current.fn.spec.scale) continue;
-      const instances = [current, ...(slot.extras ?? [])];
-      let inflight = 0;
-      for (const instance of instances) inflight += this.board.inflightOf(instance.activitySlot);
-      out.push({ key, fn: current.fn, inflight, instances: instances.length });
-    }
-    return out;
+    return this.scaleOut.scalable();
   }
 
-  /**
-   * Runs `instances` processes of the serving revision, each in its own sandbox with its own memory
-   * limit: more are started beside it, and those past the count stop once their requests finished.
-   */
-  async scaleTo(key: string, instances: number): Promise<void> {
-    const slot = this.slots.get(key);
-    const current = slot?.current;
-    if (!slot || !current) return;
-    const extras = slot.extras ?? [];
-    const wanted = Math.max(instances, 1) - 1;
-    slot.desiredInstances = wanted + 1;
-    if (wanted > extras.length) {
-      // The proxy thread hands this function's requests over before any new instance counts as ready.
-      this.routes.mirrorRoute(key);
-      await this.options.mirror?.synced();
-      const started = await Promise.allSettled(
-        Array.from({ length: wanted - extras.length }, () =>
-          this.revisions.start(current.fn, current.build, current.id),
-        ),
-      );
-      for (const result of started) {
-        if (result.status === 'rejected') {
-          this.options.logger.warn(
-            { function: key, err: asError(result.reason).message },
-            'an instance did not start',
-          );
-          continue;
-        }
-        const instance = result.value;
-        // The revision changed or the function went while it started: it is not needed.
-        if (slot.removed || slot.current !== current || slot.canary) {
-          void instance.process.stop();
-          continue;
-        }
-        slot.extras = [...(slot.extras ?? []), instance];
-        // An extra instance that exits is not restarted: the next decision starts another if needed.
-        instance.process.once('exit', () => {
-          if (slot.extras?.includes(instance)) {
-            slot.extras = slot.extras.filter((r) => r !== instance);
-            this.routes.mirrorRoute(key);
-          }
-        });
-      }
-      // With more than one instance the main thread balances: the proxy thread hands requests over.
-      this.routes.mirrorRoute(key);
-    } else if (wanted < extras.length) {
-      // The least busy go first; each drains before it stops.
-      const byLoad = [...extras].sort(
-        (a, b) => this.board.inflightOf(a.activitySlot) - this.board.inflightOf(b.activitySlot),
-      );
-      const leaving = new Set(byLoad.slice(0, extras.length - wanted));
-      slot.extras = extras.filter((r) => !leaving.has(r));
-      this.routes.mirrorRoute(key);
-      for (const instance of leaving) this.retireInBackground(instance);
-    }
-    const { namespace, name } = current.fn.metadata;
-    this.options.onChanged?.(namespace, name);
-  }
-
-  /** Stops every extra instance, after its requests finished. */
-  private async retireExtras(key: string, slot: Slot): Promise<void> {
-    const extras = slot.extras ?? [];
-    slot.extras = undefined;
-    slot.desiredInstances = undefined;
-    if (extras.length === 0) return;
-    this.routes.mirrorRoute(key);
-    await Promise.all(extras.map((r) => this.retire(r)));
+  /** Runs `instances` processes of the serving revision (see ScaleOut.scaleTo). */
+  scaleTo(key: string, instances: number): Promise<void> {
+    return this.scaleOut.scaleTo(key, instances);
   }
 
   readonly canary: CanaryControl = {
