@@ -1032,7 +1032,7 @@ export const MUTATIONS: GuardMutation[] = [
   {
     id: 'canary-promoted-old-kept',
     guard: 'A promoted canary takes every request and the old revision is stopped.',
-    file: 'src/platform/local/local-platform.ts',
+    file: 'src/platform/local/canary-rollouts.ts',
     from: '    slot.canary = undefined;\n    slot.parked = undefined;\n    this.switchTo(key, slot, split.revision);',
     to: '    slot.parked = undefined;',
     tests: ['test/local/canary.test.ts'],

@@ -12,8 +12,6 @@ import { timeoutSecOf } from '../../core/defaults.js';
 import { asError, RolloutError } from '../../core/errors.js';
 import type {
   CanaryControl,
-  DeployOptions,
-  LiveCanary,
   ObjectStore,
   ProcessLauncher,
   RouteMirror,
@@ -24,7 +22,7 @@ import type {
 } from '../../core/interfaces.js';
 import type { BuildRecord, SlessFunction } from '../../core/resources.js';
 import { startupMark } from '../../core/startup-marks.js';
-import { CanarySplit } from './canary-split.js';
+import { CanaryRollouts } from './canary-rollouts.js';
 import { CommitRevisions } from './commit-revisions.js';
 import { CrashRestarts } from './crash-restarts.js';
 import type { FunctionLogBuffer } from './function-logs.js';
@@ -96,6 +94,9 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
   private readonly commits: CommitRevisions;
   private readonly routes: Routes;
   private readonly scaleOut: ScaleOut;
+  private readonly canaries: CanaryRollouts;
+  /** A new revision beside the serving one, judged on its share of requests. */
+  readonly canary: CanaryControl;
 
   constructor(options: LocalPlatformOptions) {
     this.options = options;
@@ -142,6 +143,16 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
       retire: (revision) => this.retire(revision),
       retireInBackground: (revision) => this.retireInBackground(revision),
     });
+    this.canaries = new CanaryRollouts({
+      slots: this.slots,
+      options,
+      revisions: this.revisions,
+      deploy: (fn, build, deployOptions) => this.deploy(fn, build, deployOptions),
+      switchTo: (key, slot, revision) => this.switchTo(key, slot, revision),
+      mirrorRoute: (key) => this.routes.mirrorRoute(key),
+      retire: (revision) => this.retire(revision),
+    });
+    this.canary = this.canaries.control;
   }
 
   currentRevision(namespace: string, name: string): string | undefined {
@@ -312,7 +323,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
       this.slots.set(key, slot);
     }
     // A revision rolled out at once replaces any canary in progress.
-    if (slot.canary) await this.abortCanary(key, slot);
+    if (slot.canary) await this.canaries.abortCanary(key, slot);
     if (options.enabled && !slot.current && this.idleSecondsOf(fn) !== undefined) {
       // Lazy start: nothing runs for this function now, so nothing is waiting for it; the first
       // request starts this revision (and waits for /healthz) as it would after an idle stop.
@@ -402,87 +413,6 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
   /** Runs `instances` processes of the serving revision (see ScaleOut.scaleTo). */
   scaleTo(key: string, instances: number): Promise<void> {
     return this.scaleOut.scaleTo(key, instances);
-  }
-
-  readonly canary: CanaryControl = {
-    start: (fn, build, options, weight) => this.startCanary(fn, build, options, weight),
-    live: (namespace, name) => this.liveCanary(`${namespace}/${name}`),
-    setWeight: (namespace, name, weight) => this.slots.get(`${namespace}/${name}`)?.canary?.setWeight(weight),
-    promote: (namespace, name) => this.promoteCanary(`${namespace}/${name}`),
-    abort: async (namespace, name) => {
-      const key = `${namespace}/${name}`;
-      const slot = this.slots.get(key);
-      if (slot) await this.abortCanary(key, slot);
-    },
-  };
-
-  private async startCanary(
-    fn: SlessFunction,
-    build: BuildRecord,
-    options: DeployOptions,
-    weight: number,
-  ): Promise<void> {
-    const key = `${fn.metadata.namespace}/${fn.metadata.name}`;
-    const slot = this.slots.get(key);
-    // Nothing runs to compare with (a first rollout, a function at zero): rolled out at once.
-    if (!slot?.current?.process.alive || !options.enabled || !slot.enabled)
-      return this.deploy(fn, build, options);
-    if (slot.canary) await this.abortCanary(key, slot);
-    let revision: Revision;
-    try {
-      revision = await this.revisions.start(fn, build, options.revision);
-    } catch (error) {
-      throw new RolloutError(asError(error).message, error);
-    }
-    if (slot.removed || this.slots.get(key) !== slot) {
-      await revision.process.stop();
-      return;
-    }
-    // Another canary started meanwhile (a newer commit): the later one wins.
-    if (slot.canary) await this.abortCanary(key, slot);
-    const split = new CanarySplit(revision, weight);
-    slot.canary = split;
-    revision.process.once('exit', () => {
-      if (slot.canary !== split) return;
-      this.routes.mirrorRoute(key);
-      this.options.onChanged?.(fn.metadata.namespace, fn.metadata.name);
-    });
-    this.routes.mirrorRoute(key);
-    this.options.logger.info({ function: key, revision: revision.id, weight }, 'canary started');
-  }
-
-  private liveCanary(key: string): LiveCanary | undefined {
-    const split = this.slots.get(key)?.canary;
-    if (!split) return undefined;
-    return {
-      revision: split.revision.id,
-      weight: split.weight,
-      alive: split.revision.process.alive,
-      since: split.since,
-      figures: split.tally.figures(),
-    };
-  }
-
-  private async promoteCanary(key: string): Promise<void> {
-    const slot = this.slots.get(key);
-    const split = slot?.canary;
-    if (!slot || !split) return;
-    const { fn, build, id } = split.revision;
-    // Recorded before the route switches, as a rollout is: what clients saw served, a restart serves.
-    await this.options.serving?.record({ fn, build, revision: id, enabled: true });
-    if (slot.canary !== split || slot.removed) return;
-    slot.canary = undefined;
-    slot.parked = undefined;
-    this.switchTo(key, slot, split.revision);
-    this.options.logger.info({ function: key, revision: id }, 'canary promoted');
-  }
-
-  private async abortCanary(key: string, slot: Slot): Promise<void> {
-    const split = slot.canary;
-    if (!split) return;
-    slot.canary = undefined;
-    this.routes.mirrorRoute(key);
-    await this.retire(split.revision);
   }
 
   /** What holds this function in, said plainly in its status. */
