@@ -4,8 +4,6 @@
  * restarts with backoff after a crash, scale to zero and wake-up on the next request, serving again
  * after a restart what served before it, and resolving each request to the revision that serves it.
  */
-import { existsSync } from 'node:fs';
-import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { ActivityBoard } from '../../core/activity-board.js';
 import { timeoutSecOf } from '../../core/defaults.js';
@@ -28,13 +26,14 @@ import { CrashRestarts } from './crash-restarts.js';
 import type { FunctionLogBuffer } from './function-logs.js';
 import { IdleStops } from './idle-stops.js';
 import type { ScalableFunction } from './local-autoscaler.js';
-import type { PinnedBuilds, ServingRecord, ServingRecords } from './local-state.js';
+import type { PinnedBuilds, ServingRecords } from './local-state.js';
 import { type Revision, RevisionStarter } from './revisions.js';
 import { Routes } from './routes.js';
 import { RuntimeCommands } from './runtime-commands.js';
 import type { RuntimeCommand } from './runtime-process.js';
 import { ScaleOut } from './scale-out.js';
 import type { SecretSource } from './secret-files.js';
+import { ServingRestore } from './serving-restore.js';
 import type { Slot } from './slots.js';
 
 export interface LocalPlatformOptions {
@@ -97,6 +96,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
   private readonly canaries: CanaryRollouts;
   /** A new revision beside the serving one, judged on its share of requests. */
   readonly canary: CanaryControl;
+  private readonly restorer: ServingRestore;
 
   constructor(options: LocalPlatformOptions) {
     this.options = options;
@@ -153,6 +153,14 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
       retire: (revision) => this.retire(revision),
     });
     this.canary = this.canaries.control;
+    this.restorer = new ServingRestore({
+      slots: this.slots,
+      options,
+      isolationOf: (fn) => this.isolationOf(fn),
+      idleSecondsOf: (fn) => this.idleSecondsOf(fn),
+      wake: (key, slot, launched) => this.wake(key, slot, launched),
+      mirrorRoute: (key) => this.routes.mirrorRoute(key),
+    });
   }
 
   currentRevision(namespace: string, name: string): string | undefined {
@@ -172,82 +180,9 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     return dirs;
   }
 
-  /**
-   * Serves again what served before the last stop, from the builds on disk, before anything else
-   * runs: no git, no build, no reconcile. Each revision is registered at once (a request that comes
-   * while it starts waits for it, as for a scale-to-zero wake-up); scale-to-zero revisions stay parked.
-   * A revision whose build is gone or that no longer starts is forgotten, so the reconcile that
-   * follows deploys the function afresh; so is one of a function the store no longer holds (its state
-   * file was set aside), since no reconcile would ever stop it.
-   * `launched` resolves once every process to restore has been spawned (or given up on), so the
-   * caller can load what it needs next while they boot; `serving` once they all serve.
-   */
+  /** Serves again what served before the last stop (see ServingRestore.restore). */
   restore(): { launched: Promise<void>; serving: Promise<void> } {
-    const records = this.options.serving?.all() ?? [];
-    const launches: Promise<void>[] = [];
-    const serving = Promise.all(
-      records.map(([key, record]) => {
-        let launched: () => void = () => undefined;
-        launches.push(
-          new Promise<void>((resolve) => {
-            launched = resolve;
-          }),
-        );
-        return (async () => {
-          const { namespace, name } = record.fn.metadata;
-          if (await this.options.store.get('Function', namespace, name))
-            return this.restoreOne(key, record, launched);
-          this.options.logger.warn(
-            { function: key },
-            'no Function for the revision that served; not restored',
-          );
-          await this.options.serving?.forget(key);
-        })().finally(launched);
-      }),
-    ).then(() => undefined);
-    return { launched: Promise.all(launches).then(() => undefined), serving };
-  }
-
-  private async restoreOne(key: string, record: ServingRecord, launched: () => void): Promise<void> {
-    const log = this.options.logger.child({ function: key, revision: record.revision });
-    const buildDir = record.build.image ?? '';
-    if (!existsSync(join(buildDir, 'build.json'))) {
-      log.warn(
-        { buildDir },
-        'the build that served before the restart is gone; the function is deployed afresh',
-      );
-      await this.options.serving?.forget(key);
-      return;
-    }
-    const slot: Slot = {
-      revisionId: record.revision,
-      enabled: record.enabled,
-      restarts: 0,
-      totalRestarts: 0,
-      isolation: this.isolationOf(record.fn),
-      lastStart: 0,
-      removed: false,
-    };
-    this.slots.set(key, slot);
-    if (!record.enabled) return;
-    slot.parked = { fn: record.fn, build: record.build, id: record.revision };
-    if (this.idleSecondsOf(record.fn) !== undefined) return;
-    slot.waking = this.wake(key, slot, launched).finally(() => {
-      slot.waking = undefined;
-    });
-    try {
-      await slot.waking;
-      log.info('serving again from the build on disk');
-    } catch (error) {
-      log.warn(
-        { err: (error as Error).message },
-        'the revision that served before the restart does not start',
-      );
-      if (this.slots.get(key) === slot) this.slots.delete(key);
-      slot.removed = true;
-      this.routes.mirrorRoute(key);
-      await this.options.serving?.forget(key);
-    }
+    return this.restorer.restore();
   }
 
   restartCount(namespace: string, name: string): number {
