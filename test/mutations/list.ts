@@ -1049,7 +1049,7 @@ export const MUTATIONS: GuardMutation[] = [
   {
     id: 'canary-promoted-old-kept',
     guard: 'A promoted canary takes every request and the old revision is stopped.',
-    file: 'src/platform/local/local-platform.ts',
+    file: 'src/platform/local/canary-rollouts.ts',
     from: '    slot.canary = undefined;\n    slot.parked = undefined;\n    this.switchTo(key, slot, split.revision);',
     to: '    slot.parked = undefined;',
     tests: ['test/local/canary.test.ts'],
@@ -1118,7 +1118,7 @@ export const MUTATIONS: GuardMutation[] = [
   {
     id: 'local-scale-requests-not-balanced',
     guard: 'Locally, a request goes to the instance of the function with the fewest requests in flight.',
-    file: 'src/platform/local/local-platform.ts',
+    file: 'src/platform/local/routes.ts',
     from: '        chosen = extra;',
     to: '        chosen = revision;',
     tests: ['test/local/autoscale.test.ts'],
@@ -1127,7 +1127,7 @@ export const MUTATIONS: GuardMutation[] = [
     id: 'local-scale-down-without-drain',
     guard:
       'Locally, an instance the autoscaler lets go stops only after its requests in flight have answered.',
-    file: 'src/platform/local/local-platform.ts',
+    file: 'src/platform/local/scale-out.ts',
     from: '      for (const instance of leaving) this.retireInBackground(instance);',
     to: '      for (const instance of leaving) void instance.process.stop();',
     tests: ['test/local/autoscale-drain.test.ts'],

@@ -4,16 +4,12 @@
  * restarts with backoff after a crash, scale to zero and wake-up on the next request, serving again
  * after a restart what served before it, and resolving each request to the revision that serves it.
  */
-import { existsSync } from 'node:fs';
-import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { ActivityBoard } from '../../core/activity-board.js';
 import { timeoutSecOf } from '../../core/defaults.js';
 import { asError, RolloutError } from '../../core/errors.js';
 import type {
   CanaryControl,
-  DeployOptions,
-  LiveCanary,
   ObjectStore,
   ProcessLauncher,
   RouteMirror,
@@ -23,20 +19,22 @@ import type {
   WorkloadPlatform,
 } from '../../core/interfaces.js';
 import type { BuildRecord, SlessFunction } from '../../core/resources.js';
-import { commitMatches, parseFunctionSegment } from '../../core/revision-ref.js';
 import { startupMark } from '../../core/startup-marks.js';
-import { CanarySplit } from './canary-split.js';
+import { CanaryRollouts } from './canary-rollouts.js';
 import { CommitRevisions } from './commit-revisions.js';
 import { CrashRestarts } from './crash-restarts.js';
 import type { FunctionLogBuffer } from './function-logs.js';
 import { IdleStops } from './idle-stops.js';
 import type { ScalableFunction } from './local-autoscaler.js';
-import type { PinnedBuilds, ServingRecord, ServingRecords } from './local-state.js';
+import type { PinnedBuilds, ServingRecords } from './local-state.js';
 import { type Revision, RevisionStarter } from './revisions.js';
+import { Routes } from './routes.js';
 import { RuntimeCommands } from './runtime-commands.js';
 import type { RuntimeCommand } from './runtime-process.js';
+import { ScaleOut } from './scale-out.js';
 import type { SecretSource } from './secret-files.js';
-import { disabled, restartingAfterCrash, type Slot } from './slots.js';
+import { ServingRestore } from './serving-restore.js';
+import type { Slot } from './slots.js';
 
 export interface LocalPlatformOptions {
   runtimesDir: string;
@@ -93,6 +91,12 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
   private readonly idleStops: IdleStops;
   /** Kept builds called by commit, each its own process while used. */
   private readonly commits: CommitRevisions;
+  private readonly routes: Routes;
+  private readonly scaleOut: ScaleOut;
+  private readonly canaries: CanaryRollouts;
+  /** A new revision beside the serving one, judged on its share of requests. */
+  readonly canary: CanaryControl;
+  private readonly restorer: ServingRestore;
 
   constructor(options: LocalPlatformOptions) {
     this.options = options;
@@ -123,40 +127,40 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
       logger: options.logger,
       idleSeconds: (fn) => fn.spec.scaleToZero?.idleSeconds,
     });
-  }
-
-  /**
-   * Tells the mirror what serves `key` now. Called after every change of a slot's current revision,
-   * its enabled flag or its process's life; the mirror skips what it already has.
-   */
-  private mirrorRoute(key: string): void {
-    const mirror = this.options.mirror;
-    if (!mirror) return;
-    const slot = this.slots.get(key);
-    const [namespace = '', name = ''] = key.split('/');
-    const revision = slot?.current;
-    // The same answers, in the same order, as `resolve` gives.
-    if (!slot || slot.removed) mirror.publish(key, undefined);
-    else if (!slot.enabled) mirror.publish(key, disabled(namespace, name));
-    // Parked or still starting: only the platform can wake it or wait for it.
-    else if (!revision) mirror.publish(key, undefined);
-    // A split between revisions or instances is the main thread's to make, request by request. Scaling
-    // out counts as split from the decision on, so no request takes a stale direct route to the first
-    // instance once the new ones are ready.
-    else if (slot.canary || slot.extras?.length || (slot.desiredInstances ?? 1) > 1)
-      mirror.publish(key, undefined);
-    else if (!revision.process.alive) mirror.publish(key, restartingAfterCrash(namespace, name));
-    else {
-      const { origin, socketPath, timeoutSec, admission } = revision.route;
-      mirror.publish(key, {
-        state: 'ready',
-        origin,
-        ...(socketPath ? { socketPath } : {}),
-        timeoutSec,
-        ...(admission ? { admission } : {}),
-        activitySlot: revision.activitySlot,
-      });
-    }
+    this.routes = new Routes({
+      slots: this.slots,
+      board: this.board,
+      options,
+      commits: this.commits,
+      wake: (key, slot) => this.wake(key, slot),
+    });
+    this.scaleOut = new ScaleOut({
+      slots: this.slots,
+      board: this.board,
+      options,
+      revisions: this.revisions,
+      mirrorRoute: (key) => this.routes.mirrorRoute(key),
+      retire: (revision) => this.retire(revision),
+      retireInBackground: (revision) => this.retireInBackground(revision),
+    });
+    this.canaries = new CanaryRollouts({
+      slots: this.slots,
+      options,
+      revisions: this.revisions,
+      deploy: (fn, build, deployOptions) => this.deploy(fn, build, deployOptions),
+      switchTo: (key, slot, revision) => this.switchTo(key, slot, revision),
+      mirrorRoute: (key) => this.routes.mirrorRoute(key),
+      retire: (revision) => this.retire(revision),
+    });
+    this.canary = this.canaries.control;
+    this.restorer = new ServingRestore({
+      slots: this.slots,
+      options,
+      isolationOf: (fn) => this.isolationOf(fn),
+      idleSecondsOf: (fn) => this.idleSecondsOf(fn),
+      wake: (key, slot, launched) => this.wake(key, slot, launched),
+      mirrorRoute: (key) => this.routes.mirrorRoute(key),
+    });
   }
 
   currentRevision(namespace: string, name: string): string | undefined {
@@ -176,82 +180,9 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     return dirs;
   }
 
-  /**
-   * Serves again what served before the last stop, from the builds on disk, before anything else
-   * runs: no git, no build, no reconcile. Each revision is registered at once (a request that comes
-   * while it starts waits for it, as for a scale-to-zero wake-up); scale-to-zero revisions stay parked.
-   * A revision whose build is gone or that no longer starts is forgotten, so the reconcile that
-   * follows deploys the function afresh; so is one of a function the store no longer holds (its state
-   * file was set aside), since no reconcile would ever stop it.
-   * `launched` resolves once every process to restore has been spawned (or given up on), so the
-   * caller can load what it needs next while they boot; `serving` once they all serve.
-   */
+  /** Serves again what served before the last stop (see ServingRestore.restore). */
   restore(): { launched: Promise<void>; serving: Promise<void> } {
-    const records = this.options.serving?.all() ?? [];
-    const launches: Promise<void>[] = [];
-    const serving = Promise.all(
-      records.map(([key, record]) => {
-        let launched: () => void = () => undefined;
-        launches.push(
-          new Promise<void>((resolve) => {
-            launched = resolve;
-          }),
-        );
-        return (async () => {
-          const { namespace, name } = record.fn.metadata;
-          if (await this.options.store.get('Function', namespace, name))
-            return this.restoreOne(key, record, launched);
-          this.options.logger.warn(
-            { function: key },
-            'no Function for the revision that served; not restored',
-          );
-          await this.options.serving?.forget(key);
-        })().finally(launched);
-      }),
-    ).then(() => undefined);
-    return { launched: Promise.all(launches).then(() => undefined), serving };
-  }
-
-  private async restoreOne(key: string, record: ServingRecord, launched: () => void): Promise<void> {
-    const log = this.options.logger.child({ function: key, revision: record.revision });
-    const buildDir = record.build.image ?? '';
-    if (!existsSync(join(buildDir, 'build.json'))) {
-      log.warn(
-        { buildDir },
-        'the build that served before the restart is gone; the function is deployed afresh',
-      );
-      await this.options.serving?.forget(key);
-      return;
-    }
-    const slot: Slot = {
-      revisionId: record.revision,
-      enabled: record.enabled,
-      restarts: 0,
-      totalRestarts: 0,
-      isolation: this.isolationOf(record.fn),
-      lastStart: 0,
-      removed: false,
-    };
-    this.slots.set(key, slot);
-    if (!record.enabled) return;
-    slot.parked = { fn: record.fn, build: record.build, id: record.revision };
-    if (this.idleSecondsOf(record.fn) !== undefined) return;
-    slot.waking = this.wake(key, slot, launched).finally(() => {
-      slot.waking = undefined;
-    });
-    try {
-      await slot.waking;
-      log.info('serving again from the build on disk');
-    } catch (error) {
-      log.warn(
-        { err: (error as Error).message },
-        'the revision that served before the restart does not start',
-      );
-      if (this.slots.get(key) === slot) this.slots.delete(key);
-      slot.removed = true;
-      this.mirrorRoute(key);
-      await this.options.serving?.forget(key);
-    }
+    return this.restorer.restore();
   }
 
   restartCount(namespace: string, name: string): number {
@@ -277,7 +208,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
   }
 
   private recordCrash(key: string, slot: Slot, revision: Revision, message: string): void {
-    this.mirrorRoute(key);
+    this.routes.mirrorRoute(key);
     slot.lastCrash = `${message}: ${revision.process.logTail().trim().split('\n').slice(-3).join(' | ')}`;
     this.options.onChanged?.(revision.fn.metadata.namespace, revision.fn.metadata.name);
   }
@@ -292,7 +223,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     slot.parked = { fn: revision.fn, build: revision.build, id: revision.id };
     slot.current = undefined;
     const key = `${revision.fn.metadata.namespace}/${revision.fn.metadata.name}`;
-    this.mirrorRoute(key);
+    this.routes.mirrorRoute(key);
     this.options.logger.info({ function: key, idleSeconds }, 'scaled to zero');
     // A request the gateway thread sent before it learned of this is let finish.
     this.retireInBackground(revision);
@@ -303,7 +234,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
   private adoptRestarted(key: string, slot: Slot, revision: Revision): void {
     slot.current = revision;
     slot.lastStart = Date.now();
-    this.mirrorRoute(key);
+    this.routes.mirrorRoute(key);
     this.crashes.watch(key, slot, revision);
     this.idleStops.schedule(slot, revision);
   }
@@ -327,7 +258,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
       this.slots.set(key, slot);
     }
     // A revision rolled out at once replaces any canary in progress.
-    if (slot.canary) await this.abortCanary(key, slot);
+    if (slot.canary) await this.canaries.abortCanary(key, slot);
     if (options.enabled && !slot.current && this.idleSecondsOf(fn) !== undefined) {
       // Lazy start: nothing runs for this function now, so nothing is waiting for it; the first
       // request starts this revision (and waits for /healthz) as it would after an idle stop.
@@ -359,11 +290,11 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
       slot.current = undefined;
       slot.enabled = false;
       slot.revisionId = options.revision;
-      this.mirrorRoute(key);
+      this.routes.mirrorRoute(key);
       clearTimeout(slot.restarting);
       clearTimeout(slot.idleTimer);
       if (previous) await this.retire(previous);
-      await this.retireExtras(key, slot);
+      await this.scaleOut.retireExtras(key, slot);
       await this.commits.stop(key);
       return;
     }
@@ -400,178 +331,23 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     slot.lastCrash = undefined;
     slot.isolation = this.isolationOf(revision.fn);
     slot.lastStart = Date.now();
-    this.mirrorRoute(key);
+    this.routes.mirrorRoute(key);
     this.crashes.watch(key, slot, revision);
     this.idleStops.schedule(slot, revision);
     // The new revision serves from here on; draining the old one must not hold up the next rollout.
     if (previous) this.retireInBackground(previous);
     // The old revision's extra instances go with it; the autoscaler scales the new one.
-    void this.retireExtras(key, slot);
+    void this.scaleOut.retireExtras(key, slot);
   }
 
   /** Functions the autoscaler may scale now: with `spec.scale`, serving, and no canary deciding. */
   scalable(): ScalableFunction[] {
-    const out: ScalableFunction[] = [];
-    for (const [key, slot] of this.slots) {
-      const current = slot.current;
-      if (!current?.process.alive || !slot.enabled || slot.removed || slot.canary) continue;
-      if (!current.fn.spec.scale) continue;
-      const instances = [current, ...(slot.extras ?? [])];
-      let inflight = 0;
-      for (const instance of instances) inflight += this.board.inflightOf(instance.activitySlot);
-      out.push({ key, fn: current.fn, inflight, instances: instances.length });
-    }
-    return out;
+    return this.scaleOut.scalable();
   }
 
-  /**
-   * Runs `instances` processes of the serving revision, each in its own sandbox with its own memory
-   * limit: more are started beside it, and those past the count stop once their requests finished.
-   */
-  async scaleTo(key: string, instances: number): Promise<void> {
-    const slot = this.slots.get(key);
-    const current = slot?.current;
-    if (!slot || !current) return;
-    const extras = slot.extras ?? [];
-    const wanted = Math.max(instances, 1) - 1;
-    slot.desiredInstances = wanted + 1;
-    if (wanted > extras.length) {
-      // The proxy thread hands this function's requests over before any new instance counts as ready.
-      this.mirrorRoute(key);
-      await this.options.mirror?.synced();
-      const started = await Promise.allSettled(
-        Array.from({ length: wanted - extras.length }, () =>
-          this.revisions.start(current.fn, current.build, current.id),
-        ),
-      );
-      for (const result of started) {
-        if (result.status === 'rejected') {
-          this.options.logger.warn(
-            { function: key, err: asError(result.reason).message },
-            'an instance did not start',
-          );
-          continue;
-        }
-        const instance = result.value;
-        // The revision changed or the function went while it started: it is not needed.
-        if (slot.removed || slot.current !== current || slot.canary) {
-          void instance.process.stop();
-          continue;
-        }
-        slot.extras = [...(slot.extras ?? []), instance];
-        // An extra instance that exits is not restarted: the next decision starts another if needed.
-        instance.process.once('exit', () => {
-          if (slot.extras?.includes(instance)) {
-            slot.extras = slot.extras.filter((r) => r !== instance);
-            this.mirrorRoute(key);
-          }
-        });
-      }
-      // With more than one instance the main thread balances: the proxy thread hands requests over.
-      this.mirrorRoute(key);
-    } else if (wanted < extras.length) {
-      // The least busy go first; each drains before it stops.
-      const byLoad = [...extras].sort(
-        (a, b) => this.board.inflightOf(a.activitySlot) - this.board.inflightOf(b.activitySlot),
-      );
-      const leaving = new Set(byLoad.slice(0, extras.length - wanted));
-      slot.extras = extras.filter((r) => !leaving.has(r));
-      this.mirrorRoute(key);
-      for (const instance of leaving) this.retireInBackground(instance);
-    }
-    const { namespace, name } = current.fn.metadata;
-    this.options.onChanged?.(namespace, name);
-  }
-
-  /** Stops every extra instance, after its requests finished. */
-  private async retireExtras(key: string, slot: Slot): Promise<void> {
-    const extras = slot.extras ?? [];
-    slot.extras = undefined;
-    slot.desiredInstances = undefined;
-    if (extras.length === 0) return;
-    this.mirrorRoute(key);
-    await Promise.all(extras.map((r) => this.retire(r)));
-  }
-
-  readonly canary: CanaryControl = {
-    start: (fn, build, options, weight) => this.startCanary(fn, build, options, weight),
-    live: (namespace, name) => this.liveCanary(`${namespace}/${name}`),
-    setWeight: (namespace, name, weight) => this.slots.get(`${namespace}/${name}`)?.canary?.setWeight(weight),
-    promote: (namespace, name) => this.promoteCanary(`${namespace}/${name}`),
-    abort: async (namespace, name) => {
-      const key = `${namespace}/${name}`;
-      const slot = this.slots.get(key);
-      if (slot) await this.abortCanary(key, slot);
-    },
-  };
-
-  private async startCanary(
-    fn: SlessFunction,
-    build: BuildRecord,
-    options: DeployOptions,
-    weight: number,
-  ): Promise<void> {
-    const key = `${fn.metadata.namespace}/${fn.metadata.name}`;
-    const slot = this.slots.get(key);
-    // Nothing runs to compare with (a first rollout, a function at zero): rolled out at once.
-    if (!slot?.current?.process.alive || !options.enabled || !slot.enabled)
-      return this.deploy(fn, build, options);
-    if (slot.canary) await this.abortCanary(key, slot);
-    let revision: Revision;
-    try {
-      revision = await this.revisions.start(fn, build, options.revision);
-    } catch (error) {
-      throw new RolloutError(asError(error).message, error);
-    }
-    if (slot.removed || this.slots.get(key) !== slot) {
-      await revision.process.stop();
-      return;
-    }
-    // Another canary started meanwhile (a newer commit): the later one wins.
-    if (slot.canary) await this.abortCanary(key, slot);
-    const split = new CanarySplit(revision, weight);
-    slot.canary = split;
-    revision.process.once('exit', () => {
-      if (slot.canary !== split) return;
-      this.mirrorRoute(key);
-      this.options.onChanged?.(fn.metadata.namespace, fn.metadata.name);
-    });
-    this.mirrorRoute(key);
-    this.options.logger.info({ function: key, revision: revision.id, weight }, 'canary started');
-  }
-
-  private liveCanary(key: string): LiveCanary | undefined {
-    const split = this.slots.get(key)?.canary;
-    if (!split) return undefined;
-    return {
-      revision: split.revision.id,
-      weight: split.weight,
-      alive: split.revision.process.alive,
-      since: split.since,
-      figures: split.tally.figures(),
-    };
-  }
-
-  private async promoteCanary(key: string): Promise<void> {
-    const slot = this.slots.get(key);
-    const split = slot?.canary;
-    if (!slot || !split) return;
-    const { fn, build, id } = split.revision;
-    // Recorded before the route switches, as a rollout is: what clients saw served, a restart serves.
-    await this.options.serving?.record({ fn, build, revision: id, enabled: true });
-    if (slot.canary !== split || slot.removed) return;
-    slot.canary = undefined;
-    slot.parked = undefined;
-    this.switchTo(key, slot, split.revision);
-    this.options.logger.info({ function: key, revision: id }, 'canary promoted');
-  }
-
-  private async abortCanary(key: string, slot: Slot): Promise<void> {
-    const split = slot.canary;
-    if (!split) return;
-    slot.canary = undefined;
-    this.mirrorRoute(key);
-    await this.retire(split.revision);
+  /** Runs `instances` processes of the serving revision (see ScaleOut.scaleTo). */
+  scaleTo(key: string, instances: number): Promise<void> {
+    return this.scaleOut.scaleTo(key, instances);
   }
 
   /** What holds this function in, said plainly in its status. */
@@ -593,7 +369,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     clearTimeout(slot.restarting);
     clearTimeout(slot.idleTimer);
     this.slots.delete(key);
-    this.mirrorRoute(key);
+    this.routes.mirrorRoute(key);
     await this.commits.stop(key);
     if (slot.canary) await slot.canary.revision.process.stop();
     for (const extra of slot.extras ?? []) await extra.process.stop();
@@ -604,67 +380,8 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     this.options.logs?.forget(namespace, name);
   }
 
-  async resolve(namespace: string, segment: string): Promise<RouteState> {
-    const { name, ref } = parseFunctionSegment(segment) ?? { name: segment };
-    if (ref?.kind === 'commit') return this.resolveCommit(namespace, name, ref.commit);
-    if (ref) return { state: 'unknown' };
-    const slot = this.slots.get(`${namespace}/${name}`);
-    if (!slot) {
-      const fn = await this.options.store.get('Function', namespace, name);
-      return fn
-        ? { state: 'unavailable', status: 503, message: `function ${namespace}/${name} is not ready yet` }
-        : { state: 'unknown' };
-    }
-    if (!slot.enabled) return disabled(namespace, name);
-    // Scaled to zero: the request waits while the process starts, then is served. A rollout may park
-    // a newer revision while an older one wakes; then the newer one is started.
-    while (!slot.current && slot.parked && !slot.removed) {
-      slot.waking ??= this.wake(`${namespace}/${name}`, slot).finally(() => {
-        slot.waking = undefined;
-      });
-      try {
-        await slot.waking;
-      } catch (error) {
-        return {
-          state: 'unavailable',
-          status: 502,
-          message: `function ${namespace}/${name} failed to start: ${(error as Error).message}`,
-        };
-      }
-    }
-    const revision = slot.current;
-    if (!revision?.process.alive) return restartingAfterCrash(namespace, name);
-    const canary = slot.canary;
-    if (canary?.revision.process.alive && canary.takesNext()) {
-      this.board.begin(canary.revision.activitySlot);
-      return canary.route;
-    }
-    // Several instances: the one with the fewest requests in flight takes this one.
-    let chosen = revision;
-    for (const extra of slot.extras ?? [])
-      if (
-        extra.process.alive &&
-        this.board.inflightOf(extra.activitySlot) < this.board.inflightOf(chosen.activitySlot)
-      )
-        chosen = extra;
-    this.board.begin(chosen.activitySlot);
-    return chosen.route;
-  }
-
-  /**
-   * A commit's kept build: the serving revision itself when that is the build asked for (no second
-   * process for the same code), else a process of its own, started for the request.
-   */
-  private async resolveCommit(namespace: string, name: string, commit: string): Promise<RouteState> {
-    const slot = this.slots.get(`${namespace}/${name}`);
-    // A trigger that disables the function disables every revision of it.
-    if (slot && !slot.enabled) return disabled(namespace, name);
-    const serving = slot?.current;
-    if (serving?.process.alive && commitMatches(serving.build.commit, commit)) {
-      this.board.begin(serving.activitySlot);
-      return serving.route;
-    }
-    return this.commits.resolve(namespace, name, commit);
+  resolve(namespace: string, segment: string): Promise<RouteState> {
+    return this.routes.resolve(namespace, segment);
   }
 
   /** The host pid of the canary's process, while a canary runs. */
@@ -707,7 +424,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     }
     slot.parked = undefined;
     slot.current = revision;
-    this.mirrorRoute(key);
+    this.routes.mirrorRoute(key);
     startupMark('routed', key);
     slot.lastStart = Date.now();
     this.crashes.watch(key, slot, revision);
@@ -728,7 +445,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     }
     const keys = [...this.slots.keys()];
     this.slots.clear();
-    for (const key of keys) this.mirrorRoute(key);
+    for (const key of keys) this.routes.mirrorRoute(key);
     stops.push(this.commits.stop());
     await Promise.all([...stops, ...this.retiring]);
     await this.revisions.removeAll();
@@ -754,7 +471,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
   private async freeActivitySlot(key: string, activitySlot: number): Promise<void> {
     // This exit listener runs before watchCrash's, which withdraws a crashed revision's route: the
     // withdrawal must be published before the wait, or the thread could still count in the slot.
-    this.mirrorRoute(key);
+    this.routes.mirrorRoute(key);
     await this.options.mirror?.synced();
     if (await this.board.waitIdle(activitySlot, 60_000, false)) this.board.free(activitySlot);
   }
