@@ -3,6 +3,7 @@
  * its last build while the API offers a short history with log tails. It is bounded, so a
  * long-running server does not grow with the number of builds or functions.
  */
+import { objectKey } from '../core/object-key.js';
 import type { BuildRecord, SlessFunction } from '../core/resources.js';
 
 /** A finished (or failed) build of one function, as the history now holds it. */
@@ -25,7 +26,7 @@ export class BuildHistory {
   }
 
   record(record: BuildRecord, fn: SlessFunction): void {
-    const key = `${fn.metadata.namespace}/${fn.metadata.name}`;
+    const key = objectKey(fn.metadata.namespace, fn.metadata.name);
     const list = this.records.get(key) ?? [];
     this.records.delete(key);
     list.unshift(structuredClone(record));
@@ -47,6 +48,6 @@ export class BuildHistory {
   }
 
   list(namespace: string, name: string): readonly BuildRecord[] {
-    return this.records.get(`${namespace}/${name}`) ?? [];
+    return this.records.get(objectKey(namespace, name)) ?? [];
   }
 }

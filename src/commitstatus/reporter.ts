@@ -6,9 +6,11 @@
  * still waiting. The token goes into the request's header only; logs name the source, the commit,
  * the state and the host's answer code, never a header.
  */
+
 import type { Logger } from 'pino';
 import { asError } from '../core/errors.js';
 import type { ObjectStore, StoreEvent } from '../core/interfaces.js';
+import { objectKey } from '../core/object-key.js';
 import { type GitSource, LABEL_SOURCE, type SlessFunction } from '../core/resources.js';
 import { type CommitReport, decideReport } from './decide.js';
 import { type CommitStatusSpec, statusRequest } from './providers.js';
@@ -83,7 +85,7 @@ export class CommitStatusReporter {
     if (object.kind === 'GitSource') sourceName = object.metadata.name;
     else if (object.kind === 'Function') sourceName = object.metadata.labels?.[LABEL_SOURCE];
     if (!sourceName) return;
-    const key = `${object.metadata.namespace}/${sourceName}`;
+    const key = objectKey(object.metadata.namespace, sourceName);
     clearTimeout(this.settling.get(key));
     const timer = setTimeout(() => {
       this.settling.delete(key);
@@ -108,7 +110,7 @@ export class CommitStatusReporter {
       : undefined;
     const report = decideReport(source, functions, dashboard);
     if (!report) return;
-    const key = `${namespace}/${name}`;
+    const key = objectKey(namespace, name);
     const fingerprint = JSON.stringify(report);
     if (this.last.get(key) === fingerprint) return;
     this.last.set(key, fingerprint);
@@ -160,7 +162,7 @@ export class CommitStatusReporter {
   private async post(source: GitSource, report: CommitReport): Promise<'done' | 'retry' | 'refused'> {
     const spec = commitStatusOf(source);
     const log = {
-      source: `${source.metadata.namespace}/${source.metadata.name}`,
+      source: objectKey(source.metadata.namespace, source.metadata.name),
       commit: report.commit.slice(0, 12),
       state: report.state,
     };

@@ -1,3 +1,4 @@
+import { objectKey } from './object-key.js';
 /**
  * The proxy's per-function counts as plain numbers: responses by status code and a histogram of
  * durations. They cost a Map lookup and a few additions per request (prom-client's own Counter and
@@ -68,7 +69,7 @@ export class ProxyTallies {
   }
 
   private tallyOf(namespace: string, name: string, known: boolean): ProxyTally {
-    const key = known ? `${namespace}/${name}` : UNKNOWN_FUNCTION;
+    const key = known ? objectKey(namespace, name) : UNKNOWN_FUNCTION;
     let tally = this.tallies.get(key);
     if (!tally) {
       tally = {

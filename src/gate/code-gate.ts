@@ -4,6 +4,7 @@
  * `safe: false` refuses the build; an endpoint that is unreachable, slow or answers garbage lets the
  * build go on with a warning (soft fail), so an outage of the endpoint never stops deployments.
  */
+
 import { Ajv } from 'ajv';
 import type { Logger } from 'pino';
 import { request } from 'undici';
@@ -11,6 +12,7 @@ import type { CodeGateSettings } from '../config/code-gate.js';
 import type { CodeVerdictStore, StoredCodeVerdict } from '../core/code-verdicts.js';
 import { BuildFailedError } from '../core/errors.js';
 import type { Builder, BuildRequest } from '../core/interfaces.js';
+import { objectKey } from '../core/object-key.js';
 import {
   ANNOTATION_BUILD_KEY,
   type BuildRecord,
@@ -241,7 +243,7 @@ export class GatedBuilder implements Builder {
     const verdict = await this.verdictFor(request);
     const check = verdict.check;
     const log = this.logger.child({
-      function: `${request.fn.metadata.namespace}/${request.fn.metadata.name}`,
+      function: objectKey(request.fn.metadata.namespace, request.fn.metadata.name),
       buildKey: request.buildKey,
     });
     if (check.result === 'Refused') {

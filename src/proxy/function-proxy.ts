@@ -5,12 +5,14 @@
  * node:http objects, below fastify, so that the hot path pays for no routing, hooks or reply
  * machinery; fastify's /fn/ routes call it too.
  */
+
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import type { Dispatcher } from 'undici';
 import type { AdmissionLimits, RouteResolver, RouteState } from '../core/interfaces.js';
 import { isDnsLabel } from '../core/naming.js';
+import { objectKey, splitObjectKey } from '../core/object-key.js';
 import type { QueueDepth } from '../core/proxy-tallies.js';
 import { parseFunctionSegment } from '../core/revision-ref.js';
 import { AdmissionGate } from './admission.js';
@@ -172,7 +174,7 @@ export class FunctionProxy {
     const depths: QueueDepth[] = [];
     for (const [key, gate] of this.gates) {
       if (gate.queued === 0) continue;
-      const [namespace = '', name = ''] = key.split('/');
+      const { namespace, name } = splitObjectKey(key);
       depths.push({ namespace, function: name, depth: gate.queued });
     }
     return depths;
@@ -281,7 +283,7 @@ export class FunctionProxy {
     finish: (status: number) => void,
     exchange: UpstreamExchange,
   ): void {
-    const key = `${ns}/${name}`;
+    const key = objectKey(ns, name);
     let gate = this.gates.get(key);
     if (gate) gate.update(limits);
     else {

@@ -5,12 +5,14 @@
  * Trigger, or one whose function is missing, consumes nothing and leaves its messages queued. The
  * consumers report to the Trigger's status through `apply`; they never write status themselves.
  */
+
 import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
 import { Agent, request } from 'undici';
 import { SlessError } from '../core/errors.js';
 import type { TriggerScheduler } from '../core/interfaces.js';
 import { ASYNC_DEFAULTS } from '../core/invocations.js';
+import { objectKey } from '../core/object-key.js';
 import type { SlessFunction, Trigger, TriggerStatus } from '../core/resources.js';
 import { Reason } from '../core/status.js';
 import type { SecretReader } from '../secrets/references.js';
@@ -45,7 +47,7 @@ export class QueueTriggers implements TriggerScheduler {
 
   async apply(trigger: Trigger, fn: SlessFunction | undefined): Promise<TriggerStatus> {
     const { namespace, name } = trigger.metadata;
-    const key = `${namespace}/${name}`;
+    const key = objectKey(namespace, name);
     const { spec } = trigger;
     if (!fn || spec.enabled === false) {
       await this.remove(namespace, name);
@@ -79,7 +81,7 @@ export class QueueTriggers implements TriggerScheduler {
   }
 
   async remove(namespace: string, name: string): Promise<void> {
-    await this.stopConsumer(`${namespace}/${name}`);
+    await this.stopConsumer(objectKey(namespace, name));
   }
 
   async stopAll(): Promise<void> {
@@ -97,7 +99,7 @@ export class QueueTriggers implements TriggerScheduler {
   }
 
   private report(namespace: string, name: string): void {
-    const key = `${namespace}/${name}`;
+    const key = objectKey(namespace, name);
     if (this.reportTimers.has(key)) return;
     const timer = setTimeout(() => {
       this.reportTimers.delete(key);

@@ -5,6 +5,7 @@
  * a running one-off job uses, or that is still building. The rest goes, and all of a deleted
  * function's history goes. The platform lists and removes; the choice is made here, the same for both.
  */
+
 import type { Logger } from 'pino';
 import { asError } from '../core/errors.js';
 import type {
@@ -14,6 +15,7 @@ import type {
   ObjectStore,
   StoredBuild,
 } from '../core/interfaces.js';
+import { objectKey, splitObjectKey } from '../core/object-key.js';
 import {
   ANNOTATION_BUILD_KEY,
   type FunctionJob,
@@ -81,7 +83,7 @@ export interface CollectResult {
   pruned: StoredBuild[];
 }
 
-const key = (namespace: string, name: string) => `${namespace}/${name}`;
+const key = (namespace: string, name: string) => objectKey(namespace, name);
 
 /**
  * Runs garbage collection in the background, one pass at a time: after reconciles (`request`), on a
@@ -216,7 +218,7 @@ export class BuildCollector {
       ? (
           await Promise.all(
             [...functions].map((k) => {
-              const [namespace, name] = k.split('/') as [string, string];
+              const { namespace, name } = splitObjectKey(k);
               return store.get('Function', namespace, name);
             }),
           )
@@ -233,7 +235,9 @@ export class BuildCollector {
       const pin = source ? pins.get(key(fn.metadata.namespace, source)) : undefined;
       rules.set(k, { buildKeys, commits: new Set(pin ? [pin] : []) });
     }
-    const namespaces = few ? [...new Set([...functions].map((k) => k.split('/')[0] as string))] : [undefined];
+    const namespaces = few
+      ? [...new Set([...functions].map((k) => splitObjectKey(k).namespace))]
+      : [undefined];
     const jobs = (
       await Promise.all(
         namespaces.map((namespace) => store.list('FunctionJob', namespace ? { namespace } : {})),
@@ -249,7 +253,7 @@ export class BuildCollector {
   }
 
   private async report(fnKey: string, removed: StoredBuild[], exists: boolean): Promise<void> {
-    const [namespace, name] = fnKey.split('/') as [string, string];
+    const { namespace, name } = splitObjectKey(fnKey);
     const keys = removed.map((b) => b.buildKey.slice(0, 12)).join(', ');
     this.options.logger.info(
       { function: fnKey, pruned: removed.map((b) => b.id), limit: this.options.limit },

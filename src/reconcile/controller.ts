@@ -5,6 +5,7 @@
  * fair gates decide which Function reconciles and builds run. Platforms plug in through ObjectStore,
  * Builder, WorkloadPlatform, JobRunner, TriggerScheduler and SourceReaderFactory.
  */
+
 import type { Logger } from 'pino';
 import { asError } from '../core/errors.js';
 import { FairGate, GateStoppedError } from '../core/fair-gate.js';
@@ -19,6 +20,7 @@ import type {
   TriggerScheduler,
   WorkloadPlatform,
 } from '../core/interfaces.js';
+import { objectKey } from '../core/object-key.js';
 import { DEFAULT_QUOTAS, type Quotas } from '../core/quotas.js';
 import type { ReconcileRequest, ReconcileRequests } from '../core/reconcile-requests.js';
 import {
@@ -391,22 +393,22 @@ export class Controller {
   private onRequest(request: ReconcileRequest): void {
     if (request.kind === 'Function') this.enqueueFunction(request.namespace, request.name);
     else if (request.kind === 'Trigger') this.enqueueTrigger(request.namespace, request.name);
-    else if (!this.stopped) this.jobQueue.add(`${request.namespace}/${request.name}`);
+    else if (!this.stopped) this.jobQueue.add(objectKey(request.namespace, request.name));
   }
 
   /** Reconciles one Function soon (its workload drifted, for instance). */
   enqueueFunction(namespace: string, name: string): void {
-    if (!this.stopped) this.functionQueue.add(`${namespace}/${name}`);
+    if (!this.stopped) this.functionQueue.add(objectKey(namespace, name));
   }
 
   /** Reconciles one Trigger soon (its CronJob drifted, for instance). */
   enqueueTrigger(namespace: string, name: string): void {
-    if (!this.stopped) this.triggerQueue.add(`${namespace}/${name}`);
+    if (!this.stopped) this.triggerQueue.add(objectKey(namespace, name));
   }
 
   /** Forgets a failed build so the next reconcile tries again (the API's "rebuild"). */
   retryBuild(namespace: string, name: string): void {
-    const key = `${namespace}/${name}`;
+    const key = objectKey(namespace, name);
     this.failedBuilds.delete(key);
     const { builder, store, logger } = this.options;
     if (!builder.discardFailed) {
@@ -468,7 +470,7 @@ export class Controller {
   private onEvent(event: StoreEvent): void {
     if (this.stopped) return;
     const object = event.object;
-    const key = `${object.metadata.namespace}/${object.metadata.name}`;
+    const key = objectKey(object.metadata.namespace, object.metadata.name);
     switch (object.kind) {
       case 'GitSource':
         if (event.type === 'DELETED' || !event.statusOnly) this.sourceQueue.add(key);
@@ -515,14 +517,14 @@ export class Controller {
       object.metadata.namespace === namespace && object.spec.function === fnName;
     if (!pendingJobsOnly) {
       for (const t of store.cached?.('Trigger', dependsOn) ?? (await store.list('Trigger', { namespace }))) {
-        if (t.spec.function === fnName) this.triggerQueue.add(`${namespace}/${t.metadata.name}`);
+        if (t.spec.function === fnName) this.triggerQueue.add(objectKey(namespace, t.metadata.name));
       }
     }
     const jobs = store.cached?.('FunctionJob', dependsOn) ?? (await store.list('FunctionJob', { namespace }));
     for (const j of jobs) {
       if (j.spec.function !== fnName) continue;
       if (pendingJobsOnly && j.status?.phase !== 'Pending') continue;
-      this.jobQueue.add(`${namespace}/${j.metadata.name}`);
+      this.jobQueue.add(objectKey(namespace, j.metadata.name));
     }
   }
 
@@ -533,5 +535,5 @@ export class Controller {
 }
 
 function keyOf(object: { metadata: { namespace: string; name: string } }): string {
-  return `${object.metadata.namespace}/${object.metadata.name}`;
+  return objectKey(object.metadata.namespace, object.metadata.name);
 }

@@ -5,6 +5,7 @@
  * (the additional data), so a sealed file moved to another name does not open. Values are held in
  * memory to start function processes, and are given to nothing but those processes.
  */
+
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import {
   chmodSync,
@@ -23,6 +24,7 @@ import { dirname, join } from 'node:path';
 import type { Logger } from 'pino';
 import { SlessError } from '../core/errors.js';
 import { DNS_LABEL_PATTERN } from '../core/naming.js';
+import { objectKey, splitObjectKey } from '../core/object-key.js';
 import { type SecretReader, type SecretValues, valuesHash } from './references.js';
 import type { SecretSink } from './repo-secrets.js';
 
@@ -116,7 +118,10 @@ export class LocalSecretStore implements SecretReader, SecretSink {
         const name = file.replace(/\.sealed$/, '');
         if (file === name || !DNS_LABEL.test(name)) continue;
         try {
-          this.entries.set(`${ns}/${name}`, this.unseal(ns, name, readFileSync(join(this.dir, ns, file))));
+          this.entries.set(
+            objectKey(ns, name),
+            this.unseal(ns, name, readFileSync(join(this.dir, ns, file))),
+          );
         } catch (error) {
           // Never the content: only that this file does not open with this key.
           this.logger.warn(
@@ -153,21 +158,21 @@ export class LocalSecretStore implements SecretReader, SecretSink {
   }
 
   getSync(namespace: string, name: string): SecretValues | undefined {
-    const entry = this.entries.get(`${namespace}/${name}`);
+    const entry = this.entries.get(objectKey(namespace, name));
     return entry && { data: entry.data, hashKey: entry.hashKey };
   }
 
   list(namespace: string): SecretSummary[] {
     const out: SecretSummary[] = [];
     for (const [key, entry] of [...this.entries].sort(([a], [b]) => (a < b ? -1 : 1))) {
-      const [ns = '', name = ''] = key.split('/');
+      const { namespace: ns, name } = splitObjectKey(key);
       if (ns === namespace) out.push(this.summaryOf(ns, name, entry));
     }
     return out;
   }
 
   summary(namespace: string, name: string): SecretSummary | undefined {
-    const entry = this.entries.get(`${namespace}/${name}`);
+    const entry = this.entries.get(objectKey(namespace, name));
     return entry && this.summaryOf(namespace, name, entry);
   }
 
@@ -195,7 +200,7 @@ export class LocalSecretStore implements SecretReader, SecretSink {
     if (!DNS_LABEL.test(namespace) || !DNS_LABEL.test(name) || name.length > 63)
       throw new SecretInputError('a secret name must be a DNS-1123 label');
     checkSecretData(data);
-    const id = `${namespace}/${name}`;
+    const id = objectKey(namespace, name);
     const previous = this.entries.get(id);
     if (previous && previous.managedBy !== options.managedBy)
       throw new SecretManagedError(
@@ -222,7 +227,7 @@ export class LocalSecretStore implements SecretReader, SecretSink {
 
   /** Removes a secret; `managedBy` must match the secret's own (undefined for one made by hand). */
   delete(namespace: string, name: string, options: { managedBy?: string } = {}): boolean {
-    const id = `${namespace}/${name}`;
+    const id = objectKey(namespace, name);
     const entry = this.entries.get(id);
     if (!entry) return false;
     if (entry.managedBy !== options.managedBy)
@@ -247,8 +252,8 @@ export class LocalSecretStore implements SecretReader, SecretSink {
     secrets: readonly { namespace: string; name: string; data: Record<string, Uint8Array> }[],
   ): Promise<void> {
     for (const secret of secrets) {
-      const owner = this.entries.get(`${namespace}/${secret.name}`)?.managedBy;
-      if (this.entries.has(`${namespace}/${secret.name}`) && owner !== managedBy)
+      const owner = this.entries.get(objectKey(namespace, secret.name))?.managedBy;
+      if (this.entries.has(objectKey(namespace, secret.name)) && owner !== managedBy)
         throw new SecretManagedError(
           `Secret "${secret.name}" exists in ${namespace} and is not this source's (${owner ? `GitSource ${owner}` : 'made through the API'})`,
         );
@@ -265,7 +270,7 @@ export class LocalSecretStore implements SecretReader, SecretSink {
     return [...this.entries]
       .filter(([, entry]) => entry.managedBy === source)
       .map(([id]) => {
-        const [namespace = '', name = ''] = id.split('/');
+        const { namespace, name } = splitObjectKey(id);
         return { namespace, name };
       });
   }

@@ -6,11 +6,13 @@
  * decrypted values go to the platform's secrets (the local store, or a Secret in the namespace on
  * kube), labelled with the source that made them, and are pruned when the file leaves the repo.
  */
+
 import { createHash } from 'node:crypto';
 import { BoundedCache } from '../core/bounded-cache.js';
 import type { ManifestIssue } from '../core/errors.js';
 import type { SourceSnapshot } from '../core/interfaces.js';
 import { DNS_LABEL_PATTERN } from '../core/naming.js';
+import { objectKey } from '../core/object-key.js';
 import { normalizeRepoPath } from '../core/paths.js';
 import type { GitSource } from '../core/resources.js';
 import { isSopsYaml, type SopsDecryptor, SopsError } from '../manifest/sops.js';
@@ -130,12 +132,12 @@ export class RepoSecrets {
   /** After the commit's manifests passed: the source's secrets become exactly these. */
   apply(source: GitSource, secrets: readonly DecryptedSecret[]): Promise<void> {
     const { namespace, name } = source.metadata;
-    return this.options.sink.reconcile(namespace, `${namespace}/${name}`, secrets);
+    return this.options.sink.reconcile(namespace, objectKey(namespace, name), secrets);
   }
 
   /** The source is gone: so are the secrets it made. */
   prune(namespace: string, sourceName: string): Promise<void> {
-    return this.options.sink.reconcile(namespace, `${namespace}/${sourceName}`, []);
+    return this.options.sink.reconcile(namespace, objectKey(namespace, sourceName), []);
   }
 }
 

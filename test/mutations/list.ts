@@ -947,8 +947,7 @@ export const MUTATIONS: GuardMutation[] = [
     id: 'secret-looked-up-by-name-anywhere',
     guard: 'The local store finds a secret by namespace and name, never by its name in another namespace.',
     file: 'src/secrets/local-store.ts',
-    // biome-ignore lint/suspicious/noTemplateCurlyInString: the source text of a template literal
-    from: '    const entry = this.entries.get(`${namespace}/${name}`);\n    return entry && { data: entry.data, hashKey: entry.hashKey };',
+    from: '    const entry = this.entries.get(objectKey(namespace, name));\n    return entry && { data: entry.data, hashKey: entry.hashKey };',
     // biome-ignore lint/suspicious/noTemplateCurlyInString: the source text of a template literal
     to: '    const entry = [...this.entries].find(([id]) => id.endsWith(`/${name}`))?.[1];\n    return entry && { data: entry.data, hashKey: entry.hashKey };',
     tests: ['test/local/secrets.test.ts', 'src/secrets/local-store.test.ts'],

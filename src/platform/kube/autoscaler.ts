@@ -9,6 +9,7 @@
  * Zero belongs to the idle scale-down and the activator (scaler.ts): a Deployment at 0 is left alone
  * here, and the decision is never applied below 1.
  */
+
 import type { Logger } from 'pino';
 import {
   ConcurrencyMeter,
@@ -20,6 +21,7 @@ import {
 } from '../../core/autoscale.js';
 import { asError } from '../../core/errors.js';
 import type { EventRecorder } from '../../core/interfaces.js';
+import { objectKey } from '../../core/object-key.js';
 import type { SlessFunction } from '../../core/resources.js';
 import { isStatus, type KubeHttp, MERGE_PATCH } from './http.js';
 import { DEPLOYMENT, objectPath } from './resource-types.js';
@@ -75,7 +77,7 @@ export class KubeAutoscaler {
 
   /** A request for an autoscaled function starts; the returned function marks its end. */
   requestStarted(fn: SlessFunction): () => void {
-    const tracked = this.trackedOf(`${fn.metadata.namespace}/${fn.metadata.name}`);
+    const tracked = this.trackedOf(objectKey(fn.metadata.namespace, fn.metadata.name));
     tracked.meter.started(Date.now());
     let ended = false;
     return () => {
@@ -87,7 +89,7 @@ export class KubeAutoscaler {
 
   /** In-flight requests of the function on this replica now. */
   inflightOf(namespace: string, name: string): number {
-    return this.tracked.get(`${namespace}/${name}`)?.meter.current ?? 0;
+    return this.tracked.get(objectKey(namespace, name))?.meter.current ?? 0;
   }
 
   private trackedOf(key: string): Tracked {
@@ -105,12 +107,12 @@ export class KubeAutoscaler {
     this.ticking = true;
     try {
       const functions = this.options.functions() ?? [];
-      const wanted = new Set(functions.map((fn) => `${fn.metadata.namespace}/${fn.metadata.name}`));
+      const wanted = new Set(functions.map((fn) => objectKey(fn.metadata.namespace, fn.metadata.name)));
       for (const key of this.tracked.keys()) if (!wanted.has(key)) this.tracked.delete(key);
       for (const fn of functions) {
         const settings = scaleSettingsOf(fn);
         if (!settings) continue;
-        const tracked = this.trackedOf(`${fn.metadata.namespace}/${fn.metadata.name}`);
+        const tracked = this.trackedOf(objectKey(fn.metadata.namespace, fn.metadata.name));
         tracked.samples.push({ at: now, concurrency: tracked.meter.sample(now) });
         const oldest = now - settings.stableWindowMs;
         while ((tracked.samples[0]?.at ?? now) <= oldest) tracked.samples.shift();
@@ -151,7 +153,7 @@ export class KubeAutoscaler {
     }
     const why = `${decision.stableConcurrency.toFixed(1)} in flight over the stable window, ${decision.panicConcurrency.toFixed(1)} over the panic window, target ${settings.target}`;
     this.options.logger.info(
-      { function: `${namespace}/${name}`, from: replicas, to: desired, panicking: decision.panicking },
+      { function: objectKey(namespace, name), from: replicas, to: desired, panicking: decision.panicking },
       'autoscaled',
     );
     this.options.events?.record(

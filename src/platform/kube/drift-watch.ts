@@ -4,7 +4,9 @@
  * reports the owning Function or Trigger, so the reconcile puts it back within moments instead of at
  * the next resync.
  */
+
 import type { Logger } from 'pino';
+import { objectKey } from '../../core/object-key.js';
 import { FIELD_MANAGER } from '../../core/resources.js';
 import { type ChangeSignal, deploymentKey } from './change-signal.js';
 import type { KubeHttp } from './http.js';
@@ -151,7 +153,7 @@ export class DriftWatch {
         onList: (items) => {
           const present = new Set<string>();
           for (const o of items) {
-            const key = `${o.metadata.namespace}/${o.metadata.name}`;
+            const key = objectKey(o.metadata.namespace ?? '', o.metadata.name);
             present.add(key);
             const now = seenOf(o, o.metadata.labels?.[ownerLabel] ?? '');
             const cause = drifted(seen.get(key), now, o);
@@ -167,7 +169,7 @@ export class DriftWatch {
             }
         },
         onEvent: (phase, o) => {
-          const key = `${o.metadata.namespace}/${o.metadata.name}`;
+          const key = objectKey(o.metadata.namespace ?? '', o.metadata.name);
           const fn = o.metadata.labels?.[ownerLabel];
           changed(o);
           if (phase === 'DELETED') {

@@ -15,11 +15,13 @@
  * beside its own. Once the scaler has set `spec.replicas`, the controller's apply leaves the field
  * out (see KubeWorkloads.deploy), so the two never fight over it.
  */
+
 import type { Logger } from 'pino';
 import { DEFAULT_STABLE_WINDOW_SEC } from '../../core/autoscale.js';
 import { replicasOf } from '../../core/defaults.js';
 import { asError } from '../../core/errors.js';
 import type { EventRecorder, ObjectStore } from '../../core/interfaces.js';
+import { objectKey } from '../../core/object-key.js';
 import { FIELD_MANAGER, type SlessFunction } from '../../core/resources.js';
 import { Reason } from '../../core/status.js';
 import { isStatus, type KubeHttp, MERGE_PATCH } from './http.js';
@@ -140,7 +142,7 @@ export class KubeScaler {
 
   /** How many times this replica scaled the function up from zero. */
   scaleUpsOf(namespace: string, name: string): number {
-    return this.scaleUps.get(`${namespace}/${name}`) ?? 0;
+    return this.scaleUps.get(objectKey(namespace, name)) ?? 0;
   }
 
   /**
@@ -150,7 +152,7 @@ export class KubeScaler {
    */
   async activate(fn: SlessFunction): Promise<string> {
     const { namespace, name } = fn.metadata;
-    const key = `${namespace}/${name}`;
+    const key = objectKey(namespace, name);
     const max = this.options.maxHeldPerFunction ?? 1000;
     let activation = this.activations.get(key);
     if (activation && activation.held >= max)
@@ -175,7 +177,7 @@ export class KubeScaler {
 
   private async run(fn: SlessFunction): Promise<string> {
     const { namespace, name } = fn.metadata;
-    const key = `${namespace}/${name}`;
+    const key = objectKey(namespace, name);
     const own = fn.spec.scaleToZero?.activationTimeoutSec;
     const timeoutMs = own !== undefined ? own * 1000 : (this.options.activationTimeoutMs ?? 60_000);
     const deadline = Date.now() + timeoutMs;
@@ -255,7 +257,7 @@ export class KubeScaler {
     if (cache) {
       const ready = cache.readyAddresses(namespace, name);
       if (ready.length === 0) return undefined;
-      const ip = ready[this.nextIndex(`${namespace}/${name}`, ready.length)] as string;
+      const ip = ready[this.nextIndex(objectKey(namespace, name), ready.length)] as string;
       return `http://${ip.includes(':') ? `[${ip}]` : ip}:${FUNCTION_PORT}`;
     }
     const slices = await listObjects<KubeObject>(this.options.http, ENDPOINT_SLICE, {
@@ -271,7 +273,7 @@ export class KubeScaler {
     }
     if (ready.length === 0) return undefined;
     ready.sort();
-    const ip = ready[this.nextIndex(`${namespace}/${name}`, ready.length)] as string;
+    const ip = ready[this.nextIndex(objectKey(namespace, name), ready.length)] as string;
     return `http://${ip.includes(':') ? `[${ip}]` : ip}:${FUNCTION_PORT}`;
   }
 
@@ -326,7 +328,7 @@ export class KubeScaler {
   }
 
   private noteRequest(fn: SlessFunction): Activity {
-    const key = `${fn.metadata.namespace}/${fn.metadata.name}`;
+    const key = objectKey(fn.metadata.namespace, fn.metadata.name);
     const now = Date.now();
     let activity = this.activity.get(key);
     if (!activity) {
@@ -354,7 +356,7 @@ export class KubeScaler {
     } catch (error) {
       if (!isStatus(error, 404))
         this.options.logger.debug(
-          { function: `${namespace}/${name}`, err: asError(error).message },
+          { function: objectKey(namespace, name), err: asError(error).message },
           'cannot note the last request on the Deployment',
         );
     }
@@ -369,7 +371,7 @@ export class KubeScaler {
       const scalesToZero = (fn: SlessFunction) => idleSecondsOf(fn) !== undefined;
       const all = this.options.cachedFunctions?.(scalesToZero) ?? (await this.options.store.list('Function'));
       for (const fn of all)
-        if (scalesToZero(fn)) functions.set(`${fn.metadata.namespace}/${fn.metadata.name}`, fn);
+        if (scalesToZero(fn)) functions.set(objectKey(fn.metadata.namespace, fn.metadata.name), fn);
       for (const key of this.runningSince.keys()) if (!functions.has(key)) this.runningSince.delete(key);
       if (functions.size === 0) return;
       const namespaces = this.options.namespaces ?? [
@@ -378,7 +380,7 @@ export class KubeScaler {
       const cache = this.options.cache;
       if (cache?.synced()) {
         for (const deployment of [...cache.allDeployments()]) {
-          const fn = functions.get(`${deployment.metadata.namespace}/${deployment.metadata.name}`);
+          const fn = functions.get(objectKey(deployment.metadata.namespace ?? '', deployment.metadata.name));
           if (fn) await this.scaleDownIfIdle(fn, deployment);
         }
         return;
@@ -389,7 +391,7 @@ export class KubeScaler {
           labels: { [LABEL_MANAGED_BY]: MANAGED_BY, [LABEL_COMPONENT]: 'function' },
         });
         for (const deployment of deployments.items) {
-          const fn = functions.get(`${namespace}/${deployment.metadata.name}`);
+          const fn = functions.get(objectKey(namespace, deployment.metadata.name));
           if (fn) await this.scaleDownIfIdle(fn, deployment);
         }
       }
@@ -402,7 +404,7 @@ export class KubeScaler {
 
   private async scaleDownIfIdle(fn: SlessFunction, deployment: KubeObject): Promise<void> {
     const { namespace, name } = fn.metadata;
-    const key = `${namespace}/${name}`;
+    const key = objectKey(namespace, name);
     const replicas = (deployment.spec as { replicas?: number } | undefined)?.replicas ?? 1;
     if (replicas === 0) {
       this.runningSince.delete(key);

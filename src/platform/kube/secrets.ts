@@ -5,8 +5,10 @@
  * the watch) to queue the functions that reference one that changed. SOPS files in git become
  * Secrets of the source's namespace, labelled with the source, and are pruned with it.
  */
+
 import type { Logger } from 'pino';
 import { asError, SlessError } from '../../core/errors.js';
+import { objectKey, splitObjectKey } from '../../core/object-key.js';
 import type { SecretReader, SecretValues } from '../../secrets/references.js';
 import type { DecryptedSecret, SecretSink } from '../../secrets/repo-secrets.js';
 import type { KubeHttp } from './http.js';
@@ -46,7 +48,7 @@ export class KubeSecrets implements SecretReader, SecretSink {
     if (!secret) return undefined;
     const data: Record<string, Uint8Array> = {};
     for (const [key, value] of Object.entries(secret.data ?? {})) data[key] = Buffer.from(value, 'base64');
-    return { data, hashKey: secret.metadata.uid ?? `${namespace}/${name}` };
+    return { data, hashKey: secret.metadata.uid ?? objectKey(namespace, name) };
   }
 
   /** Calls back with every Secret that is added, changed or deleted, until stop(). */
@@ -72,7 +74,7 @@ export class KubeSecrets implements SecretReader, SecretSink {
         }>('GET', collectionPath(SECRET, namespace), { accept: METADATA_ONLY, query: { limit: 5000 } });
         const present = new Set<string>();
         for (const item of list.items ?? []) {
-          const key = `${item.metadata.namespace}/${item.metadata.name}`;
+          const key = objectKey(item.metadata.namespace ?? '', item.metadata.name);
           present.add(key);
           const before = seen.get(key);
           seen.set(key, item.metadata.resourceVersion ?? '');
@@ -83,7 +85,7 @@ export class KubeSecrets implements SecretReader, SecretSink {
         for (const key of [...seen.keys()])
           if (!present.has(key)) {
             seen.delete(key);
-            const [ns = '', name = ''] = key.split('/');
+            const { namespace: ns, name } = splitObjectKey(key);
             onChange(ns, name);
           }
         const abort = new AbortController();
@@ -96,7 +98,7 @@ export class KubeSecrets implements SecretReader, SecretSink {
             { resourceVersion: list.metadata?.resourceVersion, allowWatchBookmarks: false },
             (phase, object) => {
               if (phase === 'ERROR' || phase === 'BOOKMARK') return;
-              const key = `${object.metadata.namespace}/${object.metadata.name}`;
+              const key = objectKey(object.metadata.namespace ?? '', object.metadata.name);
               if (phase === 'DELETED') seen.delete(key);
               else seen.set(key, object.metadata.resourceVersion ?? '');
               onChange(object.metadata.namespace ?? '', object.metadata.name);

@@ -3,9 +3,11 @@
  * of requests (the split itself is CanarySplit's), what is live of it for the reconcile that judges
  * it, and its end: promoted to serve every request, or aborted, drained and stopped.
  */
+
 import type { Logger } from 'pino';
 import { asError, RolloutError } from '../../core/errors.js';
 import type { CanaryControl, DeployOptions, LiveCanary } from '../../core/interfaces.js';
+import { objectKey } from '../../core/object-key.js';
 import type { BuildRecord, SlessFunction } from '../../core/resources.js';
 import { CanarySplit } from './canary-split.js';
 import type { ServingRecords } from './local-state.js';
@@ -53,11 +55,12 @@ export class CanaryRollouts {
 
   readonly control: CanaryControl = {
     start: (fn, build, options, weight) => this.startCanary(fn, build, options, weight),
-    live: (namespace, name) => this.liveCanary(`${namespace}/${name}`),
-    setWeight: (namespace, name, weight) => this.slots.get(`${namespace}/${name}`)?.canary?.setWeight(weight),
-    promote: (namespace, name) => this.promoteCanary(`${namespace}/${name}`),
+    live: (namespace, name) => this.liveCanary(objectKey(namespace, name)),
+    setWeight: (namespace, name, weight) =>
+      this.slots.get(objectKey(namespace, name))?.canary?.setWeight(weight),
+    promote: (namespace, name) => this.promoteCanary(objectKey(namespace, name)),
     abort: async (namespace, name) => {
-      const key = `${namespace}/${name}`;
+      const key = objectKey(namespace, name);
       const slot = this.slots.get(key);
       if (slot) await this.abortCanary(key, slot);
     },
@@ -69,7 +72,7 @@ export class CanaryRollouts {
     options: DeployOptions,
     weight: number,
   ): Promise<void> {
-    const key = `${fn.metadata.namespace}/${fn.metadata.name}`;
+    const key = objectKey(fn.metadata.namespace, fn.metadata.name);
     const slot = this.slots.get(key);
     // Nothing runs to compare with (a first rollout, a function at zero): rolled out at once.
     if (!slot?.current?.process.alive || !options.enabled || !slot.enabled)

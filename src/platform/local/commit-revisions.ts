@@ -5,10 +5,12 @@
  * revisions are few and short-lived: at most a few per function run at once, least recently used
  * stopped first, so calling old commits cannot fill the machine with processes.
  */
+
 import type { Logger } from 'pino';
 import type { ActivityBoard } from '../../core/activity-board.js';
 import { asError } from '../../core/errors.js';
 import type { ObjectStore, RouteState } from '../../core/interfaces.js';
+import { objectKey } from '../../core/object-key.js';
 import type { BuildRecord, SlessFunction } from '../../core/resources.js';
 import { commitMatches } from '../../core/revision-ref.js';
 
@@ -67,12 +69,12 @@ export class CommitRevisions {
 
   /** The commits of a function whose builds run now (or start), for status and tests. */
   running(namespace: string, name: string): string[] {
-    const fnKey = `${namespace}/${name}`;
+    const fnKey = objectKey(namespace, name);
     return [...this.entries].filter((e) => e.fnKey === fnKey && !e.stopped).map((e) => e.commit);
   }
 
   async resolve(namespace: string, name: string, commit: string): Promise<RouteState> {
-    const fnKey = `${namespace}/${name}`;
+    const fnKey = objectKey(namespace, name);
     const label = `${namespace}/${name}@${commit}`;
     let entry = this.find(fnKey, commit);
     if (!entry) {

@@ -3,10 +3,12 @@
  * through its route as an HTTP caller would, so a scheduled call behaves like any other. The last
  * run and its result are kept here for the Trigger's status.
  */
+
 import { Cron } from 'croner';
 import type { Logger } from 'pino';
 import { Client, request } from 'undici';
 import type { RouteResolver, TriggerScheduler } from '../../core/interfaces.js';
+import { objectKey } from '../../core/object-key.js';
 import type { SlessFunction, Trigger, TriggerStatus } from '../../core/resources.js';
 
 interface Scheduled {
@@ -36,7 +38,7 @@ export class LocalCronScheduler implements TriggerScheduler {
   }
 
   async apply(trigger: Trigger, fn: SlessFunction | undefined): Promise<TriggerStatus> {
-    const key = `${trigger.metadata.namespace}/${trigger.metadata.name}`;
+    const key = objectKey(trigger.metadata.namespace, trigger.metadata.name);
     const enabled = trigger.spec.enabled !== false && fn !== undefined;
     const signature = JSON.stringify([
       trigger.spec.schedule,
@@ -70,7 +72,7 @@ export class LocalCronScheduler implements TriggerScheduler {
   }
 
   async remove(namespace: string, name: string): Promise<void> {
-    const key = `${namespace}/${name}`;
+    const key = objectKey(namespace, name);
     this.jobs.get(key)?.cron.stop();
     this.jobs.delete(key);
     this.lastRuns.delete(key);
@@ -111,13 +113,13 @@ export class LocalCronScheduler implements TriggerScheduler {
         void dispatcher?.close();
       }
     }
-    const key = `${namespace}/${name}`;
+    const key = objectKey(namespace, name);
     // Removed while it ran: no record of a trigger that is gone.
     if (!this.jobs.has(key)) return;
     this.lastRuns.set(key, { lastRun, lastResult });
     this.options.onFired?.(namespace, name);
     this.options.logger.info(
-      { trigger: `${namespace}/${name}`, lastResult: lastResult.slice(0, 80) },
+      { trigger: objectKey(namespace, name), lastResult: lastResult.slice(0, 80) },
       'cron trigger fired',
     );
   }

@@ -2,7 +2,9 @@
  * The output of local runtime processes, kept per function in a bounded ring of lines so that logs can
  * be read after the fact and followed live, without files that grow forever.
  */
+
 import type { FunctionLogReader, LogLine, LogReadOptions } from '../../core/logs.js';
+import { objectKey } from '../../core/object-key.js';
 
 export const LOG_LINES_PER_FUNCTION = 1000;
 /** Longer lines are cut: one runaway line must not hold the whole buffer's memory. */
@@ -22,7 +24,7 @@ export class FunctionLogBuffer implements FunctionLogReader {
   }
 
   private logOf(namespace: string, name: string): FunctionLog {
-    const key = `${namespace}/${name}`;
+    const key = objectKey(namespace, name);
     let log = this.logs.get(key);
     if (!log) {
       log = { lines: [], listeners: new Set() };
@@ -74,7 +76,7 @@ export class FunctionLogBuffer implements FunctionLogReader {
 
   /** Drops a removed function's lines; a function of the same name starts a new log. */
   forget(namespace: string, name: string): void {
-    this.logs.delete(`${namespace}/${name}`);
+    this.logs.delete(objectKey(namespace, name));
   }
 
   async *read(namespace: string, name: string, options: LogReadOptions): AsyncIterable<LogLine> {

@@ -4,6 +4,7 @@
  * restarts with backoff after a crash, scale to zero and wake-up on the next request, serving again
  * after a restart what served before it, and resolving each request to the revision that serves it.
  */
+
 import type { Logger } from 'pino';
 import { ActivityBoard } from '../../core/activity-board.js';
 import { timeoutSecOf } from '../../core/defaults.js';
@@ -18,6 +19,7 @@ import type {
   WorkloadObservation,
   WorkloadPlatform,
 } from '../../core/interfaces.js';
+import { objectKey } from '../../core/object-key.js';
 import type { BuildRecord, SlessFunction } from '../../core/resources.js';
 import { startupMark } from '../../core/startup-marks.js';
 import { CanaryRollouts } from './canary-rollouts.js';
@@ -164,7 +166,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
   }
 
   currentRevision(namespace: string, name: string): string | undefined {
-    return this.slots.get(`${namespace}/${name}`)?.revisionId;
+    return this.slots.get(objectKey(namespace, name))?.revisionId;
   }
 
   /** Builds that serve now or would after a restart; build garbage collection must keep them. */
@@ -186,12 +188,12 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
   }
 
   restartCount(namespace: string, name: string): number {
-    return this.slots.get(`${namespace}/${name}`)?.totalRestarts ?? 0;
+    return this.slots.get(objectKey(namespace, name))?.totalRestarts ?? 0;
   }
 
   /** What status shows of the serving revision: its crashes, as Kubernetes shows pod restarts. */
   observe(fn: SlessFunction): WorkloadObservation | undefined {
-    const slot = this.slots.get(`${fn.metadata.namespace}/${fn.metadata.name}`);
+    const slot = this.slots.get(objectKey(fn.metadata.namespace, fn.metadata.name));
     if (!slot || slot.removed) return undefined;
     const running = slot.current !== undefined;
     const instances = running ? [slot.current, ...(slot.extras ?? [])] : [];
@@ -222,7 +224,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     }
     slot.parked = { fn: revision.fn, build: revision.build, id: revision.id };
     slot.current = undefined;
-    const key = `${revision.fn.metadata.namespace}/${revision.fn.metadata.name}`;
+    const key = objectKey(revision.fn.metadata.namespace, revision.fn.metadata.name);
     this.routes.mirrorRoute(key);
     this.options.logger.info({ function: key, idleSeconds }, 'scaled to zero');
     // A request the gateway thread sent before it learned of this is let finish.
@@ -244,7 +246,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
     build: BuildRecord,
     options: { revision: string; enabled: boolean },
   ): Promise<void> {
-    const key = `${fn.metadata.namespace}/${fn.metadata.name}`;
+    const key = objectKey(fn.metadata.namespace, fn.metadata.name);
     let slot = this.slots.get(key);
     if (!slot) {
       slot = {
@@ -361,7 +363,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
   }
 
   async remove(namespace: string, name: string): Promise<void> {
-    const key = `${namespace}/${name}`;
+    const key = objectKey(namespace, name);
     const slot = this.slots.get(key);
     await this.options.serving?.forget(key);
     if (!slot) return;
@@ -386,7 +388,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
 
   /** The host pid of the canary's process, while a canary runs. */
   canaryProcessId(namespace: string, name: string): number | undefined {
-    return this.slots.get(`${namespace}/${name}`)?.canary?.revision.process.pid;
+    return this.slots.get(objectKey(namespace, name))?.canary?.revision.process.pid;
   }
 
   /** Commits whose kept builds run now for `@commit` requests, besides the serving revision. */
@@ -396,7 +398,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
 
   /** The host pid of the process serving the function now (in the sandbox, its outermost process). */
   processId(namespace: string, name: string): number | undefined {
-    return this.slots.get(`${namespace}/${name}`)?.current?.process.pid;
+    return this.slots.get(objectKey(namespace, name))?.current?.process.pid;
   }
 
   private idleSecondsOf(fn: SlessFunction): number | undefined {
@@ -410,7 +412,7 @@ export class LocalPlatform implements WorkloadPlatform, RouteResolver, PinnedBui
 
   /** True while a scale-to-zero function has no process. */
   isParked(namespace: string, name: string): boolean {
-    const slot = this.slots.get(`${namespace}/${name}`);
+    const slot = this.slots.get(objectKey(namespace, name));
     return slot?.parked !== undefined && slot.current === undefined;
   }
 

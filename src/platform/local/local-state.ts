@@ -12,6 +12,7 @@
  *
  * Each file is versioned and written atomically (see StateFile).
  */
+
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import {
@@ -19,6 +20,7 @@ import {
   decodeStoredVerdict,
   type StoredCodeVerdict,
 } from '../../core/code-verdicts.js';
+import { objectKey } from '../../core/object-key.js';
 import type { AnyResource, BuildRecord, SlessFunction } from '../../core/resources.js';
 import { KIND_NAMES } from '../../core/schemas.js';
 import { replayStoreChanges, type StoreSnapshot } from './memory-store.js';
@@ -45,7 +47,7 @@ export interface PinnedBuilds {
 }
 
 function functionKey(fn: SlessFunction): string {
-  return `${fn.metadata.namespace}/${fn.metadata.name}`;
+  return objectKey(fn.metadata.namespace, fn.metadata.name);
 }
 
 /** Per function (`ns/name`), the revision that serves; written before the route switches to it. */

@@ -3,11 +3,13 @@
  * the sandboxed runtime process up to /healthz, and its slot on the ActivityBoard, with the route
  * object every request to it is given. Removes what it made when a start fails or the process exits.
  */
+
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { ActivityBoard } from '../../core/activity-board.js';
 import { timeoutSecOf } from '../../core/defaults.js';
 import type { ProcessLauncher, RouteState } from '../../core/interfaces.js';
+import { objectKey } from '../../core/object-key.js';
 import { OwnedTempDirs } from '../../core/owned-temp-dirs.js';
 import type { BuildRecord, SlessFunction } from '../../core/resources.js';
 import { admissionOf } from '../../proxy/admission.js';
@@ -61,7 +63,7 @@ export class RevisionStarter {
 
   async start(fn: SlessFunction, build: BuildRecord, id: string, launched?: () => void): Promise<Revision> {
     const logger = this.options.logger.child({
-      function: `${fn.metadata.namespace}/${fn.metadata.name}`,
+      function: objectKey(fn.metadata.namespace, fn.metadata.name),
       revision: id,
     });
     // Each process serves on a unix socket in a directory of its own, the only place it may write: a
@@ -113,7 +115,7 @@ export class RevisionStarter {
       await process.stop();
       throw new Error('too many revisions alive at once to count their requests');
     }
-    process.once('exit', () => this.options.onExit(`${namespace}/${name}`, activitySlot));
+    process.once('exit', () => this.options.onExit(objectKey(namespace, name), activitySlot));
     const board = this.options.board;
     const revision: Revision = {
       id,

@@ -3,8 +3,10 @@
  * a canary's share, the least busy instance, a kept build called by commit, or why none can), and what
  * the gateway thread's route mirror is told after each change, so that it answers the same way.
  */
+
 import type { ActivityBoard } from '../../core/activity-board.js';
 import type { ObjectStore, RouteMirror, RouteState } from '../../core/interfaces.js';
+import { objectKey, splitObjectKey } from '../../core/object-key.js';
 import { commitMatches, parseFunctionSegment } from '../../core/revision-ref.js';
 import type { CommitRevisions } from './commit-revisions.js';
 import { disabled, restartingAfterCrash, type Slot } from './slots.js';
@@ -44,7 +46,7 @@ export class Routes {
     const mirror = this.options.mirror;
     if (!mirror) return;
     const slot = this.slots.get(key);
-    const [namespace = '', name = ''] = key.split('/');
+    const { namespace, name } = splitObjectKey(key);
     const revision = slot?.current;
     // The same answers, in the same order, as `resolve` gives.
     if (!slot || slot.removed) mirror.publish(key, undefined);
@@ -74,7 +76,7 @@ export class Routes {
     const { name, ref } = parseFunctionSegment(segment) ?? { name: segment };
     if (ref?.kind === 'commit') return this.resolveCommit(namespace, name, ref.commit);
     if (ref) return { state: 'unknown' };
-    const slot = this.slots.get(`${namespace}/${name}`);
+    const slot = this.slots.get(objectKey(namespace, name));
     if (!slot) {
       const fn = await this.options.store.get('Function', namespace, name);
       return fn
@@ -85,7 +87,7 @@ export class Routes {
     // Scaled to zero: the request waits while the process starts, then is served. A rollout may park
     // a newer revision while an older one wakes; then the newer one is started.
     while (!slot.current && slot.parked && !slot.removed) {
-      slot.waking ??= this.wake(`${namespace}/${name}`, slot).finally(() => {
+      slot.waking ??= this.wake(objectKey(namespace, name), slot).finally(() => {
         slot.waking = undefined;
       });
       try {
@@ -122,7 +124,7 @@ export class Routes {
    * process for the same code), else a process of its own, started for the request.
    */
   private async resolveCommit(namespace: string, name: string, commit: string): Promise<RouteState> {
-    const slot = this.slots.get(`${namespace}/${name}`);
+    const slot = this.slots.get(objectKey(namespace, name));
     // A trigger that disables the function disables every revision of it.
     if (slot && !slot.enabled) return disabled(namespace, name);
     const serving = slot?.current;

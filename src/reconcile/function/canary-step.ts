@@ -11,6 +11,7 @@ import { CANARY_CHECK_MS, type CanarySpec, decideCanary, errorRateOf } from '../
 import type { ConditionStatus } from '../../core/conditions.js';
 import { RecordedFailure, RolloutError } from '../../core/errors.js';
 import type { DeployOptions } from '../../core/interfaces.js';
+import { objectKey } from '../../core/object-key.js';
 import type {
   BuildRecord,
   CanaryStatus,
@@ -44,7 +45,7 @@ export async function canaryStep(
 ): Promise<Result | undefined> {
   const { fn, revision, update } = input;
   const { namespace, name } = fn.metadata;
-  const key = `${namespace}/${name}`;
+  const key = objectKey(namespace, name);
   const spec = fn.spec.rollout?.canary as CanarySpec | undefined;
   const control = deps.platform.canary;
   const status = update.status;

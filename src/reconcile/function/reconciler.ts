@@ -6,6 +6,7 @@
  * this build key?), never from a phase another writer can reset: a status write that raced the
  * controller once made 94 kaniko Jobs of one function.
  */
+
 import type { Logger } from 'pino';
 import type { ConditionStatus } from '../../core/conditions.js';
 import { BuildFailedError, RecordedFailure, RolloutError } from '../../core/errors.js';
@@ -17,6 +18,7 @@ import type {
   WorkloadPlatform,
 } from '../../core/interfaces.js';
 import { functionPath } from '../../core/naming.js';
+import { objectKey } from '../../core/object-key.js';
 import {
   ANNOTATION_BUILD_KEY,
   ANNOTATION_CODE_DIR,
@@ -107,7 +109,7 @@ export async function reconcileFunction(
   const buildKey = annotations[ANNOTATION_BUILD_KEY];
   const configHash = annotations[ANNOTATION_CONFIG_HASH];
   const commit = annotations[ANNOTATION_COMMIT];
-  const key = `${namespace}/${name}`;
+  const key = objectKey(namespace, name);
   const log = deps.logger.child({ function: key });
   const status = update.status;
   status.url = `${deps.externalUrl}${functionPath(namespace, name)}`;

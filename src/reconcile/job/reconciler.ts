@@ -5,8 +5,10 @@
  * run, and reconciling the same run twice never starts it twice. It fills the status update the
  * reconcile runtime writes once.
  */
+
 import type { Logger } from 'pino';
 import type { Builder, JobOutcome, JobRunner, ObjectStore } from '../../core/interfaces.js';
+import { objectKey } from '../../core/object-key.js';
 import {
   ANNOTATION_BUILD_KEY,
   type FunctionJob,
@@ -119,7 +121,7 @@ export async function reconcileJob(
     );
     return Done;
   }
-  deps.logger.warn({ job: `${namespace}/${name}`, err: run.error.message }, 'job run failed');
+  deps.logger.warn({ job: objectKey(namespace, name), err: run.error.message }, 'job run failed');
   record(
     'Failed',
     { observedRunId: runId, buildKey: build.buildKey, startTime, completionTime: new Date().toISOString() },
@@ -132,6 +134,6 @@ export async function reconcileJob(
 
 /** The FunctionJob is gone: an outcome of its run that no reconcile will take is dropped. */
 export function finalizeJob(deps: JobReconcileDeps, namespace: string, name: string): Promise<void> {
-  deps.runs.forget(`${namespace}/${name}`);
+  deps.runs.forget(objectKey(namespace, name));
   return Promise.resolve();
 }

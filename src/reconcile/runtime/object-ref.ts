@@ -2,6 +2,7 @@
  * Typed references to the objects reconcilers work on, and the `namespace/name` key the work queues
  * hold them by: one place that builds and splits keys, instead of template strings at every caller.
  */
+import { objectKey, splitObjectKey } from '../../core/object-key.js';
 import type { KindName } from '../../core/schemas.js';
 
 export interface ObjectRef<K extends KindName = KindName> {
@@ -24,13 +25,11 @@ export function refOf<K extends KindName>(
 
 /** `namespace/name`: the work queue's key of a reference (a name never holds a slash). */
 export function refKey(ref: Pick<ObjectRef, 'namespace' | 'name'>): string {
-  return `${ref.namespace}/${ref.name}`;
+  return objectKey(ref.namespace, ref.name);
 }
 
 /** The reference a work-queue key stands for. */
 export function refFromKey<K extends KindName>(kind: K, key: string): ObjectRef<K> {
-  const slash = key.indexOf('/');
-  if (slash <= 0 || slash === key.length - 1 || key.indexOf('/', slash + 1) >= 0)
-    throw new Error(`not a namespace/name key: ${JSON.stringify(key)}`);
-  return objectRef(kind, key.slice(0, slash), key.slice(slash + 1));
+  const { namespace, name } = splitObjectKey(key);
+  return objectRef(kind, namespace, name);
 }

@@ -5,9 +5,11 @@
  * show in the proxy's tail latency; here they are as short as a bare proxy's. Everything else (the
  * API, webhooks, functions that are not ready) is relayed to the main thread.
  */
+
 import { type MessagePort, parentPort, workerData } from 'node:worker_threads';
 import { ActivityBoard } from '../../core/activity-board.js';
 import type { MirroredRoute, RouteResolver, RouteState } from '../../core/interfaces.js';
+import { objectKey } from '../../core/object-key.js';
 import { ProxyTallies } from '../../core/proxy-tallies.js';
 import { EarlyListener } from '../early-listener.js';
 import type { FromGateway, GatewayWorkerData, ToGateway } from './protocol.js';
@@ -24,7 +26,7 @@ const NOT_HERE: RouteState = { state: 'unknown' };
 
 const resolver: RouteResolver = {
   async resolve(namespace, name) {
-    const entry = routes.get(`${namespace}/${name}`);
+    const entry = routes.get(objectKey(namespace, name));
     if (!entry) return NOT_HERE;
     // Counted in the same turn as the lookup: a route change (a message, a later turn) cannot slip in
     // between, so once the main thread has its acknowledgement, the count is complete.

@@ -9,6 +9,7 @@
  * from function and commit. Whether a build exists is read from the Jobs themselves (label build-key,
  * condition Complete, digest annotation), durable state that no status writer can reset.
  */
+
 import { GetObjectCommand, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import type { Logger } from 'pino';
@@ -16,6 +17,7 @@ import { asError, BuildError, BuildFailedError } from '../../../core/errors.js';
 import { sha256Hex } from '../../../core/hash.js';
 import type { Builder, BuildRequest } from '../../../core/interfaces.js';
 import { boundedName, buildName } from '../../../core/naming.js';
+import { objectKey } from '../../../core/object-key.js';
 import {
   ANNOTATION_BUILD_KEY,
   ANNOTATION_COMMIT,
@@ -270,7 +272,7 @@ export class KanikoBuilder implements Builder {
     const { fn, buildKey, commit } = request;
     const ns = this.options.controllerNamespace;
     const log = this.options.logger.child({
-      function: `${fn.metadata.namespace}/${fn.metadata.name}`,
+      function: objectKey(fn.metadata.namespace, fn.metadata.name),
       buildKey,
     });
     const startedAt = new Date().toISOString();

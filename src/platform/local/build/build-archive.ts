@@ -3,11 +3,13 @@
  * with its `build.json`. Garbage collection lists and removes them here; staging directories left by a
  * build that a kill cut short are leftovers, removed whenever no running build owns them.
  */
+
 import { type Dirent, existsSync } from 'node:fs';
 import { readdir, readFile, rm, rmdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { BuildArchive, FunctionRef, StoredBuild } from '../../../core/interfaces.js';
+import { objectKey } from '../../../core/object-key.js';
 import type { BuildRecord } from '../../../core/resources.js';
 import { commitMatches } from '../../../core/revision-ref.js';
 import { type LocalBuilder, STAGING } from './local-builder.js';
@@ -72,10 +74,10 @@ export class LocalBuildArchive implements BuildArchive {
     const finished = entries.filter((e) => !e.entry.includes(STAGING));
     const perFunction = new Map<string, number>();
     for (const { namespace, name } of finished)
-      perFunction.set(`${namespace}/${name}`, (perFunction.get(`${namespace}/${name}`) ?? 0) + 1);
+      perFunction.set(objectKey(namespace, name), (perFunction.get(objectKey(namespace, name)) ?? 0) + 1);
     const builds: StoredBuild[] = [];
     for (const { namespace, name, entry, path } of finished) {
-      const withinLimit = (perFunction.get(`${namespace}/${name}`) ?? 0) <= this.options.limit;
+      const withinLimit = (perFunction.get(objectKey(namespace, name)) ?? 0) <= this.options.limit;
       const record = withinLimit ? undefined : await readRecord(path);
       builds.push({
         id: path,

@@ -4,12 +4,14 @@
  * where the machine allows it). It keeps builds crash-safe (a build only appears once complete) and
  * remembers failed ones, so the same code is not built again until someone asks.
  */
+
 import { existsSync } from 'node:fs';
 import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { asError, BuildError, BuildFailedError } from '../../../core/errors.js';
 import type { Builder, BuildRequest, ProcessLauncher } from '../../../core/interfaces.js';
+import { objectKey } from '../../../core/object-key.js';
 import { ANNOTATION_BUILD_KEY, type BuildRecord, type SlessFunction } from '../../../core/resources.js';
 import { RUNTIME_INFO } from '../../../core/runtimes.js';
 import type { RuntimeName } from '../../../core/schemas.js';
@@ -145,7 +147,7 @@ export class LocalBuilder implements Builder {
     if (verdict) throw new BuildFailedError(verdict);
     const started = Date.now();
     const log = this.options.logger.child({
-      function: `${request.fn.metadata.namespace}/${request.fn.metadata.name}`,
+      function: objectKey(request.fn.metadata.namespace, request.fn.metadata.name),
       buildKey: request.buildKey,
     });
     const staging = `${dir}${STAGING}${process.pid}-${started}`;
