@@ -283,6 +283,8 @@ export async function startLocalSystem(
       autoscaler.stop();
       await gc.stop();
       await controller.stop();
+      // Once the controller takes no outcome: runs are cut, their secret files removed.
+      await parts.jobs.stop();
       await commitStatus.stop();
       scheduler.stopAll();
       await parts.queueTriggers.stopAll();
@@ -405,6 +407,8 @@ async function localControlPlane(
     commandFor: (fn, build) => platform.runtimeCommand(fn, build),
     logger,
     launcher,
+    // The store serving processes read their secret files from: a run mounts the same files.
+    secrets,
   });
   // amqp Triggers consume RabbitMQ queues; their URLs come from the namespace's secrets.
   const queueTriggers = new QueueTriggers({
@@ -486,6 +490,7 @@ async function localControlPlane(
     scheduler,
     queueTriggers,
     gc,
+    jobs,
     markReady: () => {
       ready = true;
     },

@@ -962,6 +962,24 @@ export const MUTATIONS: GuardMutation[] = [
     tests: ['test/local/secrets.test.ts', 'src/secrets/local-store.test.ts'],
   },
   {
+    id: 'local-job-secret-files-dropped',
+    guard:
+      "A FunctionJob run on the local platform sees the function's secret files at their mountPath, as a serving process does.",
+    file: 'src/platform/local/job-runner.ts',
+    from: '        mounts: files.mounts,\n',
+    to: '',
+    tests: ['test/local/job-secrets.test.ts'],
+  },
+  {
+    id: 'local-job-secret-files-kept',
+    guard:
+      'A finished FunctionJob run leaves no secret directory behind (the values stay in memory no longer than the run).',
+    file: 'src/platform/local/job-runner.ts',
+    from: '        // Gone before the outcome is told: a finished run leaves no secret behind.\n        await removeFiles();\n',
+    to: '',
+    tests: ['test/local/job-secrets.test.ts'],
+  },
+  {
     id: 'secret-hash-not-in-revision',
     guard: "The referenced values' hash is part of the revision, so a rotation rolls the function.",
     file: 'src/reconcile/function/reconciler.ts',
