@@ -7,6 +7,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdir, rm, writeFile } from 'node:fs/promises';
+import { connect } from 'node:net';
 import { join } from 'node:path';
 import amqp from 'amqplib';
 import { freePort } from '../../src/platform/local/ports.js';
@@ -26,7 +27,45 @@ function exited(child: ChildProcess): Promise<unknown> {
   return child.exitCode !== null || child.signalCode !== null ? Promise.resolve() : once(child, 'exit');
 }
 
-export async function startRabbitMq(): Promise<RabbitMq> {
+/** A start that failed because a process exited early: worth one more try on fresh ports. */
+class StartFailed extends Error {}
+
+/** Waits for `ready`, but fails at once (with the process's last output) if `child` exits first. */
+async function unlessExited<T>(
+  ready: Promise<T>,
+  child: ChildProcess,
+  what: string,
+  output: () => string,
+): Promise<T> {
+  let onExit: (() => void) | undefined;
+  const died = new Promise<never>((_, reject) => {
+    onExit = () => reject(new StartFailed(`${what} exited before it was ready: ${output()}`));
+    if (child.exitCode !== null || child.signalCode !== null) onExit();
+    else child.once('exit', onExit);
+  });
+  try {
+    return await Promise.race([ready, died]);
+  } finally {
+    if (onExit) child.off('exit', onExit);
+    died.catch(() => undefined);
+  }
+}
+
+function acceptsTcp(port: number): Promise<boolean> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('error', reject);
+  });
+}
+
+/**
+ * One start on fresh ports. epmd is waited for before the broker starts, because the broker's
+ * prelaunch registers with it at once and stops with `nodistribution` if nothing answers yet.
+ */
+async function startOnce(): Promise<RabbitMq> {
   const dir = await tempDir('rabbitmq');
   const [port, distPort, epmdPort] = [await freePort(), await freePort(), await freePort()];
   const home = join(dir, 'home');
@@ -51,6 +90,19 @@ export async function startRabbitMq(): Promise<RabbitMq> {
     RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS: '-start_epmd false',
   };
   const epmd = spawn('epmd', ['-port', String(epmdPort)], { env, stdio: 'ignore' });
+  try {
+    await unlessExited(
+      pollUntil(`epmd listens on ${epmdPort}`, () => acceptsTcp(epmdPort), 20_000, 50),
+      epmd,
+      'epmd',
+      () => '',
+    );
+  } catch (error) {
+    epmd.kill('SIGKILL');
+    await exited(epmd);
+    await rm(dir, { recursive: true, force: true });
+    throw error;
+  }
   let output = '';
   const broker = spawn(SERVER, [], { env, cwd: dir, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
   broker.stdout?.on('data', (chunk: Buffer) => {
@@ -83,20 +135,42 @@ export async function startRabbitMq(): Promise<RabbitMq> {
     await rm(dir, { recursive: true, force: true });
   };
   try {
-    await pollUntil(
-      'rabbitmq accepts AMQP connections',
-      async () => {
-        if (broker.exitCode !== null) throw new Error(`rabbitmq-server exited: ${output}`);
-        const connection = await amqp.connect(url);
-        await connection.close();
-        return true;
-      },
-      90_000,
-      250,
+    await unlessExited(
+      pollUntil(
+        'rabbitmq accepts AMQP connections',
+        async () => {
+          const connection = await amqp.connect(url);
+          await connection.close();
+          return true;
+        },
+        90_000,
+        250,
+      ),
+      broker,
+      'rabbitmq-server',
+      () => output,
     );
   } catch (error) {
     await stop();
+    if (error instanceof StartFailed) throw error;
     throw new Error(`${(error as Error).message}\n${output}`);
   }
   return { url, port, stop };
+}
+
+/**
+ * Starts a broker; a start whose process exits early (a port taken between choosing and binding
+ * it, say) is tried again on fresh ports, twice at most, with the reason on stderr.
+ */
+export async function startRabbitMq(): Promise<RabbitMq> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startOnce();
+    } catch (error) {
+      if (!(error instanceof StartFailed) || attempt === 3) throw error;
+      process.stderr.write(
+        `[rabbitmq] start ${attempt} failed, trying fresh ports: ${error.message.slice(0, 300)}\n`,
+      );
+    }
+  }
 }
