@@ -9,6 +9,7 @@ import type { ChildProcess } from 'node:child_process';
 import type { Logger } from 'pino';
 import { timeoutSecOf } from '../../core/defaults.js';
 import type { JobOutcome, JobRunner, ProcessLauncher } from '../../core/interfaces.js';
+import { objectKey } from '../../core/object-key.js';
 import type { BuildRecord, FunctionJob, SlessFunction } from '../../core/resources.js';
 import { launchSpecOf, type RuntimeCommand } from './runtime-process.js';
 import { SecretFiles, type SecretSource } from './secret-files.js';
@@ -48,7 +49,7 @@ export class LocalJobRunner implements JobRunner {
   }
 
   run(job: FunctionJob, fn: SlessFunction, build: BuildRecord): Promise<JobOutcome> {
-    const key = `${job.metadata.namespace}/${job.metadata.name}#${job.spec.runId ?? 0}`;
+    const key = `${objectKey(job.metadata.namespace, job.metadata.name)}#${job.spec.runId ?? 0}`;
     let outcome = this.running.get(key);
     if (!outcome) {
       outcome = this.start(job, fn, build).finally(() => this.running.delete(key));
@@ -66,6 +67,13 @@ export class LocalJobRunner implements JobRunner {
     for (const child of this.children) child.kill('SIGKILL');
     await Promise.allSettled([...this.running.values()]);
     await this.secretFiles.removeAll();
+  }
+
+  /** Only stop() and the run's own timeout kill a run, so a signal is one of the two. */
+  private killedBy(signal: NodeJS.Signals, timeoutMs: number): string {
+    return this.stopping
+      ? `killed by ${signal}: sless stopped`
+      : `killed by ${signal} (timeout ${timeoutMs} ms)`;
   }
 
   /**
@@ -135,7 +143,7 @@ export class LocalJobRunner implements JobRunner {
         const outputTail = output.slice(-TAIL_BYTES);
         const ok = exitCode === 0;
         this.logger.info(
-          { job: `${job.metadata.namespace}/${job.metadata.name}`, runId: job.spec.runId, exitCode },
+          { job: objectKey(job.metadata.namespace, job.metadata.name), runId: job.spec.runId, exitCode },
           'job finished',
         );
         resolve({
@@ -156,14 +164,7 @@ export class LocalJobRunner implements JobRunner {
       child.once(
         'close',
         (code, signal) =>
-          void finish(
-            code ?? undefined,
-            signal
-              ? this.stopping
-                ? `killed by ${signal}: sless stopped`
-                : `killed by ${signal} (timeout ${timeoutMs} ms)`
-              : undefined,
-          ),
+          void finish(code ?? undefined, signal ? this.killedBy(signal, timeoutMs) : undefined),
       );
     });
   }

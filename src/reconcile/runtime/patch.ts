@@ -11,7 +11,6 @@
 import type { Logger } from 'pino';
 import { asError, RecordedFailure, SlessError } from '../../core/errors.js';
 import type { ObjectStore } from '../../core/interfaces.js';
-import { objectKey } from '../../core/object-key.js';
 import type { AnyResource, BaseStatus } from '../../core/resources.js';
 import type { KindName } from '../../core/schemas.js';
 import { Reason, StatusUpdate } from '../../core/status.js';
@@ -77,7 +76,7 @@ export async function reconcileAndPatch<
       .write(options.store, object)
       .catch((writeError: unknown) =>
         options.logger.warn(
-          { [ref.kind]: objectKey(ref.namespace, ref.name), err: asError(writeError).message },
+          { [ref.kind]: refKey(ref), err: asError(writeError).message },
           'status write failed',
         ),
       );
