@@ -1,10 +1,11 @@
-import { objectKey } from './object-key.js';
 /**
  * The proxy's per-function counts as plain numbers: responses by status code and a histogram of
  * durations. They cost a Map lookup and a few additions per request (prom-client's own Counter and
  * Histogram validate and hash labels on every call); metrics turns them into series when scraped.
  * Plain data, so the gateway thread's counts cross to the main thread by structured clone.
  */
+import { objectKey } from './object-key.js';
+
 export const PROXY_SECONDS_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 
 /** Unknown names share one label value, so a scan of random `/fn/…` paths cannot grow the series. */
