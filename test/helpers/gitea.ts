@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { freePort } from '../../src/platform/local/ports.js';
 import { tempDir } from './git.js';
-import { pollUntil } from './poll-until.js';
+import { GiveUp, pollUntil } from './poll-until.js';
 
 const exec = promisify(execFile);
 
@@ -156,7 +156,7 @@ export class Gitea {
     await pollUntil(
       'gitea answers /api/v1/version',
       async () => {
-        if (child.exitCode !== null) throw new Error(`gitea exited ${child.exitCode}: ${this.errors}`);
+        if (child.exitCode !== null) throw new GiveUp(`gitea exited ${child.exitCode}: ${this.errors}`);
         return (await fetch(`${this.url}/api/v1/version`).catch(() => undefined))?.ok;
       },
       60_000,

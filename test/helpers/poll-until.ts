@@ -1,4 +1,10 @@
-/** Polls a check until it returns a value (not undefined or false); on time-out, says what was last seen. */
+/** Thrown by a check that knows waiting longer cannot help (the server it waits for has exited). */
+export class GiveUp extends Error {}
+
+/**
+ * Polls a check until it returns a value (not undefined or false); on time-out, says what was last
+ * seen. A check that throws GiveUp ends the wait at once with that error.
+ */
 export async function pollUntil<T>(
   what: string,
   check: () => Promise<T | undefined | false>,
@@ -12,6 +18,7 @@ export async function pollUntil<T>(
       const value = await check();
       if (value !== undefined && value !== false) return value;
     } catch (error) {
+      if (error instanceof GiveUp) throw error;
       last = error;
     }
     if (Date.now() > deadline)
