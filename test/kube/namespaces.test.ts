@@ -5,6 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type KubeSystem, startKubeSystem } from '../../src/main.js';
+import { KubeHttp } from '../../src/platform/kube/http.js';
 import { KubeNamespaces } from '../../src/platform/kube/namespaces.js';
 import { getObject, type KubeObject } from '../../src/platform/kube/objects.js';
 import { NAMESPACE, SECRET } from '../../src/platform/kube/resource-types.js';
@@ -16,6 +17,7 @@ import {
   PullSecretSync,
   type SecretObject,
 } from '../../src/platform/kube/tenant.js';
+import { startApiProxy } from './api-proxy.js';
 import {
   dockerConfigJson,
   type KubeEnv,
@@ -144,5 +146,51 @@ describe('kube: ensure a tenant namespace', () => {
     expect(await namespaces.ensureNamespace(ns)).toBe(false);
     expect(await pullCopy(ns)).toBeUndefined();
     expect(await getObject(env.http, NETWORK_POLICY, ns, FUNCTIONS_POLICY_NAME)).toBeDefined();
+  });
+
+  it('30 deploys preparing one namespace at once cost two preparations; an opened policy is taken back by the next', async () => {
+    const ns = `tenant-${suffix()}`;
+    const proxy = await startApiProxy(env.cluster.apiServerUrl, env.cluster.caCert, env.cluster.adminToken);
+    try {
+      const http = new KubeHttp(proxy.kubeConfig);
+      const namespaces = new KubeNamespaces({
+        http,
+        controllerNamespace: env.controllerNs,
+        pullSecrets: new PullSecretSync({
+          http,
+          controllerNamespace: env.controllerNs,
+          source: 'sless-registry-pull',
+          name: 'sless-registry-pull',
+        }),
+      });
+      expect(await namespaces.ensureNamespace(ns)).toBe(true);
+      const policyWrites = () =>
+        proxy.requests.filter((r) => r.startsWith('PATCH ') && r.includes('/networkpolicies/')).length;
+      const secretReads = () =>
+        proxy.requests.filter((r) => r.startsWith('GET ') && r.includes('/secrets/sless-registry-pull'))
+          .length;
+      const [writesBefore, readsBefore] = [policyWrites(), secretReads()];
+      await Promise.all(Array.from({ length: 30 }, () => namespaces.prepare(ns)));
+      expect(policyWrites() - writesBefore).toBe(2);
+      expect(secretReads() - readsBefore).toBe(2);
+
+      // Someone opens the tenant boundary: the next preparation, even one asked while another runs,
+      // puts the controller's policy back.
+      await env.http.request(
+        'PATCH',
+        `/apis/networking.k8s.io/v1/namespaces/${ns}/networkpolicies/${FUNCTIONS_POLICY_NAME}`,
+        {
+          body: { spec: { ingress: [{}] } },
+          contentType: 'application/merge-patch+json',
+        },
+      );
+      const opened = await getObject<KubeObject>(env.http, NETWORK_POLICY, ns, FUNCTIONS_POLICY_NAME);
+      expect(opened?.spec).not.toEqual(functionsNetworkPolicy(ns, env.controllerNs).spec);
+      await Promise.all([namespaces.prepare(ns), namespaces.prepare(ns)]);
+      const policy = await getObject<KubeObject>(env.http, NETWORK_POLICY, ns, FUNCTIONS_POLICY_NAME);
+      expect(policy?.spec).toEqual(functionsNetworkPolicy(ns, env.controllerNs).spec);
+    } finally {
+      await proxy.close();
+    }
   });
 });

@@ -1503,4 +1503,22 @@ export const MUTATIONS: GuardMutation[] = [
     to: '    void this.get(kind, namespace, name).catch(() => undefined);\n    const object = this.seen.get(keyOf(kind, namespace, name));\n    return object && !isDeleting(object)',
     tests: ['test/kube/api-outage.test.ts'],
   },
+  // ---- Preparations shared by deploys of one namespace ----
+  {
+    id: 'shared-run-hands-out-a-stale-run',
+    guard:
+      'A caller of a shared preparation never gets a run that began before it asked (an edited NetworkPolicy asked about after the edit is put back).',
+    file: 'src/core/shared-next-run.ts',
+    from: '    const current = this.running.get(key);\n    if (!current) return this.start(key, task);\n',
+    to: '    const current = this.running.get(key);\n    if (!current) return this.start(key, task);\n    return current;\n',
+    tests: ['src/core/shared-next-run.test.ts'],
+  },
+  {
+    id: 'namespace-prepare-per-deploy',
+    guard: 'Deploys of one namespace at once share its preparation: 30 at once cost two, not 30.',
+    file: 'src/platform/kube/namespaces.ts',
+    from: '    return this.preparing.run(namespace, () => this.prepareNow(namespace));\n',
+    to: '    return this.prepareNow(namespace);\n',
+    tests: ['test/kube/namespaces.test.ts'],
+  },
 ];

@@ -3,6 +3,7 @@
  * `sless-functions` NetworkPolicy (tenant.ts). Created idempotently, never deleted.
  */
 import type { NamespaceRegistry } from '../../core/interfaces.js';
+import { SharedNextRun } from '../../core/shared-next-run.js';
 import { isStatus, type KubeHttp } from './http.js';
 import { apply, getObject } from './objects.js';
 import { collectionPath, NAMESPACE } from './resource-types.js';
@@ -12,6 +13,8 @@ export class KubeNamespaces implements NamespaceRegistry {
   private readonly http: KubeHttp;
   private readonly controllerNamespace: string;
   private readonly pullSecrets: PullSecretSync | undefined;
+  /** A commit deploys many functions of one namespace at once: they share the next preparation. */
+  private readonly preparing = new SharedNextRun<string>();
 
   /** `pullSecrets` undefined: no pull secret is referenced (a registry that allows anonymous pulls). */
   constructor(options: { http: KubeHttp; controllerNamespace: string; pullSecrets?: PullSecretSync }) {
@@ -39,9 +42,14 @@ export class KubeNamespaces implements NamespaceRegistry {
   /**
    * What a namespace needs before functions run in it: the pull secret (without it the pods end in
    * ImagePullBackOff) and the NetworkPolicy. Deploys call it too, so a namespace nobody ensured is
-   * covered as well.
+   * covered as well. Deploys that ask while one preparation runs share the next one, which starts
+   * after it: each still sees a preparation begun after it asked.
    */
-  async prepare(namespace: string): Promise<void> {
+  prepare(namespace: string): Promise<void> {
+    return this.preparing.run(namespace, () => this.prepareNow(namespace));
+  }
+
+  private async prepareNow(namespace: string): Promise<void> {
     await this.pullSecrets?.ensure(namespace);
     // Forced: the policy is the tenant boundary, so the controller owns it outright and takes back any
     // field someone else changed instead of leaving an opened policy in place.
