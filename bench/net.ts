@@ -1,3 +1,4 @@
+/** A TCP probe for benchmarks: whether something listens on a local port yet, to time a start-up. */
 import net from 'node:net';
 
 /** True once something accepts TCP connections on 127.0.0.1:port. */

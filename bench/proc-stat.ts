@@ -1,3 +1,7 @@
+/**
+ * CPU time of a process read from /proc/PID/stat, for benchmarks that report the work sless did and
+ * not only the wall time, which on a shared machine also counts the wait for a core.
+ */
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 

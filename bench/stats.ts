@@ -1,3 +1,4 @@
+/** What benchmarks report of their samples: the median, nearest-rank percentiles, and ms as text. */
 export function median(values: readonly number[]): number {
   return percentile(values, 50);
 }

@@ -1,3 +1,7 @@
+/**
+ * The API's in-memory state stays bounded: BuildHistory keeps the newest builds per function and forgets
+ * the least recent functions, and RecentDeliveries sees a redelivery while bounding ids and sources.
+ */
 import { describe, expect, test } from 'vitest';
 import type { BuildRecord, SlessFunction } from '../core/resources.js';
 import { BuildHistory } from './build-history.js';

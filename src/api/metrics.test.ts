@@ -1,3 +1,8 @@
+/**
+ * SlessMetrics' Prometheus text: sync, build, ready-function and proxy series, each instance with its
+ * own registry; unknown function names collapse into one series so scans cannot grow cardinality; and
+ * the hand-written proxy histogram renders line for line as prom-client would.
+ */
 import { describe, expect, test } from 'vitest';
 import type { BuildRecord, GitSource, SlessFunction } from '../core/resources.js';
 import { SlessMetrics } from './metrics.js';

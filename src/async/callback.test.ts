@@ -1,3 +1,8 @@
+/**
+ * Result callbacks of asynchronous invocations: loopback, private, metadata, non-HTTP and credentialled
+ * URLs are refused; an allowed address on a real local server gets the result once, without the stored
+ * request and with no redirect followed; and the sender checks the address again at send time.
+ */
 import { once } from 'node:events';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';

@@ -1,3 +1,8 @@
+/**
+ * AsyncDispatcher over a real LocalInvocationStore in a temporary directory: accept answers only once
+ * the record is stored, an invocation is delivered once, each function stays within its concurrency
+ * while functions take turns, and an attempt left running by a kill is marked interrupted and sent again.
+ */
 import { rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

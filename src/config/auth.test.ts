@@ -1,3 +1,8 @@
+/**
+ * Auth and webhook-secret settings read from the environment: JWT settings with their defaults and each
+ * refusal, http JWKS on loopback only, local config refusing a non-loopback bind without auth, and
+ * webhook secrets that belong to exactly one namespace and source, a global one being a config error.
+ */
 import { describe, expect, test } from 'vitest';
 import { AuthConfigError, loadAuthSettings, loadWebhookSecrets, webhookSecretFor } from './auth.js';
 import { ConfigError, loadLocalConfig } from './config.js';

@@ -1,3 +1,7 @@
+/**
+ * Two settings of the local config: SLESS_OUTBOUND_DNS (addresses only, errors naming the setting) and
+ * the proxy thread (on by default, off by env, the flag winning, other values refused naming the flag).
+ */
 import { describe, expect, it } from 'vitest';
 import { ConfigError, loadLocalConfig, loadTenancy } from './config.js';
 

@@ -1,3 +1,8 @@
+/**
+ * The kube controller's config from flags and environment: a complete one frozen, each required or
+ * malformed setting refused by name (S3 endpoint, registry, namespaces, build history, registry map,
+ * activator URL), and leader election's default periods, identity and advertised address.
+ */
 import { describe, expect, it } from 'vitest';
 import { ConfigError } from './config.js';
 import { loadKubeControllerConfig } from './kube.js';

@@ -1,3 +1,8 @@
+/**
+ * ActivityBoard, the shared-memory counts of in-flight requests per slot: slots handed out once and
+ * reused zeroed, the last-activity time, waitIdle woken by the last end or timing out, and a second view
+ * of the same memory reading the counts made through the first.
+ */
 import { describe, expect, it, vi } from 'vitest';
 import { ActivityBoard } from './activity-board.js';
 

@@ -1,3 +1,8 @@
+/**
+ * The autoscaler's decision and its input: decideScale on fixed loads (stable window, panic on a burst
+ * and its hold, the scale-down rate limit) and, by fast-check, properties that must hold for any settings
+ * (within [min, max], monotone in load, old samples ignored); ConcurrencyMeter's time-weighted average.
+ */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {

@@ -1,3 +1,4 @@
+/** BoundedCache: a held key is replaced, a new key past the limit starts it over; it never grows past it. */
 import { describe, expect, it } from 'vitest';
 import { BoundedCache } from './bounded-cache.js';
 

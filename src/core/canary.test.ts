@@ -1,3 +1,8 @@
+/**
+ * A canary's steps: decideCanary holds within a step, advances, promotes after the last, and rolls back
+ * on an error rate or p99 over its limit (the rate only once enough answers came); AnswerTally counts 5xx
+ * answers and a p99 over its latest latencies.
+ */
 import { describe, expect, it } from 'vitest';
 import { AnswerTally, decideCanary } from './canary.js';
 

@@ -1,3 +1,8 @@
+/**
+ * Status conditions: lastTransitionTime moves only when the status does, a condition replaces one of
+ * its type while the others stay sorted by type, the input list is never modified, and the time defaults
+ * to now.
+ */
 import { describe, expect, it } from 'vitest';
 import { type Condition, getCondition, setCondition } from './conditions.js';
 

@@ -1,3 +1,7 @@
+/**
+ * The spec defaults (timeout, memory, replicas, branch): their values, agreement with what validation
+ * fills into a manifest, and giving way to what a spec sets, so readers and validation cannot drift apart.
+ */
 import { describe, expect, it } from 'vitest';
 import { validateResource } from '../manifest/validate.js';
 import {

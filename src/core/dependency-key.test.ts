@@ -1,3 +1,8 @@
+/**
+ * The dependency key that lets a build reuse installed dependencies: equal for trees whose dependency
+ * inputs are equal, changed by each input and the runtime, and refused (no key, so no reuse) for trees
+ * whose dependencies may follow their code: compiled runtimes, missing locks, install scripts, local paths.
+ */
 import { describe, expect, it } from 'vitest';
 import { dependencyInputFiles, dependencyKey } from './dependency-key.js';
 

@@ -1,3 +1,7 @@
+/**
+ * FairGate's choice of namespace for a freed slot: the fewest tasks running decides first, and the time
+ * a namespace was served last only between equal counts.
+ */
 import { expect, test } from 'vitest';
 import { FairGate, type FairTask } from './fair-gate.js';
 

@@ -1,3 +1,8 @@
+/**
+ * FairGate's slots shared between namespaces: another namespace's task goes before a long backlog, a
+ * change to a running function before cold work, sources of a namespace take turns in order, stop()
+ * rejects the waiting tasks while the running one finishes, and a failing task frees its slot.
+ */
 import { describe, expect, test } from 'vitest';
 import { FairGate, type FairTask, GateStoppedError } from './fair-gate.js';
 

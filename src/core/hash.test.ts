@@ -1,3 +1,4 @@
+/** Stable JSON (keys sorted at every level, undefined dropped) and golden SHA-256 digests of those bytes. */
 import { describe, expect, it } from 'vitest';
 import { hashObject, sha256Hex, sortKeysDeep, stableStringify } from './hash.js';
 

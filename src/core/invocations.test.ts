@@ -1,3 +1,7 @@
+/**
+ * What an asynchronous invocation's attempt answered means (succeeded, failed, retry) by status code,
+ * and the retry delay: doubling per attempt with equal jitter, never past the cap.
+ */
 import { describe, expect, it } from 'vitest';
 import { MAX_BACKOFF_MS, retryDelayMs, verdictOf } from './invocations.js';
 

@@ -1,3 +1,8 @@
+/**
+ * LeaderTasks across leadership terms: tasks start in order and stop newest first, a stop asked for
+ * during a start waits for it and stops what it started, and a task that fails to start leaves the others
+ * running.
+ */
 import { describe, expect, it } from 'vitest';
 import { LeaderTasks } from './leadership.js';
 

@@ -1,3 +1,8 @@
+/**
+ * Names sless derives: golden tenant namespaces (every tenant's objects live there, so the formula must
+ * not move), names bounded to a 63-character DNS label with a hash so long names never collide, and
+ * scoped environment suffixes that a "--" in a name could forge, so such names get none.
+ */
 import { describe, expect, it } from 'vitest';
 import {
   boundedName,

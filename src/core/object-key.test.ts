@@ -1,3 +1,4 @@
+/** objectKey and splitObjectKey, both ways; anything but one namespace and one name is refused. */
 import { describe, expect, it } from 'vitest';
 import { objectKey, splitObjectKey } from './object-key.js';
 

@@ -1,3 +1,7 @@
+/**
+ * OwnedTempDirs.removeAll on real directories: it removes what is left and waits for a removal already
+ * under way, as a stopping platform's exit listeners start them.
+ */
 import { existsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';

@@ -1,3 +1,8 @@
+/**
+ * Repository paths: normalizeRepoPath refuses anything that climbs out (also by fast-check over any
+ * input), isWithin does not take a prefix-sibling for a child, and symlink targets resolve relative to
+ * the link and never outside the tree.
+ */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { isWithin, normalizeRepoPath, resolveLinkTarget } from './paths.js';

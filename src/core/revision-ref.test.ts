@@ -1,3 +1,7 @@
+/**
+ * The `name@ref` segment of a function URL: a name, a full or 12-digit commit, or a label, and anything
+ * else refused; a short commit matching as a prefix, and commit URLs shown with 12 digits.
+ */
 import { describe, expect, it } from 'vitest';
 import { commitMatches, commitPath, parseFunctionSegment } from './revision-ref.js';
 

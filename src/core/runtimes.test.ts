@@ -1,3 +1,7 @@
+/**
+ * Runtime facts: the end-of-life warning appears only past the date and names the supported lines, and
+ * every runtime pins its base image by version and has a server directory of its own language.
+ */
 import { describe, expect, it } from 'vitest';
 import { endOfLifeWarning, RUNTIME_INFO } from './runtimes.js';
 import { RUNTIMES } from './schemas.js';

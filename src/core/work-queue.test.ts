@@ -1,3 +1,8 @@
+/**
+ * WorkQueue's ordering, with a handler the test finishes by hand: one key never runs twice at once and
+ * reruns once if added meanwhile, behind keys already waiting; adds coalesce; at most `concurrency` keys
+ * run; idle() waits for queued and running work; stop() drops the queue; and a handler error is reported.
+ */
 import { describe, expect, it } from 'vitest';
 import { WorkQueue } from './work-queue.js';
 

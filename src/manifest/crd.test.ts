@@ -1,3 +1,7 @@
+/**
+ * The CRDs in crds/ are exactly what the schemas generate for each kind, and every generated schema
+ * stays inside the structural dialect Kubernetes accepts (types everywhere, no $ref, oneOf and the like).
+ */
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';

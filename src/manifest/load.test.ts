@@ -1,3 +1,9 @@
+/**
+ * loadManifests over in-memory snapshots: sless documents found in any YAML file and other YAML ignored,
+ * each kind of mistake reported with file, document and reason (and, by fast-check, never a throw), and
+ * the parsed-manifest cache: a commit changing one manifest of many reads and validates only what changed,
+ * the result equals a fresh load, and cached documents are frozen.
+ */
 import { createHash } from 'node:crypto';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';

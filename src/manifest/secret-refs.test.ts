@@ -1,3 +1,8 @@
+/**
+ * Validation of a Function's secret references: secretRef env values and secret mounts accepted, a
+ * namespace in a reference refused, and every malformed reference or mount path (system directories,
+ * unnormalized, overlapping, a secret mounted twice) reported with its field and reason.
+ */
 import { describe, expect, it } from 'vitest';
 import { validateResource } from './validate.js';
 

@@ -1,3 +1,8 @@
+/**
+ * validateResource on each kind: defaults filled without clamping, every refusal reported once with its
+ * field and reason (bounds, runtimes, reserved env names, triggers and cron schedules, amqp fields, git
+ * URLs and paths, branch names, unknown fields), and the limits on document depth and event size.
+ */
 import { describe, expect, it } from 'vitest';
 import { formatIssue } from '../core/errors.js';
 import { branchProblem, MAX_DEPTH, MAX_EVENT_BYTES, validateResource } from './validate.js';

@@ -1,3 +1,9 @@
+/**
+ * createBuildContext, the archive a build starts from: byte-for-byte deterministic and sorted without
+ * the manifests, its gzip handle closed when done, each runtime's Dockerfile inputs shipped, and a
+ * staging directory left by a writer process SIGKILLed mid-write removed by the next writer, while
+ * directories of live processes stay.
+ */
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';

@@ -1,3 +1,9 @@
+/**
+ * AdmissionGate, a function's concurrency limit and queue: by fast-check over random arrivals, ends,
+ * departures and limit changes, it never admits past the limit, serves the queue in order, turns away
+ * only when the queue is full and lets nobody wait while a slot is free; a waiter that left is never
+ * admitted; and admissionLimits derives the limit and queue from the spec.
+ */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { AdmissionGate, admissionLimits, DEFAULT_QUEUE_FACTOR } from './admission.js';

@@ -1,3 +1,10 @@
+/**
+ * FunctionProxy between real HTTP clients and real upstream servers: a GET dropped by a draining
+ * upstream is sent once more to the current route while a POST is never sent twice (a 502); connections
+ * kept per revision, the previous one's kept for stragglers; hop-by-hop headers stripped both ways with
+ * X-Forwarded-* and X-Request-Id set; and large answers streamed under backpressure or cut when the
+ * client leaves, releasing the route once.
+ */
 import { createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';

@@ -1,3 +1,8 @@
+/**
+ * The proxy's hop-by-hop header stripping, on header objects and on raw header lines: the standard
+ * hop-by-hop headers and every name a Connection header lists are dropped whatever their case, the rest
+ * kept (raw lines in order, names lower-cased).
+ */
 import { describe, expect, it } from 'vitest';
 import { stripHopByHop, stripHopByHopRaw } from './hop-by-hop.js';
 

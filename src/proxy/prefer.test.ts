@@ -1,3 +1,4 @@
+/** `Prefer: respond-async` found in a header value, and in raw header lines of any name case, on any line. */
 import { describe, expect, it } from 'vitest';
 import { prefersAsync, rawPrefersAsync } from './prefer.js';
 

@@ -1,3 +1,8 @@
+/**
+ * keepTickObjectShapes, which holds one of Node's nextTick entries of each kind so V8 keeps its stores
+ * to the entry literal cached: checked in child Node processes that run tick bursts and full collections,
+ * reading V8's own %DebugPrint feedback: megamorphic without it (the control), monomorphic with it.
+ */
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { fileURLToPath, pathToFileURL } from 'node:url';

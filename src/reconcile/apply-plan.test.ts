@@ -1,3 +1,7 @@
+/**
+ * applyPlan on a MemoryStore: a sync writes only the objects a commit changed (spec, labels or other
+ * annotations), not every object whose commit annotation moved, and prunes the ones the commit dropped.
+ */
 import { describe, expect, it } from 'vitest';
 import { ANNOTATION_COMMIT, type GitSource, LABEL_SOURCE, type SlessFunction } from '../core/resources.js';
 import { MemoryStore } from '../platform/local/memory-store.js';

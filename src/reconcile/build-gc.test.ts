@@ -1,3 +1,9 @@
+/**
+ * Build garbage collection: selectPrunable keeps the newest builds by finish time, and whatever serves,
+ * runs, or is pinned by build key or commit; BuildCollector reads only the functions a pass was asked
+ * for (everything once, before removing), merges requests made together, and keeps the builds that
+ * pending or running FunctionJobs use.
+ */
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import type { BuildArchive, FunctionRef, StoredBuild } from '../core/interfaces.js';

@@ -1,3 +1,9 @@
+/**
+ * Planning a sync: build keys depend on the function's code tree alone and keep golden values (images
+ * and build records are named by them), config hashes move with what configures a function, planSource
+ * turns loaded documents into the objects to apply with golden metadata, and the build-key cache hashes
+ * only the functions whose code changed.
+ */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { hashObject } from '../core/hash.js';

@@ -1,3 +1,8 @@
+/**
+ * The sandbox's pieces without starting one: bwrap's whole command line (namespaces, read-only system,
+ * the run's own paths, then the uid drop), stable unprivileged tenant uids, CgroupLimits on a stand-in
+ * cgroup v1 tree, and remembered toolchains used only while PATH, this Node and their directories stay.
+ */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';

@@ -1,3 +1,8 @@
+/**
+ * LocalSecretStore in a real state directory: each secret sealed 0600 under a key kept apart and opened
+ * after a restart, never under another name or key; listings show keys and a keyed hash, never values;
+ * secrets git manages stay out of the API's reach; and references resolve in the function's own namespace.
+ */
 import { mkdtemp, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

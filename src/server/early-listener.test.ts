@@ -1,3 +1,8 @@
+/**
+ * EarlyListener on a real port: connections accepted at once and requests held until the app attaches,
+ * matching requests (such as /fn/) served early while others wait, and a port in use reported as the
+ * listen error.
+ */
 import { once } from 'node:events';
 import type { ServerResponse } from 'node:http';
 import { afterEach, describe, expect, it } from 'vitest';

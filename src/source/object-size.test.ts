@@ -1,3 +1,7 @@
+/**
+ * ObjectSizeReader on a real git repository: every blob sized as `git cat-file -s` sizes it, loose and
+ * again after `git gc` packed them with deltas, and an unknown object has no size.
+ */
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { git, TestRepo } from '../../test/helpers/git.js';
 import { ObjectSizeReader } from './object-size.js';

@@ -1,3 +1,9 @@
+/**
+ * OutboundPolicy, which keeps tenant-driven fetches off internal networks: loopback, private, link-local,
+ * metadata, NAT64 and mapped addresses refused up to the edges of each range, admin allowances opening
+ * exactly their range, and names checked after resolution, including against a real local DNS server
+ * answering a public and a loopback address in either order.
+ */
 import type { LookupAddress } from 'node:dns';
 import dns2 from 'dns2';
 import { describe, expect, test } from 'vitest';

@@ -1,3 +1,9 @@
+/**
+ * JWT auth over the real API app on a real port, with keys served by a local JWKS server: tenants act
+ * only in their own namespace, admins everywhere, the clock tolerance, RS256/ES256/EdDSA tokens, bad or
+ * HS256 tokens refused with a bearer challenge, /metrics for admins only, tokens censored by the real
+ * logger, PEM and JWK keys, and an unreachable JWKS as a 503.
+ */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';

@@ -1,3 +1,8 @@
+/**
+ * Bad requests to the real API app (injected, over a MemoryStore): each row of a table of invalid
+ * bodies, paths and names answers its status with a single {error} naming the problem, nothing invalid
+ * reaches the store, and malformed JSON, a wrong media type and an oversized body are 4xx with {error}.
+ */
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { fn, type Harness, startHarness } from './harness.js';
 

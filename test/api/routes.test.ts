@@ -1,3 +1,9 @@
+/**
+ * The /v1 routes of the real API app over a MemoryStore, with the controller stood in by the harness:
+ * sources registered, listed, synced and deleted; namespaces ensured exactly once under concurrency;
+ * build histories, API triggers and jobs; public probes and metrics; and an OpenAPI document that lists
+ * every promised route and only routes the app really serves.
+ */
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
 import { BuildHistory } from '../../src/api/build-history.js';
 import type { OpenApiDocument } from '../../src/api/openapi.js';

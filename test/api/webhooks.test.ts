@@ -1,3 +1,9 @@
+/**
+ * POST /v1/webhooks over real HTTP to the real API app: signed pushes from GitHub, Gitea, GitLab and the
+ * generic header start exactly one sync per delivery, pings, other branches and tags are ignored with a
+ * reason, and bad, missing, SHA-1-only or unconfigured (also empty) secrets are refused with no sync,
+ * which a signed barrier request for another source makes observable.
+ */
 import { createHmac, randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'vitest';
 import { gitSource, type Harness, startHarness } from './harness.js';

@@ -1,3 +1,8 @@
+/**
+ * The cache key of an image the e2e suite builds on the real node: its context paths come from the COPY
+ * lines of deploy/Dockerfile (not other stages), and the key changes with any copied byte, executable
+ * bit or file, the Dockerfile or an input, and with nothing else.
+ */
 import { chmodSync, cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';

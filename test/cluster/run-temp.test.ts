@@ -1,3 +1,8 @@
+/**
+ * The per-run temporary directory of the test workers: it holds this worker's temporary directories
+ * inside the machine's, it goes when the run leaves, a killed run's is removed by the next, and a real
+ * bubblewrap sandbox left bound to it is stopped, with the command under it, before it is removed.
+ */
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';

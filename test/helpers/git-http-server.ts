@@ -1,3 +1,8 @@
+/**
+ * A git host for tests: bare repositories served over smart HTTP by the real `git http-backend` as a
+ * CGI program, with optional Basic auth, an outage switch answering 503, and a log of each request's
+ * wants and depth, so tests can see what a fetch asked for.
+ */
 import { spawn } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';

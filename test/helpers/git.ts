@@ -1,3 +1,8 @@
+/**
+ * Git repositories for tests, made with the git CLI as a user would (fixed author, no system config):
+ * TestRepo writes, commits and removes, and small builders give Function manifests, Node handlers and
+ * GitSources.
+ */
 import { execFile } from 'node:child_process';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';

@@ -1,3 +1,8 @@
+/**
+ * The whole local platform for a test, started in-process as `sless dev` runs it (proxy thread by
+ * default) on a free port, syncing one GitSource from the given repository, in a state directory of its
+ * own (removed on close unless one was given); plus polling helpers for the status it reports.
+ */
 import { readdir, rm } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { join } from 'node:path';

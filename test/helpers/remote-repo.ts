@@ -1,3 +1,7 @@
+/**
+ * A git remote for tests: a bare repository served over smart HTTP by `git http-backend`, with a working
+ * repository that commits and force-pushes to it, all removed on close.
+ */
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { git, TestRepo, tempDir } from './git.js';

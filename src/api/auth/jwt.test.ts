@@ -1,3 +1,9 @@
+/**
+ * JwtAuthenticator with real ES256 keys and tokens signed by jose: a token without expiry, malformed
+ * headers, the clock tolerance, each verification failure as a 401 that never echoes the token and key
+ * trouble as a 503; PEM and JWK key parsing; and a JWKS endpoint on a real local HTTP server, whose
+ * failure or slowness starts a cool-down while a token naming an unknown key does not.
+ */
 import { createPrivateKey } from 'node:crypto';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';

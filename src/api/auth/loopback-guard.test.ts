@@ -1,3 +1,7 @@
+/**
+ * loopbackRefusal, the guard of an unauthenticated API bound to loopback: loopback Host values and
+ * same-origin browsers pass; rebound names, foreign or null origins and cross-site fetches are refused.
+ */
 import { describe, expect, test } from 'vitest';
 import { loopbackRefusal } from './loopback-guard.js';
 

@@ -1,3 +1,8 @@
+/**
+ * requireAuth on a Fastify app, with a stub authenticator: a tenant acts only in its own namespace, an
+ * admin anywhere, a caller without a principal gets a 401 with a bearer challenge, and a refused request
+ * never reaches its handler.
+ */
 import Fastify, { type FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { installErrorHandling, UnauthorizedError } from '../errors.js';

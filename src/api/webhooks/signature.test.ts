@@ -1,3 +1,8 @@
+/**
+ * Webhook signature checks: fixed vectors for every scheme (hub SHA-256, Gitea, the sless header,
+ * GitLab token), refusals of wrong, truncated, SHA-1-only and missing signatures, the first header found
+ * deciding, and every comparison going through crypto.timingSafeEqual with equal-length buffers.
+ */
 import * as crypto from 'node:crypto';
 import { beforeEach, describe, expect, test, vi } from 'vitest';
 import { hmacSha256Hex, verifyWebhook } from './signature.js';

@@ -1,3 +1,8 @@
+/**
+ * The CronJob a cron Trigger becomes: its pinned curl image, through the builds' registry map when one
+ * applies, and where a run calls the function: its Service within its timeout when it runs all the
+ * time, or /fn/ (which starts it) with the activation wait added when it scales to zero.
+ */
 import { describe, expect, it } from 'vitest';
 import type { SlessFunction, Trigger } from '../../core/resources.js';
 import { type CronJobOptions, cronJobFor } from './cron-scheduler.js';

@@ -1,3 +1,8 @@
+/**
+ * The Kubernetes Job of a FunctionJob run: the function's secrets as its pods get them (secretKeyRef
+ * variables, read-only secret volumes), the event in SLESS_EVENT, and no volumes for a function without
+ * secrets.
+ */
 import { describe, expect, it } from 'vitest';
 import type { BuildRecord, FunctionJob, SlessFunction } from '../../core/resources.js';
 import { runJobFor } from './job-runner.js';

@@ -1,3 +1,7 @@
+/**
+ * forWatchCache, what the kube store keeps of a watched object: managedFields dropped, everything it
+ * compares and hands out kept, and the object it was given left alone.
+ */
 import { describe, expect, it } from 'vitest';
 import { forWatchCache } from './kube-store.js';
 import type { KubeObject } from './objects.js';

@@ -1,3 +1,9 @@
+/**
+ * sless's own kubeconfig reader against @kubernetes/client-node: each simple shape (token, client
+ * certificates, files, plain HTTP) gives exactly client-node's request options, the current context wins,
+ * exec plugins and proxies are left to client-node, token files are read again each minute, in-cluster
+ * credentials match loadFromCluster, and the lookup order and its refusals.
+ */
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import type { RequestOptions } from 'node:https';
 import { tmpdir } from 'node:os';

@@ -1,3 +1,4 @@
+/** PollReader rides out a few transient API failures, counting anew after a success; a 403 fails at once. */
 import { describe, expect, it } from 'vitest';
 import { KubeApiError } from './http.js';
 import { PollReader } from './poll.js';

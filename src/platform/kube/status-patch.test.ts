@@ -1,3 +1,7 @@
+/**
+ * statusMergePatch: undefined fields and nested keys the new status lacks become nulls, so a merge patch
+ * replaces a field instead of merging into it; with no previous status the values go as they are.
+ */
 import { describe, expect, it } from 'vitest';
 import { statusMergePatch } from './status-patch.js';
 

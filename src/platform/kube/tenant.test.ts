@@ -1,3 +1,9 @@
+/**
+ * The objects sless applies in a tenant namespace: the pull secret copy (pinned byte for byte, as
+ * server-side apply compares it), the NetworkPolicy admitting only controller and cron Trigger pods to
+ * function pods, selectors matching the labels pods really get, and the pull-secret settings, which
+ * never let the push secret be handed to tenants.
+ */
 import { describe, expect, it } from 'vitest';
 import { ConfigError } from '../../config/config.js';
 import { loadKubeControllerConfig, pullSecretConfig } from '../../config/kube.js';

@@ -1,3 +1,9 @@
+/**
+ * watchCollection against a plain-HTTP stand-in for the API server's watch endpoint on a real socket:
+ * events handed over in order (a last one without newline too, junk lines skipped), a connection broken
+ * mid-stream rejecting without an uncaught error, an abort resolving, and a refused watch rejecting with
+ * the server's status.
+ */
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';

@@ -1,3 +1,8 @@
+/**
+ * A function's Deployment and Service: deterministic whatever the env map order, the image pinned by
+ * digest, user env unable to override the runtime's variables, the preStop sleep, probes and grace period,
+ * owner references, and Service and CronJob names kept valid and distinct.
+ */
 import { describe, expect, it } from 'vitest';
 import type { BuildRecord, SlessFunction } from '../../core/resources.js';
 import { deploymentFor, serviceFor } from './workload-manifests.js';

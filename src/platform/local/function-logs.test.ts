@@ -1,3 +1,8 @@
+/**
+ * FunctionLogBuffer: chunks joined into lines per stream with the last partial line flushed at the end,
+ * a bounded number of lines per function, runaway lines cut, and a follow that gives the tail and then
+ * new lines until aborted.
+ */
 import { describe, expect, it } from 'vitest';
 import type { LogLine } from '../../core/logs.js';
 import { FunctionLogBuffer, MAX_LINE_BYTES } from './function-logs.js';

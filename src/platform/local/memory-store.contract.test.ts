@@ -1,3 +1,4 @@
+/** MemoryStore, the local platform's object store, held to the shared object-store contract. */
 import { objectStoreContract } from '../../../test/helpers/store-contract.js';
 import { MemoryStore } from './memory-store.js';
 

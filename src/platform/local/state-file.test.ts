@@ -1,3 +1,10 @@
+/**
+ * The local platform's state on disk, in real temporary directories: StateFile writes {version, data},
+ * coalesces saves, removes what a killed write left, and sets an unreadable or foreign-version file aside
+ * with a warning, never throwing; its journal appends changes, replays them in order, rewrites the
+ * document when it grows, and copes with lines a kill left covered or cut short; LocalState brings back
+ * the store, serving records and failed builds after a restart.
+ */
 import { mkdtemp, readdir, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';

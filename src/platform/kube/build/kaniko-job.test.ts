@@ -1,3 +1,8 @@
+/**
+ * The kaniko build Job: its golden arguments, registry mirrors and insecure hosts, the pod's own images
+ * pulled through the registry map, and each newer runtime built on its own pinned base image with its
+ * language's steps and the code as the last layer.
+ */
 import { describe, expect, it } from 'vitest';
 import type { SlessFunction } from '../../../core/resources.js';
 import { RUNTIME_INFO } from '../../../core/runtimes.js';

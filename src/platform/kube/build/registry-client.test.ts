@@ -1,3 +1,7 @@
+/**
+ * The registry client's inputs: image references parsed into host, repository and sha256 digest (others
+ * refused), and push credentials read from a dockerconfigjson by host in either of its forms.
+ */
 import { describe, expect, it } from 'vitest';
 import { credentialsFor, parseImage } from './registry-client.js';
 

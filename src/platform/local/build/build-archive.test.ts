@@ -1,3 +1,7 @@
+/**
+ * LocalBuildArchive.list over a real state directory, with readdir recorded: listing one function reads
+ * only that function's directory, and listing without a scope returns every function's builds.
+ */
 import * as fs from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
