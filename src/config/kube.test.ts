@@ -34,10 +34,13 @@ describe('kube controller config', () => {
     ['s3.example.com', 'SLESS_S3_ENDPOINT'],
     ['s3.example.com:9000', 'SLESS_S3_ENDPOINT'],
     ['ftp://s3.example.com', 'SLESS_S3_ENDPOINT'],
-  ])('refuses the S3 endpoint %s (a full URL is required: seeds lesson 5)', (endpoint, name) => {
-    expect(() => load({ SLESS_S3_ENDPOINT: endpoint })).toThrow(ConfigError);
-    expect(() => load({ SLESS_S3_ENDPOINT: endpoint })).toThrow(name);
-  });
+  ])(
+    'refuses the S3 endpoint %s (a full URL is required: a bare host name was once taken as a path)',
+    (endpoint, name) => {
+      expect(() => load({ SLESS_S3_ENDPOINT: endpoint })).toThrow(ConfigError);
+      expect(() => load({ SLESS_S3_ENDPOINT: endpoint })).toThrow(name);
+    },
+  );
 
   it.each(['https://registry.example.com', 'registry.example.com/sless:latest', 'Registry.Example.com'])(
     'refuses the registry %s',

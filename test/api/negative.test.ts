@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { fn, type Harness, startHarness } from './harness.js';
 
-/** The seeds' negative table: each bad request, its status and the words its message must hold. */
+/** The negative table: each bad request, its status and the words its message must hold. */
 const fnDoc = (spec: Record<string, unknown>) => ({
   apiVersion: 'sless.dev/v1alpha1',
   kind: 'Function',

@@ -229,7 +229,7 @@ describe('health, metrics and OpenAPI', () => {
     expect(doc.openapi).toBe('3.0.3');
     expect(doc.info.title).toBeTruthy();
 
-    // The routes the API promises (the list), each documented...
+    // The routes the API promises (the README's API section), each documented...
     const promised = [
       'post /v1/namespaces/{ns}/ensure',
       'get /v1/namespaces/{ns}/sources',

@@ -1,7 +1,8 @@
 /**
  * Build once, on the real API server: concurrent reconciles of one commit (across two builder
  * instances, as two controller replicas would be) give exactly one kaniko Job, and a controller that
- * restarts mid-build attaches to the Job it finds instead of creating another (seeds: 94 Jobs).
+ * restarts mid-build attaches to the Job it finds instead of creating another (a loop of
+ * new Jobs per restart is what this prevents).
  *
  * No kaniko or Job controller runs here: markBuildSucceeded plays them (Job Complete via /status, a
  * build Pod whose terminated container message is the digest).

@@ -94,7 +94,7 @@ describe('deploy/', () => {
     expect(results).toHaveLength(objects.length);
   });
 
-  it('the controller image ships every file the controller reads at run time (seeds lesson 9)', async () => {
+  it('the controller image ships every file the controller reads at run time (a missing one fails only in the cluster)', async () => {
     const dockerfile = await readFile(join(DEPLOY_DIR, 'Dockerfile'), 'utf8');
     expect(dockerfile).toMatch(/^FROM node:\d+\.\d+\.\d+-[a-z]+-slim$/m);
     expect(dockerfile).not.toMatch(/:latest/);

@@ -230,7 +230,7 @@ describe('kube platform: GitOps loop', () => {
     expect(spec.replicas).toBe(1);
     expect(spec.template.metadata.annotations['sless.dev/revision']).toMatch(/^[0-9a-f]{12}-[0-9a-f]{8}$/);
     expect(spec.template.spec.imagePullSecrets).toEqual([{ name: 'sless-registry-pull' }]);
-    // Seeds lesson 6: the namespace was fresh (never ensured), yet the secret the pods pull with is
+    // The namespace was fresh (never ensured), yet the secret the pods pull with is
     // there, copied from the pull-only source in the controller namespace (never the push secret).
     const pull = await getObject<KubeObject & { type?: string; data?: Record<string, string> }>(
       env.http,
@@ -283,7 +283,7 @@ describe('kube platform: GitOps loop', () => {
     stopKubelet = playHealthyKubelet(env.http, env.ns);
   });
 
-  it('settles: no status-write loop and no new Jobs once Ready (seeds: 94 kaniko Jobs)', async () => {
+  it('settles: no status-write loop and no new Jobs once Ready (no kaniko Job beyond the first)', async () => {
     const before = await fn('alpha');
     const jobs = (await buildJobs('alpha')).length + (await buildJobs('beta')).length;
     // The positive signal: a forced sync re-plans and re-applies every object of the commit, and the

@@ -1,5 +1,5 @@
 /**
- * deploy/rbac.yaml is complete and least-privilege (seeds lesson 8): the RBAC objects are applied for
+ * deploy/rbac.yaml is complete and least-privilege: the RBAC objects are applied for
  * real, then the whole controller runs impersonating its ServiceAccount (Impersonate-User, via the
  * kubeconfig) while watching ALL namespaces. Every operation it needs must be allowed (any 403 in its
  * logs fails the test), and writes it has no business doing are denied.

@@ -1,7 +1,8 @@
 /**
  * The CRDs and the KubeStore on a real API server: schema validation by the server, objects that read
- * back exactly as applied (seeds lesson 14: empty string vs null), status via the status subresource,
- * and statusOnly events that stop status writes from re-triggering reconciles (seeds: 94 Jobs).
+ * back exactly as applied (an empty string stays an empty string, never null), status via the status subresource,
+ * and statusOnly events that stop status writes from re-triggering reconciles (else each write
+ * wakes a reconcile that writes again).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { StoreEvent } from '../../src/core/interfaces.js';

@@ -1,5 +1,5 @@
 /**
- * examples-repo/ runs as shipped (seeds lesson 13: examples drifted from the schema). This is what
+ * examples-repo/ runs as shipped (examples that drift from the schema fail here first). This is what
  * `npm start` does: copy it into a git repository and watch it. Dependencies are installed for real
  * (npm ci, pip install, go build).
  */

@@ -30,7 +30,7 @@ const build: BuildRecord = {
 };
 
 describe('workload manifests', () => {
-  it('are deterministic whatever the env map order (seeds lesson 11)', () => {
+  it('are deterministic whatever the env map order (else every apply would roll the pods)', () => {
     const a = deploymentFor(fn({ B: '2', A: '1' }), build, {
       revision: 'r1',
       enabled: true,
