@@ -94,7 +94,7 @@ describe('tenant manifests', () => {
       apiVersion: 'sless.dev/v1alpha1',
       kind: 'Function',
       metadata: { name: 'hello', namespace: 'team-a', uid: 'u1' },
-      spec: { runtime: 'node20', entrypoint: 'handler.handler', source: {} },
+      spec: { runtime: 'nodejs20', entrypoint: 'handler.handler', source: {} },
     } as unknown as SlessFunction;
     expect(functionLabels(fn)).toMatchObject(FUNCTION_POD_SELECTOR);
     const trigger = {

@@ -5,15 +5,24 @@
  * document when it grows, and copes with lines a kill left covered or cut short; LocalState brings back
  * the store, serving records and failed builds after a restart.
  */
-import { mkdtemp, readdir, readFile, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { pino } from 'pino';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import type { SlessFunction } from '../../core/resources.js';
 import { LocalState } from './local-state.js';
 import { MemoryStore, type StoreSnapshot } from './memory-store.js';
 import { expectRecord, StateFile } from './state-file.js';
+
+/** Every directory a test made, removed once the file's tests end. */
+const madeDirs: string[] = [];
+async function madeDir(prefix: string): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), prefix));
+  madeDirs.push(dir);
+  return dir;
+}
+afterAll(() => Promise.all(madeDirs.map((dir) => rm(dir, { recursive: true, force: true }))));
 
 interface Counter {
   count: number;
@@ -26,7 +35,7 @@ function decodeCounter(payload: unknown): Counter {
 }
 
 async function setUp() {
-  const dir = await mkdtemp(join(tmpdir(), 'sless-state-file-'));
+  const dir = await madeDir('sless-state-file-');
   const warnings: string[] = [];
   const logger = pino({ level: 'warn' }, { write: (line: string) => warnings.push(JSON.parse(line).msg) });
   const path = join(dir, 'counter.json');
@@ -147,7 +156,7 @@ function replayAdded(payload: unknown, changes: unknown[]): unknown {
 }
 
 async function setUpJournaled() {
-  const dir = await mkdtemp(join(tmpdir(), 'sless-state-journal-'));
+  const dir = await madeDir('sless-state-journal-');
   const warnings: string[] = [];
   const logger = pino({ level: 'warn' }, { write: (line: string) => warnings.push(JSON.parse(line).msg) });
   const path = join(dir, 'added.json');
@@ -302,7 +311,7 @@ describe('LocalState', () => {
   };
 
   it('brings back the store (with status), the serving records and failed verdicts', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'sless-local-state-'));
+    const dir = await madeDir('sless-local-state-');
     const logger = pino({ level: 'silent' });
     const state = await LocalState.open(dir, logger);
     const store: MemoryStore = new MemoryStore({ persist: () => state.saveStore(() => store.snapshot()) });
@@ -341,7 +350,7 @@ describe('LocalState', () => {
   });
 
   it('writes each change of the store and of the serving records, reusing the JSON of the rest', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'sless-local-state-'));
+    const dir = await madeDir('sless-local-state-');
     const logger = pino({ level: 'silent' });
     const state = await LocalState.open(dir, logger);
     const store: MemoryStore = new MemoryStore({
