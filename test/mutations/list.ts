@@ -491,6 +491,24 @@ export const MUTATIONS: GuardMutation[] = [
     to: '    return Done;\n',
     tests: ['src/reconcile/runtime/errors.test.ts'],
   },
+  {
+    id: 'source-stall-swallowed',
+    guard:
+      "A GitSource commit whose manifests are rejected or that is past the quota is thrown as a StalledError to the runtime's summary (Stalled), not caught as a sync failure.",
+    file: 'src/reconcile/source-sync.ts',
+    from: '    if (thrown instanceof StalledError) throw thrown;\n',
+    to: '',
+    tests: ['src/reconcile/source-sync.test.ts', 'src/reconcile/source-sync-stalled.test.ts'],
+  },
+  {
+    id: 'source-stall-reconciling-left-behind',
+    guard:
+      'A GitSource that serves again after a stall keeps neither Stalled nor the Reconciling=False the stall wrote.',
+    file: 'src/reconcile/source-sync.ts',
+    from: "  const unstall = () => update.remove('Stalled').remove('Reconciling');",
+    to: "  const unstall = () => update.remove('Stalled');",
+    tests: ['src/reconcile/source-sync-stalled.test.ts'],
+  },
 
   // ---- The local sandbox (functions, FunctionJobs and build steps) ----
   {
