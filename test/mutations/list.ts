@@ -509,6 +509,23 @@ export const MUTATIONS: GuardMutation[] = [
     to: "  const unstall = () => update.remove('Stalled');",
     tests: ['src/reconcile/source-sync-stalled.test.ts'],
   },
+  {
+    id: 'canary-rollback-not-stalled',
+    guard:
+      'A canary that breaches its limits is rolled back and Stalled (CanaryRolledBack): only a new revision moves it on.',
+    file: 'src/reconcile/function/canary-step.ts',
+    from: '      throw rolledBack(status, message, serving);',
+    to: "      input.setPhase('Failed', 'False', Reason.CanaryRolledBack, message + '; still serving ' + serving);\n      return Done;",
+    tests: ['src/reconcile/function/canary-step.test.ts'],
+  },
+  {
+    id: 'canary-rolled-back-unstalled-on-resync',
+    guard: 'A rolled-back canary stays Stalled on every later pass until a new revision comes.',
+    file: 'src/reconcile/function/canary-step.ts',
+    from: '    throw rolledBack(status, message, serving);\n  }\n  let live',
+    to: "    input.setPhase('Failed', 'False', Reason.CanaryRolledBack, message + '; still serving ' + serving);\n    return Done;\n  }\n  let live",
+    tests: ['src/reconcile/function/canary-step.test.ts'],
+  },
 
   // ---- The local sandbox (functions, FunctionJobs and build steps) ----
   {
