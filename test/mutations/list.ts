@@ -1528,6 +1528,49 @@ export const MUTATIONS: GuardMutation[] = [
     to: '',
     tests: ['src/reconcile/controller.test.ts'],
   },
+  {
+    id: 'source-request-not-heard',
+    guard:
+      'A reconcile request for a GitSource (the kube store saw it deleting) reaches the GitSource reconciler.',
+    file: 'src/reconcile/controller.ts',
+    from: "    else if (request.kind === 'GitSource') this.sourceQueue.add(key);\n",
+    to: '',
+    tests: ['src/reconcile/controller.test.ts'],
+  },
+  {
+    id: 'source-finalizer-released-before-prune',
+    guard: "A deleted GitSource's finalizer is released only after everything it applied is pruned.",
+    file: 'src/reconcile/gitsource/reconciler.ts',
+    from: "  await deps.syncs.prune(namespace, name);\n  await deps.store.releaseFinalizer?.('GitSource', namespace, name);",
+    to: "  await deps.store.releaseFinalizer?.('GitSource', namespace, name);\n  await deps.syncs.prune(namespace, name);",
+    tests: ['src/reconcile/controller.test.ts'],
+  },
+  {
+    id: 'source-deletion-not-requested',
+    guard:
+      "The kube store asks for a deleting GitSource's reconcile, whose finalizer prunes what it applied.",
+    file: 'src/platform/kube/kube-store.ts',
+    from: "    this.options.requests?.request('GitSource', namespace, name);\n",
+    to: '',
+    tests: ['test/kube/store.test.ts'],
+  },
+  {
+    id: 'source-deletion-asked-once',
+    guard:
+      "The kube store asks again for a deleting GitSource's reconcile while its finalizer stays: the first request may reach no controller.",
+    file: 'src/platform/kube/kube-store.ts',
+    from: '      this.askingAgain.delete(key);\n      this.requestFinalize(object);\n',
+    to: '      this.askingAgain.delete(key);\n',
+    tests: ['test/kube/store.test.ts'],
+  },
+  {
+    id: 'finalizer-released-from-live-object',
+    guard: 'The kube store removes its finalizer only from an object being deleted, never from a live one.',
+    file: 'src/platform/kube/kube-store.ts',
+    from: 'if (!current || !isDeleting(current) || index < 0) return;',
+    to: 'if (!current || index < 0) return;',
+    tests: ['test/kube/store.test.ts'],
+  },
   // ---- The kube data path never asks the API server ----
   {
     id: 'kube-route-reads-api-per-request',
