@@ -97,6 +97,12 @@ export interface ObjectStore {
   apply(object: AnyResource): Promise<AnyResource>;
   patchStatus(object: AnyResource, status: object): Promise<void>;
   delete(kind: KindName, namespace: string, name: string): Promise<boolean>;
+  /**
+   * A deleting object's cleanup (its reconciler's finalize) is done: let it go. The kube store
+   * removes sless's finalizer, and only from an object that is being deleted; a store that holds no
+   * finalizers (local: a deletion is immediate) leaves this out.
+   */
+  releaseFinalizer?(kind: KindName, namespace: string, name: string): Promise<void>;
   subscribe(listener: (event: StoreEvent) => void): () => void;
   /**
    * The objects of `kind` that `keep` accepts, as the store's watches last saw them, without a request;

@@ -1,7 +1,8 @@
 /**
  * Requests to reconcile one object that come from watchers other than the store: a function's
  * process that exited or was scaled, a cron schedule that fired, a queue consumer that connected,
- * a Deployment edited behind the controller's back. Watchers publish here and know no controller;
+ * a Deployment edited behind the controller's back, a GitSource whose deletion waits on its
+ * finalizer. Watchers publish here and know no controller;
  * whichever controller runs subscribes while it runs and unsubscribes when it stops. So the wiring
  * needs no holder filled in later, and on kube a new leader term picks the stream up by itself.
  *
@@ -9,8 +10,11 @@
  */
 import type { KindName } from './schemas.js';
 
-/** The kinds a watcher can ask about: the ones whose reconcile puts a workload back. */
-export type RequestedKind = Extract<KindName, 'Function' | 'Trigger' | 'FunctionJob'>;
+/**
+ * The kinds a watcher can ask about: the ones whose reconcile puts a workload back, and GitSource,
+ * whose reconcile runs its finalizer (the prune) when it finds the source deleting.
+ */
+export type RequestedKind = Extract<KindName, 'Function' | 'Trigger' | 'FunctionJob' | 'GitSource'>;
 
 export interface ReconcileRequest {
   kind: RequestedKind;

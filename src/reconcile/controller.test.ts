@@ -197,3 +197,25 @@ test("a watcher's request reconciles the Function while the controller runs, and
   expect(t.functionReads()).toBe(readsWhenStopped);
   expect(requests.listenerCount).toBe(1);
 });
+
+test('a request for a deleting GitSource runs its finalizer: what it applied is pruned, then the store lets it go', async () => {
+  const requests = new ReconcileRequests();
+  const t = startController({ requests, holdLookups: false });
+  running = t.controller;
+  // The store hides a deleting source (as the kube store does), and records when it is let go.
+  const released: string[] = [];
+  Object.assign(t.store, {
+    releaseFinalizer: async (kind: string, namespace: string, name: string) => {
+      const left = await t.store.list('Function', { namespace, labels: { 'sless.dev/source': name } });
+      released.push(`${kind} ${namespace}/${name} with ${left.length} of its Functions left`);
+    },
+  });
+  await t.controller.start();
+  await t.store.apply(functionResource('fn-0', annotations('a')));
+  await t.store.apply(functionResource('fn-1', annotations('b')));
+  await t.controller.idle();
+  requests.request('GitSource', 'ns', 'repo');
+  await eventually(() => released.length > 0, 'the finalizer released');
+  expect(released).toEqual(['GitSource ns/repo with 0 of its Functions left']);
+  expect(await t.store.list('Function', { namespace: 'ns' })).toEqual([]);
+});

@@ -105,7 +105,8 @@ export interface ControllerOptions {
   repoSecrets?: RepoSecrets;
   /**
    * What watchers other than the store ask to have reconciled (a process that exited, a cron that
-   * fired, a workload edited by hand): listened to from start to stop.
+   * fired, a workload edited by hand, a GitSource the kube store saw deleting): listened to from
+   * start to stop.
    */
   requests?: ReconcileRequests;
 }
@@ -182,6 +183,7 @@ export class Controller {
       finished: (source, result, durationMs) => options.observer?.syncFinished?.(source, result, durationMs),
     });
     this.sourceDeps = {
+      store: options.store,
       readers: this.readers,
       syncs: this.syncs,
       requestSync: (namespace, name) => this.requestSync(namespace, name),
@@ -391,9 +393,13 @@ export class Controller {
   }
 
   private onRequest(request: ReconcileRequest): void {
+    const key = objectKey(request.namespace, request.name);
     if (request.kind === 'Function') this.enqueueFunction(request.namespace, request.name);
     else if (request.kind === 'Trigger') this.enqueueTrigger(request.namespace, request.name);
-    else if (!this.stopped) this.jobQueue.add(objectKey(request.namespace, request.name));
+    // A source being deleted: its reconcile finds it gone and runs the finalizer.
+    else if (this.stopped) return;
+    else if (request.kind === 'GitSource') this.sourceQueue.add(key);
+    else this.jobQueue.add(key);
   }
 
   /** Reconciles one Function soon (its workload drifted, for instance). */
@@ -526,11 +532,6 @@ export class Controller {
       if (pendingJobsOnly && j.status?.phase !== 'Pending') continue;
       this.jobQueue.add(objectKey(namespace, j.metadata.name));
     }
-  }
-
-  /** Prunes everything a deleted source applied (its finalizer waits for this). */
-  finalizeSource(namespace: string, name: string): Promise<void> {
-    return finalizeGitSource(this.sourceDeps, namespace, name);
   }
 }
 

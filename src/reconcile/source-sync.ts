@@ -1,9 +1,11 @@
 /**
  * One sync of one GitSource, as a list of small steps (Flux's source-controller shape): resolve the
- * head, read manifests, plan, apply, prune, and write status once at the end.
+ * head, read manifests, plan, apply, prune. The reconcile runtime writes status once at the end, and
+ * turns a commit that cannot be served into Stalled from the typed error the steps throw.
  */
 import type { Logger } from 'pino';
 import { branchOf } from '../core/defaults.js';
+import { parseDuration } from '../core/duration.js';
 import { asError, ConflictError, formatIssue, SlessError } from '../core/errors.js';
 import { sameJson } from '../core/hash.js';
 import type { ObjectStore, SourceReader } from '../core/interfaces.js';
@@ -18,10 +20,13 @@ import {
   refOf,
 } from '../core/resources.js';
 import { REPO_KINDS } from '../core/schemas.js';
-import { Reason, StatusUpdate } from '../core/status.js';
+import { Reason, type StatusUpdate } from '../core/status.js';
 import { loadManifests, type ParsedManifestCache } from '../manifest/load.js';
 import type { RepoSecrets } from '../secrets/repo-secrets.js';
 import { type BuildKeyCache, type Plan, planSource } from './plan.js';
+import { StalledError } from './runtime/errors.js';
+import { objectRef } from './runtime/object-ref.js';
+import { Done, patchOnce } from './runtime/patch.js';
 
 export interface SyncResult {
   outcome: 'synced' | 'unchanged' | 'invalid' | 'failed' | 'suspended';
@@ -55,20 +60,65 @@ export async function syncSource(
   reader: SourceReader,
   options: { force?: boolean } = {},
 ): Promise<SyncResult> {
-  const update = new StatusUpdate<GitSourceStatus>(source);
+  let result: SyncResult | undefined;
+  await patchOnce<'GitSource', GitSource, GitSourceStatus>(
+    {
+      store: deps.store,
+      logger: deps.logger,
+      ref: objectRef('GitSource', source.metadata.namespace, source.metadata.name),
+      // Unused while every step's failure is said in status below; were one to escape, the next
+      // poll is its retry.
+      retryDelayMs: () => parseDuration(source.spec.interval ?? '1m'),
+      reconcile: async (_source, update) => {
+        try {
+          result = await syncSteps(deps, source, reader, update, options);
+        } catch (thrown) {
+          // A commit that cannot be served as it is: the runtime writes the stall, the caller hears it as invalid.
+          if (thrown instanceof StalledError)
+            result = {
+              outcome: 'invalid',
+              commit: update.status.lastAttemptedCommit,
+              message: thrown.message,
+            };
+          throw thrown;
+        }
+        return Done;
+      },
+    },
+    source,
+  );
+  if (!result) throw new Error(`sync of source ${refKey(refOf(source))} ended without an outcome`);
+  return result;
+}
+
+/**
+ * The steps of one sync, filling `update` (written once by the runtime). A commit that retrying
+ * cannot serve (its manifests rejected, a pin off the branch, past the quota) is thrown as a
+ * StalledError, and the runtime's summary writes Ready, Reconciling and Stalled from it; anything
+ * else that fails is said in Ready and returned, and the next poll tries again.
+ */
+async function syncSteps(
+  deps: SyncDeps,
+  source: GitSource,
+  reader: SourceReader,
+  update: StatusUpdate<GitSourceStatus>,
+  options: { force?: boolean },
+): Promise<SyncResult> {
   const status = update.status;
   const generation = update.generation;
-  const condition = (
-    type: 'Ready' | 'Reconciling' | 'Stalled',
-    ok: boolean,
-    reason: Reason,
-    message: string,
-  ) => update.set(type, ok, reason, message);
-  const finish = async (result: SyncResult) => {
+  const condition = (type: 'Ready', ok: boolean, reason: Reason, message: string) =>
+    update.set(type, ok, reason, message);
+  const finish = (result: SyncResult) => {
     status.phase = readyPhase(status);
-    await update.write(deps.store, source);
     return result;
   };
+  /** Stalled stays until a new commit or spec: Ready says what still serves, Stalled why. */
+  const stall = (reason: Reason, message: string, readyMessage: string) => {
+    status.phase = 'Failed';
+    return new StalledError(reason, message, { readyMessage });
+  };
+  /** What a stall leaves behind once the source serves what it asks for. */
+  const unstall = () => update.remove('Stalled').remove('Reconciling');
 
   if (source.spec.suspend) {
     condition(
@@ -114,7 +164,7 @@ export async function syncSource(
     const ready = update.get('Ready');
     if (ready?.status === 'True' && ready.reason === Reason.Synced && !stalled)
       return { outcome: 'unchanged', commit: target };
-    update.remove('Stalled');
+    unstall();
     status.lastAttemptedCommit = target;
     condition('Ready', true, Reason.Synced, syncedMessage(status.objects ?? 0, target));
     deps.logger.info({ source: source.metadata.name, commit: target.slice(0, 12) }, 'source recovered');
@@ -130,10 +180,8 @@ export async function syncSource(
       const serving = status.lastSyncedCommit
         ? `still serving ${status.lastSyncedCommit.slice(0, 12)}`
         : 'nothing applied';
-      condition('Ready', false, problem.reason, `${problem.message}; ${serving}`);
-      condition('Stalled', true, problem.reason, problem.message);
       deps.logger.warn({ source: source.metadata.name, pinned }, problem.message);
-      return finish({ outcome: 'invalid', commit: pinned, message: problem.message });
+      throw stall(problem.reason, problem.message, `${problem.message}; ${serving}`);
     }
   }
   head = target;
@@ -151,28 +199,26 @@ export async function syncSource(
     }
     if (loaded.issues.length > 0) {
       const message = loaded.issues.map(formatIssue).join('; ');
-      condition(
-        'Ready',
-        false,
-        Reason.ValidationFailed,
-        `commit ${head.slice(0, 12)} rejected, ${status.lastSyncedCommit ? `still serving ${status.lastSyncedCommit.slice(0, 12)}` : 'nothing applied'}: ${message}`,
-      );
-      condition('Stalled', true, Reason.ValidationFailed, message);
       deps.logger.warn(
         { source: source.metadata.name, commit: head, issues: loaded.issues.length },
         `manifests rejected: ${message}`,
       );
-      return finish({ outcome: 'invalid', commit: head, message });
+      throw stall(
+        Reason.ValidationFailed,
+        message,
+        `commit ${head.slice(0, 12)} rejected, ${status.lastSyncedCommit ? `still serving ${status.lastSyncedCommit.slice(0, 12)}` : 'nothing applied'}: ${message}`,
+      );
     }
     // One list of the namespace's Functions serves the quota check and the apply below.
     const functions = await deps.store.list('Function', { namespace: source.metadata.namespace });
     const quotaProblem = functionQuotaProblem(deps, source, loaded.documents, functions);
     if (quotaProblem) {
-      const message = `commit ${head.slice(0, 12)} rejected, nothing of it applied: ${quotaProblem}`;
-      condition('Ready', false, 'QuotaExceeded', message);
-      condition('Stalled', true, 'QuotaExceeded', quotaProblem);
       deps.logger.warn({ source: source.metadata.name, commit: head }, quotaProblem);
-      return finish({ outcome: 'invalid', commit: head, message: quotaProblem });
+      throw stall(
+        Reason.QuotaExceeded,
+        quotaProblem,
+        `commit ${head.slice(0, 12)} rejected, nothing of it applied: ${quotaProblem}`,
+      );
     }
     const plan = await planSource(
       source,
@@ -196,7 +242,7 @@ export async function syncSource(
     status.shortCommit = head.slice(0, 12);
     status.lastSyncTime = new Date().toISOString();
     status.objects = plan.objects.length;
-    update.remove('Stalled');
+    unstall();
     condition(
       'Ready',
       true,
@@ -215,6 +261,7 @@ export async function syncSource(
       pruned: prunedNames,
     });
   } catch (thrown) {
+    if (thrown instanceof StalledError) throw thrown;
     const error = asError(thrown);
     const reason = error instanceof SlessError ? error.reason : Reason.SyncFailed;
     condition('Ready', false, reason, error.message);

@@ -215,8 +215,8 @@ export async function startKubeSystem(
     ...(config.watchNamespaces ? { namespaces: config.watchNamespaces } : {}),
     mayFinalize: () => leadership.isLeader(),
     onFunctionDeleting: (fn) => cleanup.run(fn),
-    onSourceDeleting: (source) =>
-      currentController().finalizeSource(source.metadata.namespace, source.metadata.name),
+    // A deleting GitSource is asked for here; the leader's GitSource reconciler prunes and releases it.
+    requests,
   });
   const events = new KubeEventRecorder({ http, logger, instance: config.leaderElection.identity });
   // /fn/ routes from what these informers hold, never from a request to the API server.

@@ -6,10 +6,11 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { StoreEvent } from '../../src/core/interfaces.js';
-import type { FunctionJob, SlessFunction, Trigger } from '../../src/core/resources.js';
+import { ReconcileRequests } from '../../src/core/reconcile-requests.js';
+import type { FunctionJob, GitSource, SlessFunction, Trigger } from '../../src/core/resources.js';
 import { KubeApiError } from '../../src/platform/kube/http.js';
 import { KubeStore } from '../../src/platform/kube/kube-store.js';
-import { getObject } from '../../src/platform/kube/objects.js';
+import { getObject, type KubeObject } from '../../src/platform/kube/objects.js';
 import { slessType } from '../../src/platform/kube/resource-types.js';
 import { createNamespace, eventually, type KubeEnv, kubeEnv, logger } from './harness.js';
 
@@ -197,6 +198,54 @@ describe('CRDs on the API server', () => {
     } finally {
       unsubscribe();
       cleaning.stop();
+    }
+  });
+
+  it("asks for a deleting GitSource's reconcile until its reconciler releases the finalizer, and releases only a deleting one", async () => {
+    const ns = `${env.ns}-src`;
+    await createNamespace(env.http, ns);
+    const requests = new ReconcileRequests();
+    const asked: string[] = [];
+    requests.subscribe((r) => asked.push(`${r.kind} ${r.namespace}/${r.name}`));
+    const sources = new KubeStore({
+      http: env.http,
+      logger,
+      namespaces: [ns],
+      finalizerRetryMs: 100,
+      requests,
+    });
+    const unsubscribe = sources.subscribe(() => {});
+    const source = (name: string): GitSource => ({
+      apiVersion: 'sless.dev/v1alpha1',
+      kind: 'GitSource',
+      metadata: { name, namespace: ns },
+      spec: { url: 'https://git.test/repo.git', branch: 'main', path: '.', interval: '1m', suspend: false },
+    });
+    const raw = (name: string) => getObject<KubeObject>(env.http, slessType('GitSource'), ns, name);
+    try {
+      await sources.apply(source('kept'));
+      await sources.apply(source('going'));
+      // A source that is not being deleted keeps its finalizer, whoever asks.
+      await sources.releaseFinalizer('GitSource', ns, 'kept');
+      expect((await raw('kept'))?.metadata.finalizers).toEqual(['sless.dev/cleanup']);
+      expect(asked).toEqual([]);
+
+      await sources.delete('GitSource', ns, 'going');
+      // Asked for, and asked again while the finalizer holds it (no controller may have heard the first).
+      await eventually('asked twice', async () => asked.length >= 2);
+      expect(new Set(asked)).toEqual(new Set([`GitSource ${ns}/going`]));
+      expect((await raw('going'))?.metadata.deletionTimestamp).toBeDefined();
+
+      // What its reconciler does once it pruned: the finalizer goes, and so does the source.
+      await sources.releaseFinalizer('GitSource', ns, 'going');
+      await eventually('GitSource gone', async () => (await raw('going')) === undefined);
+      await new Promise((r) => setTimeout(r, 300));
+      const settled = asked.length;
+      await new Promise((r) => setTimeout(r, 300));
+      expect(asked.length).toBe(settled);
+    } finally {
+      unsubscribe();
+      sources.stop();
     }
   });
 });

@@ -169,6 +169,12 @@ describe('canary rollouts (local)', { timeout: 240_000 }, () => {
     const ready = s.conditions?.find((c) => c.type === 'Ready');
     expect(ready?.status).toBe('False');
     expect(ready?.reason).toBe('CanaryRolledBack');
+    // Stalled: the same revision would breach again, so only a new one moves it on.
+    expect(s.conditions?.find((c) => c.type === 'Stalled')).toMatchObject({
+      status: 'True',
+      reason: 'CanaryRolledBack',
+      message: canary?.message,
+    });
     // What users saw: at most the first step's share of a quarter of the requests, and a little slack
     // for the requests in flight between the breach and the next look.
     expect(seen.errors).toBeLessThanOrEqual(Math.ceil(seen.total * 0.1 * 0.25) + 10);
@@ -191,6 +197,8 @@ describe('canary rollouts (local)', { timeout: 240_000 }, () => {
       60_000,
       'canary of v4',
     );
+    // The rolled-back canary before it stalled the function; a new revision in progress ends that.
+    expect((await status()).conditions?.find((c) => c.type === 'Stalled')).toBeUndefined();
     await push(good('v5'));
     const second = await eventually(
       async () => {

@@ -491,6 +491,41 @@ export const MUTATIONS: GuardMutation[] = [
     to: '    return Done;\n',
     tests: ['src/reconcile/runtime/errors.test.ts'],
   },
+  {
+    id: 'source-stall-swallowed',
+    guard:
+      "A GitSource commit whose manifests are rejected or that is past the quota is thrown as a StalledError to the runtime's summary (Stalled), not caught as a sync failure.",
+    file: 'src/reconcile/source-sync.ts',
+    from: '    if (thrown instanceof StalledError) throw thrown;\n',
+    to: '',
+    tests: ['src/reconcile/source-sync.test.ts', 'src/reconcile/source-sync-stalled.test.ts'],
+  },
+  {
+    id: 'source-stall-reconciling-left-behind',
+    guard:
+      'A GitSource that serves again after a stall keeps neither Stalled nor the Reconciling=False the stall wrote.',
+    file: 'src/reconcile/source-sync.ts',
+    from: "  const unstall = () => update.remove('Stalled').remove('Reconciling');",
+    to: "  const unstall = () => update.remove('Stalled');",
+    tests: ['src/reconcile/source-sync-stalled.test.ts'],
+  },
+  {
+    id: 'canary-rollback-not-stalled',
+    guard:
+      'A canary that breaches its limits is rolled back and Stalled (CanaryRolledBack): only a new revision moves it on.',
+    file: 'src/reconcile/function/canary-step.ts',
+    from: '      throw rolledBack(status, message, serving);',
+    to: "      input.setPhase('Failed', 'False', Reason.CanaryRolledBack, message + '; still serving ' + serving);\n      return Done;",
+    tests: ['src/reconcile/function/canary-step.test.ts'],
+  },
+  {
+    id: 'canary-rolled-back-unstalled-on-resync',
+    guard: 'A rolled-back canary stays Stalled on every later pass until a new revision comes.',
+    file: 'src/reconcile/function/canary-step.ts',
+    from: '    throw rolledBack(status, message, serving);\n  }\n  let live',
+    to: "    input.setPhase('Failed', 'False', Reason.CanaryRolledBack, message + '; still serving ' + serving);\n    return Done;\n  }\n  let live",
+    tests: ['src/reconcile/function/canary-step.test.ts'],
+  },
 
   // ---- The local sandbox (functions, FunctionJobs and build steps) ----
   {
@@ -1492,6 +1527,49 @@ export const MUTATIONS: GuardMutation[] = [
     from: '    this.stopListening?.();\n',
     to: '',
     tests: ['src/reconcile/controller.test.ts'],
+  },
+  {
+    id: 'source-request-not-heard',
+    guard:
+      'A reconcile request for a GitSource (the kube store saw it deleting) reaches the GitSource reconciler.',
+    file: 'src/reconcile/controller.ts',
+    from: "    else if (request.kind === 'GitSource') this.sourceQueue.add(key);\n",
+    to: '',
+    tests: ['src/reconcile/controller.test.ts'],
+  },
+  {
+    id: 'source-finalizer-released-before-prune',
+    guard: "A deleted GitSource's finalizer is released only after everything it applied is pruned.",
+    file: 'src/reconcile/gitsource/reconciler.ts',
+    from: "  await deps.syncs.prune(namespace, name);\n  await deps.store.releaseFinalizer?.('GitSource', namespace, name);",
+    to: "  await deps.store.releaseFinalizer?.('GitSource', namespace, name);\n  await deps.syncs.prune(namespace, name);",
+    tests: ['src/reconcile/controller.test.ts'],
+  },
+  {
+    id: 'source-deletion-not-requested',
+    guard:
+      "The kube store asks for a deleting GitSource's reconcile, whose finalizer prunes what it applied.",
+    file: 'src/platform/kube/kube-store.ts',
+    from: "    this.options.requests?.request('GitSource', namespace, name);\n",
+    to: '',
+    tests: ['test/kube/store.test.ts'],
+  },
+  {
+    id: 'source-deletion-asked-once',
+    guard:
+      "The kube store asks again for a deleting GitSource's reconcile while its finalizer stays: the first request may reach no controller.",
+    file: 'src/platform/kube/kube-store.ts',
+    from: '      this.askingAgain.delete(key);\n      this.requestFinalize(object);\n',
+    to: '      this.askingAgain.delete(key);\n',
+    tests: ['test/kube/store.test.ts'],
+  },
+  {
+    id: 'finalizer-released-from-live-object',
+    guard: 'The kube store removes its finalizer only from an object being deleted, never from a live one.',
+    file: 'src/platform/kube/kube-store.ts',
+    from: 'if (!current || !isDeleting(current) || index < 0) return;',
+    to: 'if (!current || index < 0) return;',
+    tests: ['test/kube/store.test.ts'],
   },
   // ---- The kube data path never asks the API server ----
   {

@@ -13,6 +13,7 @@ import { isDeepStrictEqual } from 'node:util';
 import type { Logger } from 'pino';
 import { asError } from '../../core/errors.js';
 import type { ListOptions, ObjectStore, StoreEvent, WatchEventType } from '../../core/interfaces.js';
+import type { ReconcileRequests } from '../../core/reconcile-requests.js';
 import type { AnyResource, ResourceOf } from '../../core/resources.js';
 import { KIND_NAMES, type KindName } from '../../core/schemas.js';
 import { isStatus, JSON_PATCH, type KubeHttp, MERGE_PATCH } from './http.js';
@@ -32,10 +33,13 @@ export interface KubeStoreOptions {
   /** Runs once per deleting Function holding the finalizer; the finalizer is removed when it resolves. */
   onFunctionDeleting?: (fn: AnyResource) => Promise<void>;
   /**
-   * The same for a deleting GitSource: prunes what it applied. Its finalizer makes that happen even
-   * when the source was deleted while no controller ran; otherwise its Functions would be orphans.
+   * Where a deleting GitSource holding the finalizer is asked to be reconciled: its reconciler prunes
+   * what it applied and then releases the finalizer (releaseFinalizer). Asked again every
+   * `finalizerRetryMs` while the finalizer stays, since no controller may listen at the time (the
+   * source was deleted while none ran, or before this replica leads); otherwise its Functions would
+   * be orphans.
    */
-  onSourceDeleting?: (source: AnyResource) => Promise<void>;
+  requests?: Pick<ReconcileRequests, 'request'>;
   /** Delay before a failed watch is retried. */
   retryMs?: number;
   /** Delay before a failed finalizer cleanup is retried. */
@@ -82,12 +86,18 @@ function isDeleting(object: KubeObject | AnyResource): boolean {
   return (object.metadata as KubeMeta).deletionTimestamp !== undefined;
 }
 
+function holdsFinalizer(object: KubeObject): boolean {
+  return object.metadata.finalizers?.includes(FUNCTION_FINALIZER) ?? false;
+}
+
 export class KubeStore implements ObjectStore {
   private readonly options: KubeStoreOptions;
   private readonly http: KubeHttp;
   private readonly listeners = new Set<(event: StoreEvent) => void>();
   private readonly seen = new Map<string, KubeObject>();
   private readonly finalizing = new Set<string>();
+  /** Deleting GitSources whose reconcile will be asked for again (requestFinalize). */
+  private readonly askingAgain = new Set<string>();
   private readonly streams: Stream[] = [];
   private started = false;
   private stopped = false;
@@ -315,11 +325,8 @@ export class KubeStore implements ObjectStore {
     if (previous?.metadata.resourceVersion === object.metadata.resourceVersion) return;
     this.seen.set(key, forWatchCache(object));
     if (isDeleting(object)) {
-      if (
-        (object.kind === 'Function' || object.kind === 'GitSource') &&
-        object.metadata.finalizers?.includes(FUNCTION_FINALIZER)
-      )
-        void this.finalize(object);
+      if (object.kind === 'GitSource') this.requestFinalize(object);
+      else if (object.kind === 'Function' && holdsFinalizer(object)) void this.finalize(object);
       if (!previous || !isDeleting(previous))
         this.emit({ type: 'DELETED', object: toResource(object), statusOnly: false });
       return;
@@ -333,7 +340,53 @@ export class KubeStore implements ObjectStore {
     this.emit({ type: previous ? 'MODIFIED' : 'ADDED', object: toResource(object), statusOnly });
   }
 
-  /** Runs the cleanup hook, then removes only our finalizer with a guarded JSON patch (no Update). */
+  /**
+   * Removes only our finalizer, with a guarded JSON patch (no Update), and only from an object being
+   * deleted: one created again under the same name meanwhile keeps its own.
+   */
+  async releaseFinalizer(kind: KindName, namespace: string, name: string): Promise<void> {
+    const type = slessType(kind);
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const current = await getObject<KubeObject>(this.http, type, namespace, name);
+      const index = current?.metadata.finalizers?.indexOf(FUNCTION_FINALIZER) ?? -1;
+      if (!current || !isDeleting(current) || index < 0) return;
+      try {
+        await this.http.request('PATCH', objectPath(type, namespace, name), {
+          body: [
+            { op: 'test', path: `/metadata/finalizers/${index}`, value: FUNCTION_FINALIZER },
+            { op: 'remove', path: `/metadata/finalizers/${index}` },
+          ],
+          contentType: JSON_PATCH,
+        });
+        return;
+      } catch (error) {
+        // The list moved under us (another finalizer went): read again and retry.
+        if (!isStatus(error, 422) && !isStatus(error, 409)) throw error;
+      }
+    }
+  }
+
+  /**
+   * A deleting GitSource holding our finalizer is its reconciler's to finalize: asked for now and
+   * again every `finalizerRetryMs` while the finalizer stays, since a request nobody listens to (no
+   * controller runs here yet, or this replica does not lead) is dropped.
+   */
+  private requestFinalize(object: KubeObject): void {
+    const key = keyOf(object.kind, object.metadata.namespace, object.metadata.name);
+    const current = this.seen.get(key);
+    if (this.stopped || !current || !isDeleting(current) || !holdsFinalizer(current)) return;
+    const { namespace, name } = toResource(object).metadata;
+    this.options.requests?.request('GitSource', namespace, name);
+    if (this.askingAgain.has(key)) return;
+    this.askingAgain.add(key);
+    const again = setTimeout(() => {
+      this.askingAgain.delete(key);
+      this.requestFinalize(object);
+    }, this.options.finalizerRetryMs ?? 10_000);
+    again.unref();
+  }
+
+  /** Runs a Function's cleanup hook, then releases our finalizer. */
   private async finalize(object: KubeObject): Promise<void> {
     const key = keyOf(object.kind, object.metadata.namespace, object.metadata.name);
     if (this.finalizing.has(key)) return;
@@ -342,29 +395,10 @@ export class KubeStore implements ObjectStore {
       return;
     }
     this.finalizing.add(key);
-    const { namespace, name } = object.metadata;
+    const { namespace, name } = toResource(object).metadata;
     try {
-      if (object.kind === 'GitSource') await this.options.onSourceDeleting?.(toResource(object));
-      else await this.options.onFunctionDeleting?.(toResource(object));
-      const type = slessType(object.kind as KindName);
-      for (let attempt = 0; attempt < 5; attempt++) {
-        const current = await getObject<KubeObject>(this.http, type, namespace, name);
-        const index = current?.metadata.finalizers?.indexOf(FUNCTION_FINALIZER) ?? -1;
-        if (!current || index < 0) return;
-        try {
-          await this.http.request('PATCH', objectPath(type, namespace, name), {
-            body: [
-              { op: 'test', path: `/metadata/finalizers/${index}`, value: FUNCTION_FINALIZER },
-              { op: 'remove', path: `/metadata/finalizers/${index}` },
-            ],
-            contentType: JSON_PATCH,
-          });
-          return;
-        } catch (error) {
-          // The list moved under us (another finalizer went): read again and retry.
-          if (!isStatus(error, 422) && !isStatus(error, 409)) throw error;
-        }
-      }
+      await this.options.onFunctionDeleting?.(toResource(object));
+      await this.releaseFinalizer(object.kind as KindName, namespace, name);
     } catch (thrown) {
       this.options.logger.error({ object: key, err: asError(thrown).message }, 'finalizer failed; retrying');
       this.finalizeLater(object);

@@ -1,8 +1,9 @@
 /**
  * The canary step of a Function's reconcile (`spec.rollout.canary`): it starts the new revision beside
  * the serving one at the first step's share, moves it to the next share after each `stepSeconds`,
- * promotes it after the last, and rolls it back the moment its answers breach a limit. Each pass
- * looks once and returns a requeue; nothing here waits. The step and its start time live in status,
+ * promotes it after the last, and rolls it back the moment its answers breach a limit: a rollback
+ * is thrown as a StalledError, since only a new revision moves it on. Each pass looks once and
+ * returns a requeue; nothing here waits. The step and its start time live in status,
  * so a restart resumes the step the canary was in, with the old revision serving alone meanwhile.
  */
 
@@ -20,6 +21,7 @@ import type {
   SlessFunction,
 } from '../../core/resources.js';
 import { Reason, type StatusUpdate } from '../../core/status.js';
+import { StalledError } from '../runtime/errors.js';
 import { Done, type Result, requeueAfter } from '../runtime/patch.js';
 import type { FunctionReconcileDeps } from './reconciler.js';
 
@@ -71,14 +73,10 @@ export async function canaryStep(
   if (previous?.revision === revision && previous.phase === 'RolledBack') {
     // Stays rolled back until a new revision comes: the same code and settings would breach again.
     if (control.live(namespace, name)) await control.abort(namespace, name);
-    status.lastError = previous.message;
-    input.setPhase(
-      'Failed',
-      'False',
-      Reason.CanaryRolledBack,
-      `${previous.message}; still serving ${serving}`,
-    );
-    return Done;
+    // The message the rollback wrote; a status without one (written by hand) still says what it is.
+    const message = previous.message ?? `canary ${revision} rolled back`;
+    status.lastError = message;
+    throw rolledBack(status, message, serving);
   }
   let live = control.live(namespace, name);
   // A newer revision during a canary starts over from the revision that serves.
@@ -201,10 +199,22 @@ export async function canaryStep(
         { function: key, revision, figures },
         'canary rolled back; the previous revision serves',
       );
-      input.setPhase('Failed', 'False', Reason.CanaryRolledBack, `${message}; still serving ${serving}`);
-      return Done;
+      throw rolledBack(status, message, serving);
     }
   }
+}
+
+/**
+ * A rolled-back canary is stalled: the same code and settings would breach again, so nothing but a
+ * new revision (a commit, a change of settings) moves it on, while the stable revision serves. Thrown,
+ * the runtime writes not Ready, Reconciling done and Stalled, each with CanaryRolledBack, and does not
+ * requeue.
+ */
+function rolledBack(status: FunctionStatus, message: string, serving: string): StalledError {
+  status.phase = 'Failed';
+  return new StalledError(Reason.CanaryRolledBack, message, {
+    readyMessage: `${message}; still serving ${serving}`,
+  });
 }
 
 function shown(figures: AnswerFigures): NonNullable<CanaryStatus['figures']> {

@@ -2,9 +2,10 @@
  * The GitSource reconciler: a source's reader is open and its poll armed, or its status says why it
  * cannot be (a missing secret, an unreachable server), retried with backoff since either may be fixed
  * without a change to the source. Its sync is asked for separately (SourceSyncs), and a deleted
- * source's objects are pruned.
+ * source's objects are pruned before its finalizer goes, so a prune that fails keeps it for the retry.
  */
 import { asError, RecordedFailure, SlessError } from '../../core/errors.js';
+import type { ObjectStore } from '../../core/interfaces.js';
 import type { GitSource, GitSourceStatus } from '../../core/resources.js';
 import { Reason, type StatusUpdate } from '../../core/status.js';
 import { refKey } from '../runtime/object-ref.js';
@@ -13,6 +14,7 @@ import type { SourceReaders } from './readers.js';
 import type { SourceSyncs } from './syncs.js';
 
 export interface GitSourceReconcileDeps {
+  store: ObjectStore;
   readers: SourceReaders;
   syncs: SourceSyncs;
   /** Asks for a sync of the source without waiting for it (a failure is logged where it runs). */
@@ -42,12 +44,18 @@ export async function reconcileGitSource(
   return Done;
 }
 
-/** The GitSource is gone: its reader closes, and what it applied goes with it. */
-export function finalizeGitSource(
+/**
+ * The GitSource is gone, or being deleted (a store hides a deleting object, so the runtime finds it
+ * gone either way): its reader closes, what it applied goes with it, and only then does the store
+ * let the source go (on kube: its finalizer is removed). A failure leaves the finalizer in place and
+ * goes back to the work queue, which retries with backoff.
+ */
+export async function finalizeGitSource(
   deps: GitSourceReconcileDeps,
   namespace: string,
   name: string,
 ): Promise<void> {
   deps.readers.close(namespace, name);
-  return deps.syncs.prune(namespace, name);
+  await deps.syncs.prune(namespace, name);
+  await deps.store.releaseFinalizer?.('GitSource', namespace, name);
 }

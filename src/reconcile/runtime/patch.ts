@@ -26,7 +26,7 @@ export function requeueAfter(ms: number): Result {
   return { requeueAfterMs: ms };
 }
 
-export interface PatchOnceOptions<
+export interface PatchOptions<
   K extends KindName,
   O extends AnyResource & { status?: S },
   S extends BaseStatus,
@@ -37,6 +37,13 @@ export interface PatchOnceOptions<
   /** The delay of the retry if this run fails (the work queue's, reserved for this key). */
   retryDelayMs: () => number;
   reconcile: (object: O, update: StatusUpdate<S>) => Promise<Result>;
+}
+
+export interface PatchOnceOptions<
+  K extends KindName,
+  O extends AnyResource & { status?: S },
+  S extends BaseStatus,
+> extends PatchOptions<K, O, S> {
   /** The object is gone: clean up what it owned. */
   finalize: () => Promise<void>;
 }
@@ -52,6 +59,19 @@ export async function reconcileAndPatch<
     await options.finalize();
     return Done;
   }
+  return patchOnce(options, object);
+}
+
+/**
+ * One reconcile of an object already read, and its one status write: what reconcileAndPatch runs
+ * once it has the object, and what a caller holding the object already (a source's sync) runs.
+ */
+export async function patchOnce<
+  K extends KindName,
+  O extends AnyResource & { status?: S },
+  S extends BaseStatus,
+>(options: PatchOptions<K, O, S>, object: O): Promise<Result> {
+  const { ref } = options;
   const update = new StatusUpdate<S>(object);
   let result: Result;
   try {
@@ -88,7 +108,7 @@ export async function reconcileAndPatch<
 
 /** A stall or a wait into conditions, and what the work queue is to do next (nothing, or wait). */
 function summarise<K extends KindName, O extends AnyResource & { status?: S }, S extends BaseStatus>(
-  options: PatchOnceOptions<K, O, S>,
+  options: PatchOptions<K, O, S>,
   object: O,
   update: StatusUpdate<S>,
   error: StalledError | WaitingError,
