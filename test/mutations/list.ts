@@ -969,6 +969,15 @@ export const MUTATIONS: GuardMutation[] = [
     to: 'Math.max(wantPanic, state.panicPeak)',
     tests: ['src/core/autoscale.test.ts'],
   },
+  {
+    id: 'autoscaler-apply-noop',
+    guard:
+      "The leader's autoscaling decisions reach the Deployment: on a real node, a ramp of clients brings up the pods that the load asks for.",
+    file: 'src/platform/kube/autoscaler.ts',
+    from: 'spec: { replicas: desired },',
+    to: 'spec: { replicas },',
+    tests: ['test/e2e/autoscale-ramp.test.ts'],
+  },
   // ---- Secrets ----
   {
     id: 'secret-ref-namespace-allowed',

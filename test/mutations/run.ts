@@ -141,6 +141,15 @@ function failedTests(reportPath: string, root: string): string[] {
   }
 }
 
+/**
+ * The vitest projects (vitest.config.ts) that hold the test files: `node` for the suites on the real
+ * node (test/e2e/, root only, one file at a time), `main` for the rest.
+ */
+function projectsOf(tests: string[]): string[] {
+  const node = (test: string) => test.startsWith('test/e2e/') || test === 'test/cluster/node-cleanup.test.ts';
+  return [...(tests.some((t) => !node(t)) ? ['main'] : []), ...(tests.some(node) ? ['node'] : [])];
+}
+
 async function vitest(root: string, tests: string[], timeoutMs = TEST_TIMEOUT_MS): Promise<Outcome> {
   const reportPath = join(root, '.mutate-report.json');
   rmSync(reportPath, { force: true });
@@ -149,8 +158,7 @@ async function vitest(root: string, tests: string[], timeoutMs = TEST_TIMEOUT_MS
     [
       'vitest',
       'run',
-      '--project',
-      'main',
+      ...projectsOf(tests).flatMap((project) => ['--project', project]),
       '--reporter=default',
       '--reporter=json',
       `--outputFile.json=${reportPath}`,
