@@ -934,6 +934,33 @@ export const MUTATIONS: GuardMutation[] = [
     to: 'Math.max(wantPanic, state.panicPeak)',
     tests: ['src/core/autoscale.test.ts'],
   },
+  {
+    id: 'kube-routes-not-published',
+    guard:
+      "The kube controller tells the gateway thread each always-on function's route, so /fn/ is served there, apart from the main thread.",
+    file: 'src/platform/kube/route-publisher.ts',
+    from: 'this.options.mirror.publish(key, this.routeOf(key));',
+    to: 'this.options.mirror.publish(key, undefined);',
+    tests: ['test/kube/proxy-thread.test.ts'],
+  },
+  {
+    id: 'kube-thread-requests-uncounted',
+    guard:
+      "An autoscaled function's requests served on the kube gateway thread are counted in the slot the autoscaler reads.",
+    file: 'src/platform/kube/route-publisher.ts',
+    from: 'return { ...found.route, ...(slot !== undefined ? { activitySlot: slot } : {}) };',
+    to: 'return { ...found.route };',
+    tests: ['test/kube/proxy-thread.test.ts'],
+  },
+  {
+    id: 'activity-busy-time-dropped',
+    guard:
+      'The activity board keeps request-milliseconds per slot, so the kube autoscaler averages in-flight requests over time, whichever thread counted them.',
+    file: 'src/core/activity-board.ts',
+    from: '    Atomics.sub(this.busy, slot, BigInt(now));\n',
+    to: '',
+    tests: ['src/core/activity-board.test.ts'],
+  },
   // ---- Secrets ----
   {
     id: 'secret-ref-namespace-allowed',
