@@ -13,6 +13,7 @@ import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { pino } from 'pino';
 import { buildName } from '../src/core/naming.js';
 import type { FunctionStatus } from '../src/core/resources.js';
 import { type KubeSystem, startKubeSystem } from '../src/main.js';
@@ -22,15 +23,9 @@ import { freePort } from '../src/platform/local/ports.js';
 import { Gateway } from '../src/server/gateway/gateway.js';
 import { functionManifest, git, gitSource, nodeHandler } from '../test/helpers/git.js';
 import { startRemoteRepo } from '../test/helpers/remote-repo.js';
-import {
-  eventually,
-  fakeDigest,
-  kubeEnv,
-  logger,
-  markBuildSucceeded,
-  playHealthyKubelet,
-} from '../test/kube/harness.js';
+import { markBuildSucceeded, playHealthyKubelet } from '../test/kube/play.ts';
 import { ensureCompiled } from './compiled.ts';
+import { benchKubeEnv } from './kube-env.ts';
 import { accepts } from './net.ts';
 import { report } from './report.ts';
 import { median, percentile } from './stats.js';
@@ -42,6 +37,15 @@ for (const mode of MODES)
   if (mode !== 'thread' && mode !== 'inline')
     throw new Error(`MODES: "${mode}" is neither thread nor inline`);
 const PEERS = fileURLToPath(new URL('./peers/', import.meta.url));
+const logger = pino({ level: process.env.SLESS_BENCH_LOG_LEVEL ?? 'silent' });
+
+async function eventually(what: string, check: () => Promise<unknown>, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check().catch(() => false))) {
+    if (Date.now() > deadline) throw new Error(`${what}: not true after ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
 
 /** The function's pod: answers every request at once. */
 const ORIGIN = `
@@ -106,7 +110,7 @@ async function main(): Promise<void> {
   const children: ChildProcess[] = [];
   const cleanups: Array<() => Promise<unknown> | unknown> = [];
   try {
-    const env = await kubeEnv('kproxy');
+    const env = await benchKubeEnv('kproxy');
     cleanups.unshift(() => env.close());
     const originPort = await freePort();
     const origin = spawn(process.execPath, ['-e', ORIGIN, String(originPort)], { stdio: 'ignore' });
@@ -163,7 +167,7 @@ async function main(): Promise<void> {
             env.http,
             env.controllerNs,
             buildName('hello', commit),
-            fakeDigest(commit),
+            `sha256:${'0'.repeat(64)}`,
           );
           first = false;
         }

@@ -1,7 +1,8 @@
 /**
  * The production system: the kube adapters around the same Controller and API. Every replica serves
- * the API and /fn/ from watch caches; the control loop and the other leader-only work run in a
- * LeaderTerm.
+ * the API and /fn/ from watch caches (/fn/ of always-on functions from the gateway thread when one is
+ * given, told their routes by the route publisher); the control loop and the other leader-only work
+ * run in a LeaderTerm.
  */
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';

@@ -39,7 +39,8 @@ export class KubeRoutePublisher {
     );
     void (async () => {
       // Before the first lists a request waits for them on the main thread; nothing is published.
-      while (!this.stopped && !(await this.options.cache.whenSynced(1000))) {}
+      while (!this.stopped && !(await this.options.cache.whenSynced(1000)))
+        await new Promise((r) => setTimeout(r, 100));
       if (this.stopped) return;
       for (const key of this.options.functionKeys()) this.publish(key);
     })();
