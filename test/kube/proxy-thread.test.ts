@@ -235,4 +235,12 @@ describe('kube platform: /fn/ from the gateway thread', () => {
     expect(await call('lazy')).toEqual({ status: 200, body: 'ok' });
     expect(resolvedOnMain.slice(from)).toEqual(['lazy']);
   });
+
+  it('takes the route back when the Function is deleted: its requests go to the main thread, which knows it no more', async () => {
+    await system.store.delete('Function', env.ns, 'steady');
+    await eventually('steady unknown', async () => (await call('steady')).status === 404, 30_000);
+    const from = resolvedOnMain.length;
+    expect((await call('steady')).status).toBe(404);
+    expect(resolvedOnMain.slice(from)).toEqual(['steady']);
+  });
 });
