@@ -953,6 +953,15 @@ export const MUTATIONS: GuardMutation[] = [
     tests: ['test/kube/proxy-thread.test.ts'],
   },
   {
+    id: 'kube-autoscaler-samples-instant',
+    guard:
+      'The kube autoscaler samples the time-weighted in-flight average since the last tick, so requests that end between ticks still count.',
+    file: 'src/platform/kube/autoscaler.ts',
+    from: 'const average = length > 0 ? (busyMs - tracked.busyMs) / length : this.board.inflightOf(slot);',
+    to: 'const average = this.board.inflightOf(slot);',
+    tests: ['src/platform/kube/autoscaler.test.ts'],
+  },
+  {
     id: 'activity-busy-time-dropped',
     guard:
       'The activity board keeps request-milliseconds per slot, so the kube autoscaler averages in-flight requests over time, whichever thread counted them.',

@@ -2,11 +2,11 @@
  * Concurrency-based autoscaling on kube: this replica's `/fn/` proxies (the gateway thread's and the
  * main thread's) count in-flight requests per function with `spec.scale` in the function's slot of a
  * shared ActivityBoard; every tick takes the time-weighted in-flight average since the last one from
- * the slot's request-milliseconds, so a burst between two ticks counts for as long as it lasted. While this replica leads,
- * each tick runs core/autoscale.ts's decision over the samples of the stable window and sets the
- * Deployment's replicas through its scale subresource, with the scaler's field manager, as a
- * compare-and-swap on the resourceVersion the informer last saw (a stale one is a 409, and the next
- * tick decides again). Deployments are read from the route cache, never listed per tick.
+ * the slot's request-milliseconds, so a burst between two ticks counts for as long as it lasted.
+ * While this replica leads, each tick runs core/autoscale.ts's decision over the samples of the
+ * stable window and sets the Deployment's replicas through its scale subresource, with the scaler's
+ * field manager, as a compare-and-swap on the resourceVersion the informer last saw (a stale one is a
+ * 409, and the next tick decides again). Deployments are read from the route cache, never listed per tick.
  *
  * Zero belongs to the idle scale-down and the activator (scaler.ts): a Deployment at 0 is left alone
  * here, and the decision is never applied below 1.
