@@ -7,23 +7,16 @@
 // of the same length just before it. Per 1,000 /fn/ requests = (load − idle) / requests × 1000.
 // Target: 0 (routing reads only what the watches hold).
 // Run: npx tsx bench/fn-api-requests.ts   (RATES=100,10 by default; SECONDS_PER_RATE=10)
-import { randomBytes } from 'node:crypto';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
 import { pino } from 'pino';
-import { loadKubeControllerConfig } from '../src/config/kube.js';
 import { buildName } from '../src/core/naming.js';
 import { startKubeSystem } from '../src/main.js';
-import { KubeHttp } from '../src/platform/kube/http.js';
-import { apply, getObject, type KubeObject } from '../src/platform/kube/objects.js';
-import { JOB, SECRET, slessType } from '../src/platform/kube/resource-types.js';
-import { startTestCluster } from '../test/cluster/fixture.ts';
+import { getObject, type KubeObject } from '../src/platform/kube/objects.js';
+import { JOB, slessType } from '../src/platform/kube/resource-types.js';
 import { functionManifest, git, gitSource, nodeHandler } from '../test/helpers/git.js';
 import { startRemoteRepo } from '../test/helpers/remote-repo.js';
 import { startApiProxy } from '../test/kube/api-proxy.ts';
-import { createNamespace, installCrds } from '../test/kube/install.ts';
 import { markBuildSucceeded, playHealthyKubelet } from '../test/kube/play.ts';
+import { benchKubeEnv } from './kube-env.ts';
 import { report } from './report.ts';
 
 const RATES = (process.env.RATES ?? '100,10').split(',').map(Number);
@@ -40,61 +33,10 @@ async function until(what: string, check: () => Promise<boolean>, timeoutMs = 60
 }
 
 async function main(): Promise<void> {
-  const cluster = await startTestCluster();
-  const cleanups: (() => Promise<void> | void)[] = [() => cluster.stop()];
+  const env = await benchKubeEnv('apireq');
+  const cleanups: (() => Promise<void> | void)[] = [() => env.close()];
   try {
-    const http = new KubeHttp(cluster.kubeConfig);
-    cleanups.unshift(() => http.close());
-    await installCrds(http);
-    const id = randomBytes(3).toString('hex');
-    const ns = `apireq-${id}`;
-    const controllerNs = `apireq-sys-${id}`;
-    await createNamespace(http, ns);
-    await createNamespace(http, controllerNs);
-    // As kubeEnv in test/kube/harness.ts: the pull-only and push credentials an operator provides.
-    const registryHost = cluster.registry.url.replace(/^https?:\/\//, '');
-    for (const [name, user] of [
-      ['sless-registry-pull', 'puller'],
-      ['sless-registry-push', 'pusher'],
-    ] as const)
-      await apply(http, SECRET, {
-        apiVersion: 'v1',
-        kind: 'Secret',
-        metadata: { name, namespace: controllerNs },
-        type: 'kubernetes.io/dockerconfigjson',
-        data: {
-          '.dockerconfigjson': Buffer.from(
-            JSON.stringify({
-              auths: { [registryHost]: { auth: Buffer.from(`${user}:${id}`).toString('base64') } },
-            }),
-          ).toString('base64'),
-        },
-      });
-    const bucket = `apireq-${id}`;
-    const s3 = new S3Client({
-      endpoint: cluster.s3.endpoint,
-      region: cluster.s3.region,
-      forcePathStyle: true,
-      credentials: { accessKeyId: cluster.s3.accessKeyId, secretAccessKey: cluster.s3.secretAccessKey },
-    });
-    await s3.send(new CreateBucketCommand({ Bucket: bucket }));
-    s3.destroy();
-    const config = loadKubeControllerConfig(
-      { host: '127.0.0.1', port: '0', namespace: controllerNs, 'watch-namespaces': ns },
-      {
-        SLESS_REGISTRY: cluster.registry.url.replace(/^https?:\/\//, ''),
-        SLESS_REGISTRY_INSECURE: 'true',
-        SLESS_S3_ENDPOINT: cluster.s3.endpoint,
-        SLESS_S3_BUCKET: bucket,
-        SLESS_S3_REGION: cluster.s3.region,
-        AWS_ACCESS_KEY_ID: cluster.s3.accessKeyId,
-        AWS_SECRET_ACCESS_KEY: cluster.s3.secretAccessKey,
-        SLESS_EXTERNAL_URL: 'http://sless.test',
-        SLESS_STATE_DIR: join(tmpdir(), `sless-apireq-${id}`),
-        SLESS_OUTBOUND_ALLOW: '127.0.0.1/32',
-        SLESS_LEADER_ELECTION: 'false',
-      },
-    );
+    const { cluster, http, ns, controllerNs, config } = env;
     const proxy = await startApiProxy(cluster.apiServerUrl, cluster.caCert, cluster.adminToken);
     cleanups.unshift(() => proxy.close());
     const files: Record<string, string> = {};

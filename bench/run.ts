@@ -19,6 +19,7 @@ const HELPERS = new Set([
   'proc-stat.ts',
   'open-loop.ts',
   'sless-dev.ts',
+  'kube-env.ts',
   'profile-one-change.ts',
 ]);
 

@@ -30,6 +30,15 @@ describe('kube controller config', () => {
     expect(Object.isFrozen(config)).toBe(true);
   });
 
+  it('serves /fn/ from the proxy thread unless --proxy-thread or SLESS_PROXY_THREAD says off; the flag wins', () => {
+    expect(load({}).proxyThread).toBe(true);
+    expect(load({ SLESS_PROXY_THREAD: 'off' }).proxyThread).toBe(false);
+    expect(load({ SLESS_PROXY_THREAD: 'off' }, { host: '127.0.0.1', 'proxy-thread': 'on' }).proxyThread).toBe(
+      true,
+    );
+    expect(() => load({ SLESS_PROXY_THREAD: 'yes' })).toThrow('--proxy-thread: "yes" must be on or off');
+  });
+
   it.each([
     ['s3.example.com', 'SLESS_S3_ENDPOINT'],
     ['s3.example.com:9000', 'SLESS_S3_ENDPOINT'],

@@ -102,6 +102,12 @@ export interface KubeControllerConfig {
    * layer on the function's earlier image, with no kaniko Job (`SLESS_CODE_LAYER`, default true).
    */
   readonly codeLayer: boolean;
+  /**
+   * `on` (default): `sless controller` proxies `/fn/` from a thread of its own (the gateway), as the
+   * local platform does, away from the main thread's garbage-collection pauses; functions that scale
+   * to zero, and whatever is not ready, still go to the main thread. `off`: all of `/fn/` from the main thread.
+   */
+  readonly proxyThread: boolean;
 }
 
 /**
@@ -309,6 +315,9 @@ export function loadKubeControllerConfig(
     throw new ConfigError(
       'the controller serves /v1 beyond loopback: set SLESS_AUTH_JWKS_URL or SLESS_AUTH_PUBLIC_KEY with SLESS_AUTH_ISSUER and SLESS_AUTH_AUDIENCE',
     );
+  const proxyThread = String(flags['proxy-thread'] ?? env.SLESS_PROXY_THREAD ?? 'on');
+  if (proxyThread !== 'on' && proxyThread !== 'off')
+    throw new ConfigError(`--proxy-thread: "${proxyThread}" must be on or off`);
   const pushSecret = env.SLESS_PUSH_SECRET ?? 'sless-registry-push';
   const imagePullSecrets = list(env.SLESS_IMAGE_PULL_SECRETS ?? 'sless-registry-pull');
   const pullSecret = pullSecretConfig(pushSecret, imagePullSecrets, env.SLESS_PULL_SECRET?.trim());
@@ -362,5 +371,6 @@ export function loadKubeControllerConfig(
     sopsAgeSecret: env.SLESS_SOPS_AGE_SECRET || 'sless-sops-age',
     sopsBinary: env.SLESS_SOPS_BINARY || 'sops',
     codeLayer: !(env.SLESS_CODE_LAYER?.trim() && !booleanSetting(env.SLESS_CODE_LAYER, 'SLESS_CODE_LAYER')),
+    proxyThread: proxyThread === 'on',
   } as const);
 }

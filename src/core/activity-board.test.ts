@@ -10,6 +10,7 @@ function smallBoard(slots: number): ActivityBoard {
   return new ActivityBoard({
     inflight: new SharedArrayBuffer(slots * 4),
     lastActivity: new SharedArrayBuffer(slots * 8),
+    busy: new SharedArrayBuffer(slots * 8),
   });
 }
 
@@ -41,6 +42,35 @@ describe('ActivityBoard', () => {
       vi.setSystemTime(1_009_000);
       board.end(slot);
       expect(board.lastActivityOf(slot)).toBe(1_009_000);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it('keeps the request-milliseconds spent, so two readings give the time-weighted in-flight average', () => {
+    vi.useFakeTimers({ now: 2_000_000 });
+    try {
+      const board = smallBoard(2);
+      const slot = board.allocate() as number;
+      const other = new ActivityBoard(board.memory);
+      const from = board.busyMsOf(slot);
+      // One request over the whole second, another (counted on the other view) over its last 250 ms.
+      board.begin(slot);
+      vi.setSystemTime(2_000_750);
+      other.begin(slot);
+      vi.setSystemTime(2_001_000);
+      expect((board.busyMsOf(slot) - from) / 1000).toBe(1.25);
+      other.end(slot);
+      vi.setSystemTime(2_002_000);
+      // The second second: the first request alone, still in flight.
+      expect(board.busyMsOf(slot) - from).toBe(2250);
+      board.end(slot);
+      vi.setSystemTime(2_003_000);
+      expect(board.busyMsOf(slot) - from).toBe(2250);
+      // A reallocated slot starts from nothing.
+      board.free(slot);
+      expect(board.allocate()).toBe(slot);
+      expect(board.busyMsOf(slot)).toBe(0);
     } finally {
       vi.useRealTimers();
     }

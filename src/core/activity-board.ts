@@ -7,6 +7,12 @@
 export interface ActivityBoardMemory {
   inflight: SharedArrayBuffer;
   lastActivity: SharedArrayBuffer;
+  /**
+   * Per slot, the sum of request end times minus the sum of request start times (ms, 64-bit): with
+   * the in-flight count it gives the request-milliseconds spent so far, so a reader can take the
+   * time-weighted average of in-flight requests over any period from two readings.
+   */
+  busy: SharedArrayBuffer;
 }
 
 /** Revisions alive at once, old ones draining included: far above what one machine can run. */
@@ -16,6 +22,7 @@ export class ActivityBoard {
   private readonly inflight: Int32Array;
   /** Date.now() of the last request's start or end. Written without Atomics: a late read only delays. */
   private readonly lastActivity: Float64Array;
+  private readonly busy: BigInt64Array;
   private readonly freed: number[] = [];
   private nextUnused = 0;
 
@@ -23,12 +30,14 @@ export class ActivityBoard {
     readonly memory: ActivityBoardMemory = {
       inflight: new SharedArrayBuffer(DEFAULT_CAPACITY * Int32Array.BYTES_PER_ELEMENT),
       lastActivity: new SharedArrayBuffer(DEFAULT_CAPACITY * Float64Array.BYTES_PER_ELEMENT),
+      busy: new SharedArrayBuffer(DEFAULT_CAPACITY * BigInt64Array.BYTES_PER_ELEMENT),
     },
   ) {
     this.inflight = new Int32Array(memory.inflight);
     this.lastActivity = new Float64Array(memory.lastActivity);
-    if (this.inflight.length !== this.lastActivity.length)
-      throw new Error('activity board: inflight and lastActivity differ in length');
+    this.busy = new BigInt64Array(memory.busy);
+    if (this.inflight.length !== this.lastActivity.length || this.inflight.length !== this.busy.length)
+      throw new Error('activity board: inflight, lastActivity and busy differ in length');
   }
 
   /** A zeroed slot, or undefined when every slot is taken. */
@@ -36,6 +45,7 @@ export class ActivityBoard {
     const slot = this.freed.pop() ?? (this.nextUnused < this.inflight.length ? this.nextUnused++ : undefined);
     if (slot === undefined) return undefined;
     Atomics.store(this.inflight, slot, 0);
+    Atomics.store(this.busy, slot, 0n);
     this.lastActivity[slot] = Date.now();
     return slot;
   }
@@ -46,13 +56,28 @@ export class ActivityBoard {
   }
 
   begin(slot: number): void {
+    const now = Date.now();
+    Atomics.sub(this.busy, slot, BigInt(now));
     Atomics.add(this.inflight, slot, 1);
-    this.lastActivity[slot] = Date.now();
+    this.lastActivity[slot] = now;
   }
 
   end(slot: number): void {
-    this.lastActivity[slot] = Date.now();
+    const now = Date.now();
+    this.lastActivity[slot] = now;
+    Atomics.add(this.busy, slot, BigInt(now));
     if (Atomics.sub(this.inflight, slot, 1) === 1) Atomics.notify(this.inflight, slot);
+  }
+
+  /**
+   * Request-milliseconds spent in `slot` up to `now` since it was allocated (ended requests' lengths
+   * plus the in-flight ones' so far). Two readings, a period apart, give the period's time-weighted
+   * in-flight average: (b − a) / period. Only differences mean anything; the value itself is exact
+   * whichever thread counted.
+   */
+  busyMsOf(slot: number, now = Date.now()): number {
+    const inflight = Atomics.load(this.inflight, slot);
+    return Number(Atomics.load(this.busy, slot) + BigInt(inflight) * BigInt(now));
   }
 
   inflightOf(slot: number): number {

@@ -6,7 +6,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
-  ConcurrencyMeter,
   type ConcurrencySample,
   decideScale,
   INITIAL_SCALE_STATE,
@@ -178,27 +177,5 @@ describe('decideScale', () => {
         );
       }),
     );
-  });
-});
-
-describe('ConcurrencyMeter', () => {
-  it('averages in-flight requests over the period, by time', () => {
-    const meter = new ConcurrencyMeter(0);
-    meter.started(0);
-    meter.started(500);
-    meter.ended(1000);
-    // 1 for 500 ms, 2 for 500 ms: 1.5 over the first second; then 1 held for the next.
-    expect(meter.sample(1000)).toBe(1.5);
-    expect(meter.sample(2000)).toBe(1);
-    meter.ended(2100);
-    expect(meter.sample(3000)).toBeCloseTo(0.1);
-    expect(meter.current).toBe(0);
-  });
-
-  it('counts a request shorter than the period by its length', () => {
-    const meter = new ConcurrencyMeter(0);
-    meter.started(100);
-    meter.ended(200);
-    expect(meter.sample(1000)).toBeCloseTo(0.1);
   });
 });

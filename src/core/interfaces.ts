@@ -173,8 +173,16 @@ export type MirroredRoute =
       socketPath?: string;
       timeoutSec: number;
       admission?: AdmissionLimits;
-      /** The revision's slot on the ActivityBoard the platform reads to drain and to scale to zero. */
-      activitySlot: number;
+      /**
+       * The serving revision behind an origin that fronts every revision (a Service): when it
+       * changes, the proxy opens new connections, which reach the new pods (see FunctionProxy).
+       */
+      revision?: string;
+      /**
+       * The revision's slot on the ActivityBoard the platform reads to drain, to scale to zero and to
+       * autoscale; absent when nothing reads the function's counts (a kube function without `spec.scale`).
+       */
+      activitySlot?: number;
     }
   | UnavailableRoute;
 

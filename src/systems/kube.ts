@@ -1,13 +1,15 @@
 /**
  * The production system: the kube adapters around the same Controller and API. Every replica serves
- * the API and /fn/ from watch caches; the control loop and the other leader-only work run in a
- * LeaderTerm.
+ * the API and /fn/ from watch caches (/fn/ of always-on functions from the gateway thread when one is
+ * given, told their routes by the route publisher); the control loop and the other leader-only work
+ * run in a LeaderTerm.
  */
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { createAuthenticator } from '../api/auth/factory.js';
 import type { KubeControllerConfig } from '../config/kube.js';
 import type { Leadership, LeaderTasks } from '../core/leadership.js';
+import { objectKey } from '../core/object-key.js';
 import { ReconcileRequests } from '../core/reconcile-requests.js';
 import { SopsDecryptor } from '../manifest/sops.js';
 import type { KubeAutoscaler } from '../platform/kube/autoscaler.js';
@@ -22,6 +24,7 @@ import { BuildCollector } from '../reconcile/build-gc.js';
 import type { Controller } from '../reconcile/controller.js';
 import { referencesSecret } from '../secrets/references.js';
 import { RepoSecrets } from '../secrets/repo-secrets.js';
+import type { ClientListener } from '../server/early-listener.js';
 import {
   buildRecorder,
   controllerContext,
@@ -31,6 +34,7 @@ import {
   functionInstanceCounts,
   once,
   outboundPolicy,
+  type ProxyThread,
   readyFunctionCounts,
   requeueReferencing,
 } from './common.js';
@@ -75,9 +79,17 @@ export async function startKubeSystem(
     idleSweepMs?: number;
     /** How often the autoscaler samples and decides (default 1 s). */
     autoscaleTickMs?: number;
+    /** Where clients' requests come from: the gateway thread's socket, or (absent) a port of the API's own. */
+    listener?: ClientListener;
+    /**
+     * The proxy thread, when `/fn/` is served from one (usually the listener too): it is told each
+     * always-on function's route, and counts autoscaled functions' requests on its board.
+     */
+    gateway?: ProxyThread;
   } = {},
 ): Promise<KubeSystem> {
   const logger = options.logger ?? createLogger(config);
+  const { gateway, listener } = options;
   // The Kubernetes client and the AWS SDK cost most of a second to load; local mode never needs them.
   const [
     { buildApp, BuildHistory, SlessMetrics, withCodeGate, Controller },
@@ -95,6 +107,7 @@ export async function startKubeSystem(
     { KubeRouteResolver },
     { KubeRouteCache },
     { KubeAutoscaler },
+    { KubeRoutePublisher },
     { KubeSourceReaderFactory },
     { PullSecretSync },
     { kubeWebhookSecrets },
@@ -128,6 +141,7 @@ export async function startKubeSystem(
     import('../platform/kube/routes.js'),
     import('../platform/kube/route-cache.js'),
     import('../platform/kube/autoscaler.js'),
+    import('../platform/kube/route-publisher.js'),
     import('../platform/kube/source-readers.js'),
     import('../platform/kube/tenant.js'),
     import('../platform/kube/webhook-secrets.js'),
@@ -250,6 +264,8 @@ export async function startKubeSystem(
     events,
     isLeader: options.isLeader ?? (() => leadership.isLeader()),
     ...(options.autoscaleTickMs ? { tickMs: options.autoscaleTickMs } : {}),
+    // The thread counts the requests it serves where the autoscaler reads them.
+    ...(gateway ? { activity: gateway.activity, mirror: gateway } : {}),
   });
   const routes = new KubeRouteResolver({
     cache: routeCache,
@@ -258,10 +274,31 @@ export async function startKubeSystem(
     route: config.functionRoute,
     ...(options.originOf ? { originOf: options.originOf } : {}),
   });
+  // The proxy thread serves always-on functions itself, from routes computed as `routes` computes them.
+  const publisher = gateway
+    ? new KubeRoutePublisher({
+        cache: routeCache,
+        routes,
+        mirror: gateway,
+        autoscaler,
+        functionKeys: () => {
+          const keys: string[] = [];
+          // Only the keys: `keep` sees every cached Function, and refusing each copies none.
+          store.cached('Function', (fn) => {
+            keys.push(objectKey(fn.metadata.namespace, fn.metadata.name));
+            return false;
+          });
+          return keys;
+        },
+      })
+    : undefined;
   const metrics = new SlessMetrics({
     readyFunctions: () => readyFunctionCounts(store),
     functionInstances: () => functionInstanceCounts(store),
+    ...(gateway ? { collectProxyTallies: () => gateway.takeTallies() } : {}),
   });
+  const threadQueues = gateway?.queueDepths?.bind(gateway);
+  if (threadQueues) metrics.addQueueDepths(threadQueues);
   const gc = new BuildCollector({
     store,
     archive,
@@ -360,6 +397,7 @@ export async function startKubeSystem(
     logger,
     proxy,
     authenticator,
+    ...(listener ? { listener } : {}),
     ...(config.leaderElection.enabled
       ? { leader: { ...leadership, leaderUrl: () => term.leaderUrl() } }
       : {}),
@@ -408,6 +446,8 @@ export async function startKubeSystem(
     watch.start();
     return () => watch.stop();
   });
+  // Subscribed before the caches list, so no change goes untold.
+  publisher?.start();
   routeCache.start();
   autoscaler.start();
   // A Secret that changes queues the Functions that reference it: a rotation rolls their pods.
@@ -432,14 +472,20 @@ export async function startKubeSystem(
   scaler.start();
   gc.start();
   gc.request();
-  const address = await app.listen({ host: config.host, port: config.port });
+  let address: string;
+  if (listener) {
+    // The listener's port is bound already; requests held there reach the API from now on.
+    await app.ready();
+    address = listener.url;
+  } else address = await app.listen({ host: config.host, port: config.port });
   // WebSocket upgrades to /fn/ go to the function's Service, as requests do.
   const { UpgradeProxy } = await import('../proxy/websocket-upgrade.js');
   const upgrades = new UpgradeProxy({
     routes,
     onUpstreamError: (fn, err) => logger.warn({ function: fn, err }, 'upstream failed'),
   });
-  app.server.on('upgrade', (req, socket, head) => upgrades.handle(req, socket, head));
+  if (listener?.onUpgrade) listener.onUpgrade((req, socket, head) => upgrades.handle(req, socket, head));
+  else app.server.on('upgrade', (req, socket, head) => upgrades.handle(req, socket, head));
   await term.start({ http, namespace: config.controllerNamespace, url: address });
   ready = true;
   return {
@@ -465,11 +511,14 @@ export async function startKubeSystem(
       await gc.stop();
       scaler.stop();
       autoscaler.stop();
+      publisher?.stop();
       routeCache.stop();
       await builder.stop();
       jobs.stop();
       store.stop();
+      await listener?.drainClients?.();
       await app.close();
+      await listener?.close();
       s3.destroy();
       http.close();
       await gitHttp.close();

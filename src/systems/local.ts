@@ -10,12 +10,10 @@ import { createAuthenticator } from '../api/auth/factory.js';
 import type { SlessMetrics } from '../api/metrics.js';
 import { webhookSecretFor } from '../config/auth.js';
 import { ConfigError, type LocalConfig } from '../config/config.js';
-import type { ActivityBoard } from '../core/activity-board.js';
 import { Broadcast } from '../core/broadcast.js';
 import { branchOf } from '../core/defaults.js';
-import type { ObjectStore, ProcessLauncher, RouteMirror } from '../core/interfaces.js';
+import type { ObjectStore, ProcessLauncher } from '../core/interfaces.js';
 import { ALWAYS_LEADER } from '../core/leadership.js';
-import type { ProxyTally, QueueDepth } from '../core/proxy-tallies.js';
 import { ReconcileRequests } from '../core/reconcile-requests.js';
 import type { BuildRecord, GitSource, SlessFunction } from '../core/resources.js';
 import { startupMark } from '../core/startup-marks.js';
@@ -46,17 +44,10 @@ import {
   functionInstanceCounts,
   once,
   outboundPolicy,
+  type ProxyThread,
   readyFunctionCounts,
   requeueReferencing,
 } from './common.js';
-
-/** What the local system needs of the proxy thread (the Gateway), kept to a type so none loads here. */
-interface ProxyThread extends RouteMirror {
-  readonly activity: ActivityBoard;
-  takeTallies(): Promise<ProxyTally[]>;
-  /** Optional: a stand-in thread without admission queues reports none. */
-  queueDepths?(): Promise<QueueDepth[]>;
-}
 
 export interface LocalSystem {
   app: FastifyInstance;

@@ -978,6 +978,42 @@ export const MUTATIONS: GuardMutation[] = [
     to: 'spec: { replicas },',
     tests: ['test/e2e/autoscale-ramp.test.ts'],
   },
+  {
+    id: 'kube-routes-not-published',
+    guard:
+      "The kube controller tells the gateway thread each always-on function's route, so /fn/ is served there, apart from the main thread.",
+    file: 'src/platform/kube/route-publisher.ts',
+    from: 'this.options.mirror.publish(key, this.routeOf(key));',
+    to: 'this.options.mirror.publish(key, undefined);',
+    tests: ['test/kube/proxy-thread.test.ts'],
+  },
+  {
+    id: 'kube-thread-requests-uncounted',
+    guard:
+      "An autoscaled function's requests served on the kube gateway thread are counted in the slot the autoscaler reads.",
+    file: 'src/platform/kube/route-publisher.ts',
+    from: 'return { ...found.route, ...(slot !== undefined ? { activitySlot: slot } : {}) };',
+    to: 'return { ...found.route };',
+    tests: ['test/kube/proxy-thread.test.ts'],
+  },
+  {
+    id: 'kube-autoscaler-samples-instant',
+    guard:
+      'The kube autoscaler samples the time-weighted in-flight average since the last tick, so requests that end between ticks still count.',
+    file: 'src/platform/kube/autoscaler.ts',
+    from: 'const average = length > 0 ? (busyMs - tracked.busyMs) / length : this.board.inflightOf(slot);',
+    to: 'const average = this.board.inflightOf(slot);',
+    tests: ['src/platform/kube/autoscaler.test.ts'],
+  },
+  {
+    id: 'activity-busy-time-dropped',
+    guard:
+      'The activity board keeps request-milliseconds per slot, so the kube autoscaler averages in-flight requests over time, whichever thread counted them.',
+    file: 'src/core/activity-board.ts',
+    from: '    Atomics.sub(this.busy, slot, BigInt(now));\n',
+    to: '',
+    tests: ['src/core/activity-board.test.ts'],
+  },
   // ---- Secrets ----
   {
     id: 'secret-ref-namespace-allowed',

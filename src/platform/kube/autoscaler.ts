@@ -1,18 +1,20 @@
 /**
- * Concurrency-based autoscaling on kube: this replica's `/fn/` proxy counts in-flight requests per
- * function with `spec.scale` (a time-weighted meter, sampled every tick); while this replica leads,
- * each tick runs core/autoscale.ts's decision over the samples of the stable window and sets the
- * Deployment's replicas through its scale subresource, with the scaler's field manager, as a
- * compare-and-swap on the resourceVersion the informer last saw (a stale one is a 409, and the next
- * tick decides again). Deployments are read from the route cache, never listed per tick.
+ * Concurrency-based autoscaling on kube: this replica's `/fn/` proxies (the gateway thread's and the
+ * main thread's) count in-flight requests per function with `spec.scale` in the function's slot of a
+ * shared ActivityBoard; every tick takes the time-weighted in-flight average since the last one from
+ * the slot's request-milliseconds, so a burst between two ticks counts for as long as it lasted.
+ * While this replica leads, each tick runs core/autoscale.ts's decision over the samples of the
+ * stable window and sets the Deployment's replicas through its scale subresource, with the scaler's
+ * field manager, as a compare-and-swap on the resourceVersion the informer last saw (a stale one is a
+ * 409, and the next tick decides again). Deployments are read from the route cache, never listed per tick.
  *
  * Zero belongs to the idle scale-down and the activator (scaler.ts): a Deployment at 0 is left alone
  * here, and the decision is never applied below 1.
  */
 
 import type { Logger } from 'pino';
+import { ActivityBoard } from '../../core/activity-board.js';
 import {
-  ConcurrencyMeter,
   type ConcurrencySample,
   decideScale,
   INITIAL_SCALE_STATE,
@@ -20,7 +22,7 @@ import {
   scaleSettingsOf,
 } from '../../core/autoscale.js';
 import { asError } from '../../core/errors.js';
-import type { EventRecorder } from '../../core/interfaces.js';
+import type { EventRecorder, RouteMirror } from '../../core/interfaces.js';
 import { objectKey } from '../../core/object-key.js';
 import type { SlessFunction } from '../../core/resources.js';
 import { isStatus, type KubeHttp, MERGE_PATCH } from './http.js';
@@ -41,22 +43,38 @@ export interface KubeAutoscalerOptions {
   tickMs?: number;
   /** Called with every decision applied, for metrics. */
   onScaled?: (fn: SlessFunction, from: number, to: number) => void;
+  /**
+   * Where requests are counted: the gateway thread's board when `/fn/` is served there (it counts in
+   * the slot of the route it was told), else a board of this thread's own.
+   */
+  activity?: ActivityBoard;
+  /** The gateway thread's routes: a slot is reused only once no route it was told names it. */
+  mirror?: Pick<RouteMirror, 'synced'>;
 }
 
 interface Tracked {
-  meter: ConcurrencyMeter;
+  /** The function's slot on the board; undefined when the board is full (its requests go uncounted). */
+  slot: number | undefined;
+  /** The slot's request-milliseconds at the last sample, and when that was. */
+  busyMs: number;
+  sampledAt: number;
   samples: ConcurrencySample[];
   state: ScaleState;
 }
+
+/** The longest a retired slot waits for its last requests before it may be reused (above any timeout). */
+const RETIRE_WAIT_MS = 30 * 60_000;
 
 export class KubeAutoscaler {
   private readonly options: KubeAutoscalerOptions;
   private readonly tracked = new Map<string, Tracked>();
   private timer: NodeJS.Timeout | undefined;
   private ticking = false;
+  private readonly board: ActivityBoard;
 
   constructor(options: KubeAutoscalerOptions) {
     this.options = options;
+    this.board = options.activity ?? new ActivityBoard();
   }
 
   start(): void {
@@ -75,30 +93,74 @@ export class KubeAutoscaler {
     this.timer = undefined;
   }
 
-  /** A request for an autoscaled function starts; the returned function marks its end. */
+  /** A request for an autoscaled function starts (counted on this thread); the returned function marks its end. */
   requestStarted(fn: SlessFunction): () => void {
-    const tracked = this.trackedOf(objectKey(fn.metadata.namespace, fn.metadata.name));
-    tracked.meter.started(Date.now());
+    const { slot } = this.trackedOf(objectKey(fn.metadata.namespace, fn.metadata.name));
+    if (slot === undefined) return () => undefined;
+    this.board.begin(slot);
     let ended = false;
     return () => {
       if (ended) return;
       ended = true;
-      tracked.meter.ended(Date.now());
+      this.board.end(slot);
     };
   }
 
-  /** In-flight requests of the function on this replica now. */
+  /** Where the gateway thread counts the autoscaled function's requests: the slot this autoscaler reads. */
+  slotOf(fn: SlessFunction): number | undefined {
+    return this.trackedOf(objectKey(fn.metadata.namespace, fn.metadata.name)).slot;
+  }
+
+  /** In-flight requests of the function on this replica now, on either thread. */
   inflightOf(namespace: string, name: string): number {
-    return this.tracked.get(objectKey(namespace, name))?.meter.current ?? 0;
+    const slot = this.tracked.get(objectKey(namespace, name))?.slot;
+    return slot === undefined ? 0 : this.board.inflightOf(slot);
   }
 
   private trackedOf(key: string): Tracked {
     let tracked = this.tracked.get(key);
     if (!tracked) {
-      tracked = { meter: new ConcurrencyMeter(Date.now()), samples: [], state: INITIAL_SCALE_STATE };
+      const slot = this.board.allocate();
+      if (slot === undefined)
+        this.options.logger.warn({ function: key }, 'activity board full: requests go uncounted');
+      const now = Date.now();
+      tracked = {
+        slot,
+        busyMs: slot === undefined ? 0 : this.board.busyMsOf(slot, now),
+        sampledAt: now,
+        samples: [],
+        state: INITIAL_SCALE_STATE,
+      };
       this.tracked.set(key, tracked);
     }
     return tracked;
+  }
+
+  /** The time-weighted in-flight average since the last sample (the count now, for a period of no length). */
+  private sample(tracked: Tracked, now: number): number {
+    const { slot } = tracked;
+    if (slot === undefined) return 0;
+    const busyMs = this.board.busyMsOf(slot, now);
+    const length = now - tracked.sampledAt;
+    const average = length > 0 ? (busyMs - tracked.busyMs) / length : this.board.inflightOf(slot);
+    tracked.busyMs = busyMs;
+    tracked.sampledAt = now;
+    return Math.max(average, 0);
+  }
+
+  /**
+   * The function no longer autoscales (or is gone): its slot is freed once the gateway thread has
+   * been told every route change so far (none names the slot then) and its last requests ended.
+   */
+  private retire(key: string): void {
+    const slot = this.tracked.get(key)?.slot;
+    this.tracked.delete(key);
+    if (slot === undefined) return;
+    void (async () => {
+      await this.options.mirror?.synced();
+      // A request still in flight after that long: the slot stays taken rather than be shared.
+      if (await this.board.waitIdle(slot, RETIRE_WAIT_MS, false)) this.board.free(slot);
+    })();
   }
 
   /** One sample of every meter, and (while leading) one decision per autoscaled function. */
@@ -106,14 +168,16 @@ export class KubeAutoscaler {
     if (this.ticking) return;
     this.ticking = true;
     try {
-      const functions = this.options.functions() ?? [];
+      // Not listed yet: nothing to decide, and no slot is retired on an empty answer.
+      const functions = this.options.functions();
+      if (!functions) return;
       const wanted = new Set(functions.map((fn) => objectKey(fn.metadata.namespace, fn.metadata.name)));
-      for (const key of this.tracked.keys()) if (!wanted.has(key)) this.tracked.delete(key);
+      for (const key of [...this.tracked.keys()]) if (!wanted.has(key)) this.retire(key);
       for (const fn of functions) {
         const settings = scaleSettingsOf(fn);
         if (!settings) continue;
         const tracked = this.trackedOf(objectKey(fn.metadata.namespace, fn.metadata.name));
-        tracked.samples.push({ at: now, concurrency: tracked.meter.sample(now) });
+        tracked.samples.push({ at: now, concurrency: this.sample(tracked, now) });
         const oldest = now - settings.stableWindowMs;
         while ((tracked.samples[0]?.at ?? now) <= oldest) tracked.samples.shift();
         if (this.options.isLeader?.() ?? true) await this.decide(fn, tracked, now);

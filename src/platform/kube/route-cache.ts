@@ -5,6 +5,7 @@
  * here asks the API server per request; with the API server gone, the last known state stays.
  */
 import type { Logger } from 'pino';
+import type { StoreEvent } from '../../core/interfaces.js';
 import type { SlessFunction } from '../../core/resources.js';
 import type { KubeHttp } from './http.js';
 import { Informer } from './informer.js';
@@ -18,7 +19,12 @@ export interface FunctionCache {
   peek(kind: 'Function', namespace: string, name: string): SlessFunction | undefined;
   listed(kind: 'Function'): boolean;
   watch(): void;
+  /** Every change the store's watch sees, after its cache holds it. */
+  subscribe(listener: (event: StoreEvent) => void): () => void;
 }
+
+/** A function whose route may have changed: its Function, Deployment or Service changed. */
+export type RouteChangeListener = (namespace: string, name: string) => void;
 
 export interface RouteCacheOptions {
   http: KubeHttp;
@@ -45,6 +51,8 @@ export class KubeRouteCache {
   private readonly slices: Informer;
   /** EndpointSlices by `namespace/service`, kept beside the informer's own map. */
   private readonly slicesByService = new Map<string, Map<string, KubeObject>>();
+  private readonly changeListeners = new Set<RouteChangeListener>();
+  private unsubscribeFunctions: (() => void) | undefined;
 
   constructor(options: RouteCacheOptions) {
     this.functions = options.functions;
@@ -60,9 +68,17 @@ export class KubeRouteCache {
       type: DEPLOYMENT,
       selector: FUNCTION_SELECTOR,
       keepManagedFields: true,
+      // A function's Deployment has its name.
+      onChange: (deployment) => this.changed(deployment.metadata.namespace, deployment.metadata.name),
     });
     this.services = options.services
-      ? new Informer({ ...common, type: SERVICE, selector: FUNCTION_SELECTOR })
+      ? new Informer({
+          ...common,
+          type: SERVICE,
+          selector: FUNCTION_SELECTOR,
+          onChange: (service) =>
+            this.changed(service.metadata.namespace, service.metadata.labels?.[LABEL_FUNCTION]),
+        })
       : undefined;
     // The EndpointSlice controller copies a Service's labels onto its slices.
     this.slices = new Informer({
@@ -81,9 +97,26 @@ export class KubeRouteCache {
   }
 
   stop(): void {
+    this.unsubscribeFunctions?.();
+    this.unsubscribeFunctions = undefined;
+    this.changeListeners.clear();
     this.deployments.stop();
     this.services?.stop();
     this.slices.stop();
+  }
+
+  /**
+   * Called with each function whose Function, Deployment or Service changed (added, changed, removed,
+   * a re-list included), once the cache holds the change. Endpoint changes are not told: only the
+   * route of a function at zero reads them, and that is resolved request by request.
+   */
+  onChange(listener: RouteChangeListener): () => void {
+    this.changeListeners.add(listener);
+    this.unsubscribeFunctions ??= this.functions.subscribe((event) => {
+      if (event.object.kind === 'Function')
+        this.changed(event.object.metadata.namespace, event.object.metadata.name);
+    });
+    return () => this.changeListeners.delete(listener);
   }
 
   /** Everything has been listed once. */
@@ -142,6 +175,11 @@ export class KubeRouteCache {
           ready.push(endpoint.addresses[0]);
     }
     return ready.sort();
+  }
+
+  private changed(namespace: string | undefined, name: string | undefined): void {
+    if (namespace === undefined || name === undefined) return;
+    for (const listener of this.changeListeners) listener(namespace, name);
   }
 
   private indexSlice(slice: KubeObject, removed: boolean): void {

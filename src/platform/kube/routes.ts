@@ -10,7 +10,7 @@
 import type { FunctionRoute } from '../../config/kube.js';
 import { timeoutSecOf } from '../../core/defaults.js';
 import { asError } from '../../core/errors.js';
-import type { RouteResolver, RouteState } from '../../core/interfaces.js';
+import type { AdmissionLimits, RouteResolver, RouteState, UnavailableRoute } from '../../core/interfaces.js';
 import type { SlessFunction } from '../../core/resources.js';
 import { parseFunctionSegment } from '../../core/revision-ref.js';
 import { admissionOf } from '../../proxy/admission.js';
@@ -38,7 +38,26 @@ export function serviceOrigin(namespace: string, name: string): string {
   return `http://${serviceName(name)}.${namespace}.svc:${FUNCTION_PORT}`;
 }
 
-const unavailable = (message: string): RouteState => ({ state: 'unavailable', status: 503, message });
+const unavailable = (message: string): UnavailableRoute => ({ state: 'unavailable', status: 503, message });
+
+/** A ready route as the caches give it: where requests go, and nothing counted yet. */
+export interface CachedReadyRoute {
+  state: 'ready';
+  origin: string;
+  timeoutSec: number;
+  revision?: string;
+  admission?: AdmissionLimits;
+}
+
+/** What the caches say of a plain `/fn/{ns}/{name}`, before anything is counted or started. */
+export type CachedRoute =
+  | { kind: 'unknown' }
+  /** The answer as is: disabled, no serving revision, no available replica, no Service address. */
+  | { kind: 'answer'; route: UnavailableRoute }
+  /** It scales to zero: the scaler's to reach (and to start), request by request, on the main thread. */
+  | { kind: 'at-zero'; fn: SlessFunction }
+  /** Always on, with an available replica: its Service. */
+  | { kind: 'ready'; fn: SlessFunction; route: CachedReadyRoute };
 
 /**
  * Resolves every request from memory: the informers of `cache` are the only source, so the API
@@ -66,74 +85,117 @@ export class KubeRouteResolver implements RouteResolver {
         message: `function ${namespace}/${fnName}@${ref.kind === 'commit' ? ref.commit : ref.label}: revisions by commit or branch are served by the local platform only`,
       };
     }
+    const found = this.cached(namespace, name);
+    switch (found.kind) {
+      case 'unknown':
+        return { state: 'unknown' };
+      case 'answer':
+        return found.route;
+      case 'at-zero':
+        // Only given with a scaler.
+        return this.options.scaler ? this.atZero(found.fn, this.options.scaler) : { state: 'unknown' };
+      case 'ready': {
+        const counted = this.counted(found.fn);
+        return { ...found.route, ...(counted ? { release: counted } : {}) };
+      }
+    }
+  }
+
+  /**
+   * What the caches say of `/fn/{namespace}/{name}` now, before anything is counted or started: the
+   * one computation behind both `resolve` and the routes the gateway thread is told (route-publisher.ts),
+   * so the two cannot disagree. Asks nothing of the API server; assumes the caches have listed once.
+   */
+  cached(namespace: string, name: string): CachedRoute {
+    const { cache } = this.options;
     const fn = cache.fn(namespace, name);
-    if (!fn) return { state: 'unknown' };
+    if (!fn) return { kind: 'unknown' };
     // Which revision serves is decided apart from Ready: a Function whose new revision failed is
     // not Ready, yet the revision that served before keeps serving (as a Knative Route keeps its
     // traffic on the last ready revision while the newest one fails).
     // Worded as the local platform words it: the same function answers the same on both.
-    if (fn.status?.phase === 'Disabled') return unavailable(`function ${namespace}/${name} is disabled`);
+    if (fn.status?.phase === 'Disabled')
+      return { kind: 'answer', route: unavailable(`function ${namespace}/${name} is disabled`) };
     if (!fn.status?.servingRevision)
-      return unavailable(
-        `function ${namespace}/${name} has no ready revision (${fn.status?.phase ?? 'Pending'})`,
-      );
-    const timeoutSec = timeoutSecOf(fn);
-    const scaler = this.options.scaler;
-    if (scaler && idleSecondsOf(fn) !== undefined) {
-      let endpoint = await scaler.readyEndpoint(namespace, name);
-      if (!endpoint) {
-        if (!cache.connected())
-          return unavailable(
-            `function ${namespace}/${name} is scaled to zero and cannot be started while the control plane is unreachable; try again`,
-          );
-        try {
-          endpoint = await scaler.activate(fn);
-        } catch (error) {
-          const message = asError(error).message;
-          return unavailable(
-            error instanceof ActivationError
-              ? message
-              : `function ${namespace}/${name} is scaled to zero and cannot be started: the control plane is unreachable (${message}); try again`,
-          );
-        }
-      }
-      const origin = this.options.originOf ? this.options.originOf(namespace, name) : endpoint;
-      const idle = scaler.requestStarted(fn);
-      const counted = this.counted(fn);
       return {
-        state: 'ready',
-        origin,
-        timeoutSec,
-        ...revisionOf(fn),
-        // Requests here go to one ready endpoint, so one instance's worth.
-        ...admissionOf(fn.spec.scale, 1),
-        release: counted
-          ? () => {
-              idle();
-              counted();
-            }
-          : idle,
+        kind: 'answer',
+        route: unavailable(
+          `function ${namespace}/${name} has no ready revision (${fn.status?.phase ?? 'Pending'})`,
+        ),
       };
-    }
+    if (this.options.scaler && idleSecondsOf(fn) !== undefined) return { kind: 'at-zero', fn };
     const deployment = cache.deployment(namespace, name);
     const available =
       (deployment?.status as { availableReplicas?: number } | undefined)?.availableReplicas ?? 0;
-    if (available === 0) return unavailable(`function ${namespace}/${name} has no available replicas`);
+    if (available === 0)
+      return {
+        kind: 'answer',
+        route: unavailable(`function ${namespace}/${name} has no available replicas`),
+      };
     const origin = this.options.originOf
       ? this.options.originOf(namespace, name)
       : this.options.route === 'cluster-ip'
         ? this.clusterIpOrigin(namespace, name)
         : serviceOrigin(namespace, name);
-    if (!origin) return unavailable(`function ${namespace}/${name} has no Service address yet`);
+    if (!origin)
+      return {
+        kind: 'answer',
+        route: unavailable(`function ${namespace}/${name} has no Service address yet`),
+      };
+    return {
+      kind: 'ready',
+      fn,
+      route: {
+        state: 'ready',
+        origin,
+        timeoutSec: timeoutSecOf(fn),
+        ...revisionOf(fn),
+        // The Service balances over the available replicas; each proxy (controller replica) limits alone.
+        ...admissionOf(fn.spec.scale, available),
+      },
+    };
+  }
+
+  /**
+   * A function that scales to zero is reached at one ready endpoint, started first when it has none
+   * (the request is held meanwhile); its requests are counted for the idle scale-down.
+   */
+  private async atZero(fn: SlessFunction, scaler: KubeScaler): Promise<RouteState> {
+    const { cache } = this.options;
+    const { namespace, name } = fn.metadata;
+    let endpoint = await scaler.readyEndpoint(namespace, name);
+    if (!endpoint) {
+      if (!cache.connected())
+        return unavailable(
+          `function ${namespace}/${name} is scaled to zero and cannot be started while the control plane is unreachable; try again`,
+        );
+      try {
+        endpoint = await scaler.activate(fn);
+      } catch (error) {
+        const message = asError(error).message;
+        return unavailable(
+          error instanceof ActivationError
+            ? message
+            : `function ${namespace}/${name} is scaled to zero and cannot be started: the control plane is unreachable (${message}); try again`,
+        );
+      }
+    }
+    const origin = this.options.originOf ? this.options.originOf(namespace, name) : endpoint;
+    const idle = scaler.requestStarted(fn);
     const counted = this.counted(fn);
     return {
       state: 'ready',
       origin,
-      timeoutSec,
+      timeoutSec: timeoutSecOf(fn),
       ...revisionOf(fn),
-      // The Service balances over the available replicas; each proxy (controller replica) limits alone.
-      ...admissionOf(fn.spec.scale, available),
-      ...(counted ? { release: counted } : {}),
+      // Requests here go to one ready endpoint, so one instance's worth.
+      ...admissionOf(fn.spec.scale, 1),
+      release: counted
+        ? () => {
+            idle();
+            counted();
+          }
+        : idle,
     };
   }
 

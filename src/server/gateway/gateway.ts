@@ -279,6 +279,7 @@ function sameRoute(a: MirroredRoute | undefined, b: MirroredRoute): boolean {
     a.timeoutSec === b.timeoutSec &&
     a.admission?.limit === b.admission?.limit &&
     a.admission?.queue === b.admission?.queue &&
+    a.revision === b.revision &&
     a.activitySlot === b.activitySlot
   );
 }

@@ -39,14 +39,15 @@ function mirrored(route: MirroredRoute): { route: RouteState; activitySlot?: num
   if (route.state !== 'ready') return { route };
   const slot = route.activitySlot;
   return {
-    activitySlot: slot,
+    ...(slot !== undefined ? { activitySlot: slot } : {}),
     route: {
       state: 'ready',
       origin: route.origin,
       ...(route.socketPath ? { socketPath: route.socketPath } : {}),
       timeoutSec: route.timeoutSec,
       ...(route.admission ? { admission: route.admission } : {}),
-      release: () => board.end(slot),
+      ...(route.revision ? { revision: route.revision } : {}),
+      ...(slot !== undefined ? { release: () => board.end(slot) } : {}),
     },
   };
 }
