@@ -92,6 +92,31 @@ describe('decideScale', () => {
     expect(stable.desired).toBe(4);
   });
 
+  it('leaving a panic at full load keeps the instances the panic window still uses', () => {
+    // A ramp: the panic began 60 s ago at 10 in flight and was not renewed; the stable window still
+    // holds the ramp's lower levels (average 39), while the last 6 s ran 59 in flight on 10 ready.
+    const ramp = steady((ago) => (ago < 30 ? 59 : 19), 60, NOW);
+    const decision = decideScale(SETTINGS, ramp, NOW, 10, { panicSince: NOW - 60_000, panicPeak: 10 });
+    expect(decision.panicking).toBe(false);
+    expect(Math.ceil(decision.stableConcurrency / SETTINGS.target)).toBe(8);
+    expect(decision.desired).toBe(10);
+    // Once the last seconds calm down too, it scales in as the stable window says (33.6 in flight: 7).
+    const calmer = steady((ago) => (ago < 6 ? 5 : ago < 30 ? 59 : 19), 60, NOW);
+    expect(decideScale(SETTINGS, calmer, NOW, 10, INITIAL_SCALE_STATE).desired).toBe(7);
+  });
+
+  it('the panic window alone never scales out without a panic', () => {
+    // 14 in flight in the last 6 s on 2 ready (below twice their capacity): the stable answer stands.
+    const decision = decideScale(
+      SETTINGS,
+      steady((ago) => (ago < 6 ? 14 : 10), 60, NOW),
+      NOW,
+      2,
+      INITIAL_SCALE_STATE,
+    );
+    expect(decision).toMatchObject({ desired: 3, panicking: false });
+  });
+
   const settings = fc
     .record({
       min: fc.integer({ min: 0, max: 10 }),

@@ -94,6 +94,10 @@ export function decideScale(
   const panicking = panicSince !== undefined;
   // Panic only ever adds: the stable window's answer stands under it.
   let desired = panicking ? Math.max(wantPanic, wantStable, state.panicPeak) : wantStable;
+  // Scale in only as far as the panic window agrees: when a panic that began early in a ramp ends,
+  // the stable window still holds the ramp's lower levels, and following it alone removed instances
+  // the load of the last seconds was using (a real-node ramp lost 2 of 10 pods at full load).
+  if (!panicking && desired < ready) desired = Math.max(desired, Math.min(wantPanic, ready));
   desired = Math.min(desired, Math.ceil(ready * settings.maxScaleUpRate));
   desired = Math.max(desired, Math.floor(ready / settings.maxScaleDownRate));
   desired = Math.min(Math.max(desired, settings.min), settings.max);

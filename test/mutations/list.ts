@@ -1644,4 +1644,13 @@ export const MUTATIONS: GuardMutation[] = [
     to: '    return this.prepareNow(namespace);\n',
     tests: ['test/kube/namespaces.test.ts'],
   },
+  {
+    id: 'autoscale-scale-in-past-panic-window',
+    guard:
+      'A scale-in goes only as far as the panic window agrees: leaving a panic at full load keeps the instances the last seconds used.',
+    file: 'src/core/autoscale.ts',
+    from: '  if (!panicking && desired < ready) desired = Math.max(desired, Math.min(wantPanic, ready));\n',
+    to: '',
+    tests: ['src/core/autoscale.test.ts'],
+  },
 ];
