@@ -102,9 +102,26 @@ async function waitForPort(port: number, child: ChildProcess, what: string): Pro
 const loadAverage = () =>
   spawnSync('cat', ['/proc/loadavg'], { encoding: 'utf8' }).stdout.split(' ').slice(0, 3).join(' ');
 
+/** wrk from Debian: installed here when missing and this runs as root with apt-get, as `npm test` does its packages. */
+function ensureWrk(): void {
+  const has = () => spawnSync('sh', ['-c', 'command -v wrk']).status === 0;
+  if (has()) return;
+  if (process.getuid?.() === 0 && spawnSync('sh', ['-c', 'command -v apt-get']).status === 0) {
+    console.log('kube-proxy: installing wrk with apt-get');
+    spawnSync(
+      'sh',
+      [
+        '-c',
+        'apt-get -o DPkg::Lock::Timeout=600 install -y --no-install-recommends wrk || (apt-get update && apt-get -o DPkg::Lock::Timeout=600 install -y --no-install-recommends wrk)',
+      ],
+      { stdio: 'inherit' },
+    );
+  }
+  if (!has()) throw new Error('wrk missing: apt-get install -y wrk');
+}
+
 async function main(): Promise<void> {
-  if (spawnSync('sh', ['-c', 'command -v wrk']).status !== 0)
-    throw new Error('wrk missing: apt-get install -y wrk');
+  ensureWrk();
   // The gateway thread runs the compiled worker.
   ensureCompiled();
   const children: ChildProcess[] = [];
