@@ -6,6 +6,7 @@
 import { parseArgs } from 'node:util';
 import { loadKubeControllerConfig } from '../config/kube.js';
 import { createLogger, type KubeSystem, startKubeSystem } from '../main.js';
+import { stopOnSignals } from './stop-on-signals.js';
 
 export const CONTROLLER_USAGE =
   'usage: sless controller [--host H] [--port P] [--namespace CONTROLLER_NS] [--watch-namespaces a,b] [--registry HOST/PATH] [--proxy-thread on|off]';
@@ -30,25 +31,12 @@ export async function runController(argv: string[]): Promise<void> {
     ? await (await import('../server/gateway/gateway.js')).Gateway.start(config.host, config.port)
     : undefined;
   let system: KubeSystem | undefined;
-  let stopping = false;
-  const shutdown = (signal: string, exitCode = 0) => {
-    if (stopping) return;
-    stopping = true;
-    logger.info({ signal }, 'stopping the controller');
-    void (system ? system.stop() : (gateway?.close() ?? Promise.resolve()))
-      .catch(() => undefined)
-      .then(() => process.exit(exitCode));
-  };
-  gateway?.report({
-    upstreamError: (fn, message) => logger.warn({ function: fn, err: message }, 'upstream failed'),
-    // Without the thread nothing answers on the port: exit, so that the pod is restarted.
-    failed: (error) => {
-      logger.error({ err: error.message }, 'the proxy thread stopped');
-      shutdown('proxy thread failed', 1);
-    },
+  stopOnSignals({
+    logger,
+    message: 'stopping the controller',
+    stop: () => (system ? system.stop() : (gateway?.close() ?? Promise.resolve())),
+    gateway,
   });
-  process.once('SIGINT', () => shutdown('SIGINT'));
-  process.once('SIGTERM', () => shutdown('SIGTERM'));
   system = await startKubeSystem(config, { logger, ...(gateway ? { listener: gateway, gateway } : {}) });
   logger.info(
     {

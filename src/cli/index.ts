@@ -15,6 +15,7 @@ import { Gateway } from '../server/gateway/gateway.js';
 import { ensureExamplesRepository } from './examples-repo.js';
 import { LOGS_USAGE, printLogs } from './logs.js';
 import { SECRET_USAGE } from './secret.js';
+import { stopOnSignals } from './stop-on-signals.js';
 import { UsageError, VALIDATE_USAGE } from './usage.js';
 
 const USAGE = `usage: sless dev [--repo PATH|URL] [--branch B] [--port P] [--host H] [--interval 10s] [--scale-to-zero-after 5m] [--max-stream-duration 1h] [--build-history 5] [--state-dir DIR] [--sandbox auto|off] [--sops-age-key-file FILE] [--json]\n       ${VALIDATE_USAGE}\n       ${LOGS_USAGE}\n       ${SECRET_USAGE}`;
@@ -97,28 +98,14 @@ async function dev(argv: string[]): Promise<void> {
   // Handlers come first: a start serves restored revisions at once, and a signal that arrives while it
   // does must still stop them cleanly rather than kill sless outright.
   const starting = startLocalSystem(config, { logger, source, listener, ...(gateway ? { gateway } : {}) });
-  let stopping = false;
-  const shutdown = (signal: string, exitCode = 0) => {
-    if (stopping) return;
-    stopping = true;
-    logger.info({ signal }, 'stopping: every function process is stopped first');
-    void starting
-      .then((system) => system.stop())
-      .catch(() => undefined)
-      .then(() => process.exit(exitCode));
-  };
-  gateway?.report({
-    upstreamError: (fn, message) => logger.warn({ function: fn, err: message }, 'upstream failed'),
-    // Without the thread nothing answers on the port: stop, so that a supervisor starts sless again.
-    failed: (error) => {
-      logger.error({ err: error.message }, 'the proxy thread stopped');
-      shutdown('proxy thread failed', 1);
-    },
+  const signals = stopOnSignals({
+    logger,
+    message: 'stopping: every function process is stopped first',
+    stop: () => starting.then((system) => system.stop()),
+    gateway,
   });
-  process.once('SIGINT', () => shutdown('SIGINT'));
-  process.once('SIGTERM', () => shutdown('SIGTERM'));
   const system = await starting;
-  if (stopping) return;
+  if (signals.stopping()) return;
 
   await system.controller.syncNow(config.namespace, config.sourceName);
   await system.controller.idle();

@@ -1740,4 +1740,22 @@ export const MUTATIONS: GuardMutation[] = [
     to: '    a.activitySlot === b.activitySlot\n',
     tests: ['test/kube/endpoint-balance.test.ts'],
   },
+  // ---- How a serving sless stops ----
+  {
+    id: 'gateway-failure-exits-zero',
+    guard:
+      'A failed gateway thread ends the process with exit code 1, so a supervisor or the kubelet starts it again.',
+    file: 'src/cli/stop-on-signals.ts',
+    from: "shutdown('proxy thread failed', 1);",
+    to: "shutdown('proxy thread failed');",
+    tests: ['src/cli/stop-on-signals.test.ts'],
+  },
+  {
+    id: 'stop-runs-twice',
+    guard: 'A second signal during a stop does not start another stop.',
+    file: 'src/cli/stop-on-signals.ts',
+    from: '    if (stopping) return;\n',
+    to: '',
+    tests: ['src/cli/stop-on-signals.test.ts'],
+  },
 ];
