@@ -15,8 +15,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildName } from '../../src/core/naming.js';
 import type { FunctionStatus } from '../../src/core/resources.js';
 import { type KubeSystem, startKubeSystem } from '../../src/main.js';
-import { apply, getObject, type KubeObject, listObjects } from '../../src/platform/kube/objects.js';
-import { DEPLOYMENT, ENDPOINT_SLICE, JOB } from '../../src/platform/kube/resource-types.js';
+import { apply, getObject, type KubeObject } from '../../src/platform/kube/objects.js';
+import { DEPLOYMENT, JOB } from '../../src/platform/kube/resource-types.js';
 import { functionManifest, git, gitSource, nodeHandler } from '../helpers/git.js';
 import { type RemoteRepo, startRemoteRepo } from '../helpers/remote-repo.js';
 import { type ApiProxy, startApiProxy } from './api-proxy.ts';
@@ -29,6 +29,7 @@ import {
   markBuildSucceeded,
   playHealthyKubelet,
 } from './harness.js';
+import { playEndpointSlices } from './play.js';
 
 /** A request the controller made that reads one of `names`' own objects (not a watch). */
 function readsObjectOf(request: string, names: readonly string[]): boolean {
@@ -67,7 +68,7 @@ describe('kube platform: /fn/ routes from watches, through an API-server outage'
   let upstream: Server;
   let system: KubeSystem;
   let stopKubelet: () => void;
-  let stopEndpoints = false;
+  let stopEndpoints: (() => void) | undefined;
   let apiServerDown = false;
   const progress = (message: string) => process.stderr.write(`[api-outage] ${message}\n`);
 
@@ -89,34 +90,6 @@ describe('kube platform: /fn/ routes from watches, through an API-server outage'
   const call = async (name: string) => {
     const res = await fetch(`${system.url}/fn/${env.ns}/${name}/`);
     return { status: res.status, retryAfter: res.headers.get('retry-after'), body: await res.text() };
-  };
-
-  /** Plays the EndpointSlice controller: one ready endpoint per Deployment with replicas, none at 0. */
-  const playEndpoints = async () => {
-    while (!stopEndpoints) {
-      try {
-        const list = await listObjects<KubeObject>(env.http, DEPLOYMENT, { namespace: env.ns });
-        for (const d of list.items) {
-          const running = ((d.spec as { replicas?: number }).replicas ?? 1) > 0;
-          await apply(env.http, ENDPOINT_SLICE, {
-            apiVersion: 'discovery.k8s.io/v1',
-            kind: 'EndpointSlice',
-            metadata: {
-              name: `${d.metadata.name}-test`,
-              namespace: env.ns,
-              // As the EndpointSlice controller does: the Service's labels, and its name.
-              labels: { ...d.metadata.labels, 'kubernetes.io/service-name': d.metadata.name },
-            },
-            addressType: 'IPv4',
-            endpoints: running ? [{ addresses: ['10.96.7.7'], conditions: { ready: true } }] : [],
-            ports: [{ name: 'http', port: 8080, protocol: 'TCP' }],
-          });
-        }
-      } catch {
-        // The API server is down, or a Deployment went away: look again next round.
-      }
-      await new Promise((r) => setTimeout(r, 100));
-    }
   };
 
   /** Sends requests to `name`, `concurrency` at a time, until stopped; every answer is kept. */
@@ -178,7 +151,7 @@ describe('kube platform: /fn/ routes from watches, through an API-server outage'
       },
     );
     stopKubelet = playHealthyKubelet(env.http, env.ns);
-    void playEndpoints();
+    stopEndpoints = playEndpointSlices(env.http, env.ns);
     await system.store.apply(gitSource('repo', env.ns, repo.url));
     const commit = await git(repo.work.dir, 'rev-parse', 'HEAD');
     for (const fn of ['steady', 'lazy']) {
@@ -200,7 +173,7 @@ describe('kube platform: /fn/ routes from watches, through an API-server outage'
   afterAll(async () => {
     // A case that failed while the API server was down must not leave the rest waiting on it.
     if (apiServerDown) await env.cluster.apiServer?.restart();
-    stopEndpoints = true;
+    stopEndpoints?.();
     stopKubelet?.();
     await system?.stop();
     await new Promise((r) => upstream?.close(r));

@@ -3,7 +3,8 @@
  * (there is none of them there). No vitest here: benchmarks play them too.
  */
 import { type KubeHttp, MERGE_PATCH } from '../../src/platform/kube/http.js';
-import { getObject, type KubeObject } from '../../src/platform/kube/objects.js';
+import { apply, getObject, type KubeObject, listObjects } from '../../src/platform/kube/objects.js';
+import { DEPLOYMENT, ENDPOINT_SLICE } from '../../src/platform/kube/resource-types.js';
 
 const now = () => new Date().toISOString().replace(/\.\d+Z$/, 'Z');
 
@@ -191,6 +192,48 @@ export function playHealthyKubelet(http: KubeHttp, namespace: string, everyMs = 
         // The namespace or a Deployment went away meanwhile: look again next round.
       }
       await new Promise((r) => setTimeout(r, everyMs));
+    }
+  })();
+  return () => {
+    stopped = true;
+  };
+}
+
+/**
+ * Plays the EndpointSlice controller for a namespace: one ready endpoint (at a fixed address) per
+ * Deployment with replicas, none at 0 or while `podsReady()` says no. Returns the function that stops.
+ */
+export function playEndpointSlices(
+  http: KubeHttp,
+  namespace: string,
+  options: { everyMs?: number; podsReady?: () => boolean } = {},
+): () => void {
+  let stopped = false;
+  void (async () => {
+    while (!stopped) {
+      try {
+        const list = await listObjects<KubeObject>(http, DEPLOYMENT, { namespace });
+        for (const d of list.items) {
+          const running =
+            ((d.spec as { replicas?: number }).replicas ?? 1) > 0 && (options.podsReady?.() ?? true);
+          await apply(http, ENDPOINT_SLICE, {
+            apiVersion: 'discovery.k8s.io/v1',
+            kind: 'EndpointSlice',
+            metadata: {
+              name: `${d.metadata.name}-test`,
+              namespace,
+              // As the EndpointSlice controller does: the Service's labels, and its name.
+              labels: { ...d.metadata.labels, 'kubernetes.io/service-name': d.metadata.name },
+            },
+            addressType: 'IPv4',
+            endpoints: running ? [{ addresses: ['10.96.7.7'], conditions: { ready: true } }] : [],
+            ports: [{ name: 'http', port: 8080, protocol: 'TCP' }],
+          });
+        }
+      } catch {
+        // The API server is down, or a Deployment went away: look again next round.
+      }
+      await new Promise((r) => setTimeout(r, options.everyMs ?? 100));
     }
   })();
   return () => {

@@ -14,8 +14,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildName } from '../../src/core/naming.js';
 import type { FunctionStatus } from '../../src/core/resources.js';
 import { type KubeSystem, startKubeSystem } from '../../src/main.js';
-import { apply, getObject, type KubeObject, listObjects } from '../../src/platform/kube/objects.js';
-import { DEPLOYMENT, ENDPOINT_SLICE, JOB } from '../../src/platform/kube/resource-types.js';
+import { getObject, type KubeObject } from '../../src/platform/kube/objects.js';
+import { JOB } from '../../src/platform/kube/resource-types.js';
 import { Gateway } from '../../src/server/gateway/gateway.js';
 import { functionManifest, git, gitSource, nodeHandler } from '../helpers/git.js';
 import { type RemoteRepo, startRemoteRepo } from '../helpers/remote-repo.js';
@@ -28,6 +28,7 @@ import {
   markBuildSucceeded,
   playHealthyKubelet,
 } from './harness.js';
+import { playEndpointSlices } from './play.js';
 
 /**
  * The pods and the client: answers `/slow` after 700 ms and anything else at once; given a URL and a
@@ -71,7 +72,7 @@ describe('kube platform: /fn/ from the gateway thread', () => {
   let system: KubeSystem;
   let child: ChildProcessWithoutNullStreams;
   let stopKubelet: () => void;
-  let stopEndpoints = false;
+  let stopEndpoints: (() => void) | undefined;
   const lines: Array<Record<string, unknown>> = [];
   /** The functions the main thread's resolver was asked for. */
   const resolvedOnMain: string[] = [];
@@ -85,33 +86,6 @@ describe('kube platform: /fn/ from the gateway thread', () => {
         name,
       )
     )?.status as FunctionStatus | undefined;
-
-  /** Plays the EndpointSlice controller: one ready endpoint per Deployment with replicas. */
-  const playEndpoints = async () => {
-    while (!stopEndpoints) {
-      try {
-        const list = await listObjects<KubeObject>(env.http, DEPLOYMENT, { namespace: env.ns });
-        for (const d of list.items) {
-          const running = ((d.spec as { replicas?: number }).replicas ?? 1) > 0;
-          await apply(env.http, ENDPOINT_SLICE, {
-            apiVersion: 'discovery.k8s.io/v1',
-            kind: 'EndpointSlice',
-            metadata: {
-              name: `${d.metadata.name}-test`,
-              namespace: env.ns,
-              labels: { ...d.metadata.labels, 'kubernetes.io/service-name': d.metadata.name },
-            },
-            addressType: 'IPv4',
-            endpoints: running ? [{ addresses: ['10.96.7.7'], conditions: { ready: true } }] : [],
-            ports: [{ name: 'http', port: 8080, protocol: 'TCP' }],
-          });
-        }
-      } catch {
-        // A Deployment went away meanwhile: look again next round.
-      }
-      await new Promise((r) => setTimeout(r, 200));
-    }
-  };
 
   const call = async (name: string, path = '') => {
     const res = await fetch(`${system.url}/fn/${env.ns}/${name}/${path}`);
@@ -150,7 +124,7 @@ describe('kube platform: /fn/ from the gateway thread', () => {
       return resolve(namespace, name);
     };
     stopKubelet = playHealthyKubelet(env.http, env.ns);
-    void playEndpoints();
+    stopEndpoints = playEndpointSlices(env.http, env.ns, { everyMs: 200 });
     await system.store.apply(gitSource('repo', env.ns, repo.url));
     const commit = await git(repo.work.dir, 'rev-parse', 'HEAD');
     for (const fn of ['steady', 'scaled', 'lazy']) {
@@ -171,7 +145,7 @@ describe('kube platform: /fn/ from the gateway thread', () => {
   }, 120_000);
 
   afterAll(async () => {
-    stopEndpoints = true;
+    stopEndpoints?.();
     stopKubelet?.();
     child?.kill();
     await system?.stop();

@@ -5,7 +5,7 @@
  * back to 0, and the controller's own apply never takes `replicas` back from the scaler.
  *
  * There is no kubelet, kaniko, Deployment or EndpointSlice controller here: markBuildSucceeded,
- * playHealthyKubelet and `playEndpoints` below play their parts, and the functions' pods are a local
+ * playHealthyKubelet and playEndpointSlices (play.ts) play their parts, and the functions' pods are a local
  * HTTP server that the route resolver is pointed at. A cron Trigger's run is played by running the
  * CronJob's own curl arguments with the host's real curl, cluster DNS played by `--connect-to`.
  */
@@ -18,7 +18,7 @@ import { FIELD_MANAGER, type FunctionStatus, type SlessFunction } from '../../sr
 import { type KubeSystem, startKubeSystem } from '../../src/main.js';
 import { MERGE_PATCH } from '../../src/platform/kube/http.js';
 import { LABEL_COMPONENT, LABEL_FUNCTION } from '../../src/platform/kube/labels.js';
-import { apply, getObject, type KubeObject, listObjects } from '../../src/platform/kube/objects.js';
+import { getObject, type KubeObject } from '../../src/platform/kube/objects.js';
 import { CRONJOB, DEPLOYMENT, ENDPOINT_SLICE, JOB } from '../../src/platform/kube/resource-types.js';
 import { replicasOwners } from '../../src/platform/kube/rollout.js';
 import { KubeScaler } from '../../src/platform/kube/scaler.js';
@@ -33,6 +33,7 @@ import {
   markBuildSucceeded,
   playHealthyKubelet,
 } from './harness.js';
+import { playEndpointSlices } from './play.js';
 
 describe('kube platform: scale to zero with /fn/ as the activator', () => {
   let env: KubeEnv;
@@ -42,7 +43,7 @@ describe('kube platform: scale to zero with /fn/ as the activator', () => {
   let stopKubelet: () => void;
   /** Plays the kubelet's readiness: while false, a pod that was started never turns ready. */
   let podsBecomeReady = true;
-  let stopEndpoints = false;
+  let stopEndpoints: (() => void) | undefined;
   /** Whether the system's own scaler runs the idle scale-down (as the leader would). */
   let systemLeads = true;
 
@@ -78,37 +79,6 @@ describe('kube platform: scale to zero with /fn/ as the activator', () => {
       return ((slice as { endpoints?: unknown[] } | undefined)?.endpoints ?? []).length === 0;
     });
     return (await system.store.get('Function', env.ns, 'lazy')) as SlessFunction;
-  };
-
-  /**
-   * Plays the EndpointSlice controller and the kubelet's readiness probe: each function Deployment
-   * with replicas gets one ready endpoint (once `podsBecomeReady`), one at zero gets none.
-   */
-  const playEndpoints = async () => {
-    while (!stopEndpoints) {
-      try {
-        const list = await listObjects<KubeObject>(env.http, DEPLOYMENT, { namespace: env.ns });
-        for (const d of list.items) {
-          const running = ((d.spec as { replicas?: number }).replicas ?? 1) > 0 && podsBecomeReady;
-          await apply(env.http, ENDPOINT_SLICE, {
-            apiVersion: 'discovery.k8s.io/v1',
-            kind: 'EndpointSlice',
-            metadata: {
-              name: `${d.metadata.name}-test`,
-              namespace: env.ns,
-              // As the EndpointSlice controller does: the Service's labels, and its name.
-              labels: { ...d.metadata.labels, 'kubernetes.io/service-name': d.metadata.name },
-            },
-            addressType: 'IPv4',
-            endpoints: running ? [{ addresses: ['10.96.7.7'], conditions: { ready: true } }] : [],
-            ports: [{ name: 'http', port: 8080, protocol: 'TCP' }],
-          });
-        }
-      } catch {
-        // A Deployment went away meanwhile: look again next round.
-      }
-      await new Promise((r) => setTimeout(r, 100));
-    }
   };
 
   beforeAll(async () => {
@@ -149,7 +119,7 @@ describe('kube platform: scale to zero with /fn/ as the activator', () => {
       },
     );
     stopKubelet = playHealthyKubelet(env.http, env.ns);
-    void playEndpoints();
+    stopEndpoints = playEndpointSlices(env.http, env.ns, { podsReady: () => podsBecomeReady });
     await system.store.apply(gitSource('repo', env.ns, repo.url));
     const commit = await git(repo.work.dir, 'rev-parse', 'HEAD');
     await eventually('build Job', () =>
@@ -192,7 +162,7 @@ describe('kube platform: scale to zero with /fn/ as the activator', () => {
   });
 
   afterAll(async () => {
-    stopEndpoints = true;
+    stopEndpoints?.();
     stopKubelet?.();
     await system?.stop();
     await new Promise((r) => upstream?.close(r));
