@@ -224,6 +224,15 @@ export interface DeployOptions {
   secretsHash?: string;
 }
 
+/**
+ * What a deleted Function leaves beyond its workload, where owner references cannot reach it (kube:
+ * build Jobs in the controller namespace, build contexts in S3, registry images). Its reconciler runs
+ * this before it releases the finalizer, so a cleanup that fails keeps the finalizer for the retry.
+ */
+export interface FunctionLeftovers {
+  remove(namespace: string, name: string): Promise<void>;
+}
+
 /** Runs functions: processes for `local`, Deployments and Services for `kube`. */
 export interface WorkloadPlatform {
   /** Rolls the function to this build; resolves once the new revision is serving (or rejects). */

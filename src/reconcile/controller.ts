@@ -12,6 +12,7 @@ import { FairGate, GateStoppedError } from '../core/fair-gate.js';
 import type {
   Builder,
   EventRecorder,
+  FunctionLeftovers,
   JobOutcome,
   JobRunner,
   ObjectStore,
@@ -103,6 +104,8 @@ export interface ControllerOptions {
   secrets?: SecretReader;
   /** Decrypts SOPS Secret files of a repository and keeps them where functions find them. */
   repoSecrets?: RepoSecrets;
+  /** What a deleted Function leaves beyond its workload (builds); nothing when omitted. */
+  functionLeftovers?: FunctionLeftovers;
   /**
    * What watchers other than the store ask to have reconciled (a process that exited, a cron that
    * fired, a workload edited by hand, a GitSource the kube store saw deleting): listened to from
@@ -204,6 +207,7 @@ export class Controller {
         this.buildGate.run(this.fairTaskOf(keyOf(fn)), work),
       ...(options.events ? { events: options.events } : {}),
       ...(options.secrets ? { secrets: options.secrets } : {}),
+      ...(options.functionLeftovers ? { leftovers: options.functionLeftovers } : {}),
     };
     this.functionQueue = new WorkQueue({
       ...backoff,

@@ -98,7 +98,7 @@ export async function startKubeSystem(
     { S3Client },
     { loadKubeCredentials },
     { KanikoBuilder },
-    { FunctionCleanup },
+    { KubeFunctionLeftovers },
     { KubeCronScheduler },
     { KubeHttp },
     { KubeJobRunner },
@@ -210,7 +210,7 @@ export async function startKubeSystem(
       : {}),
     logger,
   });
-  const cleanup = new FunctionCleanup({ s3, bucket: config.s3.bucket, workloads, archive });
+  const leftovers = new KubeFunctionLeftovers({ s3, bucket: config.s3.bucket, archive });
   // The drift and secret watches ask for reconciles here; the controller of each leader term
   // listens while it runs.
   const requests = new ReconcileRequests();
@@ -227,9 +227,8 @@ export async function startKubeSystem(
     http,
     logger,
     ...(config.watchNamespaces ? { namespaces: config.watchNamespaces } : {}),
-    mayFinalize: () => leadership.isLeader(),
-    onFunctionDeleting: (fn) => cleanup.run(fn),
-    // A deleting GitSource is asked for here; the leader's GitSource reconciler prunes and releases it.
+    // A deleting GitSource or Function is asked for here; the leader's reconciler of its kind cleans
+    // up and releases it.
     requests,
   });
   const events = new KubeEventRecorder({ http, logger, instance: config.leaderElection.identity });
@@ -389,6 +388,7 @@ export async function startKubeSystem(
       observer: controllerObserver(metrics, gc),
       secrets,
       repoSecrets,
+      functionLeftovers: leftovers,
       requests,
     });
   let ready = false;

@@ -1595,9 +1595,27 @@ export const MUTATIONS: GuardMutation[] = [
     guard:
       "The kube store asks for a deleting GitSource's reconcile, whose finalizer prunes what it applied.",
     file: 'src/platform/kube/kube-store.ts',
-    from: "    this.options.requests?.request('GitSource', namespace, name);\n",
+    from: "    this.options.requests?.request(object.kind as 'GitSource' | 'Function', namespace, name);\n",
     to: '',
     tests: ['test/kube/store.test.ts'],
+  },
+  {
+    id: 'function-deletion-not-requested',
+    guard:
+      "The kube store asks for a deleting Function's reconcile, whose finalizer removes its workload and builds before the Function goes.",
+    file: 'src/platform/kube/kube-store.ts',
+    from: "if (object.kind === 'GitSource' || object.kind === 'Function') this.requestFinalize(object);",
+    to: "if (object.kind === 'GitSource') this.requestFinalize(object);",
+    tests: ['test/kube/store.test.ts'],
+  },
+  {
+    id: 'function-finalizer-skips-leftovers',
+    guard:
+      "A deleted Function's finalizer removes what owner references cannot reach: its build Jobs, contexts and images.",
+    file: 'src/reconcile/function/reconciler.ts',
+    from: '  await deps.leftovers?.remove(namespace, name);\n',
+    to: '',
+    tests: ['test/kube/build-gc.test.ts'],
   },
   {
     id: 'source-deletion-asked-once',

@@ -1,30 +1,26 @@
 /**
- * What the Function finalizer cleans: the things owner references cannot reach. Build Jobs live in
- * the controller's namespace and the garbage collector ignores owner references across namespaces; build
- * contexts live in S3, images in the registry. The workload is deleted explicitly too, since GC only
- * runs where a controller-manager does.
+ * What a deleted Function leaves on kube beyond its workload (which the platform removes): the things
+ * owner references cannot reach. Build Jobs live in the controller's namespace and the garbage
+ * collector ignores owner references across namespaces; build contexts live in S3, images in the
+ * registry. The Function reconciler runs this before it releases the finalizer.
  */
 import { DeleteObjectsCommand, ListObjectsV2Command, type S3Client } from '@aws-sdk/client-s3';
-import type { AnyResource } from '../../core/resources.js';
+import type { FunctionLeftovers } from '../../core/interfaces.js';
 import type { KubeBuildArchive } from './build/build-archive.js';
-import type { KubeWorkloads } from './workloads.js';
 
-export class FunctionCleanup {
+export class KubeFunctionLeftovers implements FunctionLeftovers {
   private readonly options: {
     s3: S3Client;
     bucket: string;
-    workloads: KubeWorkloads;
     /** Removes each build whole: Job, pods, context and (where enabled) registry image. */
     archive: KubeBuildArchive;
   };
 
-  constructor(options: FunctionCleanup['options']) {
+  constructor(options: KubeFunctionLeftovers['options']) {
     this.options = options;
   }
 
-  async run(fn: AnyResource): Promise<void> {
-    const { namespace, name } = fn.metadata;
-    await this.options.workloads.remove(namespace, name);
+  async remove(namespace: string, name: string): Promise<void> {
     const builds = await this.options.archive.list();
     const mine = (b: { namespace: string; name: string }) => b.namespace === namespace && b.name === name;
     const others = builds.filter((b) => !mine(b));

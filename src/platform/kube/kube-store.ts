@@ -30,25 +30,18 @@ export interface KubeStoreOptions {
   logger: Logger;
   /** Namespaces to watch; undefined watches all of them. */
   namespaces?: readonly string[];
-  /** Runs once per deleting Function holding the finalizer; the finalizer is removed when it resolves. */
-  onFunctionDeleting?: (fn: AnyResource) => Promise<void>;
   /**
-   * Where a deleting GitSource holding the finalizer is asked to be reconciled: its reconciler prunes
-   * what it applied and then releases the finalizer (releaseFinalizer). Asked again every
-   * `finalizerRetryMs` while the finalizer stays, since no controller may listen at the time (the
-   * source was deleted while none ran, or before this replica leads); otherwise its Functions would
-   * be orphans.
+   * Where a deleting GitSource or Function holding the finalizer is asked to be reconciled: its
+   * reconciler cleans up (a source prunes what it applied; a Function's builds, contexts and workload
+   * go) and then releases the finalizer (releaseFinalizer). Asked again every `finalizerRetryMs` while
+   * the finalizer stays, since no controller may listen at the time (the object was deleted while
+   * none ran, or before this replica leads); otherwise what it owned would be orphans.
    */
   requests?: Pick<ReconcileRequests, 'request'>;
   /** Delay before a failed watch is retried. */
   retryMs?: number;
-  /** Delay before a failed finalizer cleanup is retried. */
+  /** How often a deleting object that still holds the finalizer is asked for again. */
   finalizerRetryMs?: number;
-  /**
-   * Whether this replica may run finalizers now (only the leader cleans up); while it may not, a
-   * deleting object is looked at again after `finalizerRetryMs`, in case this replica leads by then.
-   */
-  mayFinalize?: () => boolean;
 }
 
 interface Stream {
@@ -95,8 +88,7 @@ export class KubeStore implements ObjectStore {
   private readonly http: KubeHttp;
   private readonly listeners = new Set<(event: StoreEvent) => void>();
   private readonly seen = new Map<string, KubeObject>();
-  private readonly finalizing = new Set<string>();
-  /** Deleting GitSources whose reconcile will be asked for again (requestFinalize). */
+  /** Deleting objects whose reconcile will be asked for again (requestFinalize). */
   private readonly askingAgain = new Set<string>();
   private readonly streams: Stream[] = [];
   private started = false;
@@ -325,8 +317,7 @@ export class KubeStore implements ObjectStore {
     if (previous?.metadata.resourceVersion === object.metadata.resourceVersion) return;
     this.seen.set(key, forWatchCache(object));
     if (isDeleting(object)) {
-      if (object.kind === 'GitSource') this.requestFinalize(object);
-      else if (object.kind === 'Function' && holdsFinalizer(object)) void this.finalize(object);
+      if (object.kind === 'GitSource' || object.kind === 'Function') this.requestFinalize(object);
       if (!previous || !isDeleting(previous))
         this.emit({ type: 'DELETED', object: toResource(object), statusOnly: false });
       return;
@@ -367,16 +358,17 @@ export class KubeStore implements ObjectStore {
   }
 
   /**
-   * A deleting GitSource holding our finalizer is its reconciler's to finalize: asked for now and
-   * again every `finalizerRetryMs` while the finalizer stays, since a request nobody listens to (no
-   * controller runs here yet, or this replica does not lead) is dropped.
+   * A deleting GitSource or Function holding our finalizer is its reconciler's to finalize: asked for
+   * now and again every `finalizerRetryMs` while the finalizer stays, since a request nobody listens
+   * to (no controller runs here yet, or this replica does not lead) is dropped, and a cleanup that
+   * failed is tried again.
    */
   private requestFinalize(object: KubeObject): void {
     const key = keyOf(object.kind, object.metadata.namespace, object.metadata.name);
     const current = this.seen.get(key);
     if (this.stopped || !current || !isDeleting(current) || !holdsFinalizer(current)) return;
     const { namespace, name } = toResource(object).metadata;
-    this.options.requests?.request('GitSource', namespace, name);
+    this.options.requests?.request(object.kind as 'GitSource' | 'Function', namespace, name);
     if (this.askingAgain.has(key)) return;
     this.askingAgain.add(key);
     const again = setTimeout(() => {
@@ -384,37 +376,6 @@ export class KubeStore implements ObjectStore {
       this.requestFinalize(object);
     }, this.options.finalizerRetryMs ?? 10_000);
     again.unref();
-  }
-
-  /** Runs a Function's cleanup hook, then releases our finalizer. */
-  private async finalize(object: KubeObject): Promise<void> {
-    const key = keyOf(object.kind, object.metadata.namespace, object.metadata.name);
-    if (this.finalizing.has(key)) return;
-    if (this.options.mayFinalize && !this.options.mayFinalize()) {
-      this.finalizeLater(object);
-      return;
-    }
-    this.finalizing.add(key);
-    const { namespace, name } = toResource(object).metadata;
-    try {
-      await this.options.onFunctionDeleting?.(toResource(object));
-      await this.releaseFinalizer(object.kind as KindName, namespace, name);
-    } catch (thrown) {
-      this.options.logger.error({ object: key, err: asError(thrown).message }, 'finalizer failed; retrying');
-      this.finalizeLater(object);
-    } finally {
-      this.finalizing.delete(key);
-    }
-  }
-
-  /** No watch event may come for this object again, so a retry cannot wait for one. */
-  private finalizeLater(object: KubeObject): void {
-    const key = keyOf(object.kind, object.metadata.namespace, object.metadata.name);
-    const retry = setTimeout(() => {
-      // Gone meanwhile (another replica finalized it): nothing left to do.
-      if (!this.stopped && this.seen.has(key)) void this.finalize(object);
-    }, this.options.finalizerRetryMs ?? 10_000);
-    retry.unref();
   }
 
   private emit(event: StoreEvent): void {

@@ -13,6 +13,7 @@ import { BuildFailedError, RecordedFailure, RolloutError } from '../../core/erro
 import type {
   Builder,
   EventRecorder,
+  FunctionLeftovers,
   ObjectStore,
   SourceSnapshot,
   WorkloadPlatform,
@@ -63,6 +64,8 @@ export interface FunctionReconcileDeps {
   buildSlot?: <T>(fn: SlessFunction, work: () => Promise<T>) => Promise<T>;
   /** Secrets of the functions' namespaces (read to check references and hash them; never copied). */
   secrets?: SecretReader;
+  /** What a deleted Function leaves beyond its workload; nothing when omitted. */
+  leftovers?: FunctionLeftovers;
 }
 
 /** A function waiting for a secret looks again this often, besides the secret's own events. */
@@ -89,7 +92,11 @@ export async function isFunctionEnabled(store: ObjectStore, fn: SlessFunction): 
   return !triggers.some(disables);
 }
 
-/** The Function is gone: what ran it goes too. */
+/**
+ * The Function is gone, or being deleted: what ran it goes, then what it left (builds), then the
+ * finalizer, so a step that fails keeps the finalizer and the whole pass runs again. Every step is
+ * idempotent: the pass also runs once more when the object is finally gone.
+ */
 export async function finalizeFunction(
   deps: FunctionReconcileDeps,
   namespace: string,
@@ -97,6 +104,8 @@ export async function finalizeFunction(
 ): Promise<void> {
   deps.processes?.release(namespace, name);
   await deps.platform.remove(namespace, name);
+  await deps.leftovers?.remove(namespace, name);
+  await deps.store.releaseFinalizer?.('Function', namespace, name);
 }
 
 export async function reconcileFunction(
