@@ -4,6 +4,8 @@
  * namespace from the manifest.
  */
 import { createHash, createHmac } from 'node:crypto';
+import type { ObjectStore } from '../core/interfaces.js';
+import type { ReconcileRequests } from '../core/reconcile-requests.js';
 import type { SlessFunction } from '../core/resources.js';
 import type { EnvValue, SecretKeyRef } from '../core/schemas.js';
 
@@ -119,4 +121,19 @@ export function valuesHash(secret: SecretValues): string {
     mac.update(value);
   }
   return mac.digest('hex');
+}
+
+/**
+ * Queues every Function of the namespace that references the secret (a rotation rolls them), from
+ * the store's watch cache where it keeps one, else from a list.
+ */
+export async function requeueReferencing(
+  store: ObjectStore,
+  requests: Pick<ReconcileRequests, 'request'>,
+  namespace: string,
+  name: string,
+): Promise<void> {
+  const refers = (fn: SlessFunction) => fn.metadata.namespace === namespace && referencesSecret(fn, name);
+  const functions = store.cached?.('Function', refers) ?? (await store.list('Function', { namespace }));
+  for (const fn of functions.filter(refers)) requests.request('Function', namespace, fn.metadata.name);
 }

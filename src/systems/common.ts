@@ -11,12 +11,10 @@ import type { ActivityBoard } from '../core/activity-board.js';
 import type { ObjectStore, RouteMirror } from '../core/interfaces.js';
 import type { Leadership } from '../core/leadership.js';
 import type { ProxyTally, QueueDepth } from '../core/proxy-tallies.js';
-import type { ReconcileRequests } from '../core/reconcile-requests.js';
 import type { BuildRecord, SlessFunction } from '../core/resources.js';
 import { startupMark } from '../core/startup-marks.js';
 import type { BuildCollector } from '../reconcile/build-gc.js';
 import type { Controller, ControllerObserver } from '../reconcile/controller.js';
-import { referencesSecret } from '../secrets/references.js';
 import { keyVersionOf } from '../secrets/repo-secrets.js';
 import { OutboundPolicy } from '../source/outbound.js';
 
@@ -65,21 +63,6 @@ export function outboundPolicy(tenancy: TenancySettings, logger: Logger): Outbou
       'SLESS_OUTBOUND_DNS: tenant URLs resolve through these name servers',
     );
   return new OutboundPolicy(tenancy.outboundAllow, tenancy.outboundDns);
-}
-
-/**
- * The source given on the command line, with the pin (spec.ref) of the same source as the durable
- * store kept it, so a restart serves the pinned commit, not the branch head. Only for the same
- * repository and branch: a pin means nothing on another one.
-/** Queues every Function of the namespace that references the secret. */
-export async function requeueReferencing(
-  store: ObjectStore,
-  requests: ReconcileRequests,
-  namespace: string,
-  name: string,
-): Promise<void> {
-  for (const fn of await store.list('Function', { namespace }))
-    if (referencesSecret(fn, name)) requests.request('Function', namespace, fn.metadata.name);
 }
 
 /** A key file's version, from its content: a new key is tried on files that failed with the old. */

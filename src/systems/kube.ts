@@ -11,7 +11,6 @@ import type { KubeControllerConfig } from '../config/kube.js';
 import type { Leadership, LeaderTasks } from '../core/leadership.js';
 import { objectKey } from '../core/object-key.js';
 import { ReconcileRequests } from '../core/reconcile-requests.js';
-import { SopsDecryptor } from '../manifest/sops.js';
 import type { KubeAutoscaler } from '../platform/kube/autoscaler.js';
 import type { KanikoBuilder } from '../platform/kube/build/kaniko-builder.js';
 import type { KubeStore } from '../platform/kube/kube-store.js';
@@ -20,13 +19,10 @@ import type { KubeObject } from '../platform/kube/objects.js';
 import type { KubeRouteResolver } from '../platform/kube/routes.js';
 import type { KubeScaler } from '../platform/kube/scaler.js';
 import type { KubeWorkloads } from '../platform/kube/workloads.js';
-import { BuildCollector } from '../reconcile/build-gc.js';
+import type { BuildCollector } from '../reconcile/build-gc.js';
 import type { Controller } from '../reconcile/controller.js';
-import { referencesSecret } from '../secrets/references.js';
-import { RepoSecrets } from '../secrets/repo-secrets.js';
 import type { ClientListener } from '../server/early-listener.js';
 import {
-  buildRecorder,
   controllerContext,
   controllerObserver,
   controlPlaneModules,
@@ -36,7 +32,6 @@ import {
   outboundPolicy,
   type ProxyThread,
   readyFunctionCounts,
-  requeueReferencing,
 } from './common.js';
 
 export interface KubeSystem {
@@ -97,11 +92,8 @@ export async function startKubeSystem(
     { guardedGitHttp },
     { S3Client },
     { loadKubeCredentials },
-    { KanikoBuilder },
-    { KubeFunctionLeftovers },
     { KubeCronScheduler },
     { KubeHttp },
-    { KubeJobRunner },
     { KubeStore },
     { KubeNamespaces },
     { KubeRouteResolver },
@@ -113,29 +105,21 @@ export async function startKubeSystem(
     { kubeWebhookSecrets },
     { KubeWorkloads },
     { KubeFunctionLogs },
-    { DriftWatch },
     { KubeEventRecorder },
     { KubeScaler },
-    { KubeCodeVerdicts },
     { LeaderTerm },
-    { KubeBuildArchive },
-    { RegistryClient, secretCredentials },
-    { BuildWatch },
     { ChangeSignal },
-    { KubeSecrets, kubeAgeKey },
-    { commitStatusReporter },
-    { CodeLayerBuilder },
+    { wireKubeBuilds },
+    { wireKubeSecrets },
+    { registerKubeLeaderWork },
   ] = await Promise.all([
     controlPlaneModules(),
     import('../proxy/function-proxy.js'),
     import('../source/guarded-http.js'),
     import('@aws-sdk/client-s3'),
     import('../platform/kube/kubeconfig.js'),
-    import('../platform/kube/build/kaniko-builder.js'),
-    import('../platform/kube/cleanup.js'),
     import('../platform/kube/cron-scheduler.js'),
     import('../platform/kube/http.js'),
-    import('../platform/kube/job-runner.js'),
     import('../platform/kube/kube-store.js'),
     import('../platform/kube/namespaces.js'),
     import('../platform/kube/routes.js'),
@@ -147,18 +131,13 @@ export async function startKubeSystem(
     import('../platform/kube/webhook-secrets.js'),
     import('../platform/kube/workloads.js'),
     import('../platform/kube/function-logs.js'),
-    import('../platform/kube/drift-watch.js'),
     import('../platform/kube/events.js'),
     import('../platform/kube/scaler.js'),
-    import('../platform/kube/code-verdicts.js'),
     import('../platform/kube/leader-term.js'),
-    import('../platform/kube/build/build-archive.js'),
-    import('../platform/kube/build/registry-client.js'),
-    import('../platform/kube/build/build-watch.js'),
     import('../platform/kube/change-signal.js'),
-    import('../platform/kube/secrets.js'),
-    import('../commitstatus/wire.js'),
-    import('../platform/kube/build/code-layer-build.js'),
+    import('../platform/kube/wire/builds.js'),
+    import('../platform/kube/wire/secrets.js'),
+    import('../platform/kube/wire/leader-work.js'),
   ]);
   const http = new KubeHttp(options.kubeConfig ?? (await loadKubeCredentials()));
   const s3 = new S3Client({
@@ -191,26 +170,6 @@ export async function startKubeSystem(
     rolloutDeadlineMs: config.rolloutDeadlineMs,
     ...(options.pollMs ? { pollMs: options.pollMs } : {}),
   });
-  const archive = new KubeBuildArchive({
-    http,
-    s3,
-    bucket: config.s3.bucket,
-    controllerNamespace: config.controllerNamespace,
-    ...(config.watchNamespaces ? { namespaces: config.watchNamespaces } : {}),
-    ...(config.registryDelete
-      ? {
-          registry: new RegistryClient({
-            registry: config.registry,
-            insecure: config.insecureRegistry,
-            // kaniko's push credentials: the only ones allowed to change the registry.
-            credentials: () =>
-              secretCredentials(http, config.controllerNamespace, config.pushSecret, config.registry),
-          }),
-        }
-      : {}),
-    logger,
-  });
-  const leftovers = new KubeFunctionLeftovers({ s3, bucket: config.s3.bucket, archive });
   // The drift and secret watches ask for reconciles here; the controller of each leader term
   // listens while it runs.
   const requests = new ReconcileRequests();
@@ -298,76 +257,35 @@ export async function startKubeSystem(
   });
   const threadQueues = gateway?.queueDepths?.bind(gateway);
   if (threadQueues) metrics.addQueueDepths(threadQueues);
-  const gc = new BuildCollector({
-    store,
-    archive,
-    limit: config.buildHistory,
-    logger,
-    events,
-    // Every replica may run it, but a pass prunes only while this replica leads.
-    shouldRun: options.isLeader ?? (() => leadership.isLeader()),
-  });
-  const builder = new KanikoBuilder({
+  const builds = wireKubeBuilds({
     http,
     s3,
-    runtimesDir: config.runtimesDir,
+    config,
     logger,
-    controllerNamespace: config.controllerNamespace,
-    registry: config.registry,
-    insecureRegistry: config.insecureRegistry,
-    bucket: config.s3.bucket,
-    s3Endpoint: config.s3.endpoint,
-    s3Region: config.s3.region,
-    s3CredentialsSecret: config.s3.credentialsSecret,
-    pushSecret: config.pushSecret,
-    ...(config.kanikoImage ? { kanikoImage: config.kanikoImage } : {}),
-    registryMap: config.kanikoRegistryMap,
-    ...(config.buildServiceAccount ? { serviceAccountName: config.buildServiceAccount } : {}),
-    ...(options.pollMs ? { pollMs: options.pollMs } : {}),
+    store,
+    events,
     changes,
-    onBuildFinished: buildRecorder(metrics, history, gc),
-    ...(config.codeLayer
-      ? {
-          codeLayer: new CodeLayerBuilder({
-            http,
-            controllerNamespace: config.controllerNamespace,
-            registry: config.registry,
-            insecure: config.insecureRegistry,
-            // The push credentials, read when a build needs them (they may be rotated).
-            credentials: () =>
-              secretCredentials(http, config.controllerNamespace, config.pushSecret, config.registry),
-            logger,
-          }),
-        }
-      : {}),
-  });
-  // Functions' Secrets are read to check and hash them, never copied; SOPS files become Secrets.
-  const secrets = new KubeSecrets({
-    http,
-    logger,
-    ...(config.watchNamespaces ? { namespaces: config.watchNamespaces } : {}),
-  });
-  const ageKey = kubeAgeKey(http, config.controllerNamespace, config.sopsAgeSecret);
-  const repoSecrets = new RepoSecrets({
-    decryptor: new SopsDecryptor({ binary: config.sopsBinary, key: { text: ageKey.text } }),
-    sink: secrets,
-    keyVersion: ageKey.version,
-  });
-  const jobs = new KubeJobRunner({
-    http,
-    logger,
-    imagePullSecrets: config.imagePullSecrets,
+    shouldCollect: options.isLeader ?? (() => leadership.isLeader()),
+    onBuildFinished: (record, fn) => {
+      metrics.buildFinished(record);
+      history.record(record, fn);
+    },
     ...(options.pollMs ? { pollMs: options.pollMs } : {}),
   });
+  const { builder, gc } = builds;
+  const { secrets, repoSecrets } = wireKubeSecrets({
+    http,
+    config,
+    logger,
+    store,
+    requests,
+    leaderTasks: term,
+  });
+  registerKubeLeaderWork({ leaderTasks: term, http, config, logger, store, requests, changes, gitHttp });
   const newController = (): Controller =>
     new Controller({
       store,
-      builder: withCodeGate(
-        builder,
-        config.codeGate,
-        logger,
-        new KubeCodeVerdicts({ http, controllerNamespace: config.controllerNamespace }),
-      ),
+      builder: withCodeGate(builder, config.codeGate, logger, builds.verdicts),
       platform: workloads,
       readers: new KubeSourceReaderFactory({ http, stateDir: config.stateDir, gitHttp }),
       scheduler: new KubeCronScheduler({
@@ -375,7 +293,7 @@ export async function startKubeSystem(
         registryMap: config.kanikoRegistryMap,
         activator: { url: config.activatorUrl, timeoutMs: config.activationTimeoutMs },
       }),
-      jobs,
+      jobs: builds.jobs,
       // Builds are Jobs that run on the cluster; the reconciles themselves never wait on them.
       buildConcurrency: 32,
       // A reconcile never waits on a build or a rollout, but each pass makes several API round
@@ -388,7 +306,7 @@ export async function startKubeSystem(
       observer: controllerObserver(metrics, gc),
       secrets,
       repoSecrets,
-      functionLeftovers: leftovers,
+      functionLeftovers: builds.leftovers,
       requests,
     });
   let ready = false;
@@ -413,60 +331,10 @@ export async function startKubeSystem(
       functionLogs: new KubeFunctionLogs({ http }),
     },
   });
-  // A Deployment, Service or CronJob deleted or edited behind the controller's back is put back at once.
-  term.register('drift watch', () => {
-    const drift = new DriftWatch({
-      http,
-      logger,
-      ...(config.watchNamespaces ? { namespaces: config.watchNamespaces } : {}),
-      changes,
-      onDrift: (owner, ns, name, cause) => {
-        if (cause !== 'instances')
-          logger.info({ [owner]: `${ns}/${name}`, cause }, 'owned object drifted; reconciling');
-        requests.request(owner === 'Trigger' ? 'Trigger' : 'Function', ns, name);
-      },
-    });
-    drift.start();
-    return () => drift.stop();
-  });
-  term.register('commit status', () => {
-    const readers = new KubeSourceReaderFactory({ http, stateDir: config.stateDir, gitHttp });
-    const reporter = commitStatusReporter({
-      store,
-      http: gitHttp,
-      logger,
-      externalUrl: config.externalUrl,
-      credentials: (source) => readers.credentialsOf(source),
-    });
-    reporter.start();
-    return () => reporter.stop();
-  });
-  term.register('build watch', () => {
-    const watch = new BuildWatch({ http, logger, controllerNamespace: config.controllerNamespace, changes });
-    watch.start();
-    return () => watch.stop();
-  });
   // Subscribed before the caches list, so no change goes untold.
   publisher?.start();
   routeCache.start();
   autoscaler.start();
-  // A Secret that changes queues the Functions that reference it: a rotation rolls their pods.
-  term.register('secret watch', () => {
-    const watcher = new KubeSecrets({
-      http,
-      logger,
-      ...(config.watchNamespaces ? { namespaces: config.watchNamespaces } : {}),
-    });
-    watcher.watch((ns, name) => {
-      const referencing = store.cached(
-        'Function',
-        (f) => f.metadata.namespace === ns && referencesSecret(f, name),
-      );
-      if (referencing) for (const f of referencing) requests.request('Function', ns, f.metadata.name);
-      else void requeueReferencing(store, requests, ns, name);
-    });
-    return () => watcher.stop();
-  });
   // The scaler runs on every replica: each holds requests and scales up; it scales down only while
   // this replica leads.
   scaler.start();
@@ -508,13 +376,11 @@ export async function startKubeSystem(
     stop: once(async () => {
       ready = false;
       await term.stop();
-      await gc.stop();
       scaler.stop();
       autoscaler.stop();
       publisher?.stop();
       routeCache.stop();
-      await builder.stop();
-      jobs.stop();
+      await builds.stop();
       store.stop();
       await listener?.drainClients?.();
       await app.close();

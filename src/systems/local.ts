@@ -31,6 +31,7 @@ import { BuildCollector } from '../reconcile/build-gc.js';
 import type { Controller } from '../reconcile/controller.js';
 import { createLauncher, describeIsolation } from '../sandbox/probe.js';
 import { LocalSecretStore } from '../secrets/local-store.js';
+import { requeueReferencing } from '../secrets/references.js';
 import { RepoSecrets } from '../secrets/repo-secrets.js';
 import type { ClientListener } from '../server/early-listener.js';
 import type { GuardedHttpClient } from '../source/guarded-http.js';
@@ -46,7 +47,6 @@ import {
   outboundPolicy,
   type ProxyThread,
   readyFunctionCounts,
-  requeueReferencing,
 } from './common.js';
 
 export interface LocalSystem {

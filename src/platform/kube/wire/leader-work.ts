@@ -1,0 +1,62 @@
+/**
+ * What only the leader runs besides the control loop, registered with the leader term: the drift
+ * watch (an owned Deployment, Service or CronJob edited or deleted by hand is put back), the build
+ * watch (a build Job that moves wakes the build waiting on it) and the commit status reporter.
+ */
+import type { Logger } from 'pino';
+import { commitStatusReporter } from '../../../commitstatus/wire.js';
+import type { KubeControllerConfig } from '../../../config/kube.js';
+import type { ObjectStore } from '../../../core/interfaces.js';
+import type { LeaderTasks } from '../../../core/leadership.js';
+import type { ReconcileRequests } from '../../../core/reconcile-requests.js';
+import type { GuardedHttpClient } from '../../../source/guarded-http.js';
+import { BuildWatch } from '../build/build-watch.js';
+import type { ChangeSignal } from '../change-signal.js';
+import { DriftWatch } from '../drift-watch.js';
+import type { KubeHttp } from '../http.js';
+import { KubeSourceReaderFactory } from '../source-readers.js';
+
+export function registerKubeLeaderWork(deps: {
+  leaderTasks: Pick<LeaderTasks, 'register'>;
+  http: KubeHttp;
+  config: KubeControllerConfig;
+  logger: Logger;
+  store: ObjectStore;
+  requests: ReconcileRequests;
+  changes: ChangeSignal;
+  gitHttp: GuardedHttpClient;
+}): void {
+  const { leaderTasks, http, config, logger, requests, changes } = deps;
+  leaderTasks.register('drift watch', () => {
+    const drift = new DriftWatch({
+      http,
+      logger,
+      ...(config.watchNamespaces ? { namespaces: config.watchNamespaces } : {}),
+      changes,
+      onDrift: (owner, ns, name, cause) => {
+        if (cause !== 'instances')
+          logger.info({ [owner]: `${ns}/${name}`, cause }, 'owned object drifted; reconciling');
+        requests.request(owner === 'Trigger' ? 'Trigger' : 'Function', ns, name);
+      },
+    });
+    drift.start();
+    return () => drift.stop();
+  });
+  leaderTasks.register('commit status', () => {
+    const readers = new KubeSourceReaderFactory({ http, stateDir: config.stateDir, gitHttp: deps.gitHttp });
+    const reporter = commitStatusReporter({
+      store: deps.store,
+      http: deps.gitHttp,
+      logger,
+      externalUrl: config.externalUrl,
+      credentials: (source) => readers.credentialsOf(source),
+    });
+    reporter.start();
+    return () => reporter.stop();
+  });
+  leaderTasks.register('build watch', () => {
+    const watch = new BuildWatch({ http, logger, controllerNamespace: config.controllerNamespace, changes });
+    watch.start();
+    return () => watch.stop();
+  });
+}
