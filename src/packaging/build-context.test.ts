@@ -125,8 +125,12 @@ void createBuildContext({
     });
     const alive = spawn('sleep', ['600'], { stdio: 'ignore' });
     try {
-      const [line] = (await once(writer.stdout, 'data')) as [Buffer];
-      expect(line.toString()).toBe('staged\n');
+      // A writer that fails before it stages says so here, instead of leaving the test to time out.
+      const first = await Promise.race([
+        once(writer.stdout, 'data').then(([line]) => String(line)),
+        once(writer, 'exit').then(([code, signal]) => `writer exited (${code ?? signal}) before staging`),
+      ]);
+      expect(first).toBe('staged\n');
       const staged = (await readdir(dir)).filter((name) => name.startsWith('sless-context-'));
       expect(staged).toEqual([expect.stringMatching(new RegExp(`^sless-context-${writer.pid}-`))]);
       writer.kill('SIGKILL');
