@@ -2,7 +2,6 @@
  * What both systems wire the same way: the logger, the outbound policy, the control plane's modules,
  * and the observers that feed metrics, build history and garbage collection.
  */
-import { readFile } from 'node:fs/promises';
 import { type DestinationStream, type Logger, type LoggerOptions, pino } from 'pino';
 import type { BuildHistory, BuildListener } from '../api/build-history.js';
 import type { FunctionInstanceCount, SlessMetrics } from '../api/metrics.js';
@@ -11,11 +10,9 @@ import type { ActivityBoard } from '../core/activity-board.js';
 import type { ObjectStore, RouteMirror } from '../core/interfaces.js';
 import type { Leadership } from '../core/leadership.js';
 import type { ProxyTally, QueueDepth } from '../core/proxy-tallies.js';
-import type { BuildRecord, SlessFunction } from '../core/resources.js';
 import { startupMark } from '../core/startup-marks.js';
 import type { BuildCollector } from '../reconcile/build-gc.js';
 import type { Controller, ControllerObserver } from '../reconcile/controller.js';
-import { keyVersionOf } from '../secrets/repo-secrets.js';
 import { OutboundPolicy } from '../source/outbound.js';
 
 /** What a system needs of the proxy thread (the Gateway), kept to a type so none loads here. */
@@ -65,15 +62,6 @@ export function outboundPolicy(tenancy: TenancySettings, logger: Logger): Outbou
   return new OutboundPolicy(tenancy.outboundAllow, tenancy.outboundDns);
 }
 
-/** A key file's version, from its content: a new key is tried on files that failed with the old. */
-export async function fileVersion(path: string): Promise<string> {
-  try {
-    return keyVersionOf(await readFile(path, 'utf8'));
-  } catch {
-    return 'unreadable';
-  }
-}
-
 /** Shutdown may be asked for more than once (signals, tests); it runs once and every caller waits. */
 export function once(task: () => Promise<void>): () => Promise<void> {
   let running: Promise<void> | undefined;
@@ -109,19 +97,6 @@ export function controllerObserver(metrics: SlessMetrics, gc: BuildCollector): C
     buildStarted: (fn) => metrics.buildStarted(fn),
     // A reconcile that succeeded may have made an older build unused: history is trimmed soon after.
     functionReconciled: (namespace, name) => gc.request(undefined, { namespace, name }),
-  };
-}
-
-export function buildRecorder(
-  metrics: SlessMetrics,
-  history: BuildHistory,
-  gc: BuildCollector,
-): (record: BuildRecord, fn: SlessFunction) => void {
-  return (record, fn) => {
-    metrics.buildFinished(record);
-    history.record(record, fn);
-    // History grew by one: the oldest may now be past the limit, even if the new one never serves.
-    gc.request(undefined, fn.metadata);
   };
 }
 

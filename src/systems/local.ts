@@ -10,15 +10,13 @@ import { createAuthenticator } from '../api/auth/factory.js';
 import type { SlessMetrics } from '../api/metrics.js';
 import { webhookSecretFor } from '../config/auth.js';
 import { ConfigError, type LocalConfig } from '../config/config.js';
-import { Broadcast } from '../core/broadcast.js';
 import { branchOf } from '../core/defaults.js';
 import type { ObjectStore, ProcessLauncher } from '../core/interfaces.js';
 import { ALWAYS_LEADER } from '../core/leadership.js';
 import { ReconcileRequests } from '../core/reconcile-requests.js';
-import type { BuildRecord, GitSource, SlessFunction } from '../core/resources.js';
+import type { GitSource } from '../core/resources.js';
 import { startupMark } from '../core/startup-marks.js';
-import { SopsDecryptor } from '../manifest/sops.js';
-import { findKeptBuild, LocalBuildArchive } from '../platform/local/build/build-archive.js';
+import { findKeptBuild } from '../platform/local/build/build-archive.js';
 import type { LocalBuilder } from '../platform/local/build/local-builder.js';
 import type { LocalCronScheduler } from '../platform/local/cron-scheduler.js';
 import { FunctionLogBuffer } from '../platform/local/function-logs.js';
@@ -27,21 +25,17 @@ import type { LocalPlatform } from '../platform/local/local-platform.js';
 import { LocalState } from '../platform/local/local-state.js';
 import { MemoryStore } from '../platform/local/memory-store.js';
 import type { FunctionProxy } from '../proxy/function-proxy.js';
-import { BuildCollector } from '../reconcile/build-gc.js';
+import type { BuildCollector } from '../reconcile/build-gc.js';
 import type { Controller } from '../reconcile/controller.js';
 import { createLauncher, describeIsolation } from '../sandbox/probe.js';
 import { LocalSecretStore } from '../secrets/local-store.js';
-import { requeueReferencing } from '../secrets/references.js';
-import { RepoSecrets } from '../secrets/repo-secrets.js';
 import type { ClientListener } from '../server/early-listener.js';
 import type { GuardedHttpClient } from '../source/guarded-http.js';
 import {
-  buildRecorder,
   controllerContext,
   controllerObserver,
   controlPlaneModules,
   createLogger,
-  fileVersion,
   functionInstanceCounts,
   once,
   outboundPolicy,
@@ -351,7 +345,8 @@ async function localControlPlane(
   } = parts;
   const [
     { buildApp, BuildHistory, withCodeGate, Controller },
-    { LocalBuilder },
+    { wireLocalBuilds },
+    { wireLocalSecrets },
     { LocalCronScheduler },
     { LocalJobRunner },
     { LocalSourceReaderFactory },
@@ -359,7 +354,8 @@ async function localControlPlane(
     { TriggerRouter },
   ] = await Promise.all([
     controlPlaneModules(),
-    import('../platform/local/build/local-builder.js'),
+    import('../platform/local/wire/builds.js'),
+    import('../platform/local/wire/secrets.js'),
     import('../platform/local/cron-scheduler.js'),
     import('../platform/local/job-runner.js'),
     import('../platform/local/source-readers.js'),
@@ -367,28 +363,19 @@ async function localControlPlane(
     import('../queue/trigger-router.js'),
   ]);
   const history = new BuildHistory();
-  // The builder tells the collector of each build it finished; the collector needs the builder first.
-  const finishedBuilds = new Broadcast<[BuildRecord, SlessFunction]>();
-  const builder = new LocalBuilder({
-    stateDir: config.stateDir,
-    ...(config.buildCacheDir ? { cacheDir: config.buildCacheDir } : {}),
-    runtimesDir: config.runtimesDir,
+  const { builder, gc } = await wireLocalBuilds({
+    config,
     logger,
     launcher,
-    onBuildFinished: finishedBuilds.emit,
-    failedBuilds: state.failedBuilds,
+    state,
+    store,
+    platform,
+    onBuildFinished: (record, fn) => {
+      metrics.buildFinished(record);
+      history.record(record, fn);
+    },
   });
-  const archive = new LocalBuildArchive({
-    stateDir: config.stateDir,
-    builder,
-    servingDirs: () => platform.pinnedBuildDirs(),
-    limit: config.buildHistory,
-    logger,
-  });
-  // Nothing builds yet: every staging directory is what a kill left behind.
-  await archive.removeLeftovers();
-  const gc = new BuildCollector({ store, archive, limit: config.buildHistory, logger });
-  finishedBuilds.subscribe(buildRecorder(metrics, history, gc));
+  const { repoSecrets } = wireLocalSecrets({ config, secrets, store, requests });
   const scheduler = new LocalCronScheduler({
     routes: platform,
     logger,
@@ -425,25 +412,8 @@ async function localControlPlane(
     quotas: config.tenancy.quotas,
     secrets,
     requests,
-    repoSecrets: new RepoSecrets({
-      decryptor: new SopsDecryptor({
-        binary: config.sopsBinary,
-        key: config.sopsAgeKeyFile ? { file: config.sopsAgeKeyFile } : undefined,
-      }),
-      sink: secrets,
-      ...(config.sopsAgeKeyFile ? { keyVersion: () => fileVersion(config.sopsAgeKeyFile as string) } : {}),
-    }),
+    repoSecrets,
   });
-  // A secret that changes (set, rotated, deleted) queues the functions that reference it.
-  secrets.subscribe((namespace, name) => void requeueReferencing(store, requests, namespace, name));
-  // … and the amqp Triggers whose connection URL it holds.
-  secrets.subscribe(
-    (namespace, name) =>
-      void store.list('Trigger', { namespace }).then((triggers) => {
-        for (const t of triggers)
-          if (t.spec.secretRef?.name === name) requests.request('Trigger', namespace, t.metadata.name);
-      }),
-  );
   let ready = false;
   const stopping = new AbortController();
   const app = await buildApp({

@@ -1070,7 +1070,7 @@ export const MUTATIONS: GuardMutation[] = [
   {
     id: 'secret-change-not-requeued',
     guard: 'A secret set, rotated or deleted through the local store queues the functions that reference it.',
-    file: 'src/systems/local.ts',
+    file: 'src/platform/local/wire/secrets.ts',
     from: '  secrets.subscribe((namespace, name) => void requeueReferencing(store, requests, namespace, name));\n',
     to: '',
     tests: ['test/local/secrets.test.ts'],
