@@ -60,7 +60,7 @@ const BROKEN: Record<string, string> = {
 
 const BROKEN_LINES = [
   'a/function.yaml#0 metadata.name: must be a DNS-1123 label (lowercase letters, digits and "-")',
-  'a/function.yaml#0 spec.runtime: must be one of: nodejs20, python3.11, go1.21, nodejs22, nodejs24, python3.12, python3.13, go1.25',
+  'a/function.yaml#0 spec.runtime: must be one of: nodejs20, python3.11, go1.21, nodejs22, nodejs24, python3.12, python3.13, go1.25, go1.26, go1.27',
   'a/function.yaml#0 spec.memoryMb: must be <= 4096',
   "a/function.yaml#1 spec.schedule: invalid cron schedule: CronPattern: invalid configuration format ('not a schedule'), exactly five, six, or seven space separated parts are required.",
   'b/function.yaml#0 spec.source.path: must stay inside the repository',
