@@ -1,17 +1,19 @@
 /**
  * The key the controller replicas sign their concurrency reports with: a Secret in the controller
  * namespace, which tenants cannot read. Whichever replica first finds it missing creates it with a
- * random key (a create, so of two replicas racing one wins with 409 and both read the winner's).
+ * random key, by server-side apply under a field manager of its own and without force: RBAC can
+ * limit an apply to the Secret's name (a plain create names nothing to limit), and of two replicas
+ * racing, the second's apply conflicts with the first's key (409) and it reads the winner's.
  * It is read once and then kept; it is read again only when a signature did not verify (the Secret
  * may have been replaced) and at most once per `rereadMs`, so neither traffic nor a stranger's
  * forged reports turn into API requests.
  */
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import { asError } from '../../core/errors.js';
-import { isStatus, type KubeHttp } from './http.js';
+import { APPLY_PATCH, isStatus, type KubeHttp } from './http.js';
 import { getObject, type KubeObject } from './objects.js';
-import { collectionPath, SECRET } from './resource-types.js';
+import { objectPath, SECRET } from './resource-types.js';
 
 /** The Secret's data key, and the shortest key accepted (an HMAC-SHA256 key of 256 bits). */
 export const REPLICA_KEY_FIELD = 'key';
@@ -22,6 +24,8 @@ export interface ReplicaKeyOptions {
   logger: Logger;
   namespace: string;
   name: string;
+  /** This replica's identity: its apply's field manager, so two replicas' keys conflict. */
+  identity: string;
   /** The least time between two reads of the Secret (default 30 s). */
   rereadMs?: number;
 }
@@ -74,8 +78,12 @@ export class ReplicaKey {
     const { http, namespace, name } = this.options;
     const found = await getObject<KubeObject>(http, SECRET, namespace, name);
     if (found) return keyOf(found, name);
+    // Field managers are at most 128 characters; pod names may be longer.
+    const manager = `sless-replica-key-${createHash('sha256').update(this.options.identity).digest('hex').slice(0, 16)}`;
     try {
-      const created = await http.request<KubeObject>('POST', collectionPath(SECRET, namespace), {
+      const created = await http.request<KubeObject>('PATCH', objectPath(SECRET, namespace, name), {
+        query: { fieldManager: manager, force: false },
+        contentType: APPLY_PATCH,
         body: {
           apiVersion: 'v1',
           kind: 'Secret',
@@ -87,7 +95,7 @@ export class ReplicaKey {
       this.options.logger.info({ secret: `${namespace}/${name}` }, 'created the replicas’ key');
       return keyOf(created, name);
     } catch (error) {
-      // Another replica created it first: its key is the one.
+      // Another replica made it first: its key is the one.
       if (!isStatus(error, 409)) throw error;
       const winner = await getObject<KubeObject>(http, SECRET, namespace, name);
       if (!winner) throw new Error(`Secret ${name} was created and deleted at once`);

@@ -63,6 +63,7 @@ export class ReplicaReports implements ReplicaReportIntake {
       logger: options.logger,
       namespace: options.namespace,
       name: options.keySecret,
+      identity: options.identity,
     });
   }
 
