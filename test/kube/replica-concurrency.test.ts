@@ -133,7 +133,7 @@ describe('kube autoscaling across replicas: the leader adds what the followers c
     await env?.close();
   });
 
-  it('refuses a report not signed with the replicas’ key, and it changes nothing', async () => {
+  it('refuses a report not signed with the replicas’ key, one sent to a follower, and an old one; none changes anything', async () => {
     expect(leader.leadership.isLeader()).toBe(true);
     expect(follower.leadership.isLeader()).toBe(false);
     expect(await replicas()).toBe(1);
@@ -159,8 +159,26 @@ describe('kube autoscaling across replicas: the leader adds what the followers c
     }
     // The leader made the replicas' key on the first report it had to check; tenants cannot read it.
     const secret = await getObject<KubeObject>(env.http, SECRET, env.controllerNs, 'sless-replica-key');
-    const key = (secret as { data?: { key?: string } } | undefined)?.data?.key ?? '';
-    expect(Buffer.from(key, 'base64')).toHaveLength(32);
+    const key = Buffer.from((secret as { data?: { key?: string } } | undefined)?.data?.key ?? '', 'base64');
+    expect(key).toHaveLength(32);
+    // Signed with the key, a report still counts only at the leader it names, and only when recent
+    // (a captured report replayed later is refused).
+    const toFollower = encodeReport(key, { ...forged, leader: 'replica-b', sentAt: Date.now() });
+    const misdirected = await fetch(`${follower.url}${REPLICA_REPORT_PATH}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', [REPLICA_SIGNATURE_HEADER]: toFollower.signature },
+      body: toFollower.body,
+    });
+    expect(misdirected.status).toBe(409);
+    expect(await misdirected.json()).toEqual({
+      error: 'the report is for replica-b; replica-b does not lead',
+    });
+    const old = encodeReport(key, { ...forged, sentAt: Date.now() - 60_000 });
+    const replayed = await report(old.body, old.signature);
+    expect(replayed.status).toBe(400);
+    expect(((await replayed.json()) as { error: string }).error).toMatch(
+      /^the report was sent 6\d{4} ms from the leader's clock \(at most 30000\)$/,
+    );
     // Ten passes of the leader later, nothing scaled.
     await ticks(10);
     expect(await replicas()).toBe(1);

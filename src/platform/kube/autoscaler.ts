@@ -5,7 +5,9 @@
  * the slot's request-milliseconds, so a burst between two ticks counts for as long as it lasted.
  * Other replicas serve /fn/ too: a follower hands each tick's samples to `onSampled` (which reports
  * them to the leader), and while this replica leads, each sample adds what the other replicas'
- * fresh reports count (`peers`) to its own, so load that arrives at a follower scales as well.
+ * fresh reports count (`peers`) to its own, so load that arrives at a follower scales as well. A
+ * replica that has just become the leader counted only its own requests while it followed, so for
+ * its first stable window it scales out but never in (a failover must not halve a loaded function).
  * While this replica leads, each tick runs core/autoscale.ts's decision over the samples of the
  * stable window and sets the Deployment's replicas through its scale subresource, with the scaler's
  * field manager, as a compare-and-swap on the resourceVersion the informer last saw (a stale one is a
@@ -78,6 +80,8 @@ export class KubeAutoscaler {
   private timer: NodeJS.Timeout | undefined;
   private ticking = false;
   private readonly board: ActivityBoard;
+  /** When this replica's current term as leader began (its first tick as leader). */
+  private leadingSince: number | undefined;
 
   constructor(options: KubeAutoscalerOptions) {
     this.options = options;
@@ -181,6 +185,7 @@ export class KubeAutoscaler {
       const wanted = new Set(functions.map((fn) => objectKey(fn.metadata.namespace, fn.metadata.name)));
       for (const key of [...this.tracked.keys()]) if (!wanted.has(key)) this.retire(key);
       const leading = this.options.isLeader?.() ?? true;
+      this.leadingSince = leading ? (this.leadingSince ?? now) : undefined;
       const autoscaled = functions.filter((fn) => scaleSettingsOf(fn) !== undefined);
       const keys = autoscaled.map((fn) => objectKey(fn.metadata.namespace, fn.metadata.name));
       const others = leading ? this.options.peers?.totals(now, keys) : undefined;
@@ -215,7 +220,10 @@ export class KubeAutoscaler {
     const ready = (deployment.status as { readyReplicas?: number } | undefined)?.readyReplicas ?? 0;
     const decision = decideScale(settings, tracked.samples, now, ready, tracked.state);
     tracked.state = decision.state;
-    const desired = Math.max(decision.desired, 1);
+    let desired = Math.max(decision.desired, 1);
+    // Its samples before this term lack the other replicas' load: no scale-in until they hold it.
+    const newTerm = this.options.peers && now - (this.leadingSince ?? now) < settings.stableWindowMs;
+    if (newTerm && desired < replicas) desired = Math.min(replicas, settings.max);
     if (desired === replicas) return;
     try {
       await this.options.http.request('PATCH', objectPath(DEPLOYMENT, namespace, name, 'scale'), {
