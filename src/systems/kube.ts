@@ -283,7 +283,7 @@ export async function startKubeSystem(
     // The thread counts the requests it serves where the autoscaler reads them.
     ...(gateway ? { activity: gateway.activity, mirror: gateway } : {}),
     ...(replicaReports
-      ? { peers: replicaReports, onSampled: (own, now) => replicaReports.send(own, now) }
+      ? { peers: replicaReports, onSampled: (own, now) => void replicaReports.send(own, now) }
       : {}),
   });
   const routes = new KubeRouteResolver({

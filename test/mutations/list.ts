@@ -1030,6 +1030,24 @@ export const MUTATIONS: GuardMutation[] = [
     tests: ['src/core/replica-concurrency.test.ts'],
   },
   {
+    id: 'replica-reports-end-of-load-untold',
+    guard:
+      "When a follower's load is gone it tells the leader at once with one empty report, rather than leave its last load counted until that expires.",
+    file: 'src/platform/kube/replica-reports.ts',
+    from: 'if (!named && !this.leaderHoldsLoad) return;',
+    to: 'if (!named) return;',
+    tests: ['src/platform/kube/replica-reports.test.ts'],
+  },
+  {
+    id: 'replica-reports-send-time-repeats',
+    guard:
+      "A follower's reports carry strictly increasing send times, so the leader never drops a new one as a duplicate.",
+    file: 'src/platform/kube/replica-reports.ts',
+    from: 'this.lastSentAt = Math.max(now, this.lastSentAt + 1);',
+    to: 'this.lastSentAt = now;',
+    tests: ['src/platform/kube/replica-reports.test.ts'],
+  },
+  {
     id: 'kube-autoscaler-peers-ignored',
     guard: "While it leads, the autoscaler adds the followers' reported load to its own before deciding.",
     file: 'src/platform/kube/autoscaler.ts',

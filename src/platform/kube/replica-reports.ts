@@ -37,7 +37,12 @@ export interface ReplicaReportsOptions {
   leader: Leadership & { leaderUrl(): string | undefined };
   /** How often reports are sent (the autoscaler's tick); a report counts for three of these. */
   intervalMs: number;
+  /** Where the key comes from: the Secret `keySecret` unless given (tests). */
+  key?: KeySource;
 }
+
+/** The replicas' key as ReplicaKey keeps it. */
+export type KeySource = Pick<ReplicaKey, 'get' | 'mismatch'>;
 
 /** How far a report's send time may be from the leader's clock: replicas' clocks follow NTP. */
 const MAX_SKEW_MS = 30_000;
@@ -47,7 +52,7 @@ export class ReplicaReports implements ReplicaReportIntake {
   readonly maxSkewMs = MAX_SKEW_MS;
   private readonly options: ReplicaReportsOptions;
   private readonly peers: ReplicaConcurrency;
-  private readonly replicaKey: ReplicaKey;
+  private readonly replicaKey: KeySource;
   private lastSentAt = 0;
   private sending = false;
   /** The last report delivered named some function: the next, even empty, must be sent. */
@@ -58,13 +63,15 @@ export class ReplicaReports implements ReplicaReportIntake {
     this.options = options;
     this.identity = options.identity;
     this.peers = new ReplicaConcurrency(3 * options.intervalMs);
-    this.replicaKey = new ReplicaKey({
-      http: options.http,
-      logger: options.logger,
-      namespace: options.namespace,
-      name: options.keySecret,
-      identity: options.identity,
-    });
+    this.replicaKey =
+      options.key ??
+      new ReplicaKey({
+        http: options.http,
+        logger: options.logger,
+        namespace: options.namespace,
+        name: options.keySecret,
+        identity: options.identity,
+      });
   }
 
   isLeader(): boolean {
@@ -93,8 +100,11 @@ export class ReplicaReports implements ReplicaReportIntake {
     this.peers.clear();
   }
 
-  /** One tick's own samples, by function key: sent to the leader unless this replica leads. */
-  send(own: ReadonlyMap<string, number>, now: number): void {
+  /**
+   * One tick's own samples, by function key: sent to the leader unless this replica leads. Returns
+   * the delivery when one starts (nobody needs to wait for it; it never rejects).
+   */
+  send(own: ReadonlyMap<string, number>, now: number): Promise<void> | undefined {
     const { leader } = this.options;
     if (leader.isLeader() || this.sending) return;
     const concurrency: Record<string, number> = {};
@@ -108,7 +118,7 @@ export class ReplicaReports implements ReplicaReportIntake {
     this.lastSentAt = Math.max(now, this.lastSentAt + 1);
     const report = { replica: this.identity, leader: holder, sentAt: this.lastSentAt, concurrency };
     this.sending = true;
-    void this.deliver(new URL(REPLICA_REPORT_PATH, url), report, named).finally(() => {
+    return this.deliver(new URL(REPLICA_REPORT_PATH, url), report, named).finally(() => {
       this.sending = false;
     });
   }
@@ -116,7 +126,7 @@ export class ReplicaReports implements ReplicaReportIntake {
   private async deliver(url: URL, report: ReplicaReport & { leader: string }, named: boolean): Promise<void> {
     try {
       const key = await this.replicaKey.get();
-      if (!key) return this.trouble('the replicas’ key cannot be read');
+      if (!key) return this.trouble('no key', 'the replicas’ key cannot be read');
       const { body, signature } = encodeReport(key, report);
       const answer = await fetch(url, {
         method: 'POST',
@@ -126,20 +136,25 @@ export class ReplicaReports implements ReplicaReportIntake {
       });
       const text = await answer.text();
       if (answer.status === 401) this.replicaKey.mismatch();
-      if (!answer.ok) return this.trouble(`the leader answered ${answer.status}: ${text.slice(0, 200)}`);
+      if (!answer.ok)
+        return this.trouble(
+          `status ${answer.status}`,
+          `the leader answered ${answer.status}: ${text.slice(0, 200)}`,
+        );
       this.leaderHoldsLoad = named;
       if (this.problem !== undefined)
         this.options.logger.info({ leader: report.leader }, 'concurrency reports reach the leader again');
       this.problem = undefined;
     } catch (error) {
-      this.trouble(`cannot reach the leader at ${url.origin}: ${asError(error).message}`);
+      const why = asError(error).message;
+      this.trouble(`unreachable ${url.origin}`, `cannot reach the leader at ${url.origin}: ${why}`);
     }
   }
 
-  /** Logged when it first happens, not once per tick. */
-  private trouble(problem: string): void {
-    if (problem !== this.problem)
+  /** Logged when a kind of failure first happens, not once per tick. */
+  private trouble(kind: string, problem: string): void {
+    if (kind !== this.problem)
       this.options.logger.warn({ problem }, 'concurrency report not delivered; the leader scales without it');
-    this.problem = problem;
+    this.problem = kind;
   }
 }
