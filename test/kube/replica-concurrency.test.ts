@@ -2,7 +2,8 @@
  * Autoscaling with two controller replicas against the real kube-apiserver + etcd: load that arrives
  * only at the follower reaches the leader's decision through the follower's signed concurrency
  * reports, and the leader scales the Deployment out to it (and back to `min` once it is gone); a
- * report that is not signed with the replicas' key is refused with 401 and changes nothing. The
+ * report that is not signed with the replicas' key is refused with 401 and changes nothing, and a
+ * replaced key is read again once a signature under the old one failed. The
  * kubelet is played (replicas become ready at once) and the pods are one local server that holds
  * requests until told.
  */
@@ -19,8 +20,10 @@ import {
 } from '../../src/core/replica-report.js';
 import type { FunctionStatus } from '../../src/core/resources.js';
 import { type KubeSystem, startKubeSystem } from '../../src/main.js';
+import { MERGE_PATCH } from '../../src/platform/kube/http.js';
 import { getObject, type KubeObject } from '../../src/platform/kube/objects.js';
-import { DEPLOYMENT, JOB, SECRET } from '../../src/platform/kube/resource-types.js';
+import { ReplicaKey } from '../../src/platform/kube/replica-key.js';
+import { DEPLOYMENT, JOB, objectPath, SECRET } from '../../src/platform/kube/resource-types.js';
 import { kubeConfigFromInfo } from '../cluster/fixture.ts';
 import { functionManifest, git, gitSource, nodeHandler } from '../helpers/git.js';
 import { type RemoteRepo, startRemoteRepo } from '../helpers/remote-repo.js';
@@ -202,4 +205,32 @@ describe('kube autoscaling across replicas: the leader adds what the followers c
     await ticks(10);
     expect(await replicas()).toBe(1);
   }, 120_000);
+
+  it('reads a replaced key again once a signature under the old one failed, at most once per reread period', async () => {
+    const keyOf = (rereadMs: number) =>
+      new ReplicaKey({
+        http: env.http,
+        logger,
+        namespace: env.controllerNs,
+        name: 'sless-replica-key',
+        identity: 'replica-c',
+        rereadMs,
+      });
+    const eager = keyOf(0);
+    const patient = keyOf(3_600_000);
+    const before = await eager.get();
+    expect(await patient.get()).toEqual(before);
+    const rotated = randomBytes(32);
+    await env.http.request('PATCH', objectPath(SECRET, env.controllerNs, 'sless-replica-key'), {
+      contentType: MERGE_PATCH,
+      body: { data: { key: rotated.toString('base64') } },
+    });
+    // Kept while every signature verifies.
+    expect(await eager.get()).toEqual(before);
+    eager.mismatch();
+    patient.mismatch();
+    expect(await eager.get()).toEqual(rotated);
+    // Read within the hour already: a failed signature does not make it read again.
+    expect(await patient.get()).toEqual(before);
+  });
 });
