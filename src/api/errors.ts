@@ -10,10 +10,14 @@ import { httpStatusOf } from './http-status.js';
 /** 401: no credentials, or credentials that do not verify. Carries the RFC 7235 challenge. */
 export class UnauthorizedError extends SlessError {
   readonly challenge: string;
-  constructor(message: string, options: { invalidToken?: boolean; scheme?: 'bearer' | 'webhook' } = {}) {
+  constructor(
+    message: string,
+    options: { invalidToken?: boolean; scheme?: 'bearer' | 'webhook' | 'replica' } = {},
+  ) {
     super(message, { reason: 'Unauthorized', category: 'Unauthenticated' });
     // The description repeats our own message only, never anything taken from the token.
     if (options.scheme === 'webhook') this.challenge = 'HMAC realm="sless-webhooks"';
+    else if (options.scheme === 'replica') this.challenge = 'HMAC realm="sless-replicas"';
     else
       this.challenge = options.invalidToken
         ? `Bearer realm="sless", error="invalid_token", error_description="${message.replace(/["\\]/g, '')}"`

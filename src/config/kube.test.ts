@@ -118,6 +118,7 @@ describe('kube controller config', () => {
       identity: 'sless-controller-7d9f-abcde',
       advertiseUrl: 'http://10.1.2.3:8080',
       timing: { leaseDurationMs: 15_000, renewDeadlineMs: 10_000, retryPeriodMs: 2_000 },
+      replicaKeySecret: 'sless-replica-key',
     });
     expect(load({ POD_IP: 'fd00::5' }, { port: '9000', host: '127.0.0.1' }).leaderElection.advertiseUrl).toBe(
       'http://[fd00::5]:9000',
@@ -133,6 +134,10 @@ describe('kube controller config', () => {
     [{ SLESS_LEASE_RETRY_PERIOD: '10s' }, 'SLESS_LEASE_RETRY_PERIOD must be shorter'],
     [{ SLESS_LEASE_DURATION: 'soon' }, 'SLESS_LEASE_DURATION: "soon"'],
     [{ SLESS_ADVERTISE_URL: '10.1.2.3:8080' }, 'SLESS_ADVERTISE_URL'],
+    [
+      { SLESS_REPLICA_KEY_SECRET: 'Not_A_Name' },
+      'SLESS_REPLICA_KEY_SECRET: "Not_A_Name" is not a Secret name',
+    ],
   ])('refuses leader-election settings %o', (env, message) => {
     expect(() => load(env)).toThrow(ConfigError);
     expect(() => load(env)).toThrow(message);

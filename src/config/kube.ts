@@ -122,6 +122,11 @@ export interface LeaderElectionSettings {
   /** Where followers reach this replica when it leads (http://POD_IP:port); the listen address if unset. */
   readonly advertiseUrl: string | undefined;
   readonly timing: LeaderElectionTiming;
+  /**
+   * The Secret (controller namespace) holding the key followers sign their concurrency reports to
+   * the leader with; the first replica to find it missing creates it.
+   */
+  readonly replicaKeySecret: string;
 }
 
 export type FunctionRoute = 'service-dns' | 'cluster-ip';
@@ -254,6 +259,9 @@ export function loadLeaderElection(env: NodeJS.ProcessEnv, port: number): Leader
     throw new ConfigError('SLESS_LEASE_RENEW_DEADLINE must be shorter than SLESS_LEASE_DURATION');
   if (timing.retryPeriodMs >= timing.renewDeadlineMs)
     throw new ConfigError('SLESS_LEASE_RETRY_PERIOD must be shorter than SLESS_LEASE_RENEW_DEADLINE');
+  const replicaKeySecret = env.SLESS_REPLICA_KEY_SECRET?.trim() || 'sless-replica-key';
+  if (!isDnsSubdomain(replicaKeySecret))
+    throw new ConfigError(`SLESS_REPLICA_KEY_SECRET: "${replicaKeySecret}" is not a Secret name`);
   const advertised = env.SLESS_ADVERTISE_URL?.trim();
   const podIp = env.POD_IP?.trim();
   return Object.freeze({
@@ -266,6 +274,7 @@ export function loadLeaderElection(env: NodeJS.ProcessEnv, port: number): Leader
         ? `http://${podIp.includes(':') ? `[${podIp}]` : podIp}:${port}`
         : undefined,
     timing: Object.freeze(timing),
+    replicaKeySecret,
   });
 }
 

@@ -112,6 +112,8 @@ export async function startKubeSystem(
     { wireKubeBuilds },
     { wireKubeSecrets },
     { registerKubeLeaderWork },
+    { ReplicaReports },
+    { replicaReportRoutes },
   ] = await Promise.all([
     controlPlaneModules(),
     import('../proxy/function-proxy.js'),
@@ -138,6 +140,8 @@ export async function startKubeSystem(
     import('../platform/kube/wire/builds.js'),
     import('../platform/kube/wire/secrets.js'),
     import('../platform/kube/wire/leader-work.js'),
+    import('../platform/kube/replica-reports.js'),
+    import('../api/routes/replica-reports.js'),
   ]);
   const http = new KubeHttp(options.kubeConfig ?? (await loadKubeCredentials()));
   const s3 = new S3Client({
@@ -213,6 +217,18 @@ export async function startKubeSystem(
     ...(options.idleSweepMs ? { sweepMs: options.idleSweepMs } : {}),
     ...(config.watchNamespaces ? { namespaces: config.watchNamespaces } : {}),
   });
+  // Followers report their in-flight requests to the leader, which adds them to its own.
+  const replicaReports = config.leaderElection.enabled
+    ? new ReplicaReports({
+        http,
+        logger,
+        namespace: config.controllerNamespace,
+        keySecret: config.leaderElection.replicaKeySecret,
+        identity: config.leaderElection.identity,
+        leader: { ...leadership, leaderUrl: () => term.leaderUrl() },
+        intervalMs: options.autoscaleTickMs ?? 1000,
+      })
+    : undefined;
   // Every replica counts in-flight requests; only the leader applies the decisions.
   const autoscaler = new KubeAutoscaler({
     http,
@@ -224,6 +240,9 @@ export async function startKubeSystem(
     ...(options.autoscaleTickMs ? { tickMs: options.autoscaleTickMs } : {}),
     // The thread counts the requests it serves where the autoscaler reads them.
     ...(gateway ? { activity: gateway.activity, mirror: gateway } : {}),
+    ...(replicaReports
+      ? { peers: replicaReports, onSampled: (own, now) => void replicaReports.send(own, now) }
+      : {}),
   });
   const routes = new KubeRouteResolver({
     cache: routeCache,
@@ -331,6 +350,14 @@ export async function startKubeSystem(
       functionLogs: new KubeFunctionLogs({ http }),
     },
   });
+  if (replicaReports) {
+    await app.register(replicaReportRoutes, { intake: replicaReports });
+    // Each term counts only the reports sent to it.
+    term.register('replica reports', () => {
+      replicaReports.clear();
+      return () => replicaReports.clear();
+    });
+  }
   // Subscribed before the caches list, so no change goes untold.
   publisher?.start();
   routeCache.start();

@@ -19,6 +19,7 @@ import { KubeCodeVerdicts } from '../../src/platform/kube/code-verdicts.js';
 import { KubeApiError, KubeHttp } from '../../src/platform/kube/http.js';
 import { KubeNamespaces } from '../../src/platform/kube/namespaces.js';
 import { apply, getObject } from '../../src/platform/kube/objects.js';
+import { ReplicaKey } from '../../src/platform/kube/replica-key.js';
 import {
   CRONJOB,
   DEPLOYMENT,
@@ -306,6 +307,20 @@ describe('RBAC of deploy/', () => {
     // A verdict is never overwritten, not even by the controller.
     await verdicts.set('k'.repeat(32), { ...verdict, check: { result: 'Passed', message: 'fine' } });
     expect(await verdicts.get('k'.repeat(32))).toEqual(verdict);
+    // The replicas' key: two replicas that both find it missing make it at once, and hold one key.
+    const replicaKey = (identity: string) =>
+      new ReplicaKey({
+        http: asController,
+        logger: pino({ level: 'silent' }),
+        namespace: env.controllerNs,
+        name: 'sless-replica-key',
+        identity,
+      });
+    const [one, two] = await Promise.all([replicaKey('replica-1').get(), replicaKey('replica-2').get()]);
+    expect(one).toHaveLength(32);
+    expect(two).toEqual(one);
+    const stored = await getObject<SecretObject>(env.http, SECRET, env.controllerNs, 'sless-replica-key');
+    expect(Buffer.from(stored?.data?.key ?? '', 'base64')).toEqual(one);
   });
 
   it('denies what the controller must never do', async () => {
@@ -344,6 +359,9 @@ describe('RBAC of deploy/', () => {
       ),
     ).toBe(403);
     expect(await denied(applied(env.ns, 'sless-registry-push'))).toBe(403);
+    // The replicas' key by its name, in the controller namespace only.
+    expect(await denied(applied(env.ns, 'sless-replica-key'))).toBe(403);
+    expect(await denied(applied(env.controllerNs, `x-${suffix()}`))).toBe(403);
     expect(await denied(applied(env.ns, `x-${suffix()}`))).toBe(403);
     expect(
       await denied(

@@ -969,6 +969,101 @@ export const MUTATIONS: GuardMutation[] = [
     to: 'Math.max(wantPanic, state.panicPeak)',
     tests: ['src/core/autoscale.test.ts'],
   },
+  // ---- Autoscaling across controller replicas: followers' signed reports to the leader ----
+  {
+    id: 'replica-report-signature-unchecked',
+    guard: "A replica's concurrency report counts only when its HMAC under the replicas' key matches.",
+    file: 'src/core/replica-report.ts',
+    from: "return timingSafeEqual(mac(key, body), Buffer.from(match[1] as string, 'hex'));",
+    to: 'return true;',
+    tests: ['src/core/replica-report.test.ts', 'test/kube/replica-concurrency.test.ts'],
+  },
+  {
+    id: 'replica-report-route-skips-signature',
+    guard:
+      "The leader's report endpoint, which tenants' pods can reach, refuses a report whose signature does not verify with 401.",
+    file: 'src/api/routes/replica-reports.ts',
+    from: 'if (!signatureMatches(key, body, Array.isArray(header) ? header[0] : header)) {',
+    to: 'if (header === undefined) {',
+    tests: ['test/kube/replica-concurrency.test.ts'],
+  },
+  {
+    id: 'replica-report-follower-records',
+    guard: 'A replica that does not lead counts no report, even one addressed to it.',
+    file: 'src/api/routes/replica-reports.ts',
+    from: 'if (!intake.isLeader() || report.leader !== intake.identity)',
+    to: 'if (report.leader !== intake.identity)',
+    tests: ['test/kube/replica-concurrency.test.ts'],
+  },
+  {
+    id: 'replica-report-old-accepted',
+    guard: 'A signed report sent long ago (a captured one, replayed) is refused.',
+    file: 'src/api/routes/replica-reports.ts',
+    from: 'if (Math.abs(now - report.sentAt) > intake.maxSkewMs)',
+    to: 'if (report.sentAt - now > intake.maxSkewMs)',
+    tests: ['test/kube/replica-concurrency.test.ts'],
+  },
+  {
+    id: 'replica-concurrency-never-expires',
+    guard:
+      "A replica's report stops counting three report intervals after it arrived (a dead replica's load goes).",
+    file: 'src/core/replica-concurrency.ts',
+    from: 'return now - held.receivedAt < this.freshForMs;',
+    to: 'return true;',
+    tests: ['src/core/replica-concurrency.test.ts'],
+  },
+  {
+    id: 'replica-concurrency-max-not-sum',
+    guard: "The leader's input is the sum over the replicas' fresh reports, not the largest of them.",
+    file: 'src/core/replica-concurrency.ts',
+    from: 'if (total !== undefined) sums.set(key, total + value);',
+    to: 'if (total !== undefined) sums.set(key, Math.max(total, value));',
+    tests: ['src/core/replica-concurrency.test.ts'],
+  },
+  {
+    id: 'replica-concurrency-duplicate-renews',
+    guard:
+      'A report that arrives again (or out of order) is dropped: it neither replaces a newer one nor stays fresh longer.',
+    file: 'src/core/replica-concurrency.ts',
+    from: 'report.sentAt <= held.sentAt',
+    to: 'report.sentAt < held.sentAt',
+    tests: ['src/core/replica-concurrency.test.ts'],
+  },
+  {
+    id: 'replica-reports-end-of-load-untold',
+    guard:
+      "When a follower's load is gone it tells the leader at once with one empty report, rather than leave its last load counted until that expires.",
+    file: 'src/platform/kube/replica-reports.ts',
+    from: 'if (!named && !this.leaderHoldsLoad) return;',
+    to: 'if (!named) return;',
+    tests: ['src/platform/kube/replica-reports.test.ts'],
+  },
+  {
+    id: 'replica-reports-send-time-repeats',
+    guard:
+      "A follower's reports carry strictly increasing send times, so the leader never drops a new one as a duplicate.",
+    file: 'src/platform/kube/replica-reports.ts',
+    from: 'this.lastSentAt = Math.max(now, this.lastSentAt + 1);',
+    to: 'this.lastSentAt = now;',
+    tests: ['src/platform/kube/replica-reports.test.ts'],
+  },
+  {
+    id: 'kube-autoscaler-peers-ignored',
+    guard: "While it leads, the autoscaler adds the followers' reported load to its own before deciding.",
+    file: 'src/platform/kube/autoscaler.ts',
+    from: 'concurrency: mine + (others?.get(key) ?? 0)',
+    to: 'concurrency: mine',
+    tests: ['src/platform/kube/autoscaler.test.ts', 'test/kube/replica-concurrency.test.ts'],
+  },
+  {
+    id: 'kube-autoscaler-new-leader-scales-in',
+    guard:
+      "A new leader, whose samples lack the other replicas' load, does not scale in during its first stable window.",
+    file: 'src/platform/kube/autoscaler.ts',
+    from: 'if (newTerm && desired < replicas)',
+    to: 'if (false && newTerm && desired < replicas)',
+    tests: ['src/platform/kube/autoscaler.test.ts'],
+  },
   {
     id: 'autoscaler-apply-noop',
     guard:

@@ -3,6 +3,11 @@
  * main thread's) count in-flight requests per function with `spec.scale` in the function's slot of a
  * shared ActivityBoard; every tick takes the time-weighted in-flight average since the last one from
  * the slot's request-milliseconds, so a burst between two ticks counts for as long as it lasted.
+ * Other replicas serve /fn/ too: a follower hands each tick's samples to `onSampled` (which reports
+ * them to the leader), and while this replica leads, each sample adds what the other replicas'
+ * fresh reports count (`peers`) to its own, so load that arrives at a follower scales as well. A
+ * replica that has just become the leader counted only its own requests while it followed, so for
+ * its first stable window it scales out but never in (a failover must not halve a loaded function).
  * While this replica leads, each tick runs core/autoscale.ts's decision over the samples of the
  * stable window and sets the Deployment's replicas through its scale subresource, with the scaler's
  * field manager, as a compare-and-swap on the resourceVersion the informer last saw (a stale one is a
@@ -50,6 +55,10 @@ export interface KubeAutoscalerOptions {
   activity?: ActivityBoard;
   /** The gateway thread's routes: a slot is reused only once no route it was told names it. */
   mirror?: Pick<RouteMirror, 'synced'>;
+  /** The other replicas' fresh reports, summed per function key; added to this replica's own while it leads. */
+  peers?: { totals(now: number, functions: Iterable<string>): Map<string, number> };
+  /** Every tick's samples of this replica's own requests, by function key (a follower reports them). */
+  onSampled?: (own: ReadonlyMap<string, number>, now: number) => void;
 }
 
 interface Tracked {
@@ -71,6 +80,8 @@ export class KubeAutoscaler {
   private timer: NodeJS.Timeout | undefined;
   private ticking = false;
   private readonly board: ActivityBoard;
+  /** When this replica's current term as leader began (its first tick as leader). */
+  private leadingSince: number | undefined;
 
   constructor(options: KubeAutoscalerOptions) {
     this.options = options;
@@ -173,15 +184,25 @@ export class KubeAutoscaler {
       if (!functions) return;
       const wanted = new Set(functions.map((fn) => objectKey(fn.metadata.namespace, fn.metadata.name)));
       for (const key of [...this.tracked.keys()]) if (!wanted.has(key)) this.retire(key);
-      for (const fn of functions) {
+      const leading = this.options.isLeader?.() ?? true;
+      this.leadingSince = leading ? (this.leadingSince ?? now) : undefined;
+      const autoscaled = functions.filter((fn) => scaleSettingsOf(fn) !== undefined);
+      const keys = autoscaled.map((fn) => objectKey(fn.metadata.namespace, fn.metadata.name));
+      const others = leading ? this.options.peers?.totals(now, keys) : undefined;
+      const own = new Map<string, number>();
+      for (const [index, fn] of autoscaled.entries()) {
         const settings = scaleSettingsOf(fn);
+        const key = keys[index] as string;
         if (!settings) continue;
-        const tracked = this.trackedOf(objectKey(fn.metadata.namespace, fn.metadata.name));
-        tracked.samples.push({ at: now, concurrency: this.sample(tracked, now) });
+        const tracked = this.trackedOf(key);
+        const mine = this.sample(tracked, now);
+        own.set(key, mine);
+        tracked.samples.push({ at: now, concurrency: mine + (others?.get(key) ?? 0) });
         const oldest = now - settings.stableWindowMs;
         while ((tracked.samples[0]?.at ?? now) <= oldest) tracked.samples.shift();
-        if (this.options.isLeader?.() ?? true) await this.decide(fn, tracked, now);
+        if (leading) await this.decide(fn, tracked, now);
       }
+      this.options.onSampled?.(own, now);
     } catch (error) {
       this.options.logger.warn({ err: asError(error).message }, 'autoscaling pass failed');
     } finally {
@@ -199,7 +220,10 @@ export class KubeAutoscaler {
     const ready = (deployment.status as { readyReplicas?: number } | undefined)?.readyReplicas ?? 0;
     const decision = decideScale(settings, tracked.samples, now, ready, tracked.state);
     tracked.state = decision.state;
-    const desired = Math.max(decision.desired, 1);
+    let desired = Math.max(decision.desired, 1);
+    // Its samples before this term lack the other replicas' load: no scale-in until they hold it.
+    const newTerm = this.options.peers && now - (this.leadingSince ?? now) < settings.stableWindowMs;
+    if (newTerm && desired < replicas) desired = Math.min(replicas, settings.max);
     if (desired === replicas) return;
     try {
       await this.options.http.request('PATCH', objectPath(DEPLOYMENT, namespace, name, 'scale'), {

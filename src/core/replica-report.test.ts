@@ -1,0 +1,78 @@
+/**
+ * The replicas' report wire form: the signature is pinned (a golden value, so a change of the MAC's
+ * input is a visible protocol change), any other key or any changed byte fails, and a malformed
+ * body is refused with a reason.
+ */
+import { createHmac } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { encodeReport, parseReport, REPORT_LIMITS, signatureMatches, signReport } from './replica-report.js';
+
+const KEY = Buffer.alloc(32, 7);
+const REPORT = { replica: 'r-b', leader: 'r-a', sentAt: 1_700_000_000_000, concurrency: { 'ns/fn': 2.5 } };
+
+describe('replica report signatures', () => {
+  it('signs the body under the key, after a domain prefix', () => {
+    const { body, signature } = encodeReport(KEY, REPORT);
+    expect(body).toBe('{"replica":"r-b","leader":"r-a","sentAt":1700000000000,"concurrency":{"ns/fn":2.5}}');
+    const expected = createHmac('sha256', KEY)
+      .update(`sless replica concurrency report v1\n${body}`)
+      .digest('hex');
+    expect(signature).toBe(`v1=${expected}`);
+    expect(signatureMatches(KEY, Buffer.from(body), signature)).toBe(true);
+  });
+
+  it.each([
+    ['no header', undefined],
+    ['an empty header', ''],
+    ['another key', signReport(Buffer.alloc(32, 8), Buffer.from(encodeReport(KEY, REPORT).body))],
+    ['no scheme', encodeReport(KEY, REPORT).signature.slice(3)],
+    ['a short digest', encodeReport(KEY, REPORT).signature.slice(0, -2)],
+    ['upper-case hex', encodeReport(KEY, REPORT).signature.toUpperCase().replace('V1=', 'v1=')],
+    [
+      'the MAC without the domain prefix',
+      `v1=${createHmac('sha256', KEY).update(encodeReport(KEY, REPORT).body).digest('hex')}`,
+    ],
+  ])('refuses %s', (_what, header) => {
+    expect(signatureMatches(KEY, Buffer.from(encodeReport(KEY, REPORT).body), header)).toBe(false);
+  });
+
+  it('refuses the signature of a body changed by one byte', () => {
+    const { body, signature } = encodeReport(KEY, REPORT);
+    expect(signatureMatches(KEY, Buffer.from(body.replace('2.5', '9.5')), signature)).toBe(false);
+  });
+});
+
+describe('parseReport', () => {
+  it('reads what encodeReport wrote', () => {
+    expect(parseReport(Buffer.from(encodeReport(KEY, REPORT).body))).toEqual(REPORT);
+  });
+
+  const body = (patch: Record<string, unknown>) => Buffer.from(JSON.stringify({ ...REPORT, ...patch }));
+  it.each([
+    ['not JSON', Buffer.from('{'), 'the body is not JSON'],
+    ['an array', Buffer.from('[]'), 'the body must be an object'],
+    ['no replica', body({ replica: undefined }), 'replica must be a name'],
+    ['an empty leader', body({ leader: '' }), 'leader must be a name'],
+    ['a fractional sentAt', body({ sentAt: 1.5 }), 'sentAt must be a positive integer'],
+    ['a negative average', body({ concurrency: { 'ns/fn': -1 } }), "ns/fn's in-flight average"],
+    [
+      'an average past the limit',
+      body({ concurrency: { 'ns/fn': REPORT_LIMITS.concurrency + 1 } }),
+      'must be within',
+    ],
+    ['a string average', body({ concurrency: { 'ns/fn': '3' } }), 'must be within'],
+    ['a key without a namespace', body({ concurrency: { fn: 1 } }), 'a function key must be namespace/name'],
+    ['concurrency as a list', body({ concurrency: [1] }), 'concurrency must be an object'],
+    [
+      'too many functions',
+      body({
+        concurrency: Object.fromEntries(
+          Array.from({ length: REPORT_LIMITS.functions + 1 }, (_, i) => [`ns/f${i}`, 1]),
+        ),
+      }),
+      `more than ${REPORT_LIMITS.functions} functions`,
+    ],
+  ])('refuses %s', (_what, raw, message) => {
+    expect(() => parseReport(raw)).toThrow(message);
+  });
+});
