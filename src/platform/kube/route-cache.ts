@@ -7,6 +7,7 @@
 import type { Logger } from 'pino';
 import type { StoreEvent } from '../../core/interfaces.js';
 import type { SlessFunction } from '../../core/resources.js';
+import { readyAddressesOf } from './endpoints.js';
 import type { KubeHttp } from './http.js';
 import { Informer } from './informer.js';
 import { LABEL_COMPONENT, LABEL_FUNCTION, LABEL_MANAGED_BY, MANAGED_BY } from './labels.js';
@@ -23,7 +24,7 @@ export interface FunctionCache {
   subscribe(listener: (event: StoreEvent) => void): () => void;
 }
 
-/** A function whose route may have changed: its Function, Deployment or Service changed. */
+/** A function whose route may have changed: its Function, Deployment, Service or endpoints changed. */
 export type RouteChangeListener = (namespace: string, name: string) => void;
 
 export interface RouteCacheOptions {
@@ -38,11 +39,7 @@ export interface RouteCacheOptions {
 }
 
 const FUNCTION_SELECTOR = `${LABEL_MANAGED_BY}=${MANAGED_BY},${LABEL_COMPONENT}=function`;
-
-interface EndpointEntry {
-  addresses?: string[];
-  conditions?: { ready?: boolean };
-}
+const NO_ADDRESSES: readonly string[] = Object.freeze([]);
 
 export class KubeRouteCache {
   readonly functions: FunctionCache;
@@ -51,6 +48,11 @@ export class KubeRouteCache {
   private readonly slices: Informer;
   /** EndpointSlices by `namespace/service`, kept beside the informer's own map. */
   private readonly slicesByService = new Map<string, Map<string, KubeObject>>();
+  /**
+   * Ready addresses by `namespace/service`, read once per change of its slices: every `/fn/`
+   * request reads them, and the same array (by identity) says nothing changed.
+   */
+  private readonly readyByService = new Map<string, readonly string[]>();
   private readonly changeListeners = new Set<RouteChangeListener>();
   private unsubscribeFunctions: (() => void) | undefined;
 
@@ -106,9 +108,9 @@ export class KubeRouteCache {
   }
 
   /**
-   * Called with each function whose Function, Deployment or Service changed (added, changed, removed,
-   * a re-list included), once the cache holds the change. Endpoint changes are not told: only the
-   * route of a function at zero reads them, and that is resolved request by request.
+   * Called with each function whose Function, Deployment, Service or EndpointSlices changed (added,
+   * changed, removed, a re-list included), once the cache holds the change: an always-on function's
+   * route carries its ready endpoints.
    */
   onChange(listener: RouteChangeListener): () => void {
     this.changeListeners.add(listener);
@@ -164,17 +166,20 @@ export class KubeRouteCache {
     return this.services?.get(namespace, serviceName(name));
   }
 
-  /** The ready endpoint addresses of the function's Service, sorted. */
-  readyAddresses(namespace: string, name: string): string[] {
-    const slices = this.slicesByService.get(`${namespace}/${serviceName(name)}`);
-    const ready: string[] = [];
-    for (const slice of slices?.values() ?? []) {
-      const endpoints = (slice as { endpoints?: EndpointEntry[] }).endpoints ?? [];
-      for (const endpoint of endpoints)
-        if (endpoint.conditions?.ready !== false && endpoint.addresses?.[0])
-          ready.push(endpoint.addresses[0]);
+  /**
+   * The ready endpoint addresses of the function's Service, sorted (see endpoints.ts): the same
+   * array until its EndpointSlices change. Not to be changed.
+   */
+  readyAddresses(namespace: string, name: string): readonly string[] {
+    const key = `${namespace}/${serviceName(name)}`;
+    let ready = this.readyByService.get(key);
+    if (!ready) {
+      const slices = this.slicesByService.get(key);
+      if (!slices) return NO_ADDRESSES;
+      ready = Object.freeze(readyAddressesOf(slices.values()));
+      this.readyByService.set(key, ready);
     }
-    return ready.sort();
+    return ready;
   }
 
   private changed(namespace: string | undefined, name: string | undefined): void {
@@ -186,16 +191,19 @@ export class KubeRouteCache {
     const service = slice.metadata.labels?.['kubernetes.io/service-name'];
     if (!service) return;
     const key = `${slice.metadata.namespace}/${service}`;
+    this.readyByService.delete(key);
     let slices = this.slicesByService.get(key);
     if (removed) {
       slices?.delete(slice.metadata.name);
       if (slices?.size === 0) this.slicesByService.delete(key);
-      return;
+    } else {
+      if (!slices) {
+        slices = new Map();
+        this.slicesByService.set(key, slices);
+      }
+      slices.set(slice.metadata.name, slice);
     }
-    if (!slices) {
-      slices = new Map();
-      this.slicesByService.set(key, slices);
-    }
-    slices.set(slice.metadata.name, slice);
+    // The EndpointSlice controller copies the Service's labels, the function's name among them.
+    this.changed(slice.metadata.namespace, slice.metadata.labels?.[LABEL_FUNCTION]);
   }
 }

@@ -1,0 +1,36 @@
+/**
+ * What a function Service's EndpointSlices say: the addresses of its pods that may take requests,
+ * and the origin at which such a pod's runtime answers. The one reading of them, for the route
+ * cache (from its informer) and the scaler (from a list, without a cache).
+ */
+import { FUNCTION_PORT } from './labels.js';
+import type { KubeObject } from './objects.js';
+
+interface EndpointEntry {
+  addresses?: string[];
+  conditions?: { ready?: boolean; serving?: boolean; terminating?: boolean };
+}
+
+/**
+ * The ready endpoint addresses of `slices`, sorted. Not ready (failing its probe, or terminating:
+ * Kubernetes marks a terminating endpoint not ready) is never taken; a condition left out means
+ * ready, as the EndpointSlice API says its consumers are to read an unknown state.
+ */
+export function readyAddressesOf(slices: Iterable<KubeObject>): string[] {
+  const ready: string[] = [];
+  for (const slice of slices) {
+    const endpoints = (slice as { endpoints?: EndpointEntry[] }).endpoints ?? [];
+    for (const endpoint of endpoints) {
+      const conditions = endpoint.conditions;
+      if (conditions?.ready === false || conditions?.terminating === true) continue;
+      const address = endpoint.addresses?.[0];
+      if (address) ready.push(address);
+    }
+  }
+  return ready.sort();
+}
+
+/** Where a pod at `address` (IPv4 or IPv6) answers: the runtime's port. */
+export function addressOrigin(address: string): string {
+  return `http://${address.includes(':') ? `[${address}]` : address}:${FUNCTION_PORT}`;
+}
