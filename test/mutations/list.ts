@@ -1714,11 +1714,45 @@ export const MUTATIONS: GuardMutation[] = [
     tests: ['test/kube/endpoint-balance.test.ts'],
   },
   {
-    id: 'lb-ready-addresses-stale',
+    id: 'lb-serving-addresses-stale',
     guard:
-      "A function's ready addresses are read again once its EndpointSlices change: a removed endpoint gets nothing more.",
+      "A function's serving endpoints are read again once its EndpointSlices change: a removed endpoint gets nothing more.",
     file: 'src/platform/kube/route-cache.ts',
-    from: '    this.readyByService.delete(key);\n',
+    from: '    this.servingByService.delete(key);\n',
+    to: '',
+    tests: ['test/kube/endpoint-balance.test.ts'],
+  },
+  {
+    id: 'lb-rolling-revision-picked',
+    guard:
+      "Only endpoints whose pod runs the serving revision get requests: a rolling-out revision's ready pods get none before status names it serving.",
+    file: 'src/platform/kube/route-cache.ts',
+    from: '(pod) => this.podRevisions.get(objectKey(namespace, pod)) === revision',
+    to: '() => true',
+    tests: ['test/kube/endpoint-balance.test.ts'],
+  },
+  {
+    id: 'lb-unnamed-endpoint-picked',
+    guard: 'An endpoint that names no pod (so no revision) never gets a request.',
+    file: 'src/platform/kube/endpoints.ts',
+    from: 'if (pod === undefined || !podAccepted(pod)) continue;',
+    to: 'if (pod !== undefined && !podAccepted(pod)) continue;',
+    tests: ['test/kube/endpoint-balance.test.ts'],
+  },
+  {
+    id: 'lb-pod-seen-not-published',
+    guard:
+      "A function pod first seen after its endpoint republishes the function's route, so the gateway thread starts using it.",
+    file: 'src/platform/kube/route-cache.ts',
+    from: '    this.servingByService.delete(service);\n    this.changed(namespace, fn);\n',
+    to: '    this.servingByService.delete(service);\n',
+    tests: ['test/kube/endpoint-balance.test.ts'],
+  },
+  {
+    id: 'lb-pod-revision-stale',
+    guard: "A function's serving endpoints are read again once one of its pods is first seen or gone.",
+    file: 'src/platform/kube/route-cache.ts',
+    from: '    this.servingByService.delete(service);\n',
     to: '',
     tests: ['test/kube/endpoint-balance.test.ts'],
   },

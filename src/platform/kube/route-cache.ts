@@ -1,18 +1,27 @@
 /**
  * What `/fn/` routing and the scaler read of the cluster, held in memory by informers: the function
- * Deployments (available and desired replicas, the last request noted), their Services (ClusterIP)
- * and their EndpointSlices (ready pod addresses). Functions come from the store's own watch. Nothing
- * here asks the API server per request; with the API server gone, the last known state stays.
+ * Deployments (available and desired replicas, the last request noted), their Services (ClusterIP),
+ * their EndpointSlices (ready pod addresses) and their pods (which revision each runs: a slice lists
+ * every ready pod of the Service, a rolling-out revision's too). Functions come from the store's own
+ * watch. Nothing here asks the API server per request; with the API server gone, the last known state
+ * stays.
  */
 import type { Logger } from 'pino';
 import type { StoreEvent } from '../../core/interfaces.js';
+import { objectKey } from '../../core/object-key.js';
 import type { SlessFunction } from '../../core/resources.js';
 import { readyAddressesOf } from './endpoints.js';
 import type { KubeHttp } from './http.js';
 import { Informer } from './informer.js';
-import { LABEL_COMPONENT, LABEL_FUNCTION, LABEL_MANAGED_BY, MANAGED_BY } from './labels.js';
+import {
+  ANNOTATION_REVISION,
+  LABEL_COMPONENT,
+  LABEL_FUNCTION,
+  LABEL_MANAGED_BY,
+  MANAGED_BY,
+} from './labels.js';
 import type { KubeObject } from './objects.js';
-import { DEPLOYMENT, ENDPOINT_SLICE, SERVICE } from './resource-types.js';
+import { DEPLOYMENT, ENDPOINT_SLICE, POD, SERVICE } from './resource-types.js';
 import { serviceName } from './workload-manifests.js';
 
 /** The store's side: Functions as its watch last saw them. */
@@ -24,7 +33,10 @@ export interface FunctionCache {
   subscribe(listener: (event: StoreEvent) => void): () => void;
 }
 
-/** A function whose route may have changed: its Function, Deployment, Service or endpoints changed. */
+/**
+ * A function whose route may have changed: its Function, Deployment, Service or endpoints changed,
+ * or a pod of it was first seen or gone.
+ */
 export type RouteChangeListener = (namespace: string, name: string) => void;
 
 export interface RouteCacheOptions {
@@ -53,6 +65,14 @@ export class KubeRouteCache {
    * request reads them, and the same array (by identity) says nothing changed.
    */
   private readonly readyByService = new Map<string, readonly string[]>();
+  private readonly pods: Informer;
+  /** The revision each function pod runs (its template's annotation), by `namespace/pod`. */
+  private readonly podRevisions = new Map<string, string>();
+  /**
+   * The ready addresses of the serving revision's pods, by `namespace/service`, read once per change
+   * of the slices, of the pods known or of the revision asked for; the same array says nothing changed.
+   */
+  private readonly servingByService = new Map<string, { revision: string; addresses: readonly string[] }>();
   private readonly changeListeners = new Set<RouteChangeListener>();
   private unsubscribeFunctions: (() => void) | undefined;
 
@@ -89,6 +109,13 @@ export class KubeRouteCache {
       selector: LABEL_FUNCTION,
       onChange: (slice, removed) => this.indexSlice(slice, removed),
     });
+    // Only which revision a pod runs is read, and it never changes for a pod: status updates are no change.
+    this.pods = new Informer({
+      ...common,
+      type: POD,
+      selector: FUNCTION_SELECTOR,
+      onChange: (pod, removed) => this.indexPod(pod, removed),
+    });
   }
 
   start(): void {
@@ -96,6 +123,7 @@ export class KubeRouteCache {
     this.deployments.start();
     this.services?.start();
     this.slices.start();
+    this.pods.start();
   }
 
   stop(): void {
@@ -105,6 +133,7 @@ export class KubeRouteCache {
     this.deployments.stop();
     this.services?.stop();
     this.slices.stop();
+    this.pods.stop();
   }
 
   /**
@@ -121,7 +150,10 @@ export class KubeRouteCache {
     return () => this.changeListeners.delete(listener);
   }
 
-  /** Everything has been listed once. */
+  /**
+   * Everything has been listed once. Pods are not waited for: until they are, no endpoint is known
+   * to run the serving revision, and requests go to the Service address.
+   */
   synced(): boolean {
     return (
       this.functions.listed('Function') &&
@@ -182,6 +214,27 @@ export class KubeRouteCache {
     return ready;
   }
 
+  /**
+   * The ready endpoint addresses of the function's Service whose pods run `revision`, sorted: an
+   * endpoint whose pod is not known (not seen yet, or not named) is left out. The same array until
+   * its slices, its pods or `revision` change. Not to be changed.
+   */
+  servingAddresses(namespace: string, name: string, revision: string): readonly string[] {
+    const key = `${namespace}/${serviceName(name)}`;
+    const known = this.servingByService.get(key);
+    if (known?.revision === revision) return known.addresses;
+    const slices = this.slicesByService.get(key);
+    if (!slices) return NO_ADDRESSES;
+    const addresses = Object.freeze(
+      readyAddressesOf(
+        slices.values(),
+        (pod) => this.podRevisions.get(objectKey(namespace, pod)) === revision,
+      ),
+    );
+    this.servingByService.set(key, { revision, addresses });
+    return addresses;
+  }
+
   private changed(namespace: string | undefined, name: string | undefined): void {
     if (namespace === undefined || name === undefined) return;
     for (const listener of this.changeListeners) listener(namespace, name);
@@ -192,6 +245,7 @@ export class KubeRouteCache {
     if (!service) return;
     const key = `${slice.metadata.namespace}/${service}`;
     this.readyByService.delete(key);
+    this.servingByService.delete(key);
     let slices = this.slicesByService.get(key);
     if (removed) {
       slices?.delete(slice.metadata.name);
@@ -205,5 +259,19 @@ export class KubeRouteCache {
     }
     // The EndpointSlice controller copies the Service's labels, the function's name among them.
     this.changed(slice.metadata.namespace, slice.metadata.labels?.[LABEL_FUNCTION]);
+  }
+
+  private indexPod(pod: KubeObject, removed: boolean): void {
+    const namespace = pod.metadata.namespace;
+    const fn = pod.metadata.labels?.[LABEL_FUNCTION];
+    if (namespace === undefined || fn === undefined) return;
+    const key = objectKey(namespace, pod.metadata.name);
+    const revision = removed ? undefined : pod.metadata.annotations?.[ANNOTATION_REVISION];
+    if (this.podRevisions.get(key) === revision) return;
+    if (revision === undefined) this.podRevisions.delete(key);
+    else this.podRevisions.set(key, revision);
+    const service = objectKey(namespace, serviceName(fn));
+    this.servingByService.delete(service);
+    this.changed(namespace, fn);
   }
 }

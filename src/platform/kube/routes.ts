@@ -1,10 +1,12 @@
 /**
  * `/fn/{ns}/{name}` → the function's pods, only while a revision serves (`status.servingRevision`,
  * whatever Ready says of the newest revision), and while its Deployment has an available replica. An
- * always-on function's requests go to the ready endpoints of its Service (from its EndpointSlices),
- * each to the one with the fewest of this proxy's requests in flight: kept-alive connections to the
- * Service address stay with the pod they reached (kube-proxy balances connections, not requests), so
- * pods added under load got little of it. Until an endpoint is known, the Service address serves.
+ * always-on function's requests go to the ready endpoints of its Service (from its EndpointSlices)
+ * whose pods run the serving revision, each to the one with the fewest of this proxy's requests in
+ * flight: kept-alive connections to the Service address stay with the pod they reached (kube-proxy
+ * balances connections, not requests), so pods added under load got little of it. A slice lists a
+ * rolling-out revision's ready pods too, which must get nothing before status names it serving. Until
+ * an endpoint of the serving revision is known, the Service address serves, as it did before.
  * A function that scales to zero is reached at a ready endpoint of its Service, read the same way:
  * when it runs nothing, the request is held while the scaler starts it (see scaler.ts), and a pod
  * that just became ready is reachable at once, before kube-proxy on any node has learnt of it.
@@ -56,7 +58,7 @@ export interface CachedReadyRoute {
   state: 'ready';
   /** The Service's address: where requests go while no endpoint is known. */
   origin: string;
-  /** The ready endpoints' origins, sorted; absent while none is known. */
+  /** The origins of the serving revision's ready endpoints, sorted; absent while none is known. */
   endpoints?: readonly string[];
   timeoutSec: number;
   revision?: string;
@@ -166,7 +168,7 @@ export class KubeRouteResolver implements RouteResolver {
         kind: 'answer',
         route: unavailable(`function ${namespace}/${name} has no Service address yet`),
       };
-    const endpoints = this.endpointsOf(namespace, name);
+    const endpoints = this.endpointsOf(namespace, name, fn.status.servingRevision);
     return {
       kind: 'ready',
       fn,
@@ -231,13 +233,13 @@ export class KubeRouteResolver implements RouteResolver {
   }
 
   /**
-   * The origins of the function's ready endpoints, or undefined while none is known (a pod just
-   * started, whose endpoint is not listed yet): then the Service address serves, as before.
+   * The origins of the ready endpoints whose pods run `revision`, or undefined while none is known (a
+   * pod just started, whose endpoint or pod is not seen yet): then the Service address serves, as before.
    */
-  private endpointsOf(namespace: string, name: string): readonly string[] | undefined {
+  private endpointsOf(namespace: string, name: string, revision: string): readonly string[] | undefined {
     const { originOf, endpointOrigin } = this.options;
     if (originOf && !endpointOrigin) return undefined;
-    const addresses = this.options.cache.readyAddresses(namespace, name);
+    const addresses = this.options.cache.servingAddresses(namespace, name, revision);
     if (addresses.length === 0) return undefined;
     let origins = this.originsByAddresses.get(addresses);
     if (!origins) {
