@@ -129,12 +129,28 @@ export type RouteState =
       timeoutSec: number;
       /** At most this many of the function's requests in flight, the next ones queued; absent: no limit. */
       admission?: AdmissionLimits;
+      /**
+       * The function's instances, each addressed directly: each request goes to the one this picks
+       * when it is sent, and `origin` is the fallback when it picks none.
+       */
+      endpoints?: EndpointPicker;
       release?: () => void;
       /** Told each answer's status and latency, once per request (a canary's figures). */
       observe?: (statusCode: number, durationMs: number) => void;
     }
   | { state: 'unknown' }
   | UnavailableRoute;
+
+/**
+ * Picks one of a function's instances for one request (proxy/least-in-flight.ts); the request's
+ * end is told with the origin it was given.
+ */
+export interface EndpointPicker {
+  /** The origin for the next request; undefined when there is none to pick. */
+  acquire(): string | undefined;
+  /** A request `acquire` gave this origin has ended (once per acquired origin). */
+  release(origin: string): void;
+}
 
 /** What a route says of its function's admission (see proxy/admission.ts). */
 export interface AdmissionLimits {
@@ -178,6 +194,11 @@ export type MirroredRoute =
        * changes, the proxy opens new connections, which reach the new pods (see FunctionProxy).
        */
       revision?: string;
+      /**
+       * The function's instances, addressed directly (a kube Service's ready endpoints): the thread
+       * picks one per request, as the main thread does; absent or empty: `origin`.
+       */
+      endpoints?: readonly string[];
       /**
        * The revision's slot on the ActivityBoard the platform reads to drain, to scale to zero and to
        * autoscale; absent when nothing reads the function's counts (a kube function without `spec.scale`).

@@ -3,13 +3,15 @@
  * upstream is sent once more to the current route while a POST is never sent twice (a 502); connections
  * kept per revision, the previous one's kept for stragglers; hop-by-hop headers stripped both ways with
  * X-Forwarded-* and X-Request-Id set; and large answers streamed under backpressure or cut when the
- * client leaves, releasing the route once.
+ * client leaves, releasing the route once; a route's endpoints picked per request as it is sent and
+ * told back when it ends (a retry included), its origin serving when there is none.
  */
 import { createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { RouteState } from '../core/interfaces.js';
 import { FunctionProxy } from './function-proxy.js';
+import { LeastInFlight } from './least-in-flight.js';
 
 // A real upstream that drops the first connection of each request it is told to, before answering:
 // what a draining old revision does to a kept-alive connection during a rollout.
@@ -393,5 +395,84 @@ describe('FunctionProxy streaming', () => {
     expect(await big.closed).toBe(false);
     while (proxy.releases.length === 0) await new Promise((resolve) => setTimeout(resolve, 10));
     expect(proxy.releases).toEqual([big.origin]);
+  });
+});
+
+describe("FunctionProxy and a route's endpoints", () => {
+  const servers: Server[] = [];
+  afterEach(async () => {
+    for (const server of servers.splice(0)) await new Promise((resolve) => server.close(resolve));
+  });
+
+  it('sends each request to the endpoint with the fewest in flight, and tells each end back', async () => {
+    const a = await connectionCounter();
+    const b = await connectionCounter();
+    servers.push(a.server, b.server);
+    const picker = new LeastInFlight([a.origin, b.origin]);
+    // The route's own origin is never reached while endpoints are picked.
+    const proxy = await proxyServer(() => ({
+      state: 'ready',
+      origin: 'http://127.0.0.1:9',
+      endpoints: picker,
+      timeoutSec: 5,
+    }));
+    servers.push(proxy.server);
+    const held = [
+      get(proxy.port, '/hold'),
+      get(proxy.port, '/hold'),
+      get(proxy.port, '/hold'),
+      get(proxy.port, '/hold'),
+    ];
+    await Promise.all([a.holding, b.holding]);
+    while (picker.inFlightOf(a.origin) + picker.inFlightOf(b.origin) < 4)
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    expect([picker.inFlightOf(a.origin), picker.inFlightOf(b.origin)]).toEqual([2, 2]);
+    // Answered until all four are: one may not have reached its server yet.
+    let answered = false;
+    const all = Promise.all(held).then((bodies) => {
+      answered = true;
+      return bodies;
+    });
+    while (!answered) {
+      a.answerHeld();
+      b.answerHeld();
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    expect((await all).every((body) => body.startsWith('200 '))).toBe(true);
+    while (proxy.releases.length < 4) await new Promise((resolve) => setTimeout(resolve, 10));
+    expect([picker.inFlightOf(a.origin), picker.inFlightOf(b.origin)]).toEqual([0, 0]);
+  });
+
+  it('sends a GET dropped by its endpoint once more, to the next pick, telling both back', async () => {
+    const dropping = await upstream(1);
+    const next = await upstream(0);
+    servers.push(dropping.server, next.server);
+    const picker = new LeastInFlight([dropping.origin, next.origin]);
+    const proxy = await proxyServer(() => ({
+      state: 'ready',
+      origin: 'http://127.0.0.1:9',
+      endpoints: picker,
+      timeoutSec: 5,
+    }));
+    servers.push(proxy.server);
+    expect(await call(proxy.port, 'GET')).toEqual({ status: 200, body: 'answered GET' });
+    expect(dropping.seen).toEqual(['GET']);
+    expect(next.seen).toEqual(['GET']);
+    while (proxy.releases.length < 2) await new Promise((resolve) => setTimeout(resolve, 10));
+    expect([picker.inFlightOf(dropping.origin), picker.inFlightOf(next.origin)]).toEqual([0, 0]);
+  });
+
+  it("goes to the route's origin when the picker has no endpoint", async () => {
+    const service = await upstream(0);
+    servers.push(service.server);
+    const proxy = await proxyServer(() => ({
+      state: 'ready',
+      origin: service.origin,
+      endpoints: new LeastInFlight([]),
+      timeoutSec: 5,
+    }));
+    servers.push(proxy.server);
+    expect(await call(proxy.port, 'GET')).toEqual({ status: 200, body: 'answered GET' });
+    expect(service.seen).toEqual(['GET']);
   });
 });

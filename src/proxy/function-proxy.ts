@@ -116,11 +116,11 @@ export class FunctionProxy {
     void keepTickObjectShapes();
   }
 
-  private readonly dispatcherFor = (route: ReadyRoute): Dispatcher => this.upstreamFor(route);
+  private readonly dispatcherFor = (route: ReadyRoute, origin: string): Dispatcher =>
+    this.upstreamFor(origin, route.socketPath, route.revision);
 
-  private upstreamFor(target: { origin: string; socketPath?: string; revision?: string }): Dispatcher {
-    const { socketPath, revision } = target;
-    if (!socketPath && revision !== undefined) return this.revisionPool(target.origin, revision);
+  private upstreamFor(origin: string, socketPath?: string, revision?: string): Dispatcher {
+    if (!socketPath && revision !== undefined) return this.revisionPool(origin, revision);
     if (!socketPath) return this.agent;
     let pool = this.socketPools.get(socketPath);
     if (!pool) {
@@ -130,7 +130,7 @@ export class FunctionProxy {
           void idle.close();
         }
       // The top-level option, not connect.socketPath: that one measured 3-5x slower here.
-      pool = new Pool(target.origin, { ...UPSTREAM_OPTIONS, socketPath });
+      pool = new Pool(origin, { ...UPSTREAM_OPTIONS, socketPath });
       this.socketPools.set(socketPath, pool);
     }
     return pool;
@@ -421,6 +421,8 @@ type ReadyRoute = Extract<RouteState, { state: 'ready' }>;
  */
 class UpstreamExchange implements Dispatcher.DispatchHandler {
   private route: ReadyRoute | undefined;
+  /** The instance the route's picker gave this request, told back when the request ends. */
+  private picked: string | undefined;
   private released = false;
   private controller: Dispatcher.DispatchController | undefined;
   /** The answer's status line and headers went out: failures from now on can only cut it short. */
@@ -433,7 +435,7 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
 
   constructor(
     private readonly options: FunctionProxyOptions,
-    private readonly dispatcherFor: (route: ReadyRoute) => Dispatcher,
+    private readonly dispatcherFor: (route: ReadyRoute, origin: string) => Dispatcher,
     private readonly req: IncomingMessage,
     private readonly res: ServerResponse,
     private readonly request: ExchangeRequest,
@@ -444,10 +446,13 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
   send(route: ReadyRoute): void {
     this.route = route;
     this.released = false;
+    // Picked as the request is sent, after any wait for admission: by the counts of this moment.
+    this.picked = route.endpoints?.acquire();
+    const origin = this.picked ?? route.origin;
     const timeoutMs = route.timeoutSec * 1000 + 1000;
-    this.dispatcherFor(route).dispatch(
+    this.dispatcherFor(route, origin).dispatch(
       {
-        origin: route.origin,
+        origin,
         path: this.request.path,
         method: (this.req.method ?? 'GET') as Method,
         headers: this.request.headers,
@@ -568,6 +573,7 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
   private release(): void {
     if (this.released) return;
     this.released = true;
+    if (this.picked !== undefined) this.route?.endpoints?.release(this.picked);
     this.route?.release?.();
   }
 }

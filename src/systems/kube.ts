@@ -64,6 +64,8 @@ export async function startKubeSystem(
     logger?: Logger;
     kubeConfig?: KubeCredentials;
     originOf?: (namespace: string, name: string) => string;
+    /** Where a pod at an endpoint address answers (tests: local servers); see KubeRouteOptions. */
+    endpointOrigin?: (address: string) => string;
     pollMs?: number;
     /**
      * Whether this replica may run what only one replica should (the idle scale-down, build garbage
@@ -250,6 +252,7 @@ export async function startKubeSystem(
     autoscaler,
     route: config.functionRoute,
     ...(options.originOf ? { originOf: options.originOf } : {}),
+    ...(options.endpointOrigin ? { endpointOrigin: options.endpointOrigin } : {}),
   });
   // The proxy thread serves always-on functions itself, from routes computed as `routes` computes them.
   const publisher = gateway

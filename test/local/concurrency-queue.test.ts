@@ -145,7 +145,11 @@ describe.each([
     const status = (path: string) => system.call(`/fn/default/short${path}`).then((r) => r.status);
     const first = status('/s1');
     await eventually(async () => (await shortSeen()).length === 1, 10_000, 'the first request in flight');
-    // s2 gets the slot when s1 times out (after 1 s); s3, queued behind it, has waited 1 s by then.
+    // s2 gets the slot when s1 times out (1 s after s1 arrived); s3, queued behind it, waits its 1 s
+    // out while s2 runs. s2 is queued 400 ms after s1 arrived so that its own 1 s wait outlasts s1's
+    // timeout with room: queued at once, the two ended within a few ms of each other, and on a loaded
+    // machine s2 could give up first, s3 take the slot, and end as a 504 instead of the 503.
+    await sleep(400);
     const second = status('/s2');
     await sleep(100);
     const started = Date.now();

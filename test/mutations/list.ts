@@ -1784,6 +1784,127 @@ export const MUTATIONS: GuardMutation[] = [
     to: '',
     tests: ['src/core/autoscale.test.ts'],
   },
+  // ---- Balancing /fn/ over a function's endpoints ----
+  {
+    id: 'lb-pick-ignores-in-flight',
+    guard:
+      "Each request goes to the endpoint with the fewest of this proxy's requests in flight, not merely the next in turn.",
+    file: 'src/proxy/least-in-flight.ts',
+    from: '      if (count < fewest) {',
+    to: '      if (fewest === Number.POSITIVE_INFINITY) {',
+    tests: ['src/proxy/least-in-flight.test.ts'],
+  },
+  {
+    id: 'lb-end-not-told',
+    guard: "The proxy tells a request's end back to the endpoint picker, so counts in flight fall again.",
+    file: 'src/proxy/function-proxy.ts',
+    from: '    if (this.picked !== undefined) this.route?.endpoints?.release(this.picked);\n',
+    to: '',
+    tests: ['src/proxy/function-proxy.test.ts'],
+  },
+  {
+    id: 'lb-not-ready-endpoint-picked',
+    guard: 'An endpoint whose ready condition is false never gets a request.',
+    file: 'src/platform/kube/endpoints.ts',
+    from: 'if (conditions?.ready === false || conditions?.terminating === true) continue;',
+    to: 'if (conditions?.terminating === true) continue;',
+    tests: ['test/kube/endpoint-balance.test.ts'],
+  },
+  {
+    id: 'lb-terminating-endpoint-picked',
+    guard: 'A terminating endpoint never gets a request, even with its ready condition left out.',
+    file: 'src/platform/kube/endpoints.ts',
+    from: 'if (conditions?.ready === false || conditions?.terminating === true) continue;',
+    to: 'if (conditions?.ready === false) continue;',
+    tests: ['test/kube/endpoint-balance.test.ts'],
+  },
+  {
+    id: 'lb-main-thread-uses-service',
+    guard:
+      "The main thread's /fn/ balances an always-on function over its ready endpoints, not through its Service.",
+    file: 'src/platform/kube/routes.ts',
+    from: '          ...(endpoints ? { endpoints: this.pickers.of(objectKey(namespace, name), endpoints) } : {}),\n',
+    to: '',
+    tests: ['test/kube/endpoint-balance.test.ts'],
+  },
+  {
+    id: 'lb-thread-uses-service',
+    guard:
+      "The gateway thread's /fn/ balances over the endpoints its mirrored route carries, as the main thread does.",
+    file: 'src/server/gateway/worker.ts',
+    from: '      ...(endpoints ? { endpoints: pickers.of(key, endpoints) } : {}),\n',
+    to: '',
+    tests: ['test/kube/endpoint-balance.test.ts'],
+  },
+  {
+    id: 'lb-endpoint-change-not-published',
+    guard: "An EndpointSlice change republishes the function's route to the gateway thread.",
+    file: 'src/platform/kube/route-cache.ts',
+    from: '    this.changed(slice.metadata.namespace, slice.metadata.labels?.[LABEL_FUNCTION]);\n',
+    to: '',
+    tests: ['test/kube/endpoint-balance.test.ts'],
+  },
+  {
+    id: 'lb-serving-addresses-stale',
+    guard:
+      "A function's serving endpoints are read again once its EndpointSlices change: a removed endpoint gets nothing more.",
+    file: 'src/platform/kube/route-cache.ts',
+    from: '    this.servingByService.delete(key);\n',
+    to: '',
+    tests: ['test/kube/endpoint-balance.test.ts'],
+  },
+  {
+    id: 'lb-rolling-revision-picked',
+    guard:
+      "Only endpoints whose pod runs the serving revision get requests: a rolling-out revision's ready pods get none before status names it serving.",
+    file: 'src/platform/kube/route-cache.ts',
+    from: '(pod) => this.podRevisions.get(objectKey(namespace, pod)) === revision',
+    to: '() => true',
+    tests: ['test/kube/endpoint-balance.test.ts'],
+  },
+  {
+    id: 'lb-unnamed-endpoint-picked',
+    guard: 'An endpoint that names no pod (so no revision) never gets a request.',
+    file: 'src/platform/kube/endpoints.ts',
+    from: 'if (pod === undefined || !podAccepted(pod)) continue;',
+    to: 'if (pod !== undefined && !podAccepted(pod)) continue;',
+    tests: ['test/kube/endpoint-balance.test.ts'],
+  },
+  {
+    id: 'lb-pod-seen-not-published',
+    guard:
+      "A function pod first seen after its endpoint republishes the function's route, so the gateway thread starts using it.",
+    file: 'src/platform/kube/route-cache.ts',
+    from: '    this.servingByService.delete(service);\n    this.changed(namespace, fn);\n',
+    to: '    this.servingByService.delete(service);\n',
+    tests: ['test/kube/endpoint-balance.test.ts'],
+  },
+  {
+    id: 'lb-pod-revision-stale',
+    guard: "A function's serving endpoints are read again once one of its pods is first seen or gone.",
+    file: 'src/platform/kube/route-cache.ts',
+    from: '    this.servingByService.delete(service);\n',
+    to: '',
+    tests: ['test/kube/endpoint-balance.test.ts'],
+  },
+  {
+    id: 'lb-no-endpoint-no-fallback',
+    guard:
+      "A route whose picker has no endpoint (none known yet) sends to the route's own origin, the Service address.",
+    file: 'src/proxy/function-proxy.ts',
+    from: '    const origin = this.picked ?? route.origin;\n',
+    to: '    const origin = this.picked as string;\n',
+    tests: ['src/proxy/function-proxy.test.ts'],
+  },
+  {
+    id: 'lb-mirror-ignores-endpoint-change',
+    guard:
+      'A route whose endpoints changed reaches the gateway thread: the mirror does not take it for the same route.',
+    file: 'src/server/gateway/gateway.ts',
+    from: '    a.activitySlot === b.activitySlot &&\n    sameList(a.endpoints, b.endpoints)\n',
+    to: '    a.activitySlot === b.activitySlot\n',
+    tests: ['test/kube/endpoint-balance.test.ts'],
+  },
   // ---- How a serving sless stops ----
   {
     id: 'gateway-failure-exits-zero',

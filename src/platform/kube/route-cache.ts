@@ -1,17 +1,27 @@
 /**
  * What `/fn/` routing and the scaler read of the cluster, held in memory by informers: the function
- * Deployments (available and desired replicas, the last request noted), their Services (ClusterIP)
- * and their EndpointSlices (ready pod addresses). Functions come from the store's own watch. Nothing
- * here asks the API server per request; with the API server gone, the last known state stays.
+ * Deployments (available and desired replicas, the last request noted), their Services (ClusterIP),
+ * their EndpointSlices (ready pod addresses) and their pods (which revision each runs: a slice lists
+ * every ready pod of the Service, a rolling-out revision's too). Functions come from the store's own
+ * watch. Nothing here asks the API server per request; with the API server gone, the last known state
+ * stays.
  */
 import type { Logger } from 'pino';
 import type { StoreEvent } from '../../core/interfaces.js';
+import { objectKey } from '../../core/object-key.js';
 import type { SlessFunction } from '../../core/resources.js';
+import { readyAddressesOf } from './endpoints.js';
 import type { KubeHttp } from './http.js';
 import { Informer } from './informer.js';
-import { LABEL_COMPONENT, LABEL_FUNCTION, LABEL_MANAGED_BY, MANAGED_BY } from './labels.js';
+import {
+  ANNOTATION_REVISION,
+  LABEL_COMPONENT,
+  LABEL_FUNCTION,
+  LABEL_MANAGED_BY,
+  MANAGED_BY,
+} from './labels.js';
 import type { KubeObject } from './objects.js';
-import { DEPLOYMENT, ENDPOINT_SLICE, SERVICE } from './resource-types.js';
+import { DEPLOYMENT, ENDPOINT_SLICE, POD, SERVICE } from './resource-types.js';
 import { serviceName } from './workload-manifests.js';
 
 /** The store's side: Functions as its watch last saw them. */
@@ -23,7 +33,10 @@ export interface FunctionCache {
   subscribe(listener: (event: StoreEvent) => void): () => void;
 }
 
-/** A function whose route may have changed: its Function, Deployment or Service changed. */
+/**
+ * A function whose route may have changed: its Function, Deployment, Service or endpoints changed,
+ * or a pod of it was first seen or gone.
+ */
 export type RouteChangeListener = (namespace: string, name: string) => void;
 
 export interface RouteCacheOptions {
@@ -38,11 +51,7 @@ export interface RouteCacheOptions {
 }
 
 const FUNCTION_SELECTOR = `${LABEL_MANAGED_BY}=${MANAGED_BY},${LABEL_COMPONENT}=function`;
-
-interface EndpointEntry {
-  addresses?: string[];
-  conditions?: { ready?: boolean };
-}
+const NO_ADDRESSES: readonly string[] = Object.freeze([]);
 
 export class KubeRouteCache {
   readonly functions: FunctionCache;
@@ -51,6 +60,19 @@ export class KubeRouteCache {
   private readonly slices: Informer;
   /** EndpointSlices by `namespace/service`, kept beside the informer's own map. */
   private readonly slicesByService = new Map<string, Map<string, KubeObject>>();
+  /**
+   * Ready addresses by `namespace/service`, read once per change of its slices: every `/fn/`
+   * request reads them, and the same array (by identity) says nothing changed.
+   */
+  private readonly readyByService = new Map<string, readonly string[]>();
+  private readonly pods: Informer;
+  /** The revision each function pod runs (its template's annotation), by `namespace/pod`. */
+  private readonly podRevisions = new Map<string, string>();
+  /**
+   * The ready addresses of the serving revision's pods, by `namespace/service`, read once per change
+   * of the slices, of the pods known or of the revision asked for; the same array says nothing changed.
+   */
+  private readonly servingByService = new Map<string, { revision: string; addresses: readonly string[] }>();
   private readonly changeListeners = new Set<RouteChangeListener>();
   private unsubscribeFunctions: (() => void) | undefined;
 
@@ -87,6 +109,13 @@ export class KubeRouteCache {
       selector: LABEL_FUNCTION,
       onChange: (slice, removed) => this.indexSlice(slice, removed),
     });
+    // Only which revision a pod runs is read, and it never changes for a pod: status updates are no change.
+    this.pods = new Informer({
+      ...common,
+      type: POD,
+      selector: FUNCTION_SELECTOR,
+      onChange: (pod, removed) => this.indexPod(pod, removed),
+    });
   }
 
   start(): void {
@@ -94,6 +123,7 @@ export class KubeRouteCache {
     this.deployments.start();
     this.services?.start();
     this.slices.start();
+    this.pods.start();
   }
 
   stop(): void {
@@ -103,12 +133,13 @@ export class KubeRouteCache {
     this.deployments.stop();
     this.services?.stop();
     this.slices.stop();
+    this.pods.stop();
   }
 
   /**
-   * Called with each function whose Function, Deployment or Service changed (added, changed, removed,
-   * a re-list included), once the cache holds the change. Endpoint changes are not told: only the
-   * route of a function at zero reads them, and that is resolved request by request.
+   * Called with each function whose Function, Deployment, Service or EndpointSlices changed (added,
+   * changed, removed, a re-list included), once the cache holds the change: an always-on function's
+   * route carries its ready endpoints.
    */
   onChange(listener: RouteChangeListener): () => void {
     this.changeListeners.add(listener);
@@ -119,7 +150,10 @@ export class KubeRouteCache {
     return () => this.changeListeners.delete(listener);
   }
 
-  /** Everything has been listed once. */
+  /**
+   * Everything has been listed once. Pods are not waited for: until they are, no endpoint is known
+   * to run the serving revision, and requests go to the Service address.
+   */
   synced(): boolean {
     return (
       this.functions.listed('Function') &&
@@ -164,17 +198,41 @@ export class KubeRouteCache {
     return this.services?.get(namespace, serviceName(name));
   }
 
-  /** The ready endpoint addresses of the function's Service, sorted. */
-  readyAddresses(namespace: string, name: string): string[] {
-    const slices = this.slicesByService.get(`${namespace}/${serviceName(name)}`);
-    const ready: string[] = [];
-    for (const slice of slices?.values() ?? []) {
-      const endpoints = (slice as { endpoints?: EndpointEntry[] }).endpoints ?? [];
-      for (const endpoint of endpoints)
-        if (endpoint.conditions?.ready !== false && endpoint.addresses?.[0])
-          ready.push(endpoint.addresses[0]);
+  /**
+   * The ready endpoint addresses of the function's Service, sorted (see endpoints.ts): the same
+   * array until its EndpointSlices change. Not to be changed.
+   */
+  readyAddresses(namespace: string, name: string): readonly string[] {
+    const key = `${namespace}/${serviceName(name)}`;
+    let ready = this.readyByService.get(key);
+    if (!ready) {
+      const slices = this.slicesByService.get(key);
+      if (!slices) return NO_ADDRESSES;
+      ready = Object.freeze(readyAddressesOf(slices.values()));
+      this.readyByService.set(key, ready);
     }
-    return ready.sort();
+    return ready;
+  }
+
+  /**
+   * The ready endpoint addresses of the function's Service whose pods run `revision`, sorted: an
+   * endpoint whose pod is not known (not seen yet, or not named) is left out. The same array until
+   * its slices, its pods or `revision` change. Not to be changed.
+   */
+  servingAddresses(namespace: string, name: string, revision: string): readonly string[] {
+    const key = `${namespace}/${serviceName(name)}`;
+    const known = this.servingByService.get(key);
+    if (known?.revision === revision) return known.addresses;
+    const slices = this.slicesByService.get(key);
+    if (!slices) return NO_ADDRESSES;
+    const addresses = Object.freeze(
+      readyAddressesOf(
+        slices.values(),
+        (pod) => this.podRevisions.get(objectKey(namespace, pod)) === revision,
+      ),
+    );
+    this.servingByService.set(key, { revision, addresses });
+    return addresses;
   }
 
   private changed(namespace: string | undefined, name: string | undefined): void {
@@ -186,16 +244,34 @@ export class KubeRouteCache {
     const service = slice.metadata.labels?.['kubernetes.io/service-name'];
     if (!service) return;
     const key = `${slice.metadata.namespace}/${service}`;
+    this.readyByService.delete(key);
+    this.servingByService.delete(key);
     let slices = this.slicesByService.get(key);
     if (removed) {
       slices?.delete(slice.metadata.name);
       if (slices?.size === 0) this.slicesByService.delete(key);
-      return;
+    } else {
+      if (!slices) {
+        slices = new Map();
+        this.slicesByService.set(key, slices);
+      }
+      slices.set(slice.metadata.name, slice);
     }
-    if (!slices) {
-      slices = new Map();
-      this.slicesByService.set(key, slices);
-    }
-    slices.set(slice.metadata.name, slice);
+    // The EndpointSlice controller copies the Service's labels, the function's name among them.
+    this.changed(slice.metadata.namespace, slice.metadata.labels?.[LABEL_FUNCTION]);
+  }
+
+  private indexPod(pod: KubeObject, removed: boolean): void {
+    const namespace = pod.metadata.namespace;
+    const fn = pod.metadata.labels?.[LABEL_FUNCTION];
+    if (namespace === undefined || fn === undefined) return;
+    const key = objectKey(namespace, pod.metadata.name);
+    const revision = removed ? undefined : pod.metadata.annotations?.[ANNOTATION_REVISION];
+    if (this.podRevisions.get(key) === revision) return;
+    if (revision === undefined) this.podRevisions.delete(key);
+    else this.podRevisions.set(key, revision);
+    const service = objectKey(namespace, serviceName(fn));
+    this.servingByService.delete(service);
+    this.changed(namespace, fn);
   }
 }

@@ -1,7 +1,9 @@
 /**
  * Keeps the gateway thread told of each kube function's route, from the route cache alone: whenever a
- * Function, its Deployment or its Service changes, the route `KubeRouteResolver` would give a request
- * now is published to the mirror. Only an always-on function with an available replica gets a ready
+ * Function, its Deployment, its Service, its EndpointSlices or its pods change, the route
+ * `KubeRouteResolver` would give a request now (the serving revision's ready endpoints, which the
+ * thread balances over, included) is
+ * published to the mirror. Only an always-on function with an available replica gets a ready
  * route there; everything else (a function that scales to zero, which the scaler must see request by
  * request; disabled; no revision or replica yet; deleted; unknown) is published as undefined, so the
  * thread hands its requests to the main thread, which resolves them as before.

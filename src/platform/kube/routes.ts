@@ -1,8 +1,13 @@
 /**
- * `/fn/{ns}/{name}` → the function's Service, only while a revision serves (`status.servingRevision`,
- * whatever Ready says of the newest revision), and while its Deployment has an available replica. A
- * function that scales to zero is reached at a ready endpoint of its Service instead, read from its
- * EndpointSlices:
+ * `/fn/{ns}/{name}` → the function's pods, only while a revision serves (`status.servingRevision`,
+ * whatever Ready says of the newest revision), and while its Deployment has an available replica. An
+ * always-on function's requests go to the ready endpoints of its Service (from its EndpointSlices)
+ * whose pods run the serving revision, each to the one with the fewest of this proxy's requests in
+ * flight: kept-alive connections to the Service address stay with the pod they reached (kube-proxy
+ * balances connections, not requests), so pods added under load got little of it. A slice lists a
+ * rolling-out revision's ready pods too, which must get nothing before status names it serving. Until
+ * an endpoint of the serving revision is known, the Service address serves, as it did before.
+ * A function that scales to zero is reached at a ready endpoint of its Service, read the same way:
  * when it runs nothing, the request is held while the scaler starts it (see scaler.ts), and a pod
  * that just became ready is reachable at once, before kube-proxy on any node has learnt of it.
  */
@@ -11,9 +16,12 @@ import type { FunctionRoute } from '../../config/kube.js';
 import { timeoutSecOf } from '../../core/defaults.js';
 import { asError } from '../../core/errors.js';
 import type { AdmissionLimits, RouteResolver, RouteState, UnavailableRoute } from '../../core/interfaces.js';
+import { objectKey } from '../../core/object-key.js';
 import type { SlessFunction } from '../../core/resources.js';
 import { parseFunctionSegment } from '../../core/revision-ref.js';
 import { admissionOf } from '../../proxy/admission.js';
+import { EndpointPickers } from '../../proxy/least-in-flight.js';
+import { addressOrigin } from './endpoints.js';
 import { FUNCTION_PORT } from './labels.js';
 import type { KubeRouteCache } from './route-cache.js';
 import { ActivationError, idleSecondsOf, type KubeScaler } from './scaler.js';
@@ -24,8 +32,13 @@ export interface KubeRouteOptions {
   cache: KubeRouteCache;
   /** How the Service is addressed: its DNS name (default) or its ClusterIP (no cluster DNS needed). */
   route?: FunctionRoute;
-  /** Where a function's Service answers; injectable so tests can point at a local server. */
+  /**
+   * Where a function's Service answers; injectable so tests can point at a local server. Given
+   * alone, it is where every request goes (endpoints are not used).
+   */
   originOf?: (namespace: string, name: string) => string;
+  /** Where a pod at an endpoint address answers (default `http://{address}:8080`); tests: local servers. */
+  endpointOrigin?: (address: string) => string;
   /** Holds requests for functions at zero and starts them; without it they answer 503. */
   scaler?: KubeScaler;
   /** Counts in-flight requests of functions with `spec.scale`, which its decisions follow. */
@@ -43,7 +56,10 @@ const unavailable = (message: string): UnavailableRoute => ({ state: 'unavailabl
 /** A ready route as the caches give it: where requests go, and nothing counted yet. */
 export interface CachedReadyRoute {
   state: 'ready';
+  /** The Service's address: where requests go while no endpoint is known. */
   origin: string;
+  /** The origins of the serving revision's ready endpoints, sorted; absent while none is known. */
+  endpoints?: readonly string[];
   timeoutSec: number;
   revision?: string;
   admission?: AdmissionLimits;
@@ -56,7 +72,7 @@ export type CachedRoute =
   | { kind: 'answer'; route: UnavailableRoute }
   /** It scales to zero: the scaler's to reach (and to start), request by request, on the main thread. */
   | { kind: 'at-zero'; fn: SlessFunction }
-  /** Always on, with an available replica: its Service. */
+  /** Always on, with an available replica: its ready endpoints, or its Service. */
   | { kind: 'ready'; fn: SlessFunction; route: CachedReadyRoute };
 
 /**
@@ -66,6 +82,10 @@ export type CachedRoute =
  */
 export class KubeRouteResolver implements RouteResolver {
   private readonly options: KubeRouteOptions;
+  /** Endpoint origins by the cache's address list (the same list until its slices change). */
+  private readonly originsByAddresses = new WeakMap<readonly string[], readonly string[]>();
+  /** Each always-on function's requests in flight per endpoint, through this proxy. */
+  private readonly pickers = new EndpointPickers();
 
   constructor(options: KubeRouteOptions) {
     this.options = options;
@@ -86,6 +106,7 @@ export class KubeRouteResolver implements RouteResolver {
       };
     }
     const found = this.cached(namespace, name);
+    if (found.kind !== 'ready' || !found.route.endpoints) this.pickers.drop(objectKey(namespace, name));
     switch (found.kind) {
       case 'unknown':
         return { state: 'unknown' };
@@ -95,8 +116,13 @@ export class KubeRouteResolver implements RouteResolver {
         // Only given with a scaler.
         return this.options.scaler ? this.atZero(found.fn, this.options.scaler) : { state: 'unknown' };
       case 'ready': {
+        const { endpoints, ...route } = found.route;
         const counted = this.counted(found.fn);
-        return { ...found.route, ...(counted ? { release: counted } : {}) };
+        return {
+          ...route,
+          ...(endpoints ? { endpoints: this.pickers.of(objectKey(namespace, name), endpoints) } : {}),
+          ...(counted ? { release: counted } : {}),
+        };
       }
     }
   }
@@ -142,15 +168,17 @@ export class KubeRouteResolver implements RouteResolver {
         kind: 'answer',
         route: unavailable(`function ${namespace}/${name} has no Service address yet`),
       };
+    const endpoints = this.endpointsOf(namespace, name, fn.status.servingRevision);
     return {
       kind: 'ready',
       fn,
       route: {
         state: 'ready',
         origin,
+        ...(endpoints ? { endpoints } : {}),
         timeoutSec: timeoutSecOf(fn),
         ...revisionOf(fn),
-        // The Service balances over the available replicas; each proxy (controller replica) limits alone.
+        // Over the available replicas, whichever way they are reached; each proxy limits alone.
         ...admissionOf(fn.spec.scale, available),
       },
     };
@@ -202,6 +230,23 @@ export class KubeRouteResolver implements RouteResolver {
   /** Starts counting the request for the autoscaler, when the function autoscales. */
   private counted(fn: SlessFunction): (() => void) | undefined {
     return fn.spec.scale && this.options.autoscaler ? this.options.autoscaler.requestStarted(fn) : undefined;
+  }
+
+  /**
+   * The origins of the ready endpoints whose pods run `revision`, or undefined while none is known (a
+   * pod just started, whose endpoint or pod is not seen yet): then the Service address serves, as before.
+   */
+  private endpointsOf(namespace: string, name: string, revision: string): readonly string[] | undefined {
+    const { originOf, endpointOrigin } = this.options;
+    if (originOf && !endpointOrigin) return undefined;
+    const addresses = this.options.cache.servingAddresses(namespace, name, revision);
+    if (addresses.length === 0) return undefined;
+    let origins = this.originsByAddresses.get(addresses);
+    if (!origins) {
+      origins = Object.freeze(addresses.map((address) => (endpointOrigin ?? addressOrigin)(address)));
+      this.originsByAddresses.set(addresses, origins);
+    }
+    return origins;
   }
 
   private clusterIpOrigin(namespace: string, name: string): string | undefined {

@@ -24,8 +24,9 @@ import type { EventRecorder, ObjectStore } from '../../core/interfaces.js';
 import { objectKey } from '../../core/object-key.js';
 import { FIELD_MANAGER, type SlessFunction } from '../../core/resources.js';
 import { Reason } from '../../core/status.js';
+import { addressOrigin, readyAddressesOf } from './endpoints.js';
 import { isStatus, type KubeHttp, MERGE_PATCH } from './http.js';
-import { FUNCTION_PORT, LABEL_COMPONENT, LABEL_FUNCTION, LABEL_MANAGED_BY, MANAGED_BY } from './labels.js';
+import { LABEL_COMPONENT, LABEL_FUNCTION, LABEL_MANAGED_BY, MANAGED_BY } from './labels.js';
 import { type KubeObject, listObjects } from './objects.js';
 import { DEPLOYMENT, ENDPOINT_SLICE, objectPath, POD } from './resource-types.js';
 import { podFailureReason, replicasOwners } from './rollout.js';
@@ -254,27 +255,18 @@ export class KubeScaler {
   /** A ready endpoint of the function's Service, as `http://ip:port`; round robin over several. */
   async readyEndpoint(namespace: string, name: string): Promise<string | undefined> {
     const cache = this.options.cache;
-    if (cache) {
-      const ready = cache.readyAddresses(namespace, name);
-      if (ready.length === 0) return undefined;
-      const ip = ready[this.nextIndex(objectKey(namespace, name), ready.length)] as string;
-      return `http://${ip.includes(':') ? `[${ip}]` : ip}:${FUNCTION_PORT}`;
-    }
-    const slices = await listObjects<KubeObject>(this.options.http, ENDPOINT_SLICE, {
-      namespace,
-      labels: { 'kubernetes.io/service-name': serviceName(name) },
-    });
-    const ready: string[] = [];
-    for (const slice of slices.items) {
-      const endpoints = (slice as { endpoints?: EndpointEntry[] }).endpoints ?? [];
-      for (const endpoint of endpoints)
-        if (endpoint.conditions?.ready !== false && endpoint.addresses?.[0])
-          ready.push(endpoint.addresses[0]);
-    }
+    const ready = cache
+      ? cache.readyAddresses(namespace, name)
+      : readyAddressesOf(
+          (
+            await listObjects<KubeObject>(this.options.http, ENDPOINT_SLICE, {
+              namespace,
+              labels: { 'kubernetes.io/service-name': serviceName(name) },
+            })
+          ).items,
+        );
     if (ready.length === 0) return undefined;
-    ready.sort();
-    const ip = ready[this.nextIndex(objectKey(namespace, name), ready.length)] as string;
-    return `http://${ip.includes(':') ? `[${ip}]` : ip}:${FUNCTION_PORT}`;
+    return addressOrigin(ready[this.nextIndex(objectKey(namespace, name), ready.length)] as string);
   }
 
   /**
@@ -294,8 +286,7 @@ export class KubeScaler {
       .map((status) => status?.podIP as string)
       .sort();
     for (const ip of candidates) {
-      const origin =
-        this.options.podOrigin?.(ip) ?? `http://${ip.includes(':') ? `[${ip}]` : ip}:${FUNCTION_PORT}`;
+      const origin = this.options.podOrigin?.(ip) ?? addressOrigin(ip);
       const answered = await fetch(`${origin}/healthz`, { signal: AbortSignal.timeout(500) })
         .then(async (res) => {
           await res.body?.cancel();
@@ -436,9 +427,4 @@ export class KubeScaler {
 interface PodStatus {
   podIP?: string;
   containerStatuses?: { state?: { running?: unknown } }[];
-}
-
-interface EndpointEntry {
-  addresses?: string[];
-  conditions?: { ready?: boolean; serving?: boolean; terminating?: boolean };
 }

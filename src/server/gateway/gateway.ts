@@ -280,6 +280,13 @@ function sameRoute(a: MirroredRoute | undefined, b: MirroredRoute): boolean {
     a.admission?.limit === b.admission?.limit &&
     a.admission?.queue === b.admission?.queue &&
     a.revision === b.revision &&
-    a.activitySlot === b.activitySlot
+    a.activitySlot === b.activitySlot &&
+    sameList(a.endpoints, b.endpoints)
   );
+}
+
+function sameList(a: readonly string[] | undefined, b: readonly string[] | undefined): boolean {
+  if (a === b) return true;
+  if (!a || !b || a.length !== b.length) return false;
+  return a.every((item, i) => item === b[i]);
 }

@@ -11,6 +11,7 @@ import { ActivityBoard } from '../../core/activity-board.js';
 import type { MirroredRoute, RouteResolver, RouteState } from '../../core/interfaces.js';
 import { objectKey } from '../../core/object-key.js';
 import { ProxyTallies } from '../../core/proxy-tallies.js';
+import { EndpointPickers } from '../../proxy/least-in-flight.js';
 import { EarlyListener } from '../early-listener.js';
 import type { FromGateway, GatewayWorkerData, ToGateway } from './protocol.js';
 
@@ -23,6 +24,8 @@ const board = new ActivityBoard(data.activity);
 /** One route object per mirrored revision, handed to every request, as the platform does. */
 const routes = new Map<string, { route: RouteState; activitySlot?: number }>();
 const NOT_HERE: RouteState = { state: 'unknown' };
+/** Per function with endpoints: the requests in flight to each, kept across route changes. */
+const pickers = new EndpointPickers();
 
 const resolver: RouteResolver = {
   async resolve(namespace, name) {
@@ -35,7 +38,9 @@ const resolver: RouteResolver = {
   },
 };
 
-function mirrored(route: MirroredRoute): { route: RouteState; activitySlot?: number } {
+function mirrored(key: string, route: MirroredRoute): { route: RouteState; activitySlot?: number } {
+  const endpoints = route.state === 'ready' && route.endpoints?.length ? route.endpoints : undefined;
+  if (!endpoints) pickers.drop(key);
   if (route.state !== 'ready') return { route };
   const slot = route.activitySlot;
   return {
@@ -44,6 +49,8 @@ function mirrored(route: MirroredRoute): { route: RouteState; activitySlot?: num
       state: 'ready',
       origin: route.origin,
       ...(route.socketPath ? { socketPath: route.socketPath } : {}),
+      // Balanced here per request, by this thread's counts, as the main thread does by its own.
+      ...(endpoints ? { endpoints: pickers.of(key, endpoints) } : {}),
       timeoutSec: route.timeoutSec,
       ...(route.admission ? { admission: route.admission } : {}),
       ...(route.revision ? { revision: route.revision } : {}),
@@ -97,8 +104,11 @@ async function serve(): Promise<void> {
     switch (message.type) {
       case 'routes':
         for (const [key, route] of message.changes) {
-          if (route) routes.set(key, mirrored(route));
-          else routes.delete(key);
+          if (route) routes.set(key, mirrored(key, route));
+          else {
+            routes.delete(key);
+            pickers.drop(key);
+          }
         }
         send({ type: 'routes-applied', seq: message.seq });
         return;
