@@ -6,22 +6,14 @@ import { type DestinationStream, type Logger, type LoggerOptions, pino } from 'p
 import type { BuildHistory, BuildListener } from '../api/build-history.js';
 import type { FunctionInstanceCount, SlessMetrics } from '../api/metrics.js';
 import type { LocalConfig, TenancySettings } from '../config/config.js';
-import type { ActivityBoard } from '../core/activity-board.js';
-import type { ObjectStore, RouteMirror } from '../core/interfaces.js';
+import type { ObjectStore } from '../core/interfaces.js';
 import type { Leadership } from '../core/leadership.js';
-import type { ProxyTally, QueueDepth } from '../core/proxy-tallies.js';
 import { startupMark } from '../core/startup-marks.js';
 import type { BuildCollector } from '../reconcile/build-gc.js';
 import type { Controller, ControllerObserver } from '../reconcile/controller.js';
 import { OutboundPolicy } from '../source/outbound.js';
 
-/** What a system needs of the proxy thread (the Gateway), kept to a type so none loads here. */
-export interface ProxyThread extends RouteMirror {
-  readonly activity: ActivityBoard;
-  takeTallies(): Promise<ProxyTally[]>;
-  /** Optional: a stand-in thread without admission queues reports none. */
-  queueDepths?(): Promise<QueueDepth[]>;
-}
+export type { ProxyThread } from '../core/proxy-thread.js';
 
 /** `destination` lets tests read what sless really logs; pretty logs go to stdout through a worker. */
 export function createLogger(

@@ -9,7 +9,6 @@ import type { Logger } from 'pino';
 import { createAuthenticator } from '../api/auth/factory.js';
 import type { KubeControllerConfig } from '../config/kube.js';
 import type { Leadership, LeaderTasks } from '../core/leadership.js';
-import { objectKey } from '../core/object-key.js';
 import { ReconcileRequests } from '../core/reconcile-requests.js';
 import type { KubeAutoscaler } from '../platform/kube/autoscaler.js';
 import type { KanikoBuilder } from '../platform/kube/build/kaniko-builder.js';
@@ -98,23 +97,18 @@ export async function startKubeSystem(
     { KubeHttp },
     { KubeStore },
     { KubeNamespaces },
-    { KubeRouteResolver },
-    { KubeRouteCache },
-    { KubeAutoscaler },
-    { KubeRoutePublisher },
     { KubeSourceReaderFactory },
     { PullSecretSync },
     { kubeWebhookSecrets },
     { KubeWorkloads },
     { KubeFunctionLogs },
     { KubeEventRecorder },
-    { KubeScaler },
     { LeaderTerm },
     { ChangeSignal },
     { wireKubeBuilds },
     { wireKubeSecrets },
     { registerKubeLeaderWork },
-    { ReplicaReports },
+    { wireKubeDataPath },
     { replicaReportRoutes },
   ] = await Promise.all([
     controlPlaneModules(),
@@ -126,23 +120,18 @@ export async function startKubeSystem(
     import('../platform/kube/http.js'),
     import('../platform/kube/kube-store.js'),
     import('../platform/kube/namespaces.js'),
-    import('../platform/kube/routes.js'),
-    import('../platform/kube/route-cache.js'),
-    import('../platform/kube/autoscaler.js'),
-    import('../platform/kube/route-publisher.js'),
     import('../platform/kube/source-readers.js'),
     import('../platform/kube/tenant.js'),
     import('../platform/kube/webhook-secrets.js'),
     import('../platform/kube/workloads.js'),
     import('../platform/kube/function-logs.js'),
     import('../platform/kube/events.js'),
-    import('../platform/kube/scaler.js'),
     import('../platform/kube/leader-term.js'),
     import('../platform/kube/change-signal.js'),
     import('../platform/kube/wire/builds.js'),
     import('../platform/kube/wire/secrets.js'),
     import('../platform/kube/wire/leader-work.js'),
-    import('../platform/kube/replica-reports.js'),
+    import('../platform/kube/wire/data-path.js'),
     import('../api/routes/replica-reports.js'),
   ]);
   const http = new KubeHttp(options.kubeConfig ?? (await loadKubeCredentials()));
@@ -197,81 +186,22 @@ export async function startKubeSystem(
     requests,
   });
   const events = new KubeEventRecorder({ http, logger, instance: config.leaderElection.identity });
-  // /fn/ routes from what these informers hold, never from a request to the API server.
-  const routeCache = new KubeRouteCache({
+  const dataPath = wireKubeDataPath({
     http,
+    config,
     logger,
-    functions: store,
-    services: config.functionRoute === 'cluster-ip',
-    ...(config.watchNamespaces ? { namespaces: config.watchNamespaces } : {}),
-  });
-  // Every replica holds requests and scales up; only the leader scales idle functions down.
-  const scaler = new KubeScaler({
-    http,
     store,
-    cache: routeCache,
-    cachedFunctions: (keep) => store.cached('Function', keep),
-    logger,
     events,
-    isLeader: options.isLeader ?? (() => leadership.isLeader()),
-    activationTimeoutMs: config.activationTimeoutMs,
-    maxHeldPerFunction: config.activationQueue,
-    ...(options.idleSweepMs ? { sweepMs: options.idleSweepMs } : {}),
-    ...(config.watchNamespaces ? { namespaces: config.watchNamespaces } : {}),
-  });
-  // Followers report their in-flight requests to the leader, which adds them to its own.
-  const replicaReports = config.leaderElection.enabled
-    ? new ReplicaReports({
-        http,
-        logger,
-        namespace: config.controllerNamespace,
-        keySecret: config.leaderElection.replicaKeySecret,
-        identity: config.leaderElection.identity,
-        leader: { ...leadership, leaderUrl: () => term.leaderUrl() },
-        intervalMs: options.autoscaleTickMs ?? 1000,
-      })
-    : undefined;
-  // Every replica counts in-flight requests; only the leader applies the decisions.
-  const autoscaler = new KubeAutoscaler({
-    http,
-    cache: routeCache,
-    functions: () => store.cached('Function', (fn) => fn.spec.scale !== undefined),
-    logger,
-    events,
-    isLeader: options.isLeader ?? (() => leadership.isLeader()),
-    ...(options.autoscaleTickMs ? { tickMs: options.autoscaleTickMs } : {}),
-    // The thread counts the requests it serves where the autoscaler reads them.
-    ...(gateway ? { activity: gateway.activity, mirror: gateway } : {}),
-    ...(replicaReports
-      ? { peers: replicaReports, onSampled: (own, now) => void replicaReports.send(own, now) }
-      : {}),
-  });
-  const routes = new KubeRouteResolver({
-    cache: routeCache,
-    scaler,
-    autoscaler,
-    route: config.functionRoute,
+    leadership,
+    leaderUrl: () => term.leaderUrl(),
+    ...(options.isLeader ? { isLeader: options.isLeader } : {}),
+    ...(gateway ? { gateway } : {}),
     ...(options.originOf ? { originOf: options.originOf } : {}),
     ...(options.endpointOrigin ? { endpointOrigin: options.endpointOrigin } : {}),
+    ...(options.idleSweepMs ? { idleSweepMs: options.idleSweepMs } : {}),
+    ...(options.autoscaleTickMs ? { autoscaleTickMs: options.autoscaleTickMs } : {}),
   });
-  // The proxy thread serves always-on functions itself, from routes computed as `routes` computes them.
-  const publisher = gateway
-    ? new KubeRoutePublisher({
-        cache: routeCache,
-        routes,
-        mirror: gateway,
-        autoscaler,
-        functionKeys: () => {
-          const keys: string[] = [];
-          // Only the keys: `keep` sees every cached Function, and refusing each copies none.
-          store.cached('Function', (fn) => {
-            keys.push(objectKey(fn.metadata.namespace, fn.metadata.name));
-            return false;
-          });
-          return keys;
-        },
-      })
-    : undefined;
+  const { routeCache, scaler, autoscaler, routes, replicaReports } = dataPath;
   const metrics = new SlessMetrics({
     readyFunctions: () => readyFunctionCounts(store),
     functionInstances: () => functionInstanceCounts(store),
@@ -353,21 +283,8 @@ export async function startKubeSystem(
       functionLogs: new KubeFunctionLogs({ http }),
     },
   });
-  if (replicaReports) {
-    await app.register(replicaReportRoutes, { intake: replicaReports });
-    // Each term counts only the reports sent to it.
-    term.register('replica reports', () => {
-      replicaReports.clear();
-      return () => replicaReports.clear();
-    });
-  }
-  // Subscribed before the caches list, so no change goes untold.
-  publisher?.start();
-  routeCache.start();
-  autoscaler.start();
-  // The scaler runs on every replica: each holds requests and scales up; it scales down only while
-  // this replica leads.
-  scaler.start();
+  if (replicaReports) await app.register(replicaReportRoutes, { intake: replicaReports });
+  dataPath.start(term);
   gc.start();
   gc.request();
   let address: string;
@@ -406,10 +323,7 @@ export async function startKubeSystem(
     stop: once(async () => {
       ready = false;
       await term.stop();
-      scaler.stop();
-      autoscaler.stop();
-      publisher?.stop();
-      routeCache.stop();
+      dataPath.stop();
       await builds.stop();
       store.stop();
       await listener?.drainClients?.();
