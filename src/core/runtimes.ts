@@ -108,6 +108,31 @@ export const RUNTIME_INFO: Readonly<Record<RuntimeName, RuntimeInfo>> = {
     // Go fixes the two newest major releases: 1.25 until Go 1.27 is out (August 2026).
     endOfLife: '2026-08-31',
   },
+  // Go ships a major release each February and August and fixes the two newest, so Go 1.N is fixed
+  // until Go 1.(N+2) ships, a year after its own release. Releases come early in their month and the
+  // day is not known ahead; the month's last day is the date, as for go1.25.
+  'go1.26': {
+    name: 'go1.26',
+    version: '1.26.11-r1',
+    baseImage: 'golang:1.26.11-bookworm',
+    compiled: true,
+    family: 'go',
+    toolchain: '1.26',
+    serverDir: 'go1.21',
+    // Released February 2026; fixed until Go 1.28 ships (February 2027).
+    endOfLife: '2027-02-28',
+  },
+  'go1.27': {
+    name: 'go1.27',
+    version: '1.27.4-r1',
+    baseImage: 'golang:1.27.4-bookworm',
+    compiled: true,
+    family: 'go',
+    toolchain: '1.27',
+    serverDir: 'go1.21',
+    // Released August 2026; fixed until Go 1.29 ships (August 2027).
+    endOfLife: '2027-08-31',
+  },
 };
 
 /** A warning when `runtime` is past its end of life on `today` (an ISO date), else undefined. */

@@ -21,6 +21,8 @@ export const RUNTIMES = [
   'python3.12',
   'python3.13',
   'go1.25',
+  'go1.26',
+  'go1.27',
 ] as const;
 export type RuntimeName = (typeof RUNTIMES)[number];
 

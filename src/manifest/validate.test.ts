@@ -47,7 +47,7 @@ describe('validateResource', () => {
     ],
     [
       { runtime: 'ruby', entrypoint: 'handler.handle' },
-      'functions/a/function.yaml#0 spec.runtime: must be one of: nodejs20, python3.11, go1.21, nodejs22, nodejs24, python3.12, python3.13, go1.25',
+      'functions/a/function.yaml#0 spec.runtime: must be one of: nodejs20, python3.11, go1.21, nodejs22, nodejs24, python3.12, python3.13, go1.25, go1.26, go1.27',
     ],
     [{ runtime: 'nodejs20' }, 'functions/a/function.yaml#0 spec.entrypoint: is required'],
     [

@@ -23,6 +23,8 @@ export const INSTALL_IMAGES: Readonly<Record<RuntimeName, string>> = {
   'python3.12': RUNTIME_INFO['python3.12'].baseImage,
   'python3.13': RUNTIME_INFO['python3.13'].baseImage,
   'go1.25': RUNTIME_INFO['go1.25'].baseImage,
+  'go1.26': RUNTIME_INFO['go1.26'].baseImage,
+  'go1.27': RUNTIME_INFO['go1.27'].baseImage,
 };
 
 /** How each base image downloads the context: with what it already has (no extra packages). */

@@ -31,7 +31,7 @@ const rows: Row[] = [
     body: fnDoc({ runtime: 'java17' }),
     status: 400,
     message:
-      'spec.runtime: must be one of: nodejs20, python3.11, go1.21, nodejs22, nodejs24, python3.12, python3.13, go1.25',
+      'spec.runtime: must be one of: nodejs20, python3.11, go1.21, nodejs22, nodejs24, python3.12, python3.13, go1.25, go1.26, go1.27',
   },
   ...[-10, 0].map((memoryMb) => ({
     name: `memoryMb ${memoryMb}`,

@@ -7,6 +7,7 @@ import { execFile } from 'node:child_process';
 import { mkdir, rm, symlink, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { endOfLifeWarning } from '../../src/core/runtimes.js';
 import { functionManifest, nodeHandler, TestRepo, tempDir } from '../helpers/git.js';
 import { eventually, startTestSystem } from '../helpers/local-system.js';
 import { testToolchainEnv } from '../runtimes/harness.ts';
@@ -60,7 +61,7 @@ const BROKEN: Record<string, string> = {
 
 const BROKEN_LINES = [
   'a/function.yaml#0 metadata.name: must be a DNS-1123 label (lowercase letters, digits and "-")',
-  'a/function.yaml#0 spec.runtime: must be one of: nodejs20, python3.11, go1.21, nodejs22, nodejs24, python3.12, python3.13, go1.25',
+  'a/function.yaml#0 spec.runtime: must be one of: nodejs20, python3.11, go1.21, nodejs22, nodejs24, python3.12, python3.13, go1.25, go1.26, go1.27',
   'a/function.yaml#0 spec.memoryMb: must be <= 4096',
   "a/function.yaml#1 spec.schedule: invalid cron schedule: CronPattern: invalid configuration format ('not a schedule'), exactly five, six, or seven space separated parts are required.",
   'b/function.yaml#0 spec.source.path: must stay inside the repository',
@@ -152,6 +153,72 @@ describe('sless validate', { timeout: 240_000 }, () => {
     if (!node24) throw new Error('no Node.js 24 in ~/.cache/sless/toolchains: run test/pretest.sh');
     const found = await runValidateWith({ ...bare, SLESS_NODE24_BINARY: node24 }, tree);
     expect(found.stdout).toBe(`1 documents valid (1 Function) in ${tree}\n`);
+  });
+
+  it('warns about the Go lines past their end of life and says what a missing or too old go needs', async () => {
+    const tree = join(dir, 'go');
+    const lines = ['go1.21', 'go1.25', 'go1.26', 'go1.27'] as const;
+    const files: Record<string, string> = {};
+    for (const runtime of lines) {
+      const name = `g${runtime.slice(2).replace('.', '')}`;
+      files[`${name}/function.yaml`] = functionManifest(name, { runtime, entrypoint: 'handler.Handle' });
+      files[`${name}/handler.go`] = 'package handler\n';
+    }
+    await writeTree(tree, files);
+    const where = (runtime: (typeof lines)[number]) =>
+      `warning: g${runtime.slice(2).replace('.', '')}/function.yaml#0 spec.runtime:`;
+    // The words and dates are pinned by src/core/runtimes.test.ts; here, the day the test runs.
+    const today = new Date().toISOString().slice(0, 10);
+    const endOfLife = (runtime: (typeof lines)[number]) => {
+      const eol = endOfLifeWarning(runtime, today);
+      return eol ? [`${where(runtime)} ${eol}`] : [];
+    };
+    const valid = `4 documents valid (4 Function) in ${tree}`;
+
+    // This machine's go builds every line (itself, or the pinned release through GOTOOLCHAIN).
+    const here = await runValidate(tree);
+    expect(here.stdout.split('\n')).toEqual([valid, ...lines.flatMap(endOfLife), '']);
+    expect(here.stdout).toMatch(/spec\.runtime: runtime go1\.25 is past its end of life \(2026-08-31\)/);
+    expect(here.code).toBe(0);
+
+    // A PATH with no go on it, inside the suite's directory (removed with it).
+    const noGo = join(dir, 'path-without-go');
+    await mkdir(noGo);
+    const missing = await runValidateWith({ ...process.env, PATH: noGo }, tree);
+    const pinnedFetch = (line: string, pinned: string) =>
+      `needs Go ${line} (or any Go from 1.21 on, which fetches ${pinned} through GOTOOLCHAIN) on this machine`;
+    const cannot = 'the local platform cannot run it here: runtime';
+    expect(missing.stdout.split('\n')).toEqual([
+      valid,
+      ...endOfLife('go1.21'),
+      `${where('go1.21')} ${cannot} go1.21 needs Go on this machine: put go on PATH`,
+      ...endOfLife('go1.25'),
+      `${where('go1.25')} ${cannot} go1.25 ${pinnedFetch('1.25', 'go1.25.4')}: put go on PATH`,
+      ...endOfLife('go1.26'),
+      `${where('go1.26')} ${cannot} go1.26 ${pinnedFetch('1.26', 'go1.26.11')}: put go on PATH`,
+      ...endOfLife('go1.27'),
+      `${where('go1.27')} ${cannot} go1.27 ${pinnedFetch('1.27', 'go1.27.4')}: put go on PATH`,
+      '',
+    ]);
+    expect(missing.code).toBe(0);
+
+    // A go from before toolchain switching: go1.21 builds with it, the newer lines cannot.
+    await writeFile(join(noGo, 'go'), '#!/bin/sh\necho "go version go1.20.14 linux/amd64"\n', {
+      mode: 0o755,
+    });
+    const old = await runValidateWith({ ...process.env, PATH: noGo }, tree);
+    expect(old.stdout.split('\n')).toEqual([
+      valid,
+      ...endOfLife('go1.21'),
+      ...endOfLife('go1.25'),
+      `${where('go1.25')} ${cannot} go1.25 ${pinnedFetch('1.25', 'go1.25.4')}: found go 1.20.14`,
+      ...endOfLife('go1.26'),
+      `${where('go1.26')} ${cannot} go1.26 ${pinnedFetch('1.26', 'go1.26.11')}: found go 1.20.14`,
+      ...endOfLife('go1.27'),
+      `${where('go1.27')} ${cannot} go1.27 ${pinnedFetch('1.27', 'go1.27.4')}: found go 1.20.14`,
+      '',
+    ]);
+    expect(old.code).toBe(0);
   });
 
   it('checks metadata.namespace only when --namespace names the source namespace', async () => {

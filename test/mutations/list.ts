@@ -1557,6 +1557,24 @@ export const MUTATIONS: GuardMutation[] = [
     tests: ['test/local/runtimes.test.ts', 'test/cli/validate.test.ts'],
   },
   {
+    id: 'toolchain-go-line-unchecked',
+    guard:
+      "Locally, a Go runtime newer than go1.21 builds with Go of its own line (the machine's go only when it is of that line), never with whichever go is there.",
+    file: 'src/platform/local/toolchains.ts',
+    from: "      if (runtime === 'go1.21' || lineOf(version, 2) === wanted) return",
+    to: "      if (runtime.startsWith('go') || lineOf(version, 2) === wanted) return",
+    tests: ['test/local/runtimes.test.ts', 'test/runtimes/contract.test.ts'],
+  },
+  {
+    id: 'toolchain-go-release-unpinned',
+    guard:
+      'Locally, a Go line the machine has no go of builds with the release its kube image pins, fetched through GOTOOLCHAIN.',
+    file: 'src/platform/local/toolchains.ts',
+    from: 'env: { GOTOOLCHAIN: pinned }',
+    to: 'env: {}',
+    tests: ['test/local/runtimes.test.ts', 'test/runtimes/contract.test.ts'],
+  },
+  {
     id: 'end-of-life-never-warned',
     guard: 'A runtime past its end of life is warned about in validate and status.',
     file: 'src/core/runtimes.ts',

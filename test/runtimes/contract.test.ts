@@ -1,6 +1,6 @@
 // Runtime contract suite: one table of cases, run against the Node, Python and Go runtimes as real
 // child processes serving the fixtures in test/runtimes/fixtures/<runtime>/ (same behaviours in each).
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -40,9 +40,12 @@ const goBin = {
   main: path.join(goDir, 'handler'),
   nested: path.join(goDir, 'nested'),
   nomod: path.join(goDir, 'nomod'),
-  main125: path.join(goDir, 'handler-1.25'),
-  nested125: path.join(goDir, 'nested-1.25'),
 };
+/** A newer Go line's binaries: built by the toolchain of that line (go1.21 takes the machine's Go). */
+const lineBin = (r: CoreRuntimeName) => ({
+  main: path.join(goDir, `handler-${r}`),
+  nested: path.join(goDir, `nested-${r}`),
+});
 let goBuildMs = 0;
 
 /** Every runtime's toolchain on this machine; a missing one is said, and its runtime not run here. */
@@ -59,6 +62,9 @@ for (const r of ALL_RUNTIMES) {
   const t = toolchains[r];
   console.log(`runtime ${r}: ${t.found ? `${t.command} ${t.version}` : `not run here: ${t.reason}`}`);
 }
+const NEWER_GO = ALL_RUNTIMES.filter(
+  (r) => RUNTIME_INFO[r].family === 'go' && r !== 'go1.21' && available(r),
+);
 
 beforeAll(async () => {
   const started = performance.now();
@@ -66,12 +72,10 @@ beforeAll(async () => {
     buildGo(path.join(FIXTURES_DIR, 'go1.21'), goBin.main, 'handler.Handle'),
     buildGo(path.join(FIXTURES_DIR, 'go1.21'), goBin.nested, 'lib/api.Handle'),
     buildGo(path.join(FIXTURES_DIR, 'go1.21-nomod'), goBin.nomod, 'handler.Handle'),
-    ...(available('go1.25')
-      ? [
-          buildGo(path.join(FIXTURES_DIR, 'go1.21'), goBin.main125, 'handler.Handle', goEnv('go1.25')),
-          buildGo(path.join(FIXTURES_DIR, 'go1.21'), goBin.nested125, 'lib/api.Handle', goEnv('go1.25')),
-        ]
-      : []),
+    ...NEWER_GO.flatMap((r) => [
+      buildGo(path.join(FIXTURES_DIR, 'go1.21'), lineBin(r).main, 'handler.Handle', goEnv(r)),
+      buildGo(path.join(FIXTURES_DIR, 'go1.21'), lineBin(r).nested, 'lib/api.Handle', goEnv(r)),
+    ]),
   ]);
   goBuildMs = performance.now() - started;
   for (const b of builds) expect(b.code, b.stderr).toBe(0);
@@ -138,7 +142,7 @@ function compiled(name: CoreRuntimeName, main: string, nested: string): RuntimeS
 const RUNTIMES: RuntimeSpec[] = [
   ...ALL_RUNTIMES.filter((r) => RUNTIME_INFO[r].family !== 'go' && available(r)).map(interpreted),
   compiled('go1.21', goBin.main, goBin.nested),
-  ...(available('go1.25') ? [compiled('go1.25', goBin.main125, goBin.nested125)] : []),
+  ...NEWER_GO.map((r) => compiled(r, lineBin(r).main, lineBin(r).nested)),
 ];
 
 // --- HTTP helpers ------------------------------------------------------------------------------------
@@ -689,6 +693,21 @@ describe.each(RUNTIMES)('runtime $name on a unix socket (SLESS_SOCKET)', (rt) =>
     );
     expect(res.code).toBe(1);
     expect(res.stderr).toContain(`sless-runtime: cannot listen on socket ${missing}`);
+  });
+});
+
+describe.each(NEWER_GO)('runtime %s is built by the Go of its own line', (r) => {
+  it.each(['main', 'nested'] as const)('%s binary', (which) => {
+    // `go version FILE` prints the release that built FILE, from its build info.
+    const out = spawnSync('go', ['version', lineBin(r)[which]], {
+      cwd: goDir,
+      encoding: 'utf8',
+      env: { ...process.env, GOTOOLCHAIN: 'local' },
+    });
+    expect(out.status, out.stderr).toBe(0);
+    const built = out.stdout.trim().split(' ').at(-1);
+    expect(built).toBe(`go${(toolchains[r] as { version: string }).version}`);
+    expect(built?.startsWith(`go${RUNTIME_INFO[r].toolchain}.`)).toBe(true);
   });
 });
 

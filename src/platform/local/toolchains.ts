@@ -8,8 +8,8 @@
  *   on PATH when it is N.
  * - Python 3.M: `SLESS_PYTHON3<M>_BINARY`; `python3.M` on PATH; `python3` when it is 3.M.
  * - Go 1.M: `go` on PATH. go1.21 builds with whatever Go the machine has (as before); a newer line
- *   with a `go` that is not of it asks that go for the pinned release (GOTOOLCHAIN), which the go
- *   command takes from the Go module proxy.
+ *   builds with that `go` when it is of the line (any patch release), and otherwise asks it for the
+ *   release the kube image pins (GOTOOLCHAIN), which the go command takes from the Go module proxy.
  */
 import { spawnSync } from 'node:child_process';
 import { realpathSync } from 'node:fs';
@@ -83,19 +83,22 @@ function lookUp(runtime: RuntimeName, env: NodeJS.ProcessEnv): Toolchain {
       };
     }
     case 'go': {
+      const pinned = `go${info.version.split('-')[0]}`;
+      // Toolchain switching exists from Go 1.21 on.
+      const needs =
+        runtime === 'go1.21'
+          ? 'Go'
+          : `Go ${wanted} (or any Go from 1.21 on, which fetches ${pinned} through GOTOOLCHAIN)`;
       const version = versionOf('go', ['version']);
       if (!version)
-        return { found: false, reason: `runtime ${runtime} needs Go on this machine: put go on PATH` };
+        return { found: false, reason: `runtime ${runtime} needs ${needs} on this machine: put go on PATH` };
       if (runtime === 'go1.21' || lineOf(version, 2) === wanted) return { ...withPath('go'), version };
       const [major, minor] = (version.split('.').map(Number) as [number, number]) ?? [0, 0];
-      // Toolchain switching exists from Go 1.21 on.
-      if (major > 1 || (major === 1 && minor >= 21)) {
-        const pinned = `go${info.version.split('-')[0]}`;
+      if (major > 1 || (major === 1 && minor >= 21))
         return { found: true, command: 'go', env: { GOTOOLCHAIN: pinned }, version: pinned.slice(2) };
-      }
       return {
         found: false,
-        reason: `runtime ${runtime} needs Go ${wanted} (or any Go from 1.21 on, which fetches it): found go ${version}`,
+        reason: `runtime ${runtime} needs ${needs} on this machine: found go ${version}`,
       };
     }
   }
