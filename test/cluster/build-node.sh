@@ -233,13 +233,19 @@ GO_VERSION="${GO_VERSION%%-*}"
 # The Go runtime's final stage (its second FROM), and the curl image the CronJobs of cron Triggers run.
 DISTROLESS_REF="$(sed -n 's/^FROM \([^ ]*\).*/\1/p' "$HERE/../../runtimes/go1.21/Dockerfile" | sed -n 2p)"
 CURL_REF="$(sed -n "s/^export const CURL_IMAGE = '\([^']*\)';/\1/p" "$HERE/../../src/platform/kube/cron-scheduler.ts")"
-EXTRA_IMAGES="$CACHE/images-extra-r$EXTRA_IMAGE_RECIPE-$DEBIAN_SUITE-go$GO_VERSION"
+# The golang image of the controller image's sops stage (deploy/Dockerfile's first golang FROM), for
+# the e2e suite's kaniko build of that image; built as the Go runtime's, of the Go it pins.
+CONTROLLER_GOLANG_REF="library/$(sed -n 's/^FROM \(golang:[^ ]*\).*/\1/p' "$HERE/../../deploy/Dockerfile" | head -n 1)"
+CONTROLLER_GO_VERSION="${CONTROLLER_GOLANG_REF#library/golang:}"
+CONTROLLER_GO_VERSION="${CONTROLLER_GO_VERSION%%-*}"
+EXTRA_IMAGES="$CACHE/images-extra-r$EXTRA_IMAGE_RECIPE-$DEBIAN_SUITE-go$GO_VERSION-go$CONTROLLER_GO_VERSION"
 
 extras_print_paths() {
   echo "COREDNS=$COREDNS"
   echo "NODE_EXTRA_IMAGES=$EXTRA_IMAGES"
   # tag in the layout = repository:tag in the registry (without the registry host)
   echo "NODE_IMAGE_GOLANG=$GOLANG_BASE_REF"
+  echo "NODE_IMAGE_CONTROLLER_GOLANG=$CONTROLLER_GOLANG_REF"
   echo "NODE_IMAGE_DISTROLESS=${DISTROLESS_REF#*/}"
   echo "NODE_IMAGE_DISTROLESS_REGISTRY=${DISTROLESS_REF%%/*}"
   echo "NODE_IMAGE_CURL=$CURL_REF"
@@ -257,8 +263,9 @@ fill_debian_curl() {
   rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/* "$1"/var/log/*
 }
 
+# Go $GO_VERSION (or the version given as $2) as /usr/local/go of the rootfs $1.
 fill_golang() {
-  local json dir
+  local json dir GO_VERSION="${2:-$GO_VERSION}"
   # `go mod download -json` reports a failure in the JSON's Error field, so keep it for the message.
   json="$(cd / && GOTOOLCHAIN=local go mod download -json "golang.org/toolchain@v0.0.1-go$GO_VERSION.linux-amd64" 2>&1)"
   dir="$(printf '%s\n' "$json" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')"
@@ -273,6 +280,8 @@ fill_golang() {
   chmod a+x "$1/usr/local/go/bin/"* "$1/usr/local/go/pkg/tool/"*/*
   chmod 1777 "$1/go"
 }
+
+fill_controller_golang() { fill_golang "$1" "$CONTROLLER_GO_VERSION"; }
 
 fill_curl() {
   # As the curlimages image: a curl_user with uid 100, curl as the entrypoint.
@@ -303,6 +312,10 @@ build_extra_images() {
   umoci config --image "$layout:golang" --config.env GOPATH=/go \
     --config.env PATH=/go/bin:/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     --config.env "GOLANG_VERSION=$GO_VERSION" --config.workingdir /go --config.cmd bash
+  umoci_layer "$layout" debian-curl golang-controller fill_controller_golang
+  umoci config --image "$layout:golang-controller" --config.env GOPATH=/go \
+    --config.env PATH=/go/bin:/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    --config.env "GOLANG_VERSION=$CONTROLLER_GO_VERSION" --config.workingdir /go --config.cmd bash
   umoci_layer "$layout" debian-curl curl fill_curl
   umoci config --image "$layout:curl" --config.user 100:101 --config.entrypoint curl --config.cmd=--help
   umoci_layer "$layout" "" distroless fill_distroless
@@ -314,6 +327,11 @@ build_extra_images() {
   rm -rf "$EXTRA_IMAGES"
   mv "$layout" "$EXTRA_IMAGES"
   log "built the extra node images in $((SECONDS - start))s: $EXTRA_IMAGES"
+  # Layouts of earlier recipes or versions (a few hundred MB each) are never read again.
+  local old
+  for old in "$CACHE"/images-extra-*; do
+    [ "$old" = "$EXTRA_IMAGES" ] || rm -rf "$old"
+  done
 }
 
 build_extras() {

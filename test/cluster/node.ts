@@ -67,6 +67,11 @@ export interface TestNodeInfo extends TestClusterInfo {
 
 export interface TestNode extends TestNodeInfo {
   kubeConfig: KubeConfig;
+  /**
+   * Pushes the golang image of deploy/Dockerfile's sops stage under its Docker Hub name (on demand:
+   * only a kaniko build of the controller image needs it) and returns its reference in the registry.
+   */
+  pushControllerGolang(): Promise<string>;
   /** Stops the node and the control plane and restores the machine. Idempotent. */
   stop(): Promise<void>;
 }
@@ -290,6 +295,8 @@ interface NodeBinaries {
     NODE_EXTRA_IMAGES: string;
     /** Tag in the layout = repository:tag in the registry, and the registry it stands in for. */
     images: Record<ExtraImage, { ref: string; origin: string }>;
+    /** The controller image's golang (tag `golang-controller` in the layout), by its Docker Hub name. */
+    controllerGolang: string;
   };
 }
 
@@ -324,6 +331,7 @@ async function nodeBinaries(): Promise<NodeBinaries> {
         distroless: { ref: need('NODE_IMAGE_DISTROLESS'), origin: need('NODE_IMAGE_DISTROLESS_REGISTRY') },
         curl: { ref: need('NODE_IMAGE_CURL'), origin: 'index.docker.io' },
       },
+      controllerGolang: need('NODE_IMAGE_CONTROLLER_GOLANG'),
     },
   };
 }
@@ -559,6 +567,11 @@ export async function startTestNode(opts: NodeStartOptions = {}): Promise<TestNo
     return {
       ...clusterInfo,
       kubeConfig,
+      pushControllerGolang: async () => {
+        const ref = `${registryHost}/${bins.extras.controllerGolang}`;
+        await skopeoCopy(bins.extras.NODE_EXTRA_IMAGES, 'golang-controller', ref);
+        return ref;
+      },
       nodeName: NODE_NAME,
       gatewayIp: GATEWAY_IP,
       registryHost,

@@ -1,7 +1,7 @@
 /**
  * The sless controller image as it ships: built from deploy/Dockerfile by a kaniko Job on the real
- * node (its `npm ci` fetches through a pull-through npm mirror on the host, test/e2e/package-mirror.ts) and pushed to the node's
- * registry.
+ * node (its `npm ci` and its sops stage's `go install` fetch through pull-through mirrors on the host,
+ * test/e2e/package-mirror.ts) and pushed to the node's registry.
  *
  * A build takes minutes, so the image is kept as an OCI layout under the test cache, keyed by a hash
  * of everything that decides its content: the Dockerfile, every file its COPY lines take from the
@@ -38,7 +38,7 @@ import { contextKey } from '../cluster/image-context.ts';
 import { GATEWAY_IP, type TestNode } from '../cluster/node.ts';
 import { eventually } from '../kube/harness.js';
 import { registryDigest } from './harness.ts';
-import { startNpmMirror } from './package-mirror.ts';
+import { startGoMirror, startNpmMirror } from './package-mirror.ts';
 
 export const REPO_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const DOCKERFILE = 'deploy/Dockerfile';
@@ -50,6 +50,8 @@ const BUILD_MS = 25 * 60_000;
  * the cached `npm ci` layers. The bridge address exists only while the node lock is held.
  */
 const NPM_MIRROR_PORT = 47873;
+/** The Go module mirror's, fixed for the same reason. */
+const GO_MIRROR_PORT = 47874;
 /** Above this the layer cache is dropped and starts again (each new src/ adds a `npm run build` layer). */
 const LAYER_CACHE_MAX_BYTES = 2 * 1024 ** 3;
 
@@ -86,7 +88,7 @@ async function kanikoBuild(
   context: string,
   destination: string,
   podLog: (namespace: string, pod: string) => Promise<string>,
-  npmRegistry: string,
+  mirrors: { npm: string; go: string },
   cacheRegistry: string,
 ): Promise<string> {
   const name = 'build-sless-controller';
@@ -119,7 +121,8 @@ async function kanikoBuild(
                 // FROM node:… is Docker Hub's name; the node's registry holds that image.
                 `--registry-map=index.docker.io=${node.registryHost}`,
                 `--insecure-registry=${node.registryHost}`,
-                `--build-arg=NPM_CONFIG_REGISTRY=${npmRegistry}`,
+                `--build-arg=NPM_CONFIG_REGISTRY=${mirrors.npm}`,
+                `--build-arg=GOPROXY=${mirrors.go}`,
                 // RUN layers from and to the layer cache; its entries are content-keyed, so no expiry.
                 '--cache=true',
                 `--cache-repo=${cacheRegistry}/sless-controller-cache`,
@@ -239,7 +242,10 @@ export async function controllerImage(
     }
     // npm through the host: from a pod, npm's registry fails TLS here (the machine's egress re-signs it
     // with a CA only the host trusts: SELF_SIGNED_CERT_IN_CHAIN).
+    // The sops stage's FROM golang:… is Docker Hub's name; the registry holds it only from now.
+    await node.pushControllerGolang();
     const mirror = await startNpmMirror(GATEWAY_IP, join(cacheRoot(), 'npm-tarballs'), NPM_MIRROR_PORT);
+    const goMirror = await startGoMirror(GATEWAY_IP, join(cacheRoot(), 'go-modules'), GO_MIRROR_PORT);
     const layerKey = createHash('sha256')
       .update(
         [DOCKERFILE, 'package.json', 'package-lock.json']
@@ -256,10 +262,11 @@ export async function controllerImage(
       context,
       destination,
       podLog,
-      mirror.url,
+      { npm: mirror.url, go: goMirror.url.replace(/\/$/, '') },
       layerCache.host,
-    ).finally(() => {
+    ).finally(async () => {
       layerCache.stop();
+      await goMirror.close();
       return mirror.close();
     });
     builtByKaniko = true;

@@ -6,6 +6,9 @@
  *   tarballs (immutable, named by version) in the test cache, so a later build fetches them from disk.
  * - PyPI's simple index (`--index-url …/simple/` in a requirements.txt): forwards GETs to pypi.org,
  *   nothing cached.
+ * - The Go module proxy (`--build-arg GOPROXY=…`): forwards GETs to proxy.golang.org, checksum
+ *   database lookups included (so GOSUMDB still checks every module), and keeps a version's .info,
+ *   .mod and .zip (immutable) in the test cache.
  */
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
@@ -23,7 +26,19 @@ export interface PackageMirror {
  * the mirror's URL as a build argument gets the same cache keys only from the same URL.
  */
 export function startNpmMirror(host: string, cacheDir: string, port = 0): Promise<PackageMirror> {
-  return startMirror(host, 'https://registry.npmjs.org', port, { dir: cacheDir, path: /\/-\/[^/]+\.tgz$/ });
+  return startMirror(host, 'https://registry.npmjs.org', port, {
+    dir: cacheDir,
+    path: /\/-\/[^/]+\.tgz$/,
+    suffix: '.tgz',
+  });
+}
+
+/** The Go module proxy; listens on `host:port` when free, as npm's does, for the same reason. */
+export function startGoMirror(host: string, cacheDir: string, port = 0): Promise<PackageMirror> {
+  return startMirror(host, 'https://proxy.golang.org', port, {
+    dir: cacheDir,
+    path: /\/@v\/[^/]+\.(info|mod|zip)$/,
+  });
 }
 
 /** PyPI's simple index (pip follows its file links to files.pythonhosted.org, not through here). */
@@ -35,14 +50,18 @@ async function startMirror(
   host: string,
   upstream: string,
   port: number,
-  cache?: { dir: string; path: RegExp },
+  cache?: { dir: string; path: RegExp; suffix?: string },
 ): Promise<PackageMirror> {
   if (cache) mkdirSync(cache.dir, { recursive: true });
   const server: Server = createServer((req, res) => {
     const path = req.url ?? '/';
-    const tarball = req.method === 'GET' && cache !== undefined && cache.path.test(path);
-    const cached = join(cache?.dir ?? '', `${createHash('sha256').update(path).digest('hex')}.tgz`);
-    if (tarball && existsSync(cached)) {
+    const cacheable =
+      req.method === 'GET' && cache !== undefined && cache.path.test(path.split('?')[0] ?? '');
+    const cached = join(
+      cache?.dir ?? '',
+      `${createHash('sha256').update(path).digest('hex')}${cache?.suffix ?? ''}`,
+    );
+    if (cacheable && existsSync(cached)) {
       res.writeHead(200, { 'content-type': 'application/octet-stream' });
       res.end(readFileSync(cached));
       return;
@@ -55,7 +74,7 @@ async function startMirror(
     })
       .then(async (upstream) => {
         const body = Buffer.from(await upstream.arrayBuffer());
-        if (tarball && upstream.ok) {
+        if (cacheable && upstream.ok) {
           const partial = `${cached}.${process.pid}`;
           writeFileSync(partial, body);
           renameSync(partial, cached);
@@ -67,7 +86,7 @@ async function startMirror(
       })
       .catch((e: Error) => {
         res.writeHead(502, { 'content-type': 'text/plain' });
-        res.end(`npm mirror: ${e.message}\n`);
+        res.end(`mirror of ${upstream}: ${e.message}\n`);
       });
   });
   // npm keeps connections alive and reuses them at once: a server that closes an idle one first (Node's

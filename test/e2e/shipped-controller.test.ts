@@ -3,21 +3,31 @@
  * installed with `kubectl apply -k` of a test overlay of deploy/ (test/e2e/overlay), running in the
  * cluster under its own ServiceAccount and RBAC, reaching the API server through the `kubernetes`
  * Service. It builds one function with kaniko and serves it at /fn/, called through the controller
- * Service's ClusterIP from the host. Needs root (see test/cluster/node.ts).
+ * Service's ClusterIP from the host; the function reads a secret that the repository holds only as a
+ * SOPS file, which the image's own sops decrypts with the operator's age key. Needs root (see
+ * test/cluster/node.ts).
  */
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KubeHttp } from '../../src/platform/kube/http.js';
 import { getObject, type KubeObject, listObjects } from '../../src/platform/kube/objects.js';
-import { DEPLOYMENT, JOB, POD, type ResourceType, SERVICE } from '../../src/platform/kube/resource-types.js';
+import {
+  DEPLOYMENT,
+  JOB,
+  POD,
+  type ResourceType,
+  SECRET,
+  SERVICE,
+} from '../../src/platform/kube/resource-types.js';
 import { GATEWAY_IP, startTestNode, type TestNode } from '../cluster/node.ts';
 import { functionManifest, git, nodeHandler, TestRepo, tempDir } from '../helpers/git.js';
 import { startGitHttpServer } from '../helpers/git-http-server.js';
+import { ageKey, secretYaml, sopsEncrypt } from '../helpers/sops.js';
 import { dockerConfigJson, eventually, specOf } from '../kube/harness.js';
 import { controllerImage, REPO_ROOT } from './controller-image.ts';
 
@@ -32,6 +42,8 @@ const SYSTEM = 'sless-system';
 const CONTROLLER = 'sless-controller';
 const SERVE_MS = 10 * 60_000;
 const BODY = 'hello from the shipped controller';
+/** Found nowhere but in the SOPS file (encrypted) and in the function's answer. */
+const GREETING = `greeting-${randomBytes(8).toString('hex')}`;
 
 describe('e2e on a real node: the controller as it ships', () => {
   let node: TestNode;
@@ -124,6 +136,12 @@ describe('e2e on a real node: the controller as it ships', () => {
 
     const layer = mkdtempSync(join(tmpdir(), 'sless-overlay-'));
     cleanups.push(async () => rmSync(layer, { recursive: true, force: true }));
+    // The operator's age key: its private half goes into the controller namespace, as README says.
+    const operatorKey = await ageKey(layer, 'operator.agekey');
+    const privateKey = readFileSync(operatorKey.file, 'utf8')
+      .split('\n')
+      .find((line) => line.startsWith('AGE-SECRET-KEY-'));
+    if (!privateKey) throw new Error('age-keygen wrote no private key');
     const [name, digest] = image.split('@');
     const registryAuth = (user: string) =>
       dockerConfigJson(node.registryHost, user, randomBytes(6).toString('hex'));
@@ -174,6 +192,10 @@ describe('e2e on a real node: the controller as it ships', () => {
             literal('.dockerconfigjson', registryAuth(secretName)),
           ]),
         ),
+        // Not part of deploy/: the operator creates it when repositories hold SOPS files.
+        ...secret('sless-sops-age', 'Opaque', [literal('age.agekey', privateKey)]).map((line) =>
+          line === '    behavior: replace' ? '    behavior: create' : line,
+        ),
         '',
       ].join('\n'),
     );
@@ -188,8 +210,15 @@ describe('e2e on a real node: the controller as it ships', () => {
     const gitServer = await startGitHttpServer(gitRoot, { host: GATEWAY_IP });
     cleanups.push(() => gitServer.close());
     const repo = await TestRepo.create({
-      'hello/function.yaml': functionManifest('hello'),
-      'hello/handler.js': nodeHandler(`return '${BODY}';`),
+      'hello/function.yaml': functionManifest('hello', {
+        env: { GREETING: { secretRef: { name: 'payments', key: 'greeting' } } },
+      }),
+      'hello/handler.js': nodeHandler(`return '${BODY} ' + process.env.GREETING;`),
+      'hello/payments.sops.yaml': await sopsEncrypt(
+        layer,
+        secretYaml('payments', { greeting: GREETING }),
+        operatorKey.recipient,
+      ),
     });
     cleanups.push(() => repo.remove());
     await git(repo.dir, 'remote', 'add', 'origin', join(gitRoot, 'fns.git'));
@@ -198,6 +227,18 @@ describe('e2e on a real node: the controller as it ships', () => {
 
     ns = `shipped-${randomBytes(3).toString('hex')}`;
     await kubectl(['create', 'namespace', ns]);
+    // What deploy/sops-secrets.yaml asks of an operator whose tenants keep SOPS files: its
+    // ClusterRole, bound in the tenant's namespace.
+    await kubectl(['apply', '-f', join(REPO_ROOT, 'deploy', 'sops-secrets.yaml')]);
+    await kubectl([
+      'create',
+      'rolebinding',
+      'sless-sops-secrets',
+      '-n',
+      ns,
+      '--clusterrole=sless-controller-sops-secrets',
+      `--serviceaccount=${SYSTEM}:${CONTROLLER}`,
+    ]);
     await kubectl(
       ['apply', '-f', '-'],
       [
@@ -215,7 +256,7 @@ describe('e2e on a real node: the controller as it ships', () => {
   }, 300_000);
 
   it(
-    'runs from the kaniko-built image under its ServiceAccount and serves a function it built with kaniko at /fn/',
+    'runs from the kaniko-built image under its ServiceAccount and serves a function it built with kaniko at /fn/, with a secret from a SOPS file',
     async () => {
       const deployment = await getObject<KubeObject>(http, DEPLOYMENT, SYSTEM, CONTROLLER);
       const spec = deployment?.spec as {
@@ -254,7 +295,7 @@ describe('e2e on a real node: the controller as it ships', () => {
               const res = await fetch(`${base}/fn/${ns}/hello`, { signal: AbortSignal.timeout(10_000) });
               const text = await res.text();
               lastAnswer = `${res.status} (server: ${res.headers.get('server') ?? '-'}) ${text.slice(0, 300)}`;
-              if (res.status === 200 && text.includes(BODY)) return { body: text };
+              if (res.status === 200 && text.includes(BODY) && text.includes(GREETING)) return { body: text };
               // A failed build will not heal by waiting: stop with the controller's own words.
               const fn = await getObject<KubeObject>(http, FUNCTION, ns, 'hello');
               const ready = (
@@ -269,7 +310,19 @@ describe('e2e on a real node: the controller as it ships', () => {
         () => lastAnswer,
       );
       if ('failed' in served) throw new Error(`hello's build failed: ${served.failed}`);
-      expect(served.body).toContain(BODY);
+      expect(JSON.parse(served.body)).toBe(`${BODY} ${GREETING}`);
+      // The image's sops decrypted the file into a Secret of the tenant's namespace, which the
+      // function's pod reads by reference; the Deployment holds no value.
+      const decrypted = await getObject<KubeObject & { data?: Record<string, string> }>(
+        http,
+        SECRET,
+        ns,
+        'payments',
+      );
+      expect(Buffer.from(decrypted?.data?.greeting ?? '', 'base64').toString()).toBe(GREETING);
+      expect(JSON.stringify(await getObject<KubeObject>(http, DEPLOYMENT, ns, 'hello'))).not.toContain(
+        GREETING,
+      );
 
       // The in-cluster controller built it: one kaniko Job in its namespace, pushed at the commit.
       const jobs = (

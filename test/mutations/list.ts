@@ -1163,6 +1163,15 @@ export const MUTATIONS: GuardMutation[] = [
     tests: ['test/local/secrets.test.ts', 'test/kube/secrets.test.ts'],
   },
   {
+    id: 'kube-secret-change-not-requeued',
+    guard:
+      'On kube, a Secret that changes queues the Functions that reference it, so a rotation rolls their pods without a commit.',
+    file: 'src/platform/kube/wire/secrets.ts',
+    from: '    watcher.watch((ns, name) => void requeueReferencing(store, requests, ns, name));',
+    to: '    watcher.watch(() => undefined);',
+    tests: ['test/kube/secrets.test.ts'],
+  },
+  {
     id: 'secret-change-not-requeued',
     guard: 'A secret set, rotated or deleted through the local store queues the functions that reference it.',
     file: 'src/platform/local/wire/secrets.ts',
