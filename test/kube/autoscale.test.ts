@@ -8,20 +8,20 @@
 import { createServer, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildName } from '../../src/core/naming.js';
 import type { FunctionStatus } from '../../src/core/resources.js';
 import { type KubeSystem, startKubeSystem } from '../../src/main.js';
 import { getObject, type KubeObject } from '../../src/platform/kube/objects.js';
-import { DEPLOYMENT, JOB } from '../../src/platform/kube/resource-types.js';
+import { DEPLOYMENT } from '../../src/platform/kube/resource-types.js';
 import { functionManifest, git, gitSource, nodeHandler } from '../helpers/git.js';
 import { type RemoteRepo, startRemoteRepo } from '../helpers/remote-repo.js';
 import {
+  afterTicks,
+  completeBuild,
+  deploymentReplicas,
   eventually,
-  fakeDigest,
   type KubeEnv,
   kubeEnv,
   logger,
-  markBuildSucceeded,
   playHealthyKubelet,
 } from './harness.js';
 
@@ -38,29 +38,9 @@ describe('kube platform: replicas follow in-flight requests', () => {
 
   const fnStatus = async () =>
     (await system.store.get('Function', env.ns, 'busy'))?.status as FunctionStatus | undefined;
-  const replicas = async () =>
-    (
-      (await getObject<KubeObject>(env.http, DEPLOYMENT, env.ns, 'busy'))?.spec as
-        | { replicas?: number }
-        | undefined
-    )?.replicas;
+  const replicas = () => deploymentReplicas(env.http, env.ns, 'busy');
 
-  /** Resolves after the autoscaler has made `times` more passes. */
-  async function ticks(times: number): Promise<void> {
-    const autoscaler = system.autoscaler;
-    const tick = autoscaler.tick.bind(autoscaler);
-    let seen = 0;
-    try {
-      await new Promise<void>((resolve) => {
-        autoscaler.tick = async (now?: number) => {
-          await tick(now);
-          if (++seen >= times) resolve();
-        };
-      });
-    } finally {
-      Reflect.deleteProperty(autoscaler, 'tick');
-    }
-  }
+  const ticks = (times: number) => afterTicks(system.autoscaler, times);
 
   beforeAll(async () => {
     env = await kubeEnv('autoscale');
@@ -82,10 +62,7 @@ describe('kube platform: replicas follow in-flight requests', () => {
     stopKubelet = playHealthyKubelet(env.http, env.ns);
     await system.store.apply(gitSource('repo', env.ns, repo.url));
     const commit = await git(repo.work.dir, 'rev-parse', 'HEAD');
-    await eventually('build Job', () =>
-      getObject<KubeObject>(env.http, JOB, env.controllerNs, buildName('busy', commit)),
-    );
-    await markBuildSucceeded(env.http, env.controllerNs, buildName('busy', commit), fakeDigest(commit));
+    await completeBuild(env, 'busy', commit, commit);
     await eventually('busy Ready', async () => {
       const fn = await system.store.get('Function', env.ns, 'busy');
       return (fn?.status as FunctionStatus | undefined)?.phase === 'Ready';

@@ -17,21 +17,19 @@
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildName } from '../../src/core/naming.js';
 import type { FunctionStatus } from '../../src/core/resources.js';
 import { type KubeSystem, startKubeSystem } from '../../src/main.js';
 import { apply, getObject, type KubeObject } from '../../src/platform/kube/objects.js';
-import { DEPLOYMENT, ENDPOINT_SLICE, JOB } from '../../src/platform/kube/resource-types.js';
+import { DEPLOYMENT, ENDPOINT_SLICE } from '../../src/platform/kube/resource-types.js';
 import { Gateway } from '../../src/server/gateway/gateway.js';
 import { functionManifest, git, gitSource, nodeHandler } from '../helpers/git.js';
 import { type RemoteRepo, startRemoteRepo } from '../helpers/remote-repo.js';
 import {
+  completeBuild,
   eventually,
-  fakeDigest,
   type KubeEnv,
   kubeEnv,
   logger,
-  markBuildSucceeded,
   markDeploymentAvailable,
   playHealthyKubelet,
 } from './harness.js';
@@ -209,10 +207,7 @@ for (const thread of [false, true]) {
       stopKubelet = playHealthyKubelet(env.http, env.ns);
       await system.store.apply(gitSource('repo', env.ns, repo.url));
       const commit = await git(repo.work.dir, 'rev-parse', 'HEAD');
-      await eventually('build Job', () =>
-        getObject<KubeObject>(env.http, JOB, env.controllerNs, buildName('spread', commit)),
-      );
-      await markBuildSucceeded(env.http, env.controllerNs, buildName('spread', commit), fakeDigest(commit));
+      await completeBuild(env, 'spread', commit, commit);
       await eventually(
         'spread Ready',
         async () =>

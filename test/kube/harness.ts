@@ -177,6 +177,40 @@ export async function completeBuild(
   return job;
 }
 
+/** The replicas a function's Deployment asks for now (its spec, not its status), if it exists. */
+export async function deploymentReplicas(
+  http: KubeHttp,
+  namespace: string,
+  name: string,
+): Promise<number | undefined> {
+  const deployment = await getObject<KubeObject>(
+    http,
+    { apiVersion: 'apps/v1', kind: 'Deployment', plural: 'deployments', namespaced: true },
+    namespace,
+    name,
+  );
+  return (deployment?.spec as { replicas?: number } | undefined)?.replicas;
+}
+
+/** Resolves after the autoscaler has made `times` more passes (its own timer's or anyone's). */
+export async function afterTicks(
+  autoscaler: { tick(now?: number): Promise<void> },
+  times: number,
+): Promise<void> {
+  const tick = autoscaler.tick.bind(autoscaler);
+  let seen = 0;
+  try {
+    await new Promise<void>((resolve) => {
+      autoscaler.tick = async (now?: number) => {
+        await tick(now);
+        if (++seen >= times) resolve();
+      };
+    });
+  } finally {
+    Reflect.deleteProperty(autoscaler, 'tick');
+  }
+}
+
 /** The image a function's Deployment runs now, if it exists. */
 export async function deploymentImage(
   http: KubeHttp,

@@ -12,7 +12,6 @@ import { createServer, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { KubeControllerConfig } from '../../src/config/kube.js';
-import { buildName } from '../../src/core/naming.js';
 import {
   encodeReport,
   REPLICA_REPORT_PATH,
@@ -23,17 +22,18 @@ import { type KubeSystem, startKubeSystem } from '../../src/main.js';
 import { MERGE_PATCH } from '../../src/platform/kube/http.js';
 import { getObject, type KubeObject } from '../../src/platform/kube/objects.js';
 import { ReplicaKey } from '../../src/platform/kube/replica-key.js';
-import { DEPLOYMENT, JOB, objectPath, SECRET } from '../../src/platform/kube/resource-types.js';
+import { objectPath, SECRET } from '../../src/platform/kube/resource-types.js';
 import { kubeConfigFromInfo } from '../cluster/fixture.ts';
 import { functionManifest, git, gitSource, nodeHandler } from '../helpers/git.js';
 import { type RemoteRepo, startRemoteRepo } from '../helpers/remote-repo.js';
 import {
+  afterTicks,
+  completeBuild,
+  deploymentReplicas,
   eventually,
-  fakeDigest,
   type KubeEnv,
   kubeEnv,
   logger,
-  markBuildSucceeded,
   playHealthyKubelet,
 } from './harness.js';
 
@@ -51,29 +51,9 @@ describe('kube autoscaling across replicas: the leader adds what the followers c
     held.push(res);
   });
 
-  const replicas = async () =>
-    (
-      (await getObject<KubeObject>(env.http, DEPLOYMENT, env.ns, 'busy'))?.spec as
-        | { replicas?: number }
-        | undefined
-    )?.replicas;
+  const replicas = () => deploymentReplicas(env.http, env.ns, 'busy');
 
-  /** Resolves after the leader's autoscaler has made `times` more passes. */
-  async function ticks(times: number): Promise<void> {
-    const autoscaler = leader.autoscaler;
-    const tick = autoscaler.tick.bind(autoscaler);
-    let seen = 0;
-    try {
-      await new Promise<void>((resolve) => {
-        autoscaler.tick = async (now?: number) => {
-          await tick(now);
-          if (++seen >= times) resolve();
-        };
-      });
-    } finally {
-      Reflect.deleteProperty(autoscaler, 'tick');
-    }
-  }
+  const ticks = (times: number) => afterTicks(leader.autoscaler, times);
 
   const report = (body: string, signature?: string) =>
     fetch(`${leader.url}${REPLICA_REPORT_PATH}`, {
@@ -113,10 +93,7 @@ describe('kube autoscaling across replicas: the leader adds what the followers c
     stopKubelet = playHealthyKubelet(env.http, env.ns);
     await leader.store.apply(gitSource('repo', env.ns, repo.url));
     const commit = await git(repo.work.dir, 'rev-parse', 'HEAD');
-    await eventually('build Job', () =>
-      getObject<KubeObject>(env.http, JOB, env.controllerNs, buildName('busy', commit)),
-    );
-    await markBuildSucceeded(env.http, env.controllerNs, buildName('busy', commit), fakeDigest(commit));
+    await completeBuild(env, 'busy', commit, commit);
     await eventually('busy Ready on both replicas', async () => {
       for (const system of [leader, follower]) {
         const fn = await system.store.get('Function', env.ns, 'busy');
