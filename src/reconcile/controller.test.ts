@@ -198,14 +198,15 @@ test("a watcher's request reconciles the Function while the controller runs, and
   expect(requests.listenerCount).toBe(1);
 });
 
-test('a request for a deleting GitSource runs its finalizer: what it applied is pruned, then the store lets it go', async () => {
+test('a request for a deleting GitSource runs its finalizer: what it applied is pruned, then the store lets it go, and each pruned Function too', async () => {
   const requests = new ReconcileRequests();
   const t = startController({ requests, holdLookups: false });
   running = t.controller;
-  // The store hides a deleting source (as the kube store does), and records when it is let go.
+  // The store hides a deleting source (as the kube store does), and records when an object is let go.
   const released: string[] = [];
   Object.assign(t.store, {
     releaseFinalizer: async (kind: string, namespace: string, name: string) => {
+      if (kind !== 'GitSource') return void released.push(`${kind} ${namespace}/${name}`);
       const left = await t.store.list('Function', { namespace, labels: { 'sless.dev/source': name } });
       released.push(`${kind} ${namespace}/${name} with ${left.length} of its Functions left`);
     },
@@ -214,8 +215,18 @@ test('a request for a deleting GitSource runs its finalizer: what it applied is 
   await t.store.apply(functionResource('fn-0', annotations('a')));
   await t.store.apply(functionResource('fn-1', annotations('b')));
   await t.controller.idle();
+  expect(released).toEqual([]);
   requests.request('GitSource', 'ns', 'repo');
-  await eventually(() => released.length > 0, 'the finalizer released');
-  expect(released).toEqual(['GitSource ns/repo with 0 of its Functions left']);
+  await eventually(() => released.length >= 3, 'the finalizers released');
+  await t.controller.idle();
+  // The source went once its Functions had; each pruned Function's own finalizer (its workload and
+  // builds removed) let it go too, and nothing else was released.
+  expect(released.filter((r) => r.startsWith('GitSource'))).toEqual([
+    'GitSource ns/repo with 0 of its Functions left',
+  ]);
+  expect(released.filter((r) => !r.startsWith('GitSource')).sort()).toEqual([
+    'Function ns/fn-0',
+    'Function ns/fn-1',
+  ]);
   expect(await t.store.list('Function', { namespace: 'ns' })).toEqual([]);
 });

@@ -335,7 +335,13 @@ describe('e2e on a real node: push to serve', () => {
         });
       expect((await pin('POST', first)).status).toBe(200);
       await servedBody('hello', 'hello from node v1');
-      expect((await status('hello'))?.servingCommit).toBe(first);
+      // /fn/ moves to the pinned revision's pods once the old ones are gone, and status says so once
+      // the controller has seen the rollout finish: a moment later, not necessarily before.
+      await eventually(
+        'status names the pinned commit serving',
+        async () => (await status('hello'))?.servingCommit === first,
+        60_000,
+      );
       expect((await pin('DELETE')).status).toBe(200);
       await servedBody('hello', 'hello from node v2');
       expect((await buildJobs('hello')).map((j) => j.metadata.name).sort()).toEqual(jobsBefore);
