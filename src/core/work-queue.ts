@@ -23,6 +23,7 @@ export interface BackoffOptions {
 }
 
 /** What a handler may return: nothing (done), or when to run it again. */
+// biome-ignore lint/suspicious/noConfusingVoidType: a handler that returns nothing is an `async () => {}`, whose type is Promise<void>, which `undefined` would refuse
 export type HandlerResult = void | { requeueAfterMs: number };
 
 export interface WorkQueueOptions {
