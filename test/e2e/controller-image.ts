@@ -221,7 +221,9 @@ export async function controllerImage(
   http: KubeHttp,
   podLog: (namespace: string, pod: string) => Promise<string>,
 ): Promise<{ image: string; builtByKaniko: boolean; key: string }> {
-  const [baseRepository, baseTag] = node.images.node.slice(node.registryHost.length + 1).split(':');
+  // Pushed every time (seconds): the key needs the base's digest, which only the registry gives.
+  const bases = await node.pushControllerBases();
+  const [baseRepository, baseTag] = bases.node.slice(node.registryHost.length + 1).split(':');
   const baseDigest = await registryDigest(node, baseRepository ?? '', baseTag ?? '');
   const kaniko = node.images.kaniko.slice(node.registryHost.length + 1);
   const { key, paths } = contextKey(REPO_ROOT, DOCKERFILE, [baseDigest, kaniko]);
@@ -242,8 +244,6 @@ export async function controllerImage(
     }
     // npm through the host: from a pod, npm's registry fails TLS here (the machine's egress re-signs it
     // with a CA only the host trusts: SELF_SIGNED_CERT_IN_CHAIN).
-    // The sops stage's FROM golang:… is Docker Hub's name; the registry holds it only from now.
-    await node.pushControllerGolang();
     const mirror = await startNpmMirror(GATEWAY_IP, join(cacheRoot(), 'npm-tarballs'), NPM_MIRROR_PORT);
     const goMirror = await startGoMirror(GATEWAY_IP, join(cacheRoot(), 'go-modules'), GO_MIRROR_PORT);
     const layerKey = createHash('sha256')
