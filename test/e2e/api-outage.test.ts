@@ -10,10 +10,10 @@
  *
  * What the node does after the restart is sampled and printed (the node's Ready condition, the pods'
  * readiness, the functions' ready endpoints and available replicas, the controller-manager's events):
- * the controller-manager's node health check marks the node Unknown and its pods not ready as soon as
- * the API server answers (the kubelet had not renewed its lease yet), and its own caches stay behind
- * the API server for about a minute more, so neither the EndpointSlice nor the Deployment controller
- * acts on it, nor on a scale-up, until then. The load runs until the node is whole again, the function
+ * the controller-manager's node health check may mark the node Unknown and its pods not ready as
+ * soon as the API server answers (when the kubelet has not renewed its lease yet), and its own caches
+ * stay behind the API server for about a minute more, so neither the EndpointSlice nor the Deployment
+ * controller acts on it, nor on a scale-up, until then. The load runs until the node is whole again, the function
  * at zero has been parked and started again (so the controller-manager has caught up), and past it.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
