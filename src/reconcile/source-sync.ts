@@ -9,6 +9,7 @@ import { parseDuration } from '../core/duration.js';
 import { asError, ConflictError, formatIssue, SlessError } from '../core/errors.js';
 import { sameJson } from '../core/hash.js';
 import type { ObjectStore, SourceReader } from '../core/interfaces.js';
+import { LABEL_PREVIEW } from '../core/previews.js';
 import {
   ANNOTATION_COMMIT,
   type AnyResource,
@@ -24,6 +25,7 @@ import { Reason, type StatusUpdate } from '../core/status.js';
 import { loadManifests, type ParsedManifestCache } from '../manifest/load.js';
 import type { RepoSecrets } from '../secrets/repo-secrets.js';
 import { type BuildKeyCache, type Plan, planSource } from './plan.js';
+import { syncPreviews } from './preview-sync.js';
 import { StalledError } from './runtime/errors.js';
 import { objectRef } from './runtime/object-ref.js';
 import { Done, patchOnce } from './runtime/patch.js';
@@ -72,6 +74,10 @@ export async function syncSource(
       reconcile: async (_source, update) => {
         try {
           result = await syncSteps(deps, source, reader, update, options);
+          if (result.outcome !== 'suspended') {
+            const previews = await syncPreviews(deps, source, reader, update.status, options);
+            if (previews.pruned.length > 0) result.pruned = [...(result.pruned ?? []), ...previews.pruned];
+          }
         } catch (thrown) {
           // A commit that cannot be served as it is: the runtime writes the stall, the caller hears it as invalid.
           if (thrown instanceof StalledError)
@@ -324,6 +330,9 @@ function readyPhase(status: GitSourceStatus): string {
  * thousand. So `sless.dev/commit` is the commit at which the object last changed. What exists is read
  * with one list per kind; only objects new to this source are read one by one (the ownership check).
  * `functions`, the namespace's Functions when the caller has listed them already, saves that list.
+ * `preview` scopes the apply to one branch preview's objects (label LABEL_PREVIEW); without it, to
+ * the main branch's, which carry no such label. Either scope sees, changes and prunes only its own
+ * objects, and an object of the other scope in the way is an ownership conflict, never overwritten.
  */
 export async function applyPlan(
   store: ObjectStore,
@@ -331,16 +340,18 @@ export async function applyPlan(
   plan: Plan,
   onPruned?: (kind: string, name: string) => void,
   functions?: readonly AnyResource[],
+  preview?: string,
 ): Promise<{ changed: number; pruned: number }> {
   const wanted = new Set(plan.objects.map((o) => refKey(refOf(o))));
   const existing = new Map<string, AnyResource>();
   const mine = { namespace: source.metadata.namespace, labels: { [LABEL_SOURCE]: source.metadata.name } };
+  const inScope = (object: AnyResource) => object.metadata.labels?.[LABEL_PREVIEW] === preview;
   for (const kind of REPO_KINDS) {
     const objects =
       kind === 'Function' && functions
         ? functions.filter((f) => f.metadata.labels?.[LABEL_SOURCE] === source.metadata.name)
         : await store.list(kind, mine);
-    for (const object of objects) existing.set(refKey(refOf(object)), object);
+    for (const object of objects) if (inScope(object)) existing.set(refKey(refOf(object)), object);
   }
   let changed = 0;
   const applyOne = async (object: AnyResource) => {
@@ -351,6 +362,14 @@ export async function applyPlan(
     if (before && owner !== undefined && owner !== source.metadata.name) {
       throw new ConflictError(
         `${object.kind} "${object.metadata.name}" is already owned by source "${owner}"`,
+        Reason.OwnershipConflict,
+      );
+    }
+    // The main branch never takes over a preview's object, nor a preview anything not its own.
+    if (before && !inScope(before) && (owner !== undefined || preview !== undefined)) {
+      const held = before.metadata.labels?.[LABEL_PREVIEW];
+      throw new ConflictError(
+        `${object.kind} "${object.metadata.name}" already belongs to ${held === undefined ? 'the main branch' : `the preview "${held}"`} of source "${owner ?? source.metadata.name}"`,
         Reason.OwnershipConflict,
       );
     }
