@@ -57,12 +57,20 @@ describe('branch previews (local)', { timeout: 240_000 }, () => {
       'f/handler.js': nodeHandler(`return 'main f';`),
       'g/function.yaml': functionManifest('g'),
       'g/handler.js': nodeHandler(`return 'main g';`),
+      // A repository Function that merely bears a preview-like name is no preview of g.
+      'h/function.yaml': functionManifest('g--demo'),
+      'h/handler.js': nodeHandler(`return 'not a preview';`),
     });
     system = await startTestSystem({
       url: remote.url,
       previews: { branches: ['feature/*'], idleSeconds: 2 },
     });
     await eventually(async () => (await bodyOf(system, '/fn/default/g')).text === '"main g"', 60_000, 'g');
+    await eventually(
+      async () => (await bodyOf(system, '/fn/default/g--demo')).status === 200,
+      60_000,
+      'g--demo',
+    );
     await eventually(async () => (await bodyOf(system, '/fn/default/f')).text === '"main f"', 60_000, 'f');
   });
 
@@ -90,14 +98,25 @@ describe('branch previews (local)', { timeout: 240_000 }, () => {
     expect([await system.buildCount(preview), await system.buildCount('g--feature-login')]).toEqual([0, 0]);
     // Main's objects were not written.
     expect(await versions()).toEqual(mainBefore);
-    expect(await functions()).toEqual(['f', preview, 'g', 'g--feature-login']);
+    expect(await functions()).toEqual([
+      'f',
+      preview,
+      'g',
+      'g--demo',
+      'g--demo--feature-login',
+      'g--feature-login',
+    ]);
     const status = await system.sourceStatus();
     expect(status?.previews).toEqual([
       {
         branch: 'feature/Login',
         label: 'feature-login',
         commit,
-        urls: ['/fn/default/f@feature-login', '/fn/default/g@feature-login'],
+        urls: [
+          '/fn/default/f@feature-login',
+          '/fn/default/g@feature-login',
+          '/fn/default/g--demo@feature-login',
+        ],
       },
     ]);
     expect(status?.previewErrors).toEqual([]);
@@ -110,6 +129,9 @@ describe('branch previews (local)', { timeout: 240_000 }, () => {
       /has no branch preview "feature-nope"/,
     );
     expect((await system.call('/fn/default/nope@feature-login')).status).toBe(404);
+    const lookalike = await system.call('/fn/default/g@demo');
+    expect(lookalike.status).toBe(404);
+    expect(((await lookalike.json()) as { error: string }).error).toMatch(/has no branch preview "demo"/);
   });
 
   it('rests an idle preview at zero and wakes it on the next request', async () => {
@@ -126,7 +148,7 @@ describe('branch previews (local)', { timeout: 240_000 }, () => {
     expect(status?.previewErrors).toEqual([
       'branches "feature/Login" and "feature/login" all normalise to the preview label "feature-login": none of them is previewed; rename one',
     ]);
-    expect(await functions()).toEqual(['f', 'g']);
+    expect(await functions()).toEqual(['f', 'g', 'g--demo']);
     expect((await system.call('/fn/default/f@feature-login')).status).toBe(404);
     await deleteBranch('feature/login');
     await sync();
@@ -143,7 +165,7 @@ describe('branch previews (local)', { timeout: 240_000 }, () => {
     const mainBefore = await versions();
     await deleteBranch('feature/Login');
     await sync();
-    expect(await functions()).toEqual(['f', 'g']);
+    expect(await functions()).toEqual(['f', 'g', 'g--demo']);
     const labelled = await system.store.list('Function', {
       namespace: 'default',
       labels: { [LABEL_PREVIEW]: 'feature-login' },
