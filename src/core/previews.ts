@@ -130,3 +130,14 @@ export function isPreviewOf(
 export function noPreviewMessage(namespace: string, name: string, label: string): string {
   return `function ${namespace}/${name} has no branch preview "${label}": no branch matching spec.previews normalises to it`;
 }
+
+/**
+ * The Function as builders see it: a preview's builds are made, found and kept as its main
+ * Function's, so code that is the same on both is built once, whichever branch has it first.
+ */
+export function buildOwnerOf<F extends { metadata: { name: string; labels?: Record<string, string> } }>(
+  fn: F,
+): F {
+  const owner = buildOwnerName(fn);
+  return owner === fn.metadata.name ? fn : { ...fn, metadata: { ...fn.metadata, name: owner } };
+}

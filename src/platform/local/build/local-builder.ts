@@ -12,7 +12,6 @@ import type { Logger } from 'pino';
 import { asError, BuildError, BuildFailedError } from '../../../core/errors.js';
 import type { Builder, BuildRequest, ProcessLauncher } from '../../../core/interfaces.js';
 import { objectKey } from '../../../core/object-key.js';
-import { buildOwnerName } from '../../../core/previews.js';
 import { ANNOTATION_BUILD_KEY, type BuildRecord, type SlessFunction } from '../../../core/resources.js';
 import { RUNTIME_INFO } from '../../../core/runtimes.js';
 import type { RuntimeName } from '../../../core/schemas.js';
@@ -95,8 +94,7 @@ export class LocalBuilder implements Builder {
   }
 
   buildDir(fn: SlessFunction, buildKey: string): string {
-    // A branch preview's builds are its Function's: the same code is built once, whichever branch has it.
-    return join(this.options.stateDir, 'builds', fn.metadata.namespace, buildOwnerName(fn), buildKey);
+    return join(this.options.stateDir, 'builds', fn.metadata.namespace, fn.metadata.name, buildKey);
   }
 
   async lookup(fn: SlessFunction, buildKey: string): Promise<BuildRecord | undefined> {
