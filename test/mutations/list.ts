@@ -1728,7 +1728,8 @@ export const MUTATIONS: GuardMutation[] = [
   },
   {
     id: 'preview-prune-skipped',
-    guard: "A branch deleted or no longer matching takes its preview's Functions (and so their processes) with it.",
+    guard:
+      "A branch deleted or no longer matching takes its preview's Functions (and so their processes) with it.",
     file: 'src/reconcile/preview-sync.ts',
     from: 'if (kept.has(fn.metadata.labels?.[LABEL_PREVIEW] as string)) continue;',
     to: 'continue;',
@@ -1738,8 +1739,8 @@ export const MUTATIONS: GuardMutation[] = [
     id: 'preview-list-failure-prunes',
     guard: 'A failure to list the branches prunes no preview: nothing is known of them until the next poll.',
     file: 'src/reconcile/preview-sync.ts',
-    from: "      status.previewErrors = [`cannot list the branches: ${asError(thrown).message}`];\n      return result;",
-    to: "      status.previewErrors = [`cannot list the branches: ${asError(thrown).message}`];\n      branches = [];",
+    from: '      return result;\n    }\n    const main = branchOf(',
+    to: '      branches = [];\n    }\n    const main = branchOf(',
     tests: ['src/reconcile/preview-sync.test.ts'],
   },
   {
@@ -1753,11 +1754,37 @@ export const MUTATIONS: GuardMutation[] = [
   },
   {
     id: 'preview-label-reads-as-commit',
-    guard: 'A branch label is never 12 or 40 hex digits, so `@{label}` and `@{commit}` never mean the same URL.',
+    guard:
+      'A branch label is never 12 or 40 hex digits, so `@{label}` and `@{commit}` never mean the same URL.',
     file: 'src/core/previews.ts',
-    from: 'if (HEX_SHA.test(label)) label = `${label}-b`;',
-    to: '',
+    from: 'if (HEX_SHA.test(label)) label =',
+    to: 'if (HEX_SHA.test(label) && label === "") label =',
     tests: ['src/core/previews.test.ts'],
+  },
+  {
+    id: 'preview-route-kube-dropped',
+    guard: "On kube, `/fn/{ns}/{name}@{label}` routes to the preview's workload, as on local.",
+    file: 'src/platform/kube/routes.ts',
+    from: "    if (ref?.kind === 'label') return this.resolvePreview(namespace, fnName, ref.label);\n",
+    to: '',
+    tests: ['test/kube/previews.test.ts'],
+  },
+  {
+    id: 'preview-gc-drops-preview-build',
+    guard:
+      "Build garbage collection keeps the build a branch preview asks for among its main Function's builds, where the preview's builds are kept.",
+    file: 'src/reconcile/build-gc.ts',
+    from: '      if (kept && current) kept.add(current);\n',
+    to: '',
+    tests: ['src/reconcile/build-gc.test.ts'],
+  },
+  {
+    id: 'preview-builds-not-shared',
+    guard: 'A preview is built as its main Function, so code the same on a branch and on main is built once.',
+    file: 'src/reconcile/function/reconciler.ts',
+    from: '  const builtAs = buildOwnerOf(fn);',
+    to: '  const builtAs = fn;',
+    tests: ['test/local/previews.test.ts', 'test/kube/previews.test.ts'],
   },
   {
     id: 'preview-route-any-function',
