@@ -113,4 +113,19 @@ describe('syncPreviews', () => {
     const status = (await store.get('GitSource', 'default', 'repo'))?.status as GitSourceStatus | undefined;
     expect(status?.previews).toBeUndefined();
   });
+  it('counts previews against the namespace function quota: a branch past it is refused, named in status', async () => {
+    const store = new MemoryStore();
+    const deps = { store, logger: silentLogger, maxFunctions: 2 };
+    const reader = readerWith([
+      { branch: 'feature/a', commit: BRANCH },
+      { branch: 'feature/b', commit: BRANCH },
+    ]);
+    await syncSource(deps, (await store.apply(source({ branches: ['feature/*'] }))) as GitSource, reader);
+    expect((await store.list('Function')).map((f) => f.metadata.name).sort()).toEqual(['f', 'f--feature-a']);
+    const status = (await store.get('GitSource', 'default', 'repo'))?.status as GitSourceStatus | undefined;
+    expect(status?.previews?.map((p) => p.label)).toEqual(['feature-a']);
+    expect(status?.previewErrors).toEqual([
+      'branch "feature/b" not previewed: quota: namespace default may hold 2 functions; it holds 2 and the preview would add 1 (SLESS_QUOTA_FUNCTIONS)',
+    ]);
+  });
 });

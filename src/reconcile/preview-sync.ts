@@ -5,6 +5,7 @@
  * builds are shared. Previews hold Functions only: a preview's cron trigger or job would run twice.
  * A branch gone, or no longer matching, takes its objects with it; a failure to list the branches
  * prunes nothing. Main's objects are never written here: every write is scoped to one preview label.
+ * Preview Functions count against the namespace's function quota.
  */
 import { branchOf } from '../core/defaults.js';
 import { asError, formatIssue } from '../core/errors.js';
@@ -59,9 +60,13 @@ export async function syncPreviews(
     status.previewErrors = undefined;
     return result;
   }
-  const existing = (
-    await deps.store.list('Function', { namespace, labels: { [LABEL_SOURCE]: name } })
-  ).filter((fn) => fn.metadata.labels?.[LABEL_PREVIEW] !== undefined);
+  const inNamespace = await deps.store.list('Function', { namespace });
+  const existing = inNamespace.filter(
+    (fn) => fn.metadata.labels?.[LABEL_SOURCE] === name && fn.metadata.labels?.[LABEL_PREVIEW] !== undefined,
+  );
+  // Previews count against the namespace's function quota like any Function: a tenant's branches
+  // must not be a way past it.
+  let held = inNamespace.length;
   let selected: PreviewTarget[] = [];
   const errors: string[] = [];
   if (settings) {
@@ -106,6 +111,15 @@ export async function syncPreviews(
         if (before) previews.push(before);
         continue;
       }
+      const mine = existing.filter((fn) => fn.metadata.labels?.[LABEL_PREVIEW] === target.label).length;
+      if (deps.maxFunctions !== undefined && held - mine + plan.functions.size > deps.maxFunctions) {
+        errors.push(
+          `branch "${target.branch}" not previewed: quota: namespace ${namespace} may hold ${deps.maxFunctions} functions; it holds ${held - mine} and the preview would add ${plan.functions.size} (SLESS_QUOTA_FUNCTIONS)`,
+        );
+        if (before) previews.push(before);
+        continue;
+      }
+      held += plan.functions.size - mine;
       const objects = previewObjects(plan, target, idleSeconds);
       const applied = await applyPlan(
         deps.store,

@@ -1787,6 +1787,15 @@ export const MUTATIONS: GuardMutation[] = [
     tests: ['test/local/previews.test.ts', 'test/kube/previews.test.ts'],
   },
   {
+    id: 'preview-quota-ignored',
+    guard:
+      "A preview's Functions count against the namespace function quota; a branch past it is refused and named in status.",
+    file: 'src/reconcile/preview-sync.ts',
+    from: 'held - mine + plan.functions.size > deps.maxFunctions',
+    to: 'held - mine > deps.maxFunctions',
+    tests: ['src/reconcile/preview-sync.test.ts'],
+  },
+  {
     id: 'preview-route-any-function',
     guard:
       '`/fn/{ns}/{name}@{label}` serves only a Function labelled as the preview of {name} for {label}, not any object bearing the derived name.',
