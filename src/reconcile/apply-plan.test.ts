@@ -6,8 +6,8 @@ import { describe, expect, it } from 'vitest';
 import { LABEL_PREVIEW, LABEL_PREVIEW_OF } from '../core/previews.js';
 import { ANNOTATION_COMMIT, type GitSource, LABEL_SOURCE, type SlessFunction } from '../core/resources.js';
 import { MemoryStore } from '../platform/local/memory-store.js';
+import { applyPlan } from './apply-plan.js';
 import type { Plan } from './plan.js';
-import { applyPlan } from './source-sync.js';
 
 const source: GitSource = {
   apiVersion: 'sless.dev/v1alpha1',

@@ -31,8 +31,9 @@ import {
 } from '../core/resources.js';
 import type { FunctionSpec } from '../core/schemas.js';
 import { loadManifests } from '../manifest/load.js';
+import { applyPlan } from './apply-plan.js';
 import { computeConfigHash, type Plan, planSource } from './plan.js';
-import { applyPlan, type SyncDeps } from './source-sync.js';
+import type { SyncDeps } from './source-sync.js';
 
 export interface PreviewSyncResult {
   /** Objects written or pruned across every preview. */

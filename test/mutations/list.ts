@@ -1712,7 +1712,7 @@ export const MUTATIONS: GuardMutation[] = [
     id: 'preview-scope-main-sees-previews',
     guard:
       "An apply sees only its own scope's objects: the main branch's sync never prunes or rewrites a preview's Functions, nor a preview's sync main's.",
-    file: 'src/reconcile/source-sync.ts',
+    file: 'src/reconcile/apply-plan.ts',
     from: 'for (const object of objects) if (inScope(object)) existing.set(refKey(refOf(object)), object);',
     to: 'for (const object of objects) existing.set(refKey(refOf(object)), object);',
     tests: ['src/reconcile/apply-plan.test.ts', 'test/local/previews.test.ts'],
@@ -1721,7 +1721,7 @@ export const MUTATIONS: GuardMutation[] = [
     id: 'preview-scope-takeover',
     guard:
       "An object of the other scope in an apply's way (a repository Function bearing a preview's name, or the reverse) is an ownership conflict, never overwritten.",
-    file: 'src/reconcile/source-sync.ts',
+    file: 'src/reconcile/apply-plan.ts',
     from: 'if (before && !inScope(before) && (owner !== undefined || preview !== undefined)) {',
     to: 'if (before && !inScope(before) && owner === "never") {',
     tests: ['src/reconcile/apply-plan.test.ts'],
