@@ -2,8 +2,8 @@
  * Branch previews on kube against the real kube-apiserver + etcd, S3 and a git server over smart
  * HTTP: a pushed branch becomes Function objects of its own and their Deployments, one changed
  * function makes one build Job (kept under the previewed function's name, so main reuses it),
- * `/fn/{ns}/{name}@{label}` routes to the preview's workload while the plain path routes to main's,
- * and a deleted branch takes its Functions and Deployments with it.
+ * an idle preview rests at zero, `/fn/{ns}/{name}@{label}` routes to the preview's workload (waking
+ * it) while the plain path routes to main's, and a deleted branch takes its Functions and Deployments with it.
  *
  * There is no kubelet, kaniko or EndpointSlice controller: markBuildSucceeded, playHealthyKubelet and
  * playEndpointSlices play their parts, and one local HTTP server stands in for every pod; the route
@@ -86,11 +86,12 @@ describe('kube platform: branch previews', () => {
         return `http://127.0.0.1:${port}`;
       },
       pollMs: 100,
+      idleSweepMs: 200,
     });
     stopKubelet = playHealthyKubelet(env.http, env.ns);
     stopEndpoints = playEndpointSlices(env.http, env.ns);
     await system.store.apply(
-      gitSource('repo', env.ns, remote.url, { previews: { branches: ['feature/*'], idleSeconds: 60 } }),
+      gitSource('repo', env.ns, remote.url, { previews: { branches: ['feature/*'], idleSeconds: 2 } }),
     );
     for (const name of ['alpha', 'beta']) {
       await eventually(`${name} build Job`, () =>
@@ -153,7 +154,18 @@ describe('kube platform: branch previews', () => {
     ]);
   });
 
-  it('routes name@label to the preview’s workload and the plain path to main’s', async () => {
+  it('rests an idle preview at zero while main’s Deployment keeps its replica', async () => {
+    const replicas = async (name: string) =>
+      ((await deployment(name))?.spec as { replicas?: number } | undefined)?.replicas;
+    await eventually(
+      'alpha--feature-x at zero',
+      async () => (await replicas('alpha--feature-x')) === 0,
+      30_000,
+    );
+    expect(await replicas('alpha')).toBe(1);
+  });
+
+  it('routes name@label to the preview’s workload (woken from zero) and the plain path to main’s', async () => {
     await eventually('alpha@feature-x served', async () => {
       const { status: code, routedTo } = await call('alpha@feature-x/');
       return code === 200 && routedTo.includes('alpha--feature-x') ? true : undefined;
