@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 /**
- * `sless dev [--repo PATH|URL] [--branch B] [--port P]`: the embedded platform; `sless controller`:
+ * `sless dev [--repo PATH|URL] [--branch B] [--previews 'feature/*,…'] [--port P]`: the embedded platform; `sless controller`:
  * the kube platform; `sless validate [dir]`: check manifests without running anything; `sless logs`:
  * a function's output.
  */
@@ -18,7 +18,7 @@ import { SECRET_USAGE } from './secret.js';
 import { stopOnSignals } from './stop-on-signals.js';
 import { UsageError, VALIDATE_USAGE } from './usage.js';
 
-const USAGE = `usage: sless dev [--repo PATH|URL] [--branch B] [--port P] [--host H] [--interval 10s] [--scale-to-zero-after 5m] [--max-stream-duration 1h] [--build-history 5] [--state-dir DIR] [--sandbox auto|off] [--sops-age-key-file FILE] [--json]\n       ${VALIDATE_USAGE}\n       ${LOGS_USAGE}\n       ${SECRET_USAGE}`;
+const USAGE = `usage: sless dev [--repo PATH|URL] [--branch B] [--previews 'feature/*,…'] [--port P] [--host H] [--interval 10s] [--scale-to-zero-after 5m] [--max-stream-duration 1h] [--build-history 5] [--state-dir DIR] [--sandbox auto|off] [--sops-age-key-file FILE] [--json]\n       ${VALIDATE_USAGE}\n       ${LOGS_USAGE}\n       ${SECRET_USAGE}`;
 
 async function currentBranch(path: string): Promise<string> {
   try {
@@ -50,6 +50,7 @@ async function dev(argv: string[]): Promise<void> {
     options: {
       repo: { type: 'string' },
       branch: { type: 'string' },
+      previews: { type: 'string' },
       port: { type: 'string' },
       host: { type: 'string' },
       interval: { type: 'string' },
@@ -93,7 +94,14 @@ async function dev(argv: string[]): Promise<void> {
     apiVersion: 'sless.dev/v1alpha1',
     kind: 'GitSource',
     metadata: { name: config.sourceName, namespace: config.namespace },
-    spec: { url: repo, branch, path: '.', interval: config.interval, suspend: false },
+    spec: {
+      url: repo,
+      branch,
+      path: '.',
+      interval: config.interval,
+      suspend: false,
+      ...previewsFlag(values.previews),
+    },
   };
   // Handlers come first: a start serves restored revisions at once, and a signal that arrives while it
   // does must still stop them cleanly rather than kill sless outright.
@@ -184,3 +192,15 @@ main().catch((error: unknown) => {
   process.stderr.write(`sless: ${(error as Error).stack ?? String(error)}\n`);
   process.exit(1);
 });
+
+/** `--previews 'feature/*,fix/*'`: spec.previews of the source, one pattern per comma-separated part. */
+function previewsFlag(flag: string | undefined): Pick<GitSource['spec'], 'previews'> {
+  if (flag === undefined) return {};
+  const branches = flag
+    .split(',')
+    .map((p) => p.trim())
+    .filter((p) => p !== '');
+  // A pattern that is no branch name simply matches nothing; the GitSource schema's check is for manifests.
+  if (branches.length === 0) throw new UsageError('--previews needs at least one branch pattern');
+  return { previews: { branches } };
+}

@@ -31,8 +31,13 @@ export interface SourceSnapshot {
 export interface SourceReader {
   /** The commit the branch points at now. Cheap: for remotes it lists refs and fetches nothing. */
   resolveHead(): Promise<string>;
-  /** Makes the commit available (fetching it when remote) and returns a view of it. */
-  snapshot(commit: string): Promise<SourceSnapshot>;
+  /**
+   * Makes the commit available (fetching it when remote) and returns a view of it. `branch` names the
+   * branch it is fetched from when that is not the source's own (a preview's).
+   */
+  snapshot(commit: string, branch?: string): Promise<SourceSnapshot>;
+  /** Every branch and its head, for previews. Cheap: for remotes it lists refs and fetches nothing. */
+  listBranches?(): Promise<{ branch: string; commit: string }[]>;
   /**
    * True when `commit` is `head` or one of its ancestors, fetching history as needed: a pin may only
    * name a commit of the branch.

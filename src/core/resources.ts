@@ -54,6 +54,19 @@ export interface GitSourceStatus extends BaseStatus {
   objects?: number;
   /** The commit `spec.ref.commit` pins the source to, while it does; the branch head is then ignored. */
   pinnedCommit?: string;
+  /** Each branch preview (spec.previews) that serves, in label order. */
+  previews?: PreviewStatus[];
+  /** Why some matching branches have no preview (two share a label, a commit was rejected); empty when none. */
+  previewErrors?: string[];
+}
+
+export interface PreviewStatus {
+  branch: string;
+  /** The `@label` of its URLs. */
+  label: string;
+  commit: string;
+  /** One `/fn/{ns}/{name}@{label}` per Function of the branch. */
+  urls: string[];
 }
 
 /** The commit a source is pinned to, if any: what it serves instead of the branch head. */

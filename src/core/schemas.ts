@@ -200,6 +200,23 @@ export const gitSourceSpecSchema = {
       type: 'object',
       properties: { commit: { type: 'string', pattern: '^[0-9a-f]{40}$' } },
     },
+    /**
+     * A preview per matching branch: its Functions serve at `/fn/{ns}/{name}@{label}`, sharing builds
+     * with the main branch by build key, and at rest after idleSeconds without a request.
+     */
+    previews: {
+      type: 'object',
+      required: ['branches'],
+      properties: {
+        branches: {
+          type: 'array',
+          minItems: 1,
+          maxItems: 32,
+          items: { type: 'string', minLength: 1, maxLength: 255 },
+        },
+        idleSeconds: { type: 'integer', minimum: 1, maximum: 86400 },
+      },
+    },
     /** Posts each synced commit's deploy status to the git host, with the secretRef's token. */
     commitStatus: {
       type: 'object',

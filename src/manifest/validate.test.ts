@@ -169,6 +169,24 @@ describe('validateResource', () => {
       expect(messages('GitSource', source(path)), path).toEqual([]);
   });
 
+  it('takes preview branch patterns that are branch names with * ** or ?, and bounds idleSeconds', () => {
+    const source = (previews: unknown) => ({
+      apiVersion: 'sless.dev/v1alpha1',
+      kind: 'GitSource',
+      metadata: { name: 's' },
+      spec: { url: 'https://git.example.com/r.git', previews },
+    });
+    expect(
+      messages('GitSource', source({ branches: ['feature/*', 'fix-?', 'team/**'], idleSeconds: 60 })),
+    ).toEqual([]);
+    expect(messages('GitSource', source({ branches: ['ok/*', 'bad..name', 'with space'] }))).toEqual([
+      'functions/a/function.yaml#0 spec.previews.branches[1]: is not a branch name pattern (a branch name with * ** or ?)',
+      'functions/a/function.yaml#0 spec.previews.branches[2]: is not a branch name pattern (a branch name with * ** or ?)',
+    ]);
+    expect(messages('GitSource', source({ branches: [] })).length).toBe(1);
+    expect(messages('GitSource', source({ branches: ['a'], idleSeconds: 0 })).length).toBe(1);
+  });
+
   it('accepts http(s) URLs and absolute local paths, and nothing else', () => {
     const source = (url: string) => ({
       apiVersion: 'sless.dev/v1alpha1',

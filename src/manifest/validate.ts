@@ -160,6 +160,11 @@ export function branchProblem(branch: string): string | undefined {
   return bad ? 'is not a valid git branch name (git check-ref-format)' : undefined;
 }
 
+/** A preview pattern is a branch name in which `*` and `?` stand for parts of it. */
+export function branchPatternProblem(pattern: string): boolean {
+  return branchProblem(pattern.replace(/\*\*|[*?]/g, 'x')) !== undefined;
+}
+
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const RESERVED_ENV = /^(SLESS_|PORT$)/;
 
@@ -224,6 +229,10 @@ function semanticIssues(kind: KindName, doc: JsonObject, where: ValidateOptions)
       const problem = intervalProblem(spec.interval);
       if (problem) add('spec.interval', problem);
     }
+    const previews = spec.previews as { branches?: unknown[] } | undefined;
+    for (const [i, pattern] of (previews?.branches ?? []).entries())
+      if (typeof pattern === 'string' && branchPatternProblem(pattern))
+        add(`spec.previews.branches[${i}]`, 'is not a branch name pattern (a branch name with * ** or ?)');
   }
   return issues;
 }

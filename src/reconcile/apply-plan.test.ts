@@ -3,10 +3,11 @@
  * annotations), not every object whose commit annotation moved, and prunes the ones the commit dropped.
  */
 import { describe, expect, it } from 'vitest';
+import { LABEL_PREVIEW, LABEL_PREVIEW_OF } from '../core/previews.js';
 import { ANNOTATION_COMMIT, type GitSource, LABEL_SOURCE, type SlessFunction } from '../core/resources.js';
 import { MemoryStore } from '../platform/local/memory-store.js';
+import { applyPlan } from './apply-plan.js';
 import type { Plan } from './plan.js';
-import { applyPlan } from './source-sync.js';
 
 const source: GitSource = {
   apiVersion: 'sless.dev/v1alpha1',
@@ -74,5 +75,40 @@ describe('applyPlan', () => {
     expect(await applyPlan(store, source, plan(next), undefined, listed)).toEqual({ changed: 3, pruned: 0 });
     expect(written.sort()).toEqual(['b', 'c', 'd']);
     expect((await store.get('Function', 'default', 'b'))?.spec.memoryMb).toBe(256);
+  });
+  it('keeps the main branch and each preview to their own objects: neither prunes nor overwrites the other', async () => {
+    const store = new MemoryStore();
+    const previewOf = (name: string, label: string): SlessFunction => {
+      const object = fn(`${name}--${label}`, 'c2', `k-${name}`);
+      object.metadata.labels = {
+        ...object.metadata.labels,
+        [LABEL_PREVIEW]: label,
+        [LABEL_PREVIEW_OF]: name,
+      };
+      return object;
+    };
+    await applyPlan(store, source, plan([fn('f', 'c1', 'k-f'), fn('g--x', 'c1', 'k-g')]));
+    await applyPlan(store, source, plan([previewOf('f', 'y')]), undefined, undefined, 'y');
+    // Main's next commit drops nothing of the preview; the preview's next commit nothing of main.
+    expect(await applyPlan(store, source, plan([fn('f', 'c3', 'k-f'), fn('g--x', 'c1', 'k-g')]))).toEqual({
+      changed: 0,
+      pruned: 0,
+    });
+    expect(await applyPlan(store, source, plan([]), undefined, undefined, 'other')).toEqual({
+      changed: 0,
+      pruned: 0,
+    });
+    expect((await store.list('Function')).map((f) => f.metadata.name).sort()).toEqual(['f', 'f--y', 'g--x']);
+    // A repository Function bearing a preview's name is refused both ways, never taken over.
+    await expect(
+      applyPlan(store, source, plan([previewOf('g', 'x')]), undefined, undefined, 'x'),
+    ).rejects.toThrow('Function "g--x" already belongs to the main branch of source "repo"');
+    await expect(
+      applyPlan(store, source, plan([fn('f', 'c1', 'k-f'), fn('f--y', 'c1', 'k')])),
+    ).rejects.toThrow('Function "f--y" already belongs to the preview "y" of source "repo"');
+    expect((await store.get('Function', 'default', 'f--y'))?.metadata.labels?.[LABEL_PREVIEW]).toBe('y');
+    expect(
+      (await store.get('Function', 'default', 'g--x'))?.metadata.labels?.[LABEL_PREVIEW],
+    ).toBeUndefined();
   });
 });

@@ -7,6 +7,7 @@
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import type { BuildArchive, FunctionRef, StoredBuild } from '../core/interfaces.js';
+import { LABEL_PREVIEW, LABEL_PREVIEW_OF } from '../core/previews.js';
 import type { FunctionJob, SlessFunction } from '../core/resources.js';
 import { MemoryStore } from '../platform/local/memory-store.js';
 import { BuildCollector, type KeepRules, selectPrunable } from './build-gc.js';
@@ -190,6 +191,27 @@ describe('BuildCollector', () => {
       await gc.collect(scope);
       // b's builds k1 and k2 are not a's jobs' business: they go past the limit as usual.
       expect(removed.sort(), scope ? 'named functions' : 'everything').toEqual(['b1', 'b2']);
+    }
+  });
+  it("keeps the build a branch preview of the function asks for, kept under the function's name", async () => {
+    for (const scope of [undefined, [{ namespace: 'ns', name: 'a' }]]) {
+      const { gc, store, removed } = await setup();
+      await store.apply({
+        apiVersion: 'sless.dev/v1alpha1',
+        kind: 'Function',
+        metadata: {
+          name: 'a--feature-x',
+          namespace: 'ns',
+          labels: { [LABEL_PREVIEW]: 'feature-x', [LABEL_PREVIEW_OF]: 'a' },
+          annotations: { 'sless.dev/build-key': 'k1' },
+        },
+        spec: { runtime: 'nodejs20', entrypoint: 'h.handle', memoryMb: 128, timeoutSec: 30, replicas: 1 },
+      } as SlessFunction);
+      await gc.collect(scope);
+      expect(
+        removed.filter((id) => id.startsWith('a')),
+        scope ? 'named functions' : 'everything',
+      ).toEqual(['a2']);
     }
   });
 });

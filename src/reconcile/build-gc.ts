@@ -2,7 +2,7 @@
  * Build history past a limit is garbage: the newest `limit` finished builds of each function stay (a
  * rollback to them needs no rebuild), and so does every build that serves, that the Function asks
  * for now (its current build key, which is also what a pinned source asks for), that a pin names, that
- * a running one-off job uses, or that is still building. The rest goes, and all of a deleted
+ * a running one-off job uses, that a branch preview of the function asks for, or that is still building. The rest goes, and all of a deleted
  * function's history goes. The platform lists and removes; the choice is made here, the same for both.
  */
 
@@ -16,6 +16,7 @@ import type {
   StoredBuild,
 } from '../core/interfaces.js';
 import { objectKey, splitObjectKey } from '../core/object-key.js';
+import { LABEL_PREVIEW_OF } from '../core/previews.js';
 import {
   ANNOTATION_BUILD_KEY,
   type FunctionJob,
@@ -234,6 +235,25 @@ export class BuildCollector {
       const source = fn.metadata.labels?.[LABEL_SOURCE];
       const pin = source ? pins.get(key(fn.metadata.namespace, source)) : undefined;
       rules.set(k, { buildKeys, commits: new Set(pin ? [pin] : []) });
+    }
+    // A branch preview's builds are kept under its main Function's name: what the preview asks for is
+    // kept there, as the Function's own current build is.
+    const previews = few
+      ? (
+          await Promise.all(
+            [...functions].map((k) => {
+              const { namespace, name } = splitObjectKey(k);
+              return store.list('Function', { namespace, labels: { [LABEL_PREVIEW_OF]: name } });
+            }),
+          )
+        ).flat()
+      : wanted;
+    for (const preview of previews as SlessFunction[]) {
+      const of = preview.metadata.labels?.[LABEL_PREVIEW_OF];
+      const kept = of ? rules.get(key(preview.metadata.namespace, of))?.buildKeys : undefined;
+      const current = preview.metadata.annotations?.[ANNOTATION_BUILD_KEY];
+      if (kept && current) kept.add(current);
+      if (kept && preview.status?.buildKey) kept.add(preview.status.buildKey);
     }
     const namespaces = few
       ? [...new Set([...functions].map((k) => splitObjectKey(k).namespace))]

@@ -6,11 +6,9 @@
 import type { Logger } from 'pino';
 import { branchOf } from '../core/defaults.js';
 import { parseDuration } from '../core/duration.js';
-import { asError, ConflictError, formatIssue, SlessError } from '../core/errors.js';
-import { sameJson } from '../core/hash.js';
+import { asError, formatIssue, SlessError } from '../core/errors.js';
 import type { ObjectStore, SourceReader } from '../core/interfaces.js';
 import {
-  ANNOTATION_COMMIT,
   type AnyResource,
   type GitSource,
   type GitSourceStatus,
@@ -19,11 +17,12 @@ import {
   refKey,
   refOf,
 } from '../core/resources.js';
-import { REPO_KINDS } from '../core/schemas.js';
 import { Reason, type StatusUpdate } from '../core/status.js';
 import { loadManifests, type ParsedManifestCache } from '../manifest/load.js';
 import type { RepoSecrets } from '../secrets/repo-secrets.js';
+import { applyPlan } from './apply-plan.js';
 import { type BuildKeyCache, type Plan, planSource } from './plan.js';
+import { syncPreviews } from './preview-sync.js';
 import { StalledError } from './runtime/errors.js';
 import { objectRef } from './runtime/object-ref.js';
 import { Done, patchOnce } from './runtime/patch.js';
@@ -72,6 +71,10 @@ export async function syncSource(
       reconcile: async (_source, update) => {
         try {
           result = await syncSteps(deps, source, reader, update, options);
+          if (result.outcome !== 'suspended') {
+            const previews = await syncPreviews(deps, source, reader, update.status, options);
+            if (previews.pruned.length > 0) result.pruned = [...(result.pruned ?? []), ...previews.pruned];
+          }
         } catch (thrown) {
           // A commit that cannot be served as it is: the runtime writes the stall, the caller hears it as invalid.
           if (thrown instanceof StalledError)
@@ -317,106 +320,5 @@ function readyPhase(status: GitSourceStatus): string {
   return ready.status === 'True' ? 'Ready' : ready.reason === Reason.Suspended ? 'Suspended' : 'Failed';
 }
 
-/**
- * Applies the planned objects that differ from what this source applied before, and prunes those it
- * no longer has. An object whose only difference is the commit annotation is left alone: a commit
- * that changes one function of a thousand writes one object (and on kube sends one apply), not a
- * thousand. So `sless.dev/commit` is the commit at which the object last changed. What exists is read
- * with one list per kind; only objects new to this source are read one by one (the ownership check).
- * `functions`, the namespace's Functions when the caller has listed them already, saves that list.
- */
-export async function applyPlan(
-  store: ObjectStore,
-  source: GitSource,
-  plan: Plan,
-  onPruned?: (kind: string, name: string) => void,
-  functions?: readonly AnyResource[],
-): Promise<{ changed: number; pruned: number }> {
-  const wanted = new Set(plan.objects.map((o) => refKey(refOf(o))));
-  const existing = new Map<string, AnyResource>();
-  const mine = { namespace: source.metadata.namespace, labels: { [LABEL_SOURCE]: source.metadata.name } };
-  for (const kind of REPO_KINDS) {
-    const objects =
-      kind === 'Function' && functions
-        ? functions.filter((f) => f.metadata.labels?.[LABEL_SOURCE] === source.metadata.name)
-        : await store.list(kind, mine);
-    for (const object of objects) existing.set(refKey(refOf(object)), object);
-  }
-  let changed = 0;
-  const applyOne = async (object: AnyResource) => {
-    const key = refKey(refOf(object));
-    const before =
-      existing.get(key) ?? (await store.get(object.kind, object.metadata.namespace, object.metadata.name));
-    const owner = before?.metadata.labels?.[LABEL_SOURCE];
-    if (before && owner !== undefined && owner !== source.metadata.name) {
-      throw new ConflictError(
-        `${object.kind} "${object.metadata.name}" is already owned by source "${owner}"`,
-        Reason.OwnershipConflict,
-      );
-    }
-    if (before && sameIntent(before, object)) return;
-    const after = await store.apply(object);
-    if (after.metadata.resourceVersion !== before?.metadata.resourceVersion) changed++;
-  };
-  // Functions first, so a trigger or job never refers to a function that is not there yet. Within a
-  // kind the writes are independent, and a few at a time let a durable store write them together
-  // instead of once per object (a commit of thousands of functions).
-  for (const kind of REPO_KINDS)
-    await forEachBounded(
-      plan.objects.filter((o) => o.kind === kind),
-      APPLY_CONCURRENCY,
-      applyOne,
-    );
-  let pruned = 0;
-  for (const kind of [...REPO_KINDS].reverse()) {
-    const gone = [...existing].filter(([key, object]) => object.kind === kind && !wanted.has(key));
-    await forEachBounded(gone, APPLY_CONCURRENCY, async ([, object]) => {
-      await store.delete(kind, object.metadata.namespace, object.metadata.name);
-      pruned++;
-      onPruned?.(kind, object.metadata.name);
-    });
-  }
-  return { changed, pruned };
-}
-
-const APPLY_CONCURRENCY = 32;
-
-/** Runs `work` over `items` with at most `limit` in flight; the first failure is thrown after all settle. */
-async function forEachBounded<T>(
-  items: readonly T[],
-  limit: number,
-  work: (item: T) => Promise<void>,
-): Promise<void> {
-  let next = 0;
-  let failure: { error: unknown } | undefined;
-  const worker = async () => {
-    while (next < items.length) {
-      const item = items[next++] as T;
-      try {
-        await work(item);
-      } catch (error) {
-        failure ??= { error };
-      }
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
-  if (failure) throw failure.error;
-}
-
-/**
- * Same labels, spec and annotations, the commit annotation aside. Compared in place, not as stable
- * JSON texts: a sync of a thousand unchanged functions compares a thousand pairs, and making two
- * sorted texts of each cost more than the rest of the sync. Compared as JSON would be, though: a
- * field set to `undefined` is a field not set, as it is once stored.
- */
-export function sameIntent(current: AnyResource, planned: AnyResource): boolean {
-  const annotations = (object: AnyResource) => {
-    const { [ANNOTATION_COMMIT]: _commit, ...rest } = object.metadata.annotations ?? {};
-    return rest;
-  };
-  return (
-    sameJson(current.spec, planned.spec) &&
-    sameJson(current.metadata.labels ?? {}, planned.metadata.labels ?? {}) &&
-    sameJson(annotations(current), annotations(planned))
-  );
-}
+// Where callers found them before apply-plan.ts held them.
+export { applyPlan, sameIntent } from './apply-plan.js';

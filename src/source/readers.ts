@@ -65,6 +65,20 @@ export class LocalRepositoryReader implements SourceReader {
     return this.caches.snapshot(commit);
   }
 
+  async listBranches(): Promise<{ branch: string; commit: string }[]> {
+    try {
+      const names = await git.listBranches({ fs, gitdir: this.gitdir });
+      return await Promise.all(
+        names.map(async (branch) => ({
+          branch,
+          commit: await git.resolveRef({ fs, gitdir: this.gitdir, ref: branchRef(branch) }),
+        })),
+      );
+    } catch (error) {
+      throw new SourceError(`cannot list the branches: ${String(error)}`, 'SourceFailed', error);
+    }
+  }
+
   isOnBranch(commit: string, head: string): Promise<boolean> {
     return reaches(this.gitdir, this.caches.cache, head, commit);
   }
@@ -143,20 +157,40 @@ export class RemoteRepositoryReader implements SourceReader {
     return head.oid;
   }
 
-  async snapshot(commit: string): Promise<SourceSnapshot> {
+  async snapshot(commit: string, branch = this.branch): Promise<SourceSnapshot> {
     await this.ensureGitdir();
     if (!(await this.hasCommit(commit))) {
       // The sync and every Function reconcile of the source ask at once after a push; whoever comes
       // second finds the commit fetched by the first instead of writing the same pack again.
       await this.oneFetchAtATime(async () => {
-        if (!(await this.hasCommit(commit))) await this.fetchBranch(1);
+        if (!(await this.hasCommit(commit))) await this.fetchBranch(1, branch);
       });
       if (!(await this.hasCommit(commit))) {
         // The branch moved again between listing and fetching; the next sync picks the newer head.
-        throw new SourceError(`commit ${commit} is no longer the head of "${this.branch}"`, 'HeadMoved');
+        throw new SourceError(`commit ${commit} is no longer the head of "${branch}"`, 'HeadMoved');
       }
     }
     return this.caches.snapshot(commit);
+  }
+
+  /** One listing of the server's branches, through the same guarded client and credentials. */
+  async listBranches(): Promise<{ branch: string; commit: string }[]> {
+    let refs: { ref: string; oid: string }[];
+    try {
+      refs = await git.listServerRefs({
+        http: this.http,
+        url: this.url,
+        prefix: 'refs/heads/',
+        ...this.auth(),
+      });
+    } catch (error) {
+      throw new SourceError(
+        `cannot list refs of ${this.url}: ${describeHttpError(error)}`,
+        'SourceUnreachable',
+        error,
+      );
+    }
+    return refs.map((r) => ({ branch: r.ref.slice('refs/heads/'.length), commit: r.oid }));
   }
 
   /**
@@ -188,15 +222,15 @@ export class RemoteRepositoryReader implements SourceReader {
     await this.fetching;
   }
 
-  /** Fetches this branch only, `depth` commits deep. */
-  private async fetchBranch(depth: number): Promise<void> {
+  /** Fetches one branch only (the source's, or a preview's), `depth` commits deep. */
+  private async fetchBranch(depth: number, branch = this.branch): Promise<void> {
     try {
       await git.fetch({
         fs,
         http: this.http,
         gitdir: this.gitdir,
         remote: 'origin',
-        ref: this.branch,
+        ref: branch,
         singleBranch: true,
         depth,
         tags: false,
@@ -212,13 +246,13 @@ export class RemoteRepositoryReader implements SourceReader {
     this.initialized ??= (async () => {
       await mkdir(this.gitdir, { recursive: true });
       if (!fs.existsSync(join(this.gitdir, 'HEAD'))) await git.init({ fs, gitdir: this.gitdir, bare: true });
-      // fetch needs a refspec; only this branch is ever tracked.
+      // fetch needs a refspec; every fetch names its one branch (the source's or a preview's).
       await git.setConfig({ fs, gitdir: this.gitdir, path: 'remote.origin.url', value: this.url });
       await git.setConfig({
         fs,
         gitdir: this.gitdir,
         path: 'remote.origin.fetch',
-        value: `+refs/heads/${this.branch}:refs/remotes/origin/${this.branch}`,
+        value: '+refs/heads/*:refs/remotes/origin/*',
       });
     })();
     return this.initialized;

@@ -16,6 +16,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { KubeConfig } from '@kubernetes/client-node';
 import {
+  type ApiServerControl,
   freePort,
   httpsGet,
   logTail,
@@ -73,6 +74,13 @@ export interface TestNode extends TestNodeInfo {
    * references in the registry.
    */
   pushControllerBases(): Promise<{ node: string; golang: string }>;
+  /**
+   * The node's kube-apiserver alone, for outage tests: every node is its caller's own (the machine
+   * lock allows one at a time, and no file shares it), so killing it breaks no other file's tests.
+   * The kubelet, kube-proxy, controller-manager and scheduler keep running and reconnect to the
+   * restarted one at the same address.
+   */
+  apiServer: ApiServerControl;
   /** Stops the node and the control plane and restores the machine. Idempotent. */
   stop(): Promise<void>;
 }
@@ -564,7 +572,8 @@ export async function startTestNode(opts: NodeStartOptions = {}): Promise<TestNo
       });
     }
 
-    const { kubeConfig, stop: _clusterStop, ...clusterInfo } = cluster;
+    const { kubeConfig, stop: _clusterStop, apiServer, ...clusterInfo } = cluster;
+    if (!apiServer) throw new Error('the test cluster of the node gave no API server control');
     note(
       `test node ready in ${Date.now() - t0} ms (${NODE_NAME}, pods ${POD_CIDR}, registry ${registryHost})`,
     );
@@ -580,6 +589,7 @@ export async function startTestNode(opts: NodeStartOptions = {}): Promise<TestNo
         ]);
         return refs;
       },
+      apiServer,
       nodeName: NODE_NAME,
       gatewayIp: GATEWAY_IP,
       registryHost,

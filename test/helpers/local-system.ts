@@ -8,7 +8,7 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { type Logger, pino } from 'pino';
 import { loadLocalConfig } from '../../src/config/config.js';
-import type { FunctionStatus, GitSourceStatus } from '../../src/core/resources.js';
+import type { FunctionStatus, GitSource, GitSourceStatus } from '../../src/core/resources.js';
 import { type LocalSystem, startLocalSystem } from '../../src/main.js';
 import { Gateway } from '../../src/server/gateway/gateway.js';
 import { gitSource, tempDir } from './git.js';
@@ -52,6 +52,8 @@ export async function startTestSystem(options: {
   logger?: Logger;
   /** `--sops-age-key-file`. */
   sopsAgeKeyFile?: string;
+  /** The GitSource's spec.previews (branch previews). */
+  previews?: GitSource['spec']['previews'];
 }): Promise<TestSystem> {
   const stateDir = options.stateDir ?? (await tempDir('state'));
   const config = loadLocalConfig(
@@ -85,6 +87,7 @@ export async function startTestSystem(options: {
       branch: options.branch ?? 'main',
       path: options.path ?? '.',
       interval: options.interval ?? '1h',
+      ...(options.previews ? { previews: options.previews } : {}),
     }),
   });
   const system = await starting.catch(async (error: unknown) => {

@@ -263,7 +263,7 @@ describe('kube platform: GitOps loop', () => {
     const byCommit = await call(`/fn/${env.ns}/alpha@${first.slice(0, 12)}/x`);
     expect(byCommit.status).toBe(404);
     expect(await byCommit.json()).toEqual({
-      error: `function ${env.ns}/alpha@${first.slice(0, 12)}: revisions by commit or branch are served by the local platform only`,
+      error: `function ${env.ns}/alpha@${first.slice(0, 12)}: revisions by commit are served by the local platform only`,
     });
     expect((await call(`/fn/${env.ns}/nope@${first.slice(0, 12)}/x`)).status).toBe(404);
     expect((await status('alpha'))?.phase).toBe('Deploying');

@@ -1932,4 +1932,101 @@ export const MUTATIONS: GuardMutation[] = [
     to: '',
     tests: ['src/cli/stop-on-signals.test.ts'],
   },
+  // ---- Branch previews ----
+  {
+    id: 'preview-scope-main-sees-previews',
+    guard:
+      "An apply sees only its own scope's objects: the main branch's sync never prunes or rewrites a preview's Functions, nor a preview's sync main's.",
+    file: 'src/reconcile/apply-plan.ts',
+    from: 'for (const object of objects) if (inScope(object)) existing.set(refKey(refOf(object)), object);',
+    to: 'for (const object of objects) existing.set(refKey(refOf(object)), object);',
+    tests: ['src/reconcile/apply-plan.test.ts', 'test/local/previews.test.ts'],
+  },
+  {
+    id: 'preview-scope-takeover',
+    guard:
+      "An object of the other scope in an apply's way (a repository Function bearing a preview's name, or the reverse) is an ownership conflict, never overwritten.",
+    file: 'src/reconcile/apply-plan.ts',
+    from: 'if (before && !inScope(before) && (owner !== undefined || preview !== undefined)) {',
+    to: 'if (before && !inScope(before) && owner === "never") {',
+    tests: ['src/reconcile/apply-plan.test.ts'],
+  },
+  {
+    id: 'preview-prune-skipped',
+    guard:
+      "A branch deleted or no longer matching takes its preview's Functions (and so their processes) with it.",
+    file: 'src/reconcile/preview-sync.ts',
+    from: 'if (kept.has(fn.metadata.labels?.[LABEL_PREVIEW] as string)) continue;',
+    to: 'continue;',
+    tests: ['src/reconcile/preview-sync.test.ts', 'test/local/previews.test.ts'],
+  },
+  {
+    id: 'preview-list-failure-prunes',
+    guard: 'A failure to list the branches prunes no preview: nothing is known of them until the next poll.',
+    file: 'src/reconcile/preview-sync.ts',
+    from: '      return result;\n    }\n    const main = branchOf(',
+    to: '      branches = [];\n    }\n    const main = branchOf(',
+    tests: ['src/reconcile/preview-sync.test.ts'],
+  },
+  {
+    id: 'preview-collision-first-wins',
+    guard:
+      'Two branches that normalise to one label are both refused and named in status; neither takes the URL silently.',
+    file: 'src/core/previews.ts',
+    from: 'if (found.length === 1) previews.push(',
+    to: 'if (found.length >= 1) previews.push(',
+    tests: ['src/core/previews.test.ts', 'test/local/previews.test.ts'],
+  },
+  {
+    id: 'preview-label-reads-as-commit',
+    guard:
+      'A branch label is never 12 or 40 hex digits, so `@{label}` and `@{commit}` never mean the same URL.',
+    file: 'src/core/previews.ts',
+    from: 'if (HEX_SHA.test(label)) label =',
+    to: 'if (HEX_SHA.test(label) && label === "") label =',
+    tests: ['src/core/previews.test.ts'],
+  },
+  {
+    id: 'preview-route-kube-dropped',
+    guard: "On kube, `/fn/{ns}/{name}@{label}` routes to the preview's workload, as on local.",
+    file: 'src/platform/kube/routes.ts',
+    from: "    if (ref?.kind === 'label') return this.resolvePreview(namespace, fnName, ref.label);\n",
+    to: '',
+    tests: ['test/kube/previews.test.ts'],
+  },
+  {
+    id: 'preview-gc-drops-preview-build',
+    guard:
+      "Build garbage collection keeps the build a branch preview asks for among its main Function's builds, where the preview's builds are kept.",
+    file: 'src/reconcile/build-gc.ts',
+    from: '      if (kept && current) kept.add(current);\n',
+    to: '',
+    tests: ['src/reconcile/build-gc.test.ts'],
+  },
+  {
+    id: 'preview-builds-not-shared',
+    guard: 'A preview is built as its main Function, so code the same on a branch and on main is built once.',
+    file: 'src/reconcile/function/reconciler.ts',
+    from: '  const builtAs = buildOwnerOf(fn);',
+    to: '  const builtAs = fn;',
+    tests: ['test/local/previews.test.ts', 'test/kube/previews.test.ts'],
+  },
+  {
+    id: 'preview-quota-ignored',
+    guard:
+      "A preview's Functions count against the namespace function quota; a branch past it is refused and named in status.",
+    file: 'src/reconcile/preview-sync.ts',
+    from: 'held - mine + plan.functions.size > deps.maxFunctions',
+    to: 'held - mine > deps.maxFunctions',
+    tests: ['src/reconcile/preview-sync.test.ts'],
+  },
+  {
+    id: 'preview-route-any-function',
+    guard:
+      '`/fn/{ns}/{name}@{label}` serves only a Function labelled as the preview of {name} for {label}, not any object bearing the derived name.',
+    file: 'src/platform/local/routes.ts',
+    from: 'if (isPreviewOf(await this.options.store.get(',
+    to: 'if (!!(await this.options.store.get(',
+    tests: ['test/local/previews.test.ts'],
+  },
 ];

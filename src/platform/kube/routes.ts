@@ -17,6 +17,7 @@ import { timeoutSecOf } from '../../core/defaults.js';
 import { asError } from '../../core/errors.js';
 import type { AdmissionLimits, RouteResolver, RouteState, UnavailableRoute } from '../../core/interfaces.js';
 import { objectKey } from '../../core/object-key.js';
+import { isPreviewOf, noPreviewMessage, previewFunctionName } from '../../core/previews.js';
 import type { SlessFunction } from '../../core/resources.js';
 import { parseFunctionSegment } from '../../core/revision-ref.js';
 import { admissionOf } from '../../proxy/admission.js';
@@ -96,13 +97,14 @@ export class KubeRouteResolver implements RouteResolver {
     if (!cache.synced() && !(await cache.whenSynced(this.options.syncWaitMs ?? 10_000)))
       return unavailable('routes are not loaded yet: the control plane is unreachable; try again');
     const { name: fnName, ref } = parseFunctionSegment(name) ?? { name };
+    if (ref?.kind === 'label') return this.resolvePreview(namespace, fnName, ref.label);
     if (ref) {
       // Kept builds are not started by commit here (yet): a function that exists says so plainly.
       if (!cache.fn(namespace, fnName)) return { state: 'unknown' };
       return {
         state: 'unavailable',
         status: 404,
-        message: `function ${namespace}/${fnName}@${ref.kind === 'commit' ? ref.commit : ref.label}: revisions by commit or branch are served by the local platform only`,
+        message: `function ${namespace}/${fnName}@${ref.commit}: revisions by commit are served by the local platform only`,
       };
     }
     const found = this.cached(namespace, name);
@@ -125,6 +127,19 @@ export class KubeRouteResolver implements RouteResolver {
         };
       }
     }
+  }
+
+  /** A branch preview is a Function of its own (see core/previews.ts), routed as any other. */
+  private resolvePreview(namespace: string, name: string, label: string): Promise<RouteState> {
+    const target = previewFunctionName(name, label);
+    if (isPreviewOf(this.options.cache.fn(namespace, target), name, label))
+      return this.resolve(namespace, target);
+    if (!this.options.cache.fn(namespace, name)) return Promise.resolve({ state: 'unknown' });
+    return Promise.resolve({
+      state: 'unavailable',
+      status: 404,
+      message: noPreviewMessage(namespace, name, label),
+    });
   }
 
   /**

@@ -1,12 +1,14 @@
 /**
  * Routing on the local platform: what answers a `/fn/` request for a function (its serving revision,
- * a canary's share, the least busy instance, a kept build called by commit, or why none can), and what
+ * a canary's share, the least busy instance, a kept build called by commit, a branch preview, or why
+ * none can), and what
  * the gateway thread's route mirror is told after each change, so that it answers the same way.
  */
 
 import type { ActivityBoard } from '../../core/activity-board.js';
 import type { ObjectStore, RouteMirror, RouteState } from '../../core/interfaces.js';
 import { objectKey, splitObjectKey } from '../../core/object-key.js';
+import { isPreviewOf, noPreviewMessage, previewFunctionName } from '../../core/previews.js';
 import { commitMatches, parseFunctionSegment } from '../../core/revision-ref.js';
 import type { CommitRevisions } from './commit-revisions.js';
 import { disabled, restartingAfterCrash, type Slot } from './slots.js';
@@ -75,7 +77,7 @@ export class Routes {
   async resolve(namespace: string, segment: string): Promise<RouteState> {
     const { name, ref } = parseFunctionSegment(segment) ?? { name: segment };
     if (ref?.kind === 'commit') return this.resolveCommit(namespace, name, ref.commit);
-    if (ref) return { state: 'unknown' };
+    if (ref) return this.resolvePreview(namespace, name, ref.label);
     const slot = this.slots.get(objectKey(namespace, name));
     if (!slot) {
       const fn = await this.options.store.get('Function', namespace, name);
@@ -117,6 +119,16 @@ export class Routes {
         chosen = extra;
     this.board.begin(chosen.activitySlot);
     return chosen.route;
+  }
+
+  /** A branch preview: its own Function object, served as any other (woken from zero when idle). */
+  private async resolvePreview(namespace: string, name: string, label: string): Promise<RouteState> {
+    const target = previewFunctionName(name, label);
+    if (isPreviewOf(await this.options.store.get('Function', namespace, target), name, label))
+      return this.resolve(namespace, target);
+    return (await this.options.store.get('Function', namespace, name))
+      ? { state: 'unavailable', status: 404, message: noPreviewMessage(namespace, name, label) }
+      : { state: 'unknown' };
   }
 
   /**

@@ -20,6 +20,7 @@ import type {
 } from '../../core/interfaces.js';
 import { functionPath } from '../../core/naming.js';
 import { objectKey } from '../../core/object-key.js';
+import { buildOwnerOf } from '../../core/previews.js';
 import {
   ANNOTATION_BUILD_KEY,
   ANNOTATION_CODE_DIR,
@@ -164,13 +165,15 @@ export async function reconcileFunction(
 
   // A build this controller ran says how it ended first, in its own words.
   let finished = deps.builds.take(key, buildKey);
-  let build = finished?.state === 'Succeeded' ? finished.value : await deps.builder.lookup(fn, buildKey);
+  // A branch preview's builds are its main Function's (shared by build key, on both platforms).
+  const builtAs = buildOwnerOf(fn);
+  let build = finished?.state === 'Succeeded' ? finished.value : await deps.builder.lookup(builtAs, buildKey);
   if (build && finished?.state !== 'Succeeded') deps.builds.forget(key);
   else {
     if (!finished) {
       const remembered = deps.failedBuilds.get(key);
       const failed =
-        remembered?.buildKey === buildKey ? remembered : await deps.builder.lookupFailed?.(fn, buildKey);
+        remembered?.buildKey === buildKey ? remembered : await deps.builder.lookupFailed?.(builtAs, buildKey);
       if (failed && failed.buildKey === buildKey) {
         status.lastBuild = failed;
         const failure = failureOf(failed, `build ${buildKey.slice(0, 12)} failed: ${failed.message}`);
@@ -181,7 +184,7 @@ export async function reconcileFunction(
       const task = deps.builds.ensure(key, buildKey, async () => {
         const { snapshot, manifestFiles } = await deps.snapshotFor(fn);
         const request = {
-          fn,
+          fn: builtAs,
           buildKey,
           commit,
           codeDir: annotations[ANNOTATION_CODE_DIR] ?? '',

@@ -13,6 +13,7 @@ import type {
   SourceReaderFactory,
   SourceSnapshot,
 } from '../../core/interfaces.js';
+import { ANNOTATION_PREVIEW_BRANCH } from '../../core/previews.js';
 import { ANNOTATION_COMMIT, type GitSource, LABEL_SOURCE, type SlessFunction } from '../../core/resources.js';
 import { loadManifests, type ParsedManifestCache } from '../../manifest/load.js';
 import type { RepoSecrets } from '../../secrets/repo-secrets.js';
@@ -150,7 +151,9 @@ export class SourceReaders {
     const reader = sourceName ? this.get(namespace, sourceName) : undefined;
     if (!reader || !commit)
       throw new Error(`source "${sourceName ?? ''}" of function ${fn.metadata.name} is not available`);
-    const snapshot = await reader.snapshot(commit);
+    // A preview's commit is on its own branch, which a remote reader fetches by name.
+    const branch = fn.metadata.annotations?.[ANNOTATION_PREVIEW_BRANCH];
+    const snapshot = await (branch ? reader.snapshot(commit, branch) : reader.snapshot(commit));
     const cacheKey = `${refKey({ namespace, name: sourceName as string })}@${commit}`;
     let files = this.manifestFiles.get(cacheKey);
     if (!files) {
