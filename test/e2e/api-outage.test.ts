@@ -324,14 +324,25 @@ describe('e2e on a real node: /fn/ through an API-server outage', () => {
       ).items.filter((e) => Date.parse(e.lastTimestamp ?? e.eventTime ?? '') >= killedAt - 1000);
       const phases = ['before', 'down', 'restart', 'after'];
       const records = load.records;
-      const wrong = records.filter(failed);
+      // Once the API server is back, the cluster may revoke the pods' readiness itself: the
+      // controller-manager marks the node Unknown when the kubelet has not renewed its lease yet, and
+      // the Deployments report 0 available until the kubelet sets the pods ready again. A 503 "no
+      // available replicas" sent while the API server reported that function's Deployment with none
+      // available is the cluster's answer, which /fn/ passes on; every other failure is sless's.
+      const clusterSaidNone = (r: OutageRecord) =>
+        r.phase === 'after' &&
+        r.status === 503 &&
+        r.wrong.includes('has no available replicas') &&
+        samples.some((s) => s.available[r.fn] === 0 && Math.abs(s.at - r.sent) <= 1000);
+      const byCluster = records.filter(failed).filter(clusterSaidNone);
+      const wrong = records.filter(failed).filter((r) => !clusterSaidNone(r));
       const transitions = samples.filter(
         (s, i) => i === 0 || JSON.stringify({ ...s, at: 0 }) !== JSON.stringify({ ...samples[i - 1], at: 0 }),
       );
       progress(
         [
           ...describePhases(records, phases),
-          `failed requests (${wrong.length}):`,
+          `failed requests (${wrong.length}), besides ${byCluster.length} while the cluster reported no available replicas:`,
           ...wrong
             .slice(0, 20)
             .map(
@@ -363,6 +374,8 @@ describe('e2e on a real node: /fn/ through an API-server outage', () => {
       expect(records.filter((r) => r.phase === 'down').length).toBeGreaterThanOrEqual(
         ((OUTAGE_MS / 1000) * 20 * RUNNING.length) / 2,
       );
+      // Through the outage and the restart nothing may fail (clusterSaidNone excuses only the phase
+      // after), and after it only what the cluster itself said.
       expect(wrong.slice(0, 5), 'failed /fn/ requests').toEqual([]);
       // The function at zero: refused at once, with the control plane named, while it was down.
       expect(coldAnswer, 'the function at zero answered before the restart').toBeDefined();
