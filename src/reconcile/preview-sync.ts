@@ -9,6 +9,7 @@
  */
 import { branchOf } from '../core/defaults.js';
 import { asError, formatIssue } from '../core/errors.js';
+import { sortKeysDeep } from '../core/hash.js';
 import type { SourceReader } from '../core/interfaces.js';
 import { functionPath } from '../core/naming.js';
 import {
@@ -30,9 +31,9 @@ import {
   type SlessFunction,
 } from '../core/resources.js';
 import type { FunctionSpec } from '../core/schemas.js';
-import { loadManifests } from '../manifest/load.js';
 import { applyPlan } from './apply-plan.js';
-import { computeConfigHash, type Plan, planSource } from './plan.js';
+import { loadCommitManifests, planCommit } from './load-commit.js';
+import { computeConfigHash, type Plan } from './plan.js';
 import type { SyncDeps } from './source-sync.js';
 
 export interface PreviewSyncResult {
@@ -163,23 +164,12 @@ async function planPreview(
   target: PreviewTarget,
 ): Promise<Plan | string> {
   const snapshot = await reader.snapshot(target.commit, target.branch);
-  const loaded = await loadManifests(snapshot, {
-    root: source.spec.path ?? '.',
-    namespace: source.metadata.namespace,
-    ...(deps.manifests ? { cache: deps.manifests } : {}),
-  });
+  const loaded = await loadCommitManifests(deps, source, snapshot);
   const sops = deps.repoSecrets ? await deps.repoSecrets.sopsFiles(snapshot, source) : [];
   for (const file of sops) loaded.manifestFiles.add(file);
   if (loaded.issues.length > 0)
     return `branch "${target.branch}" at ${target.commit.slice(0, 12)} rejected: ${loaded.issues.map(formatIssue).join('; ')}`;
-  const plan = await planSource(
-    source,
-    snapshot,
-    loaded,
-    deps.buildKeys ? { buildKeys: deps.buildKeys } : {},
-  );
-  deps.planned?.(plan);
-  return plan;
+  return planCommit(deps, source, snapshot, loaded);
 }
 
 /**
@@ -201,12 +191,12 @@ export function previewObjects(plan: Plan, target: PreviewTarget, idleSeconds: n
       metadata: {
         ...planned.object.metadata,
         name: previewFunctionName(fnName, target.label),
-        labels: sorted({
+        labels: sortedRecord({
           ...planned.object.metadata.labels,
           [LABEL_PREVIEW]: target.label,
           [LABEL_PREVIEW_OF]: fnName,
         }),
-        annotations: sorted({
+        annotations: sortedRecord({
           ...planned.object.metadata.annotations,
           [ANNOTATION_CONFIG_HASH]: computeConfigHash(spec),
           [ANNOTATION_PREVIEW_BRANCH]: target.branch,
@@ -219,6 +209,4 @@ export function previewObjects(plan: Plan, target: PreviewTarget, idleSeconds: n
   return objects;
 }
 
-function sorted(record: Record<string, string>): Record<string, string> {
-  return Object.fromEntries(Object.entries(record).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
-}
+const sortedRecord = (record: Record<string, string>) => sortKeysDeep(record) as Record<string, string>;

@@ -18,10 +18,11 @@ import {
   refOf,
 } from '../core/resources.js';
 import { Reason, type StatusUpdate } from '../core/status.js';
-import { loadManifests, type ParsedManifestCache } from '../manifest/load.js';
+import type { ParsedManifestCache } from '../manifest/load.js';
 import type { RepoSecrets } from '../secrets/repo-secrets.js';
 import { applyPlan } from './apply-plan.js';
-import { type BuildKeyCache, type Plan, planSource } from './plan.js';
+import { loadCommitManifests, planCommit } from './load-commit.js';
+import type { BuildKeyCache, Plan } from './plan.js';
 import { syncPreviews } from './preview-sync.js';
 import { StalledError } from './runtime/errors.js';
 import { objectRef } from './runtime/object-ref.js';
@@ -190,11 +191,7 @@ async function syncSteps(
   head = target;
   try {
     const snapshot = await reader.snapshot(head);
-    const loaded = await loadManifests(snapshot, {
-      root: source.spec.path ?? '.',
-      namespace: source.metadata.namespace,
-      ...(deps.manifests ? { cache: deps.manifests } : {}),
-    });
+    const loaded = await loadCommitManifests(deps, source, snapshot);
     const secrets = await deps.repoSecrets?.load(snapshot, source);
     if (secrets) {
       loaded.issues.push(...secrets.issues);
@@ -223,13 +220,7 @@ async function syncSteps(
         `commit ${head.slice(0, 12)} rejected, nothing of it applied: ${quotaProblem}`,
       );
     }
-    const plan = await planSource(
-      source,
-      snapshot,
-      loaded,
-      deps.buildKeys ? { buildKeys: deps.buildKeys } : {},
-    );
-    deps.planned?.(plan);
+    const plan = await planCommit(deps, source, snapshot, loaded);
     // Before the functions that reference them, so none waits on a secret that is coming.
     if (secrets) await deps.repoSecrets?.apply(source, secrets.secrets);
     const prunedNames: string[] = [];
