@@ -954,6 +954,32 @@ export const MUTATIONS: GuardMutation[] = [
     tests: ['test/kube/scale-to-zero.test.ts'],
   },
   {
+    id: 'replica-wait-skipped',
+    guard:
+      "An always-on function's requests are held while its Deployment reports no available replica, not refused at once.",
+    file: 'src/platform/kube/routes.ts',
+    from: '        return this.waitForReplica(namespace, name, found.route);\n',
+    to: '        return found.route;\n',
+    tests: ['test/kube/replica-wait.test.ts'],
+  },
+  {
+    id: 'replica-wait-unbounded',
+    guard:
+      'At most activationQueue requests of one function are held for a replica; the next is refused at once.',
+    file: 'src/platform/kube/replica-wait.ts',
+    from: "    if ((set?.size ?? 0) >= this.options.maxHeldPerFunction) return Promise.resolve('full');\n",
+    to: '',
+    tests: ['test/kube/replica-wait.test.ts'],
+  },
+  {
+    id: 'replica-wait-unbounded-time',
+    guard: 'A request is held for a replica at most the activation timeout, then answered 503.',
+    file: 'src/platform/kube/replica-wait.ts',
+    from: "      const timer = setTimeout(() => waiter.settle('timeout'), this.options.timeoutMs);\n",
+    to: '      const timer = setTimeout(() => undefined, this.options.timeoutMs);\n',
+    tests: ['test/kube/replica-wait.test.ts'],
+  },
+  {
     id: 'autoscale-max-unbounded',
     guard: 'The autoscaling decision never asks for more than spec.scale.max instances.',
     file: 'src/core/autoscale.ts',

@@ -10,6 +10,8 @@
  * A function that scales to zero is reached at a ready endpoint of its Service, read the same way:
  * when it runs nothing, the request is held while the scaler starts it (see scaler.ts), and a pod
  * that just became ready is reachable at once, before kube-proxy on any node has learnt of it.
+ * An always-on function whose Deployment reports no available replica has its requests held (see
+ * replica-wait.ts) until one is available again, within the activation timeout.
  */
 
 import type { FunctionRoute } from '../../config/kube.js';
@@ -24,6 +26,7 @@ import { admissionOf } from '../../proxy/admission.js';
 import { EndpointPickers } from '../../proxy/least-in-flight.js';
 import { addressOrigin } from './endpoints.js';
 import { FUNCTION_PORT } from './labels.js';
+import type { ReplicaWait } from './replica-wait.js';
 import type { KubeRouteCache } from './route-cache.js';
 import { ActivationError, idleSecondsOf, type KubeScaler } from './scaler.js';
 import { serviceName } from './workload-manifests.js';
@@ -46,6 +49,11 @@ export interface KubeRouteOptions {
   autoscaler?: { requestStarted(fn: SlessFunction): () => void };
   /** How long a request waits for the caches' first lists after a start (default 10 s). */
   syncWaitMs?: number;
+  /**
+   * Holds requests while an always-on function has no available replica; without it they answer
+   * 503 at once.
+   */
+  replicaWait?: ReplicaWait;
 }
 
 export function serviceOrigin(namespace: string, name: string): string {
@@ -69,8 +77,10 @@ export interface CachedReadyRoute {
 /** What the caches say of a plain `/fn/{ns}/{name}`, before anything is counted or started. */
 export type CachedRoute =
   | { kind: 'unknown' }
-  /** The answer as is: disabled, no serving revision, no available replica, no Service address. */
+  /** The answer as is: disabled, no serving revision, no Service address. */
   | { kind: 'answer'; route: UnavailableRoute }
+  /** Always on, with no available replica now: held for one on the main thread, or this answer. */
+  | { kind: 'no-replica'; route: UnavailableRoute }
   /** It scales to zero: the scaler's to reach (and to start), request by request, on the main thread. */
   | { kind: 'at-zero'; fn: SlessFunction }
   /** Always on, with an available replica: its ready endpoints, or its Service. */
@@ -114,6 +124,8 @@ export class KubeRouteResolver implements RouteResolver {
         return { state: 'unknown' };
       case 'answer':
         return found.route;
+      case 'no-replica':
+        return this.waitForReplica(namespace, name, found.route);
       case 'at-zero':
         // Only given with a scaler.
         return this.options.scaler ? this.atZero(found.fn, this.options.scaler) : { state: 'unknown' };
@@ -170,7 +182,7 @@ export class KubeRouteResolver implements RouteResolver {
       (deployment?.status as { availableReplicas?: number } | undefined)?.availableReplicas ?? 0;
     if (available === 0)
       return {
-        kind: 'answer',
+        kind: 'no-replica',
         route: unavailable(`function ${namespace}/${name} has no available replicas`),
       };
     const origin = this.options.originOf
@@ -240,6 +252,31 @@ export class KubeRouteResolver implements RouteResolver {
           }
         : idle,
     };
+  }
+
+  /** Requests of `namespace/name` held now for an available replica. */
+  heldForReplica(namespace: string, name: string): number {
+    return this.options.replicaWait?.held(namespace, name) ?? 0;
+  }
+
+  /**
+   * Waits for an available replica of an always-on function, then resolves the request as it would
+   * have been; or answers that there is none, saying for how long it was held.
+   */
+  private async waitForReplica(namespace: string, name: string, none: UnavailableRoute): Promise<RouteState> {
+    const wait = this.options.replicaWait;
+    if (!wait) return none;
+    const end = await wait.wait(namespace, name, () => this.cached(namespace, name).kind !== 'no-replica');
+    switch (end) {
+      case 'changed':
+        return this.resolve(namespace, name);
+      case 'timeout':
+        return { ...none, message: `${none.message} (held ${wait.timeoutSec} s for one)` };
+      case 'full':
+        return { ...none, message: `${none.message}, and too many requests are held for one already` };
+      case 'disconnected':
+        return none;
+    }
   }
 
   /** Starts counting the request for the autoscaler, when the function autoscales. */

@@ -1,6 +1,7 @@
 /**
  * The kube /fn/ data path, wired: the watch caches routing reads (Functions, Deployments, Services,
- * EndpointSlices, pods), the scaler that holds requests for a function at zero, the autoscaler with
+ * EndpointSlices, pods), the scaler that holds requests for a function at zero, the wait that holds
+ * them for a running function with no available replica, the autoscaler with
  * the followers' reports it sums while leading, the route resolver, and the publisher that tells the
  * gateway thread its routes. Nothing here asks the API server per request.
  */
@@ -14,6 +15,7 @@ import { KubeAutoscaler } from '../autoscaler.js';
 import type { KubeHttp } from '../http.js';
 import type { KubeStore } from '../kube-store.js';
 import { ReplicaReports } from '../replica-reports.js';
+import { ReplicaWait } from '../replica-wait.js';
 import { KubeRouteCache } from '../route-cache.js';
 import { KubeRoutePublisher } from '../route-publisher.js';
 import { KubeRouteResolver } from '../routes.js';
@@ -103,9 +105,16 @@ export function wireKubeDataPath(deps: KubeDataPathDeps): KubeDataPath {
       ? { peers: replicaReports, onSampled: (own, now) => void replicaReports.send(own, now) }
       : {}),
   });
+  // A running function with no available replica has its requests held as one at zero would.
+  const replicaWait = new ReplicaWait({
+    cache: routeCache,
+    timeoutMs: config.activationTimeoutMs,
+    maxHeldPerFunction: config.activationQueue,
+  });
   const routes = new KubeRouteResolver({
     cache: routeCache,
     scaler,
+    replicaWait,
     autoscaler,
     route: config.functionRoute,
     ...(deps.originOf ? { originOf: deps.originOf } : {}),
@@ -149,6 +158,7 @@ export function wireKubeDataPath(deps: KubeDataPathDeps): KubeDataPath {
       scaler.start();
     },
     stop: () => {
+      replicaWait.stop();
       scaler.stop();
       autoscaler.stop();
       publisher?.stop();
