@@ -21,15 +21,16 @@ export interface ReplicaWaitOptions {
 /** Why the wait ended: a change to look at, its bound, a full queue, or no watch to tell it. */
 export type ReplicaWaitEnd = 'changed' | 'timeout' | 'full' | 'disconnected';
 
-interface Waiter {
-  /** Whether the change is the one waited for; re-read on each change of this function. */
-  done(): boolean;
-  settle(end: ReplicaWaitEnd): void;
+/** The requests one function holds, and how to tell that it has a replica again. */
+interface Held {
+  /** Whether the function has an available replica now; read once per change of it. */
+  ready(): boolean;
+  settles: Set<(end: ReplicaWaitEnd) => void>;
 }
 
 export class ReplicaWait {
   private readonly options: ReplicaWaitOptions;
-  private readonly waiters = new Map<string, Set<Waiter>>();
+  private readonly byFunction = new Map<string, Held>();
   private unsubscribe: (() => void) | undefined;
 
   constructor(options: ReplicaWaitOptions) {
@@ -43,36 +44,31 @@ export class ReplicaWait {
 
   /** Requests of `namespace/name` held now. */
   held(namespace: string, name: string): number {
-    return this.waiters.get(objectKey(namespace, name))?.size ?? 0;
+    return this.byFunction.get(objectKey(namespace, name))?.settles.size ?? 0;
   }
 
   /**
    * Resolves once `ready()` is true after a change of this function in the cache ('changed'), or
    * with why it stopped waiting. While the watches are down no change can come, so it does not wait.
+   * Every request of one function asks the same `ready`: it is read once per change, for all of them.
    */
   wait(namespace: string, name: string, ready: () => boolean): Promise<ReplicaWaitEnd> {
     if (!this.options.cache.connected()) return Promise.resolve('disconnected');
     const key = objectKey(namespace, name);
-    let set = this.waiters.get(key);
-    if ((set?.size ?? 0) >= this.options.maxHeldPerFunction) return Promise.resolve('full');
+    const found = this.byFunction.get(key);
+    if ((found?.settles.size ?? 0) >= this.options.maxHeldPerFunction) return Promise.resolve('full');
     this.unsubscribe ??= this.options.cache.onChange((ns, n) => this.changed(objectKey(ns, n)));
-    if (!set) {
-      set = new Set();
-      this.waiters.set(key, set);
-    }
-    const waiting = set;
+    const held = found ?? { ready, settles: new Set() };
+    this.byFunction.set(key, held);
     return new Promise<ReplicaWaitEnd>((resolve) => {
-      const waiter: Waiter = {
-        done: ready,
-        settle: (end) => {
-          clearTimeout(timer);
-          waiting.delete(waiter);
-          if (waiting.size === 0 && this.waiters.get(key) === waiting) this.waiters.delete(key);
-          resolve(end);
-        },
+      const settle = (end: ReplicaWaitEnd) => {
+        clearTimeout(timer);
+        held.settles.delete(settle);
+        if (held.settles.size === 0 && this.byFunction.get(key) === held) this.byFunction.delete(key);
+        resolve(end);
       };
-      const timer = setTimeout(() => waiter.settle('timeout'), this.options.timeoutMs);
-      waiting.add(waiter);
+      const timer = setTimeout(() => settle('timeout'), this.options.timeoutMs);
+      held.settles.add(settle);
     });
   }
 
@@ -80,12 +76,13 @@ export class ReplicaWait {
   stop(): void {
     this.unsubscribe?.();
     this.unsubscribe = undefined;
-    for (const set of [...this.waiters.values()]) for (const waiter of [...set]) waiter.settle('timeout');
+    for (const held of [...this.byFunction.values()])
+      for (const settle of [...held.settles]) settle('timeout');
   }
 
   private changed(key: string): void {
-    const set = this.waiters.get(key);
-    if (!set) return;
-    for (const waiter of [...set]) if (waiter.done()) waiter.settle('changed');
+    const held = this.byFunction.get(key);
+    if (!held?.ready()) return;
+    for (const settle of [...held.settles]) settle('changed');
   }
 }
