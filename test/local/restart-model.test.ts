@@ -157,16 +157,16 @@ function expected(model: Model): Record<string, unknown> {
  * once more for each time the function was deleted (its builds went with it).
  */
 function assertNoTreeBuiltTwice(model: Model, real: Real): void {
-  const counts = new Map<string, number>();
+  const counts = new Map<string, { name: Name; builds: number }>();
   for (const p of real.processes)
     for (const line of [...p.lines('build succeeded'), ...p.lines('build failed')]) {
       const key = `${line.function}@${line.buildKey}`;
-      counts.set(key, (counts.get(key) ?? 0) + 1);
+      const name = String(line.function).split('/')[1] as Name;
+      counts.set(key, { name, builds: (counts.get(key)?.builds ?? 0) + 1 });
     }
-  const twice = [...counts].filter(
-    ([key, n]) =>
-      n > 1 + (model.removals.get(key.slice(key.indexOf('/') + 1, key.indexOf('@')) as Name) ?? 0),
-  );
+  const twice = [...counts]
+    .filter(([, { name, builds }]) => builds > 1 + (model.removals.get(name) ?? 0))
+    .map(([key, { builds }]) => [key, builds]);
   expect(twice, 'code trees built more than once').toEqual([]);
 }
 
