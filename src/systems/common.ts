@@ -1,6 +1,6 @@
 /**
  * What both systems wire the same way: the logger, the outbound policy, the control plane's modules,
- * and the observers that feed metrics, build history and garbage collection.
+ * the metrics, and the observers that feed them, build history and garbage collection.
  */
 import { type DestinationStream, type Logger, type LoggerOptions, pino } from 'pino';
 import type { BuildHistory, BuildListener } from '../api/build-history.js';
@@ -8,6 +8,7 @@ import type { FunctionInstanceCount, SlessMetrics } from '../api/metrics.js';
 import type { LocalConfig, TenancySettings } from '../config/config.js';
 import type { ObjectStore } from '../core/interfaces.js';
 import type { Leadership } from '../core/leadership.js';
+import type { ProxyThread } from '../core/proxy-thread.js';
 import { startupMark } from '../core/startup-marks.js';
 import type { BuildCollector } from '../reconcile/build-gc.js';
 import type { Controller, ControllerObserver } from '../reconcile/controller.js';
@@ -64,7 +65,7 @@ export function once(task: () => Promise<void>): () => Promise<void> {
 }
 
 /** Each function's instances as its status last reported them, for the instances gauge. */
-export async function functionInstanceCounts(store: ObjectStore): Promise<FunctionInstanceCount[]> {
+async function functionInstanceCounts(store: ObjectStore): Promise<FunctionInstanceCount[]> {
   const counts: FunctionInstanceCount[] = [];
   for (const fn of await store.list('Function')) {
     const instances = fn.status?.instances;
@@ -75,7 +76,7 @@ export async function functionInstanceCounts(store: ObjectStore): Promise<Functi
 }
 
 /** The ready-functions gauge, per namespace, read at scrape time. */
-export async function readyFunctionCounts(store: ObjectStore): Promise<Map<string, number>> {
+async function readyFunctionCounts(store: ObjectStore): Promise<Map<string, number>> {
   const counts = new Map<string, number>();
   for (const fn of await store.list('Function'))
     if (fn.status?.phase === 'Ready')
@@ -133,4 +134,25 @@ export async function controlPlaneModules() {
     withCodeGate: gate.withCodeGate,
     Controller: controller.Controller,
   };
+}
+
+/**
+ * The metrics both systems count in: ready functions and instances read from status at scrape time,
+ * and the proxy thread's tallies and queue depths when `/fn/` is served from one.
+ */
+export async function platformMetrics(
+  store: ObjectStore,
+  gateway: ProxyThread | undefined,
+  isKnownFunction?: (namespace: string, name: string) => boolean,
+): Promise<SlessMetrics> {
+  const { SlessMetrics } = await import('../api/metrics.js');
+  const metrics = new SlessMetrics({
+    readyFunctions: () => readyFunctionCounts(store),
+    functionInstances: () => functionInstanceCounts(store),
+    ...(isKnownFunction ? { isKnownFunction } : {}),
+    ...(gateway ? { collectProxyTallies: () => gateway.takeTallies() } : {}),
+  });
+  const threadQueues = gateway?.queueDepths?.bind(gateway);
+  if (threadQueues) metrics.addQueueDepths(threadQueues);
+  return metrics;
 }

@@ -149,7 +149,6 @@ export async function localControlPlane(
         () => ready,
         ALWAYS_LEADER,
       ),
-      pinSource: (ns, name, commit) => controller.pinSource(ns, name, commit),
       platformName: 'local',
       quotas: config.tenancy.quotas,
       functionLogs: logs,

@@ -15,7 +15,7 @@ import type { FunctionProxy } from '../../proxy/function-proxy.js';
 import type { UpgradeProxy } from '../../proxy/websocket-upgrade.js';
 import type { ClientListener } from '../../server/early-listener.js';
 import type { OutboundPolicy } from '../../source/outbound.js';
-import { functionInstanceCounts, outboundPolicy, readyFunctionCounts } from '../common.js';
+import { outboundPolicy, platformMetrics } from '../common.js';
 
 export interface LocalDataPath {
   metrics: SlessMetrics;
@@ -35,10 +35,11 @@ export async function wireLocalDataPath(deps: {
   listener: ClientListener | undefined;
 }): Promise<LocalDataPath> {
   const { config, logger, store, platform, gateway, listener } = deps;
-  const [{ FunctionProxy, observedFunctionProxy }, { SlessMetrics }, { UpgradeProxy }, asyncModules] =
+  const [{ FunctionProxy, observedFunctionProxy }, metrics, { UpgradeProxy }, asyncModules] =
     await Promise.all([
       import('../../proxy/function-proxy.js'),
-      import('../../api/metrics.js'),
+      // The /fn/ proxy counts in them; a function is known while a revision of it is current.
+      platformMetrics(store, gateway, (ns, name) => platform.currentRevision(ns, name) !== undefined),
       import('../../proxy/websocket-upgrade.js'),
       Promise.all([import('../../async/wire.js'), import('../../platform/local/invocation-store.js')]),
     ]);
@@ -52,13 +53,7 @@ export async function wireLocalDataPath(deps: {
     logger,
   });
   startupMark('serving path loaded');
-  // The /fn/ proxy needs only the platform (and the metrics it counts in), so it serves at once.
-  const metrics = new SlessMetrics({
-    readyFunctions: () => readyFunctionCounts(store),
-    functionInstances: () => functionInstanceCounts(store),
-    isKnownFunction: (ns, name) => platform.currentRevision(ns, name) !== undefined,
-    ...(gateway ? { collectProxyTallies: () => gateway.takeTallies() } : {}),
-  });
+  // The /fn/ proxy needs only the platform and the metrics, so it serves at once.
   const proxy = observedFunctionProxy({
     routes: platform,
     metrics,
@@ -66,8 +61,6 @@ export async function wireLocalDataPath(deps: {
     maxStreamMs: config.maxStreamSeconds * 1000,
     asyncIntake: (req, res) => void asyncInvocations.intake.handle(req, res),
   });
-  const threadQueues = gateway?.queueDepths?.bind(gateway);
-  if (threadQueues) metrics.addQueueDepths(threadQueues);
   listener?.serveEarly(FunctionProxy.matches, (req, res) => void proxy.handle(req, res));
   const upgrades = new UpgradeProxy({
     routes: platform,
