@@ -4,25 +4,12 @@
  * sub-path, a refusal passed on as the function gave it, a function woken from zero by an upgrade,
  * and an open connection counting as activity for scale to zero.
  */
-import { readdirSync, readFileSync } from 'node:fs';
 import { request } from 'node:http';
-import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
 import { WebSocket } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { functionManifest, TestRepo } from '../helpers/git.js';
 import { eventually, startTestSystem, type TestSystem } from '../helpers/local-system.js';
-
-// The function vendors `ws` (it has no dependencies), so its build needs no registry.
-const wsDir = dirname(createRequire(import.meta.url).resolve('ws/package.json'));
-function vendoredWs(fn: string): Record<string, string> {
-  const files: Record<string, string> = {};
-  for (const file of ['package.json', 'index.js', 'wrapper.mjs'])
-    files[`${fn}/node_modules/ws/${file}`] = readFileSync(join(wsDir, file), 'utf8');
-  for (const file of readdirSync(join(wsDir, 'lib')))
-    files[`${fn}/node_modules/ws/lib/${file}`] = readFileSync(join(wsDir, 'lib', file), 'utf8');
-  return files;
-}
+import { vendoredWs } from '../helpers/vendored-ws.js';
 
 const ECHO = `
 const { WebSocketServer } = require('ws');
