@@ -104,13 +104,18 @@ export class UpgradeProxy {
     client: Duplex,
     clientHead: Buffer,
   ): void {
+    // A socket goes where a request would: to an instance of the serving revision the route's picker
+    // chooses (a kube Service may still send a new connection to a replaced pod), counted as in
+    // flight there until it closes.
+    const picked = route.endpoints?.acquire();
     let released = false;
     const release = () => {
       if (released) return;
       released = true;
+      if (picked !== undefined) route.endpoints?.release(picked);
       route.release?.();
     };
-    const origin = new URL(route.origin);
+    const origin = new URL(picked ?? route.origin);
     const upstream = request({
       ...(route.socketPath
         ? { socketPath: route.socketPath }

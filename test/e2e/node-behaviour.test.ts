@@ -3,9 +3,12 @@
  * commit whose builds run in parallel: a crash-looping revision while the old pod serves, tenant code
  * looking for the build's and the pod's credentials, a cron Trigger's CronJob calling its function by
  * Service name (CoreDNS on the host, a curl image built from Debian's curl), a Go function built with
- * the Go toolchain the module proxy serves, and a function's logs read and followed through the API.
+ * the Go toolchain the module proxy serves, a function's logs read and followed through the API, and
+ * an SSE answer and a WebSocket through /fn/ from the pod (the socket drained by a rollout).
  * Needs root (see test/cluster/node.ts).
  */
+
+import { WebSocket } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FunctionStatus, SlessFunction } from '../../src/core/resources.js';
 import { LABEL_COMPONENT, LABEL_FUNCTION, LABEL_TRIGGER } from '../../src/platform/kube/labels.js';
@@ -13,12 +16,17 @@ import { type KubeObject, listObjects } from '../../src/platform/kube/objects.js
 import { readPodLog } from '../../src/platform/kube/pod-log.js';
 import { POD } from '../../src/platform/kube/resource-types.js';
 import { functionManifest } from '../helpers/git.js';
+import { openStream } from '../helpers/stream-reader.js';
+import { vendoredWs } from '../helpers/vendored-ws.js';
 import { eventually } from '../kube/harness.js';
 import { callFunction, type E2eEnv, servedBody as servedBodyOf, startE2e } from './harness.ts';
 
 const BUILD_MS = 10 * 60_000;
 /** The controller gives a revision this long to become available (SLESS_ROLLOUT_DEADLINE). */
 const ROLLOUT_DEADLINE_S = 30;
+/** The live function's timeoutSec: its pods' grace period is the preStop sleep (5 s) + this + 5 s. */
+const LIVE_TIMEOUT_S = 5;
+const LIVE_GRACE_S = 5 + LIVE_TIMEOUT_S + 5;
 
 /** Reads what the process can see of credentials; the same file runs at build time and at run time. */
 const SNAPSHOT_JS = `const fs = require('fs');
@@ -63,6 +71,38 @@ exports.handle = async (event) => {
 };
 `;
 
+/**
+ * Streams and WebSockets on the node: `/events` sends a first event, then waits for `/release` (from
+ * any client) before its last; `upgrade` echoes what it is sent, after a greeting that names the
+ * revision's WORD, so a test knows which revision holds a connection.
+ */
+const LIVE_JS = `const { WebSocketServer } = require('ws');
+const wss = new WebSocketServer({ noServer: true });
+let release;
+let released = new Promise((resolve) => { release = resolve; });
+async function* events(signal) {
+  yield 'data: first\\n\\n';
+  await Promise.race([released, new Promise((resolve) => signal.addEventListener('abort', resolve))]);
+  yield 'data: last\\n\\n';
+}
+exports.handle = async (event, context) => {
+  if (event.path === '/events')
+    return { statusCode: 200, headers: { 'content-type': 'text/event-stream' }, body: events(context.signal) };
+  if (event.path === '/release') {
+    release();
+    released = new Promise((resolve) => { release = resolve; });
+    return 'released';
+  }
+  return 'live ' + process.env.WORD;
+};
+exports.upgrade = (req, socket, head) => {
+  wss.handleUpgrade(req, socket, head, (ws) => {
+    ws.send('hello from ' + process.env.WORD);
+    ws.on('message', (data) => ws.send(String(data)));
+  });
+};
+`;
+
 interface Snapshot {
   marker: string;
   uid: number;
@@ -81,7 +121,7 @@ interface LogLine {
   line: string;
 }
 
-describe('e2e on a real node: crash loop, credentials, cron, Go, logs', () => {
+describe('e2e on a real node: crash loop, credentials, cron, Go, logs, streams', () => {
   let env: E2eEnv;
 
   const status = async (name: string) =>
@@ -120,6 +160,9 @@ exports.handle = async () => ({ build, run: snapshot('run') });
         'talk/handler.js': TALK_JS,
         'talk/trigger.yaml':
           'apiVersion: sless.dev/v1alpha1\nkind: Trigger\nmetadata:\n  name: every-minute\nspec:\n  type: cron\n  function: talk\n  schedule: "* * * * *"\n  event: {tick: 1}\n',
+        'live/function.yaml': functionManifest('live', { env: { WORD: 'one' }, timeoutSec: LIVE_TIMEOUT_S }),
+        'live/handler.js': LIVE_JS,
+        ...vendoredWs('live'),
         'gofn/function.yaml': functionManifest('gofn', { runtime: 'go1.21', entrypoint: 'handler.Handle' }),
         'gofn/handler.go': `package handler
 
@@ -294,6 +337,97 @@ func Handle(ctx context.Context, event sless.Event) (any, error) {
       expect(JSON.parse(body)).toEqual({ message: 'hello from go', go: 'go1.21.13' });
     },
     BUILD_MS * 2,
+  );
+
+  it(
+    'an SSE answer streams through /fn/ from the pod: the first event arrives while the handler still waits',
+    async () => {
+      await servedBody('live', 'live one');
+      const stream = await openStream(`${env.system.url}/fn/${env.ns}/live/events`);
+      expect(stream.status).toBe(200);
+      expect(stream.headers['content-type']).toBe('text/event-stream');
+      await stream.until('data: first');
+      // The handler is still waiting for the release: nothing beyond the first event has come, and
+      // the answer is open.
+      expect(stream.received()).toBe('data: first\n\n');
+      expect(stream.isOver()).toBe(false);
+      expect(await callFunction(env, 'live', '/release')).toEqual([200, '"released"']);
+      expect(await stream.ended()).toBe('data: first\n\ndata: last\n\n');
+    },
+    BUILD_MS,
+  );
+
+  it(
+    'a WebSocket through /fn/ echoes from the pod, and a rollout while it is open drains it within the grace period',
+    async () => {
+      await servedBody('live', 'live one');
+      const wsUrl = `${env.system.url.replace(/^http/, 'ws')}/fn/${env.ns}/live/socket`;
+      const open = (url: string) => {
+        const socket = new WebSocket(url);
+        const messages: string[] = [];
+        const waiters: (() => void)[] = [];
+        socket.addEventListener('message', (event) => {
+          messages.push(String(event.data));
+          for (const wake of waiters.splice(0)) wake();
+        });
+        const closed = new Promise<number>((resolve) =>
+          socket.addEventListener('close', (event) => {
+            resolve(event.code);
+            for (const wake of waiters.splice(0)) wake();
+          }),
+        );
+        const next = async (count: number): Promise<string> => {
+          while (messages.length < count) {
+            if (socket.readyState === WebSocket.CLOSED)
+              throw new Error(`closed after ${messages.join(', ')}`);
+            await new Promise<void>((wake) => waiters.push(wake));
+          }
+          return messages[count - 1] as string;
+        };
+        return { socket, messages, closed, next };
+      };
+      const old = open(wsUrl);
+      expect(await old.next(1)).toBe('hello from one');
+      old.socket.send('ping 1');
+      expect(await old.next(2)).toBe('ping 1');
+      const [oldPod] = (await pods({ [LABEL_FUNCTION]: 'live', [LABEL_COMPONENT]: 'function' })).map(
+        (p) => p.metadata.name,
+      );
+
+      // An env-only commit: a new revision, rolled out without a build, while the socket is open.
+      await env.commit({
+        'live/function.yaml': functionManifest('live', { env: { WORD: 'two' }, timeoutSec: LIVE_TIMEOUT_S }),
+      });
+      await servedBody('live', 'live two');
+      // The old pod drains: the open connection still echoes after /fn/ moved to the new revision.
+      old.socket.send('ping 2');
+      expect(await old.next(3)).toBe('ping 2');
+      const fresh = open(wsUrl);
+      expect(await fresh.next(1)).toBe('hello from two');
+      // It is closed by the time the old pod's grace period is over, and the old pod is gone with it.
+      let graceTimer: NodeJS.Timeout | undefined;
+      const graceOver = new Promise((_, fail) => {
+        graceTimer = setTimeout(
+          () => fail(new Error(`the old socket was open ${LIVE_GRACE_S + 10} s after the rollout`)),
+          (LIVE_GRACE_S + 10) * 1000,
+        );
+      });
+      await Promise.race([old.closed, graceOver]).finally(() => clearTimeout(graceTimer));
+      await eventually('the old pod gone', async () =>
+        (await pods({ [LABEL_FUNCTION]: 'live', [LABEL_COMPONENT]: 'function' })).some(
+          (p) => p.metadata.name === oldPod,
+        )
+          ? undefined
+          : true,
+      );
+      // The new revision's socket was not touched by the old one's end.
+      fresh.socket.send('ping 3');
+      expect(await fresh.next(2)).toBe('ping 3');
+      expect(old.messages).toEqual(['hello from one', 'ping 1', 'ping 2']);
+      fresh.socket.close();
+      await fresh.closed;
+    },
+    BUILD_MS,
   );
 
   it(

@@ -31,6 +31,15 @@ export interface GuardMutation {
 export const MUTATIONS: GuardMutation[] = [
   // ---- The /fn/ proxy ----
   {
+    id: 'websocket-upgrade-ignores-endpoints',
+    guard:
+      "A WebSocket goes to an instance of the serving revision the route's picker chooses, as a request does, not to the Service that may still send it to a replaced pod.",
+    file: 'src/proxy/websocket-upgrade.ts',
+    from: 'const origin = new URL(picked ?? route.origin);',
+    to: 'const origin = new URL(route.origin);',
+    tests: ['src/proxy/websocket-upgrade.test.ts'],
+  },
+  {
     id: 'proxy-headers-timeout-dropped',
     guard:
       "The proxy bounds the wait for a function's answer by its own timeout (timeoutSec + 1 s), even when the runtime cannot answer by itself.",
