@@ -49,6 +49,8 @@ export interface KubeSystem {
   autoscaler: KubeAutoscaler;
   /** Build garbage collection past the history limit; it runs only while `isLeader` says so. */
   gc: BuildCollector;
+  /** Asynchronous invocations, when SLESS_ASYNC_AMQP_URL names a broker. */
+  asyncInvocations?: import('../platform/kube/wire/async.js').KubeAsyncInvocations;
   url: string;
   stop(): Promise<void>;
 }
@@ -110,6 +112,8 @@ export async function startKubeSystem(
     { registerKubeLeaderWork },
     { wireKubeDataPath },
     { replicaReportRoutes },
+    { TriggerRouter },
+    asyncWiring,
   ] = await Promise.all([
     controlPlaneModules(),
     import('../proxy/function-proxy.js'),
@@ -133,6 +137,8 @@ export async function startKubeSystem(
     import('../platform/kube/wire/leader-work.js'),
     import('../platform/kube/wire/data-path.js'),
     import('../api/routes/replica-reports.js'),
+    import('../queue/trigger-router.js'),
+    import('../platform/kube/wire/async.js'),
   ]);
   const http = new KubeHttp(options.kubeConfig ?? (await loadKubeCredentials()));
   const s3 = new S3Client({
@@ -144,7 +150,9 @@ export async function startKubeSystem(
   const authenticator = createAuthenticator(config.auth);
   if (config.authDisabled) logger.warn('AUTHENTICATION IS OFF: /v1 is served on loopback without auth');
   const history = new BuildHistory();
-  const gitHttp = guardedGitHttp(outboundPolicy(config.tenancy, logger));
+  // One policy for every tenant URL: git sources and async callbacks alike.
+  const outbound = outboundPolicy(config.tenancy, logger);
+  const gitHttp = guardedGitHttp(outbound);
   const pullSecrets = config.pullSecret
     ? new PullSecretSync({ http, controllerNamespace: config.controllerNamespace, ...config.pullSecret })
     : undefined;
@@ -234,17 +242,45 @@ export async function startKubeSystem(
     leaderTasks: term,
   });
   registerKubeLeaderWork({ leaderTasks: term, http, config, logger, store, requests, changes, gitHttp });
+  // Where this replica's /fn/ answers: the workers and the queue consumers deliver there.
+  let origin: string | undefined;
+  const leaderRoute = config.leaderElection.enabled
+    ? { ...leadership, leaderUrl: () => term.leaderUrl() }
+    : undefined;
+  // Asynchronous invocations, journaled in a RabbitMQ stream, when a broker is configured.
+  const asyncInvocations = config.asyncInvocations
+    ? await asyncWiring.wireKubeAsyncInvocations({
+        settings: config.asyncInvocations,
+        store,
+        policy: outbound,
+        logger,
+        leaderTasks: term,
+        ...(leaderRoute ? { leader: leaderRoute } : {}),
+        origin: () => origin,
+      })
+    : undefined;
+  // amqp Triggers consume RabbitMQ queues; their URLs come from Secrets of their namespace.
+  const queueTriggers = asyncWiring.kubeQueueTriggers({
+    secrets,
+    logger,
+    origin: () => origin,
+    onChanged: requests.requester('Trigger'),
+    leaderTasks: term,
+  });
   const newController = (): Controller =>
     new Controller({
       store,
       builder: withCodeGate(builder, config.codeGate, logger, builds.verdicts),
       platform: workloads,
       readers: new KubeSourceReaderFactory({ http, stateDir: config.stateDir, gitHttp }),
-      scheduler: new KubeCronScheduler({
-        http,
-        registryMap: config.kanikoRegistryMap,
-        activator: { url: config.activatorUrl, timeoutMs: config.activationTimeoutMs },
-      }),
+      scheduler: new TriggerRouter(
+        new KubeCronScheduler({
+          http,
+          registryMap: config.kanikoRegistryMap,
+          activator: { url: config.activatorUrl, timeoutMs: config.activationTimeoutMs },
+        }),
+        queueTriggers.forTerm(),
+      ),
       jobs: builds.jobs,
       // Builds are Jobs that run on the cluster; the reconciles themselves never wait on them.
       buildConcurrency: 32,
@@ -262,15 +298,19 @@ export async function startKubeSystem(
       requests,
     });
   let ready = false;
-  const proxy = observedFunctionProxy({ routes, metrics, logger });
+  const proxy = observedFunctionProxy({
+    routes,
+    metrics,
+    logger,
+    ...(asyncInvocations ? { asyncIntake: (req, res) => void asyncInvocations.intake.handle(req, res) } : {}),
+  });
   const app = await buildApp({
     logger,
     proxy,
     authenticator,
     ...(listener ? { listener } : {}),
-    ...(config.leaderElection.enabled
-      ? { leader: { ...leadership, leaderUrl: () => term.leaderUrl() } }
-      : {}),
+    ...(leaderRoute ? { leader: leaderRoute } : {}),
+    ...(asyncInvocations ? { asyncIntake: asyncInvocations.intake } : {}),
     metrics,
     metricsToken: config.tenancy.metricsToken,
     context: {
@@ -281,6 +321,7 @@ export async function startKubeSystem(
       platformName: 'kube',
       quotas: config.tenancy.quotas,
       functionLogs: new KubeFunctionLogs({ http }),
+      ...(asyncInvocations ? { invocations: asyncInvocations.api } : {}),
     },
   });
   if (replicaReports) await app.register(replicaReportRoutes, { intake: replicaReports });
@@ -301,6 +342,8 @@ export async function startKubeSystem(
   });
   if (listener?.onUpgrade) listener.onUpgrade((req, socket, head) => upgrades.handle(req, socket, head));
   else app.server.on('upgrade', (req, socket, head) => upgrades.handle(req, socket, head));
+  // A wildcard bind answers on loopback too; the workers call it there.
+  origin = address.replace('//0.0.0.0', '//127.0.0.1').replace('//[::]', '//[::1]');
   await term.start({ http, namespace: config.controllerNamespace, url: address });
   ready = true;
   return {
@@ -319,10 +362,13 @@ export async function startKubeSystem(
     scaler,
     autoscaler,
     gc,
+    ...(asyncInvocations ? { asyncInvocations } : {}),
     url: address,
     stop: once(async () => {
       ready = false;
+      // Attempts in flight are cut and recorded as interrupted; the next leader sends them again.
       await term.stop();
+      await asyncInvocations?.close();
       dataPath.stop();
       await builds.stop();
       store.stop();
