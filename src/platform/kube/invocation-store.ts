@@ -9,6 +9,12 @@
  * The stream keeps messages for `maxAge` (whole segments expire, oldest first); the leader writes
  * every record still kept again before its last copy gets that old (`refresh`), and a swept record
  * gets a tombstone, so what survives of the stream always replays to the current records.
+ *
+ * The broker may be slow to accept (starting, or the machine loaded) or restart under us: `open`
+ * tries again with bounded backoff, a lost connection or channel is opened again, and the tail
+ * resumes at the offset after the last message it applied, so no entry is skipped and none is
+ * applied twice. A write that was not confirmed is sent again once connected (a put is the whole
+ * record, so a copy that did land twice changes nothing).
  */
 import { randomUUID } from 'node:crypto';
 import amqp, { type Channel, type ChannelModel, type ConfirmChannel, type ConsumeMessage } from 'amqplib';
@@ -38,13 +44,43 @@ export interface StreamInvocationStoreOptions {
   maxAge?: string;
   /** Segment size: retention removes whole segments only. */
   segmentBytes?: number;
+  /** How long `open` keeps trying to reach the broker before it gives up (default 2 min). */
+  openTimeoutMs?: number;
+  /** How long a write keeps trying across reconnections before it fails (default 30 s). */
+  writeTimeoutMs?: number;
 }
 
 const DEFAULT_MAX_AGE = '7D';
 const DEFAULT_SEGMENT_BYTES = 32 * 1024 * 1024;
 /** Messages the tail holds unacknowledged at once (a stream consumer needs a prefetch). */
 const TAIL_PREFETCH = 500;
-const MAX_RECONNECT_MS = 30_000;
+const FIRST_RETRY_MS = 200;
+/** The longest wait between two tries of `open` or of a write. */
+const MAX_RETRY_MS = 5_000;
+const DEFAULT_OPEN_TIMEOUT_MS = 120_000;
+const DEFAULT_WRITE_TIMEOUT_MS = 30_000;
+
+/**
+ * Whether a failure to reach the broker may pass by itself (not yet listening, a reset while it
+ * starts or is loaded, a connection or channel closed under us); a refused login or a missing
+ * stream does not.
+ */
+export function isTransientBrokerError(error: unknown): boolean {
+  const cause = error instanceof InvocationStoreUnavailableError ? (error.cause ?? error) : error;
+  const code = (cause as { code?: unknown } | undefined)?.code;
+  if (
+    typeof code === 'string' &&
+    /^(ECONNREFUSED|ECONNRESET|EPIPE|ETIMEDOUT|EHOSTUNREACH|ENOTCONN)$/.test(code)
+  )
+    return true;
+  const message = cause instanceof Error ? cause.message : String(cause);
+  if (/ACCESS.REFUSED|NOT.FOUND|PRECONDITION.FAILED|NOT.ALLOWED/i.test(message)) return false;
+  return /ECONNREFUSED|ECONNRESET|EPIPE|socket closed|connection closed|channel closed|closed abruptly|unexpected close|heartbeat timeout|not connected|CONNECTION.FORCED|nacked/i.test(
+    message,
+  );
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms).unref());
 
 function keyOf(namespace: string, id: string): string {
   return `${namespace}/${id}`;
@@ -85,12 +121,41 @@ export class StreamInvocationStore implements InvocationStore {
 
   private constructor(private readonly options: StreamInvocationStoreOptions) {}
 
-  /** Connects, declares the stream and reads it to its end; rejects when the broker cannot be reached. */
+  /**
+   * Connects, declares the stream and reads it to its end. A broker not yet accepting, or resetting
+   * the connection, is tried again with backoff until `openTimeoutMs`; a refused login fails at once.
+   */
   static async open(options: StreamInvocationStoreOptions): Promise<StreamInvocationStore> {
     const store = new StreamInvocationStore(options);
-    await store.connect();
-    await store.caughtUp();
+    const deadline = Date.now() + (options.openTimeoutMs ?? DEFAULT_OPEN_TIMEOUT_MS);
+    try {
+      await store.retrying('open', deadline, () => store.connect());
+      await store.caughtUp(deadline);
+    } catch (error) {
+      await store.close();
+      throw error;
+    }
     return store;
+  }
+
+  /**
+   * Runs `step` until it passes, waiting longer each time (bounded), while its failure is transient
+   * and the deadline is not past.
+   */
+  private async retrying<T>(what: string, deadline: number, step: () => Promise<T>): Promise<T> {
+    for (let tries = 0; ; tries++) {
+      try {
+        return await step();
+      } catch (error) {
+        const wait = Math.min(MAX_RETRY_MS, FIRST_RETRY_MS * 2 ** tries);
+        if (this.closed || !isTransientBrokerError(error) || Date.now() + wait > deadline) throw error;
+        this.options.logger.warn(
+          { err: (error as Error).message, retryInMs: wait },
+          `the invocation stream could not be reached (${what}); trying again`,
+        );
+        await sleep(wait);
+      }
+    }
   }
 
   /** The URL carries a password: no message that leaves here may contain it. */
@@ -129,7 +194,10 @@ export class StreamInvocationStore implements InvocationStore {
       const tail = await connection.createChannel();
       tail.on('error', () => undefined);
       await tail.prefetch(TAIL_PREFETCH);
-      await tail.consume(stream, (message) => this.received(tail, message), {
+      // A channel the broker closed (an error on it) takes the connection along: one reconnection
+      // path, which opens both channels again and resumes the tail where it stopped.
+      const dropConnection = () => void connection.close().catch(() => undefined);
+      await tail.consume(stream, (message) => this.received(tail, message, dropConnection), {
         noAck: false,
         arguments: { 'x-stream-offset': this.nextOffset },
       });
@@ -140,7 +208,11 @@ export class StreamInvocationStore implements InvocationStore {
       this.connection = connection;
       this.publisher = publisher;
       this.reconnects = 0;
-      connection.on('close', () => this.lost());
+      connection.on('close', () => {
+        if (this.connection === connection) this.lost();
+      });
+      publisher.on('close', dropConnection);
+      tail.on('close', dropConnection);
     } catch (error) {
       await connection.close().catch(() => undefined);
       throw new InvocationStoreUnavailableError(
@@ -184,7 +256,7 @@ export class StreamInvocationStore implements InvocationStore {
     if (this.closed) return;
     this.options.logger.warn('the connection to the invocation stream closed; reconnecting');
     const retry = () => {
-      const delay = Math.min(MAX_RECONNECT_MS, 250 * 2 ** this.reconnects++);
+      const delay = Math.min(MAX_RETRY_MS, 250 * 2 ** this.reconnects++);
       this.reconnectTimer = setTimeout(() => {
         if (this.closed) return;
         this.connect().catch((error: Error) => {
@@ -197,10 +269,22 @@ export class StreamInvocationStore implements InvocationStore {
     retry();
   }
 
-  private received(tail: Channel, message: ConsumeMessage | null): void {
-    if (!message) return;
+  private received(tail: Channel, message: ConsumeMessage | null, dropConnection: () => void): void {
+    // The broker cancelled the tail (the stream was deleted, or its leader moved): read it again.
+    if (!message) {
+      dropConnection();
+      return;
+    }
     const offset = message.properties.headers?.['x-stream-offset'];
-    if (typeof offset === 'number') this.nextOffset = offset + 1;
+    if (typeof offset === 'number') {
+      // Already applied before a reconnection (a stream may deliver from the start of the chunk
+      // holding the offset asked for).
+      if (typeof this.nextOffset === 'number' && offset < this.nextOffset) {
+        tail.ack(message);
+        return;
+      }
+      this.nextOffset = offset + 1;
+    }
     const entry = decodeEntry(message.content);
     if (entry) this.apply(entry, message);
     tail.ack(message);
@@ -230,14 +314,26 @@ export class StreamInvocationStore implements InvocationStore {
     }
   }
 
-  /** Appends one entry; resolves once the broker confirmed it, rejects when it did not. */
-  private async append(entry: Entry, key?: string): Promise<number> {
+  /**
+   * Appends one entry; resolves once the broker confirmed it. A write the broker did not confirm,
+   * or could not take (disconnected), is sent again after reconnecting until the deadline; then it
+   * rejects. The entry keeps its sequence number across tries, so an earlier try that did land is
+   * the same write.
+   */
+  private async append(entry: Entry, key?: string, deadline?: number): Promise<number> {
+    const sequence = ++this.sequence;
+    const content = Buffer.from(JSON.stringify(entry));
+    const until = deadline ?? Date.now() + (this.options.writeTimeoutMs ?? DEFAULT_WRITE_TIMEOUT_MS);
+    await this.retrying('write', until, () => this.publishOnce(content, sequence));
+    if (key !== undefined) this.ownWrites.set(key, sequence);
+    return sequence;
+  }
+
+  private async publishOnce(content: Buffer, sequence: number): Promise<void> {
     if (this.closed) throw new InvocationStoreUnavailableError('the invocation store is closed');
     if (!this.publisher) await this.connect();
     const publisher = this.publisher;
     if (!publisher) throw new InvocationStoreUnavailableError('RabbitMQ is not connected');
-    const sequence = ++this.sequence;
-    const content = Buffer.from(JSON.stringify(entry));
     await new Promise<void>((resolve, reject) => {
       try {
         publisher.publish(
@@ -264,8 +360,6 @@ export class StreamInvocationStore implements InvocationStore {
         reject(new InvocationStoreUnavailableError(this.redact(`the write failed: ${String(error)}`), error));
       }
     });
-    if (key !== undefined) this.ownWrites.set(key, sequence);
-    return sequence;
   }
 
   async put(record: InvocationRecord): Promise<void> {
@@ -321,11 +415,11 @@ export class StreamInvocationStore implements InvocationStore {
    * Resolves once the tail has read everything written before this call, by this replica or any
    * other: a mark is appended and waited for. A new leader reads the records only after it.
    */
-  async caughtUp(): Promise<void> {
+  async caughtUp(deadline?: number): Promise<void> {
     const mark = randomUUID();
     const seen = new Promise<void>((resolve) => this.marks.set(mark, resolve));
     try {
-      await this.append({ mark });
+      await this.append({ mark }, undefined, deadline);
     } catch (error) {
       this.marks.delete(mark);
       throw error;
