@@ -1,7 +1,8 @@
 /**
  * Every replica serves the API, but only the leader runs the control loop. The few requests that
- * need the loop itself (a sync, a pin, a rebuild, a webhook) are handed to the leader as they came,
- * bytes and headers unchanged (the leader checks auth and signatures as if it had received them);
+ * need the loop itself (a sync, a pin, a rebuild, a webhook, an invocation's replay) are handed to
+ * the leader as they came, bytes and headers unchanged (the leader checks auth and signatures as if
+ * it had received them);
  * everything else (reads, and writes of desired state, which the leader sees through its watch) is
  * answered where it arrives.
  */
@@ -21,6 +22,8 @@ const NEEDS_LEADER = [
   /^\/v1\/webhooks\/[^/]+\/[^/?]+\/?(\?|$)/,
   /^\/v1\/namespaces\/[^/]+\/sources\/[^/]+\/(sync|pin)\/?(\?|$)/,
   /^\/v1\/namespaces\/[^/]+\/functions\/[^/]+\/rebuild\/?(\?|$)/,
+  // Only the leader's workers run invocations: a replay queues one with them.
+  /^\/v1\/namespaces\/[^/]+\/invocations\/[^/]+\/replay\/?(\?|$)/,
 ];
 
 /** Whether this request must be handled by the leader (and this replica is not it). */

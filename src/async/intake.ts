@@ -5,6 +5,7 @@
  * `202 Accepted` with the invocation's id and a Location to read it at.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { FORWARDED_HEADER } from '../api/leader-forward.js';
 import { SlessError } from '../core/errors.js';
 import type { StoredRequest } from '../core/invocations.js';
 import { isDnsLabel } from '../core/naming.js';
@@ -30,10 +31,13 @@ const NOT_STORED = new Set([
   RELAYED_CLIENT_ADDRESS,
   INVOCATION_ID_HEADER,
   ATTEMPT_HEADER,
+  // A follower that handed the request to the leader says so; it is sless's, not the caller's.
+  FORWARDED_HEADER,
 ]);
 
 export interface AsyncIntakeOptions {
-  dispatcher: AsyncDispatcher;
+  /** Where accepted invocations go: the workers, or (on kube) the current leader term's. */
+  dispatcher: Pick<AsyncDispatcher, 'accept'>;
   /** The function's async settings; undefined when it does not exist. */
   settings(namespace: string, name: string): Promise<AsyncSettings | undefined>;
   /** Checks a callback URL (the outbound guard); throws a BadRequestError when refused. */

@@ -108,6 +108,19 @@ export interface KubeControllerConfig {
    * to zero, and whatever is not ready, still go to the main thread. `off`: all of `/fn/` from the main thread.
    */
   readonly proxyThread: boolean;
+  /**
+   * Asynchronous invocations (`Prefer: respond-async`, `/fn-async/`): the RabbitMQ broker whose
+   * stream journals them (`SLESS_ASYNC_AMQP_URL`, in the pod from a Secret through
+   * `valueFrom.secretKeyRef`) and the stream's name (`SLESS_ASYNC_STREAM`). Undefined: off, and
+   * `/fn/` serves every request synchronously.
+   */
+  readonly asyncInvocations: AsyncInvocationSettings | undefined;
+}
+
+export interface AsyncInvocationSettings {
+  /** amqp:// or amqps://, with credentials: never logged. */
+  readonly amqpUrl: string;
+  readonly stream: string;
 }
 
 /**
@@ -278,6 +291,27 @@ export function loadLeaderElection(env: NodeJS.ProcessEnv, port: number): Leader
   });
 }
 
+/** `SLESS_ASYNC_AMQP_URL` and `SLESS_ASYNC_STREAM`; undefined when no URL is set. */
+export function loadAsyncInvocations(env: NodeJS.ProcessEnv): AsyncInvocationSettings | undefined {
+  const raw = env.SLESS_ASYNC_AMQP_URL?.trim();
+  if (!raw) return undefined;
+  let url: URL | undefined;
+  try {
+    url = new URL(raw);
+  } catch {
+    url = undefined;
+  }
+  // The value carries a password: the message never repeats it.
+  if (!url || (url.protocol !== 'amqp:' && url.protocol !== 'amqps:') || !url.hostname)
+    throw new ConfigError('SLESS_ASYNC_AMQP_URL is not an amqp:// or amqps:// URL with a host');
+  const stream = env.SLESS_ASYNC_STREAM?.trim() || 'sless.invocations';
+  if (!/^[A-Za-z0-9._:-]{1,200}$/.test(stream) || stream.startsWith('amq.'))
+    throw new ConfigError(
+      `SLESS_ASYNC_STREAM: "${stream}" is not a queue name (letters, digits, . _ : -; not amq.*)`,
+    );
+  return Object.freeze({ amqpUrl: raw, stream });
+}
+
 function isDnsSubdomain(value: string): boolean {
   return (
     value.length <= 253 && /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/.test(value)
@@ -381,5 +415,6 @@ export function loadKubeControllerConfig(
     sopsBinary: env.SLESS_SOPS_BINARY || 'sops',
     codeLayer: !(env.SLESS_CODE_LAYER?.trim() && !booleanSetting(env.SLESS_CODE_LAYER, 'SLESS_CODE_LAYER')),
     proxyThread: proxyThread === 'on',
+    asyncInvocations: loadAsyncInvocations(env),
   } as const);
 }

@@ -42,6 +42,7 @@ export class QueueTriggers implements TriggerScheduler {
   private readonly consumers = new Map<string, { consumer: AmqpConsumer; signature: string }>();
   private readonly reportTimers = new Map<string, NodeJS.Timeout>();
   private readonly agent = new Agent({ keepAliveTimeout: 30_000, connections: 64 });
+  private stopped = false;
 
   constructor(private readonly options: QueueTriggersOptions) {}
 
@@ -49,7 +50,8 @@ export class QueueTriggers implements TriggerScheduler {
     const { namespace, name } = trigger.metadata;
     const key = objectKey(namespace, name);
     const { spec } = trigger;
-    if (!fn || spec.enabled === false) {
+    // Stopped (sless stopping, or on kube the leader term ending): nothing starts consuming again.
+    if (!fn || spec.enabled === false || this.stopped) {
       await this.remove(namespace, name);
       return { consumer: 'paused' };
     }
@@ -60,6 +62,7 @@ export class QueueTriggers implements TriggerScheduler {
     const existing = this.consumers.get(key);
     if (existing?.signature === signature) return { ...existing.consumer.report() };
     if (existing) await this.stopConsumer(key);
+    if (this.stopped) return { consumer: 'paused' };
     const timeoutSec = fn.spec.timeoutSec ?? 30;
     const consumer = new AmqpConsumer({
       trigger: key,
@@ -84,7 +87,9 @@ export class QueueTriggers implements TriggerScheduler {
     await this.stopConsumer(objectKey(namespace, name));
   }
 
+  /** Stops every consumer, for good: a later apply consumes nothing. */
   async stopAll(): Promise<void> {
+    this.stopped = true;
     await Promise.all([...this.consumers.keys()].map((key) => this.stopConsumer(key)));
     for (const timer of this.reportTimers.values()) clearTimeout(timer);
     this.reportTimers.clear();

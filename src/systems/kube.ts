@@ -8,7 +8,7 @@
 import type { KubeControllerConfig } from '../config/kube.js';
 import type { Controller } from '../reconcile/controller.js';
 import { createLogger, once, outboundPolicy, platformMetrics } from './common.js';
-import type { KubeSystem, KubeSystemOptions } from './kube/types.js';
+import { dataPathSeams, type KubeSystem, type KubeSystemOptions } from './kube/types.js';
 
 export type { KubeSystem, KubeSystemOptions };
 
@@ -35,7 +35,9 @@ export async function startKubeSystem(
   const authenticator = modules.createAuthenticator(config.auth);
   if (config.authDisabled) logger.warn('AUTHENTICATION IS OFF: /v1 is served on loopback without auth');
   const history = new modules.BuildHistory();
-  const gitHttp = modules.guardedGitHttp(outboundPolicy(config.tenancy, logger));
+  // One policy for every tenant URL: git sources and async callbacks alike.
+  const outbound = outboundPolicy(config.tenancy, logger);
+  const gitHttp = modules.guardedGitHttp(outbound);
   const dataPath = modules.wireKubeDataPath({
     http,
     config,
@@ -44,12 +46,7 @@ export async function startKubeSystem(
     events,
     leadership,
     leaderUrl: () => term.leaderUrl(),
-    ...(options.isLeader ? { isLeader: options.isLeader } : {}),
-    ...(gateway ? { gateway } : {}),
-    ...(options.originOf ? { originOf: options.originOf } : {}),
-    ...(options.endpointOrigin ? { endpointOrigin: options.endpointOrigin } : {}),
-    ...(options.idleSweepMs ? { idleSweepMs: options.idleSweepMs } : {}),
-    ...(options.autoscaleTickMs ? { autoscaleTickMs: options.autoscaleTickMs } : {}),
+    ...dataPathSeams(options),
   });
   const workloads = new modules.KubeWorkloads({
     http,
@@ -87,6 +84,10 @@ export async function startKubeSystem(
     changes,
     gitHttp,
   });
+  const leader = config.leaderElection.enabled
+    ? { ...leadership, leaderUrl: () => term.leaderUrl() }
+    : undefined;
+  const asyncWork = await modules.wireKubeAsync({ config, logger, cluster, outbound, secrets, leader });
   const newControlLoop: () => Controller = modules.kubeControlLoop({
     config,
     logger,
@@ -96,14 +97,17 @@ export async function startKubeSystem(
     gitHttp,
     metrics,
     secrets,
+    queueTriggers: asyncWork.queueTriggers,
   });
   let ready = false;
-  const api = { config, logger, cluster, dataPath, listener, metrics, authenticator, history };
-  const app = await modules.buildKubeApi({ ...api, isReady: () => ready });
+  const api = { config, logger, cluster, dataPath, listener, metrics, authenticator, history, leader };
+  const asyncInvocations = asyncWork.invocations;
+  const app = await modules.buildKubeApi({ ...api, isReady: () => ready, asyncInvocations });
   dataPath.start(term);
   builds.gc.start();
   builds.gc.request();
   const address = await modules.listenKubeApi(app, api);
+  asyncWork.listening(address);
   await term.start({ http, namespace: config.controllerNamespace, url: address });
   ready = true;
   return {
@@ -122,10 +126,13 @@ export async function startKubeSystem(
     scaler: dataPath.scaler,
     autoscaler: dataPath.autoscaler,
     gc: builds.gc,
+    ...(asyncInvocations ? { asyncInvocations } : {}),
     url: address,
     stop: once(async () => {
       ready = false;
+      // Attempts in flight are cut and recorded as interrupted; the next leader sends them again.
       await term.stop();
+      await asyncInvocations?.close();
       dataPath.stop();
       await builds.stop();
       store.stop();

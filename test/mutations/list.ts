@@ -1619,8 +1619,8 @@ export const MUTATIONS: GuardMutation[] = [
     id: 'amqp-disabled-still-consumes',
     guard: 'An amqp Trigger with enabled: false consumes nothing and leaves its messages queued.',
     file: 'src/queue/queue-triggers.ts',
-    from: '    if (!fn || spec.enabled === false) {',
-    to: '    if (!fn) {',
+    from: '    if (!fn || spec.enabled === false || this.stopped) {',
+    to: '    if (!fn || this.stopped) {',
     tests: ['test/local/amqp-trigger.test.ts'],
   },
   {
@@ -1647,6 +1647,52 @@ export const MUTATIONS: GuardMutation[] = [
     from: "      if (verdict === 'succeeded') {\n        channel.ack(message);",
     to: "      channel.ack(message);\n      if (verdict === 'succeeded') {",
     tests: ['test/local/amqp-trigger.test.ts'],
+  },
+  // ---- Asynchronous invocations and amqp Triggers on kube (RabbitMQ) ----
+  {
+    id: 'kube-async-open-no-retry',
+    guard:
+      'Opening the invocation stream tries again while the broker resets or refuses connections, so a controller starting beside a slow broker comes up.',
+    file: 'src/platform/kube/invocation-store.ts',
+    from: "      await store.retrying('open', deadline, () => store.connect());",
+    to: '      await store.connect();',
+    tests: ['test/kube/invocation-stream.test.ts'],
+  },
+  {
+    id: 'kube-async-resume-offset-off-by-one',
+    guard:
+      "A replica's tail of the invocation stream resumes after a reconnection at the offset after the last entry it applied, skipping none.",
+    file: 'src/platform/kube/invocation-store.ts',
+    from: "        arguments: { 'x-stream-offset': this.nextOffset },",
+    to: "        arguments: { 'x-stream-offset': typeof this.nextOffset === 'number' ? this.nextOffset + 1 : this.nextOffset },",
+    tests: ['test/kube/invocation-stream.test.ts'],
+  },
+  {
+    id: 'kube-async-write-no-retry',
+    guard:
+      'A journal write the broker did not take (disconnected, unconfirmed) is sent again once reconnected, until its deadline.',
+    file: 'src/platform/kube/invocation-store.ts',
+    from: "    await this.retrying('write', until, () => this.publishOnce(content, sequence));",
+    to: '    await this.publishOnce(content, sequence);',
+    tests: ['test/kube/invocation-stream.test.ts'],
+  },
+  {
+    id: 'kube-async-workers-on-follower',
+    guard:
+      "Only the leader runs the asynchronous invocation workers, one dispatcher per term; a follower's would run the leader's invocations a second time.",
+    file: 'src/systems/kube/async.ts',
+    from: '        leaderTasks: term,\n        ...(deps.leader ? { leader: deps.leader } : {}),',
+    to: '        leaderTasks: { register: (_name: string, start: () => unknown) => void start() },\n        ...(deps.leader ? { leader: deps.leader } : {}),',
+    tests: ['test/kube/async-invocations.test.ts'],
+  },
+  {
+    id: 'kube-amqp-consumers-outlive-term',
+    guard:
+      "A leader term's amqp consumers stop when it ends, so no message is taken by a replica that no longer delivers it.",
+    file: 'src/platform/kube/wire/async.ts',
+    from: '      await term?.stopAll();',
+    to: '      void term;',
+    tests: ['test/kube/amqp-trigger.test.ts'],
   },
   // ---- The code-layer fast path of kube builds ----
   {

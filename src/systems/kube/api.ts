@@ -1,6 +1,6 @@
 /**
  * The kube API front of every replica: /v1 and /fn/ on fastify (followers forward what only the
- * leader may do), the followers' concurrency reports the leader sums, the listen, and WebSocket
+ * leader may do, asynchronous requests among it), the followers' concurrency reports the leader sums, the listen, and WebSocket
  * upgrades to /fn/, which go to the function's Service as requests do.
  */
 import type { FastifyInstance } from 'fastify';
@@ -8,11 +8,13 @@ import type { Logger } from 'pino';
 import { buildApp } from '../../api/app.js';
 import type { Authenticator } from '../../api/auth/authenticator.js';
 import type { BuildHistory } from '../../api/build-history.js';
+import type { LeaderRoute } from '../../api/leader-forward.js';
 import type { SlessMetrics } from '../../api/metrics.js';
 import { replicaReportRoutes } from '../../api/routes/replica-reports.js';
 import type { KubeControllerConfig } from '../../config/kube.js';
 import { KubeFunctionLogs } from '../../platform/kube/function-logs.js';
 import { kubeWebhookSecrets } from '../../platform/kube/webhook-secrets.js';
+import type { KubeAsyncInvocations } from '../../platform/kube/wire/async.js';
 import type { KubeDataPath } from '../../platform/kube/wire/data-path.js';
 import { observedFunctionProxy } from '../../proxy/function-proxy.js';
 import { UpgradeProxy } from '../../proxy/websocket-upgrade.js';
@@ -31,18 +33,27 @@ export async function buildKubeApi(deps: {
   history: BuildHistory;
   listener: ClientListener | undefined;
   isReady: () => boolean;
+  /** The leader's address for what followers hand over; absent without leader election. */
+  leader: LeaderRoute | undefined;
+  asyncInvocations: KubeAsyncInvocations | undefined;
 }): Promise<FastifyInstance> {
-  const { config, logger, cluster, dataPath, listener, metrics } = deps;
+  const { config, logger, cluster, dataPath, listener, metrics, leader, asyncInvocations } = deps;
   const { http, store, term, namespaces } = cluster;
   const { leadership } = term;
   const app = await buildApp({
     logger,
-    proxy: observedFunctionProxy({ routes: dataPath.routes, metrics, logger }),
+    proxy: observedFunctionProxy({
+      routes: dataPath.routes,
+      metrics,
+      logger,
+      ...(asyncInvocations
+        ? { asyncIntake: (req, res) => void asyncInvocations.intake.handle(req, res) }
+        : {}),
+    }),
     authenticator: deps.authenticator,
     ...(listener ? { listener } : {}),
-    ...(config.leaderElection.enabled
-      ? { leader: { ...leadership, leaderUrl: () => term.leaderUrl() } }
-      : {}),
+    ...(leader ? { leader } : {}),
+    ...(asyncInvocations ? { asyncIntake: asyncInvocations.intake } : {}),
     metrics,
     metricsToken: config.tenancy.metricsToken,
     context: {
@@ -53,6 +64,7 @@ export async function buildKubeApi(deps: {
       platformName: 'kube',
       quotas: config.tenancy.quotas,
       functionLogs: new KubeFunctionLogs({ http }),
+      ...(asyncInvocations ? { invocations: asyncInvocations.api } : {}),
     },
   });
   if (dataPath.replicaReports) await app.register(replicaReportRoutes, { intake: dataPath.replicaReports });

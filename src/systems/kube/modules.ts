@@ -11,6 +11,7 @@ export async function loadKubeModules() {
     dataPath,
     loop,
     api,
+    asyncWork,
   ] = await Promise.all([
     import('../../api/auth/factory.js'),
     import('../../api/build-history.js'),
@@ -22,6 +23,7 @@ export async function loadKubeModules() {
     import('../../platform/kube/wire/data-path.js'),
     import('./control-loop.js'),
     import('./api.js'),
+    import('./async.js'),
   ]);
   return {
     ...auth,
@@ -34,5 +36,6 @@ export async function loadKubeModules() {
     ...dataPath,
     ...loop,
     ...api,
+    ...asyncWork,
   };
 }

@@ -12,6 +12,7 @@ import type { KubeStore } from '../../platform/kube/kube-store.js';
 import type { KubeCredentials } from '../../platform/kube/kubeconfig.js';
 import type { KubeRouteResolver } from '../../platform/kube/routes.js';
 import type { KubeScaler } from '../../platform/kube/scaler.js';
+import type { KubeAsyncInvocations } from '../../platform/kube/wire/async.js';
 import type { KubeWorkloads } from '../../platform/kube/workloads.js';
 import type { BuildCollector } from '../../reconcile/build-gc.js';
 import type { Controller } from '../../reconcile/controller.js';
@@ -60,6 +61,21 @@ export interface KubeSystem {
   autoscaler: KubeAutoscaler;
   /** Build garbage collection past the history limit; it runs only while `isLeader` says so. */
   gc: BuildCollector;
+  /** Asynchronous invocations, when SLESS_ASYNC_AMQP_URL names a broker. */
+  asyncInvocations?: KubeAsyncInvocations;
   url: string;
   stop(): Promise<void>;
+}
+
+/** The data path's settings among the options, each only when given. */
+export function dataPathSeams(options: KubeSystemOptions) {
+  const { isLeader, gateway, originOf, endpointOrigin, idleSweepMs, autoscaleTickMs } = options;
+  return {
+    ...(isLeader ? { isLeader } : {}),
+    ...(gateway ? { gateway } : {}),
+    ...(originOf ? { originOf } : {}),
+    ...(endpointOrigin ? { endpointOrigin } : {}),
+    ...(idleSweepMs ? { idleSweepMs } : {}),
+    ...(autoscaleTickMs ? { autoscaleTickMs } : {}),
+  };
 }
