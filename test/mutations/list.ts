@@ -1677,6 +1677,22 @@ export const MUTATIONS: GuardMutation[] = [
     tests: ['test/kube/invocation-stream.test.ts'],
   },
   {
+    id: 'invocation-sweep-takes-dead-letters',
+    guard: 'The sweep of old invocation records keeps dead letters until someone looks at them, on both platforms.',
+    file: 'src/core/invocation-records.ts',
+    from: "      record.state !== 'dead-lettered' &&\n",
+    to: '',
+    tests: ['src/core/invocation-records.test.ts'],
+  },
+  {
+    id: 'invocation-unfinished-drops-pending-callback',
+    guard: 'A finished invocation whose callback is still to be sent is taken up again after a restart or a new leader.',
+    file: 'src/core/invocation-records.ts',
+    from: "    .filter((r) => !FINAL_STATES.has(r.state) || r.callback?.state === 'pending')",
+    to: '    .filter((r) => !FINAL_STATES.has(r.state))',
+    tests: ['src/core/invocation-records.test.ts', 'test/local/async-invocations.test.ts'],
+  },
+  {
     id: 'kube-async-workers-on-follower',
     guard:
       "Only the leader runs the asynchronous invocation workers, one dispatcher per term; a follower's would run the leader's invocations a second time.",

@@ -21,7 +21,14 @@ import amqp, { type Channel, type ChannelModel, type ConfirmChannel, type Consum
 import type { Logger } from 'pino';
 import { SlessError } from '../../core/errors.js';
 import type { InvocationStore } from '../../core/interfaces.js';
-import { FINAL_STATES, type InvocationRecord, type InvocationState } from '../../core/invocations.js';
+import {
+  invocationKey,
+  listRecords,
+  recordOf,
+  sweepableKeys,
+  unfinishedRecords,
+} from '../../core/invocation-records.js';
+import type { InvocationRecord, InvocationState } from '../../core/invocations.js';
 
 /** The broker cannot be reached now, or did not confirm a write: nothing was stored. */
 export class InvocationStoreUnavailableError extends SlessError {
@@ -82,9 +89,7 @@ export function isTransientBrokerError(error: unknown): boolean {
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms).unref());
 
-function keyOf(namespace: string, id: string): string {
-  return `${namespace}/${id}`;
-}
+const keyOf = invocationKey;
 
 function decodeEntry(content: Buffer): Entry | undefined {
   try {
@@ -371,38 +376,22 @@ export class StreamInvocationStore implements InvocationStore {
   }
 
   async get(namespace: string, id: string): Promise<InvocationRecord | undefined> {
-    const record = this.records.get(keyOf(namespace, id));
-    return record ? structuredClone(record) : undefined;
+    return recordOf(this.records, namespace, id);
   }
 
   async list(
     namespace: string,
     options: { state?: InvocationState; limit?: number } = {},
   ): Promise<InvocationRecord[]> {
-    const found: InvocationRecord[] = [];
-    for (const record of this.records.values())
-      if (record.namespace === namespace && (options.state === undefined || record.state === options.state))
-        found.push(record);
-    found.sort((a, b) => (a.createdAt < b.createdAt ? 1 : a.createdAt > b.createdAt ? -1 : 0));
-    return found.slice(0, options.limit ?? found.length).map((r) => structuredClone(r));
+    return listRecords(this.records, namespace, options);
   }
 
   async unfinished(): Promise<InvocationRecord[]> {
-    return [...this.records.values()]
-      .filter((r) => !FINAL_STATES.has(r.state) || r.callback?.state === 'pending')
-      .map((r) => structuredClone(r));
+    return unfinishedRecords(this.records);
   }
 
   async sweep(before: string): Promise<number> {
-    const gone: string[] = [];
-    for (const [key, record] of this.records)
-      if (
-        FINAL_STATES.has(record.state) &&
-        record.state !== 'dead-lettered' &&
-        record.callback?.state !== 'pending' &&
-        record.updatedAt < before
-      )
-        gone.push(key);
+    const gone = sweepableKeys(this.records, before);
     for (const key of gone) {
       await this.append({ delete: key }, key);
       this.records.delete(key);
