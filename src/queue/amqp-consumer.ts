@@ -9,6 +9,7 @@
 import amqp, { type ChannelModel, type ConfirmChannel, type ConsumeMessage } from 'amqplib';
 import type { Logger } from 'pino';
 import { retryDelayMs, verdictOf } from '../core/invocations.js';
+import { withoutPassword } from '../core/redact-url.js';
 
 export type ConsumerState = 'connecting' | 'consuming' | 'paused' | 'failed';
 
@@ -99,12 +100,7 @@ export class AmqpConsumer {
 
   /** The URL carries a password: no message that leaves here may contain it. */
   private redact(message: string): string {
-    try {
-      const { password } = new URL(this.options.url);
-      return password ? message.split(decodeURIComponent(password)).join('[redacted]') : message;
-    } catch {
-      return message;
-    }
+    return withoutPassword(this.options.url, message);
   }
 
   private setState(state: ConsumerState, error?: string): void {

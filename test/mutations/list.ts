@@ -1678,7 +1678,8 @@ export const MUTATIONS: GuardMutation[] = [
   },
   {
     id: 'invocation-sweep-takes-dead-letters',
-    guard: 'The sweep of old invocation records keeps dead letters until someone looks at them, on both platforms.',
+    guard:
+      'The sweep of old invocation records keeps dead letters until someone looks at them, on both platforms.',
     file: 'src/core/invocation-records.ts',
     from: "      record.state !== 'dead-lettered' &&\n",
     to: '',
@@ -1686,11 +1687,21 @@ export const MUTATIONS: GuardMutation[] = [
   },
   {
     id: 'invocation-unfinished-drops-pending-callback',
-    guard: 'A finished invocation whose callback is still to be sent is taken up again after a restart or a new leader.',
+    guard:
+      'A finished invocation whose callback is still to be sent is taken up again after a restart or a new leader.',
     file: 'src/core/invocation-records.ts',
     from: "    .filter((r) => !FINAL_STATES.has(r.state) || r.callback?.state === 'pending')",
     to: '    .filter((r) => !FINAL_STATES.has(r.state))',
     tests: ['src/core/invocation-records.test.ts', 'test/local/async-invocations.test.ts'],
+  },
+  {
+    id: 'url-password-left-in-message',
+    guard:
+      "A broker URL's password never appears in a message that leaves sless (the amqp Trigger's status, the invocation stream's errors).",
+    file: 'src/core/redact-url.ts',
+    from: '  if (!password) return message;',
+    to: '  return message;',
+    tests: ['src/core/redact-url.test.ts'],
   },
   {
     id: 'kube-async-workers-on-follower',

@@ -29,6 +29,7 @@ import {
   unfinishedRecords,
 } from '../../core/invocation-records.js';
 import type { InvocationRecord, InvocationState } from '../../core/invocations.js';
+import { withoutPassword } from '../../core/redact-url.js';
 
 /** The broker cannot be reached now, or did not confirm a write: nothing was stored. */
 export class InvocationStoreUnavailableError extends SlessError {
@@ -165,12 +166,7 @@ export class StreamInvocationStore implements InvocationStore {
 
   /** The URL carries a password: no message that leaves here may contain it. */
   private redact(message: string): string {
-    try {
-      const { password } = new URL(this.options.url);
-      return password ? message.split(decodeURIComponent(password)).join('[redacted]') : message;
-    } catch {
-      return message;
-    }
+    return withoutPassword(this.options.url, message);
   }
 
   private connect(): Promise<void> {
