@@ -45,14 +45,20 @@ export class ControllerProcess {
     readonly identity: string,
     port: number,
     extraEnv: Record<string, string> = {},
+    /**
+     * The one origin that plays every function's pods: then test/kube/controller-entry.mjs runs
+     * instead of bin/sless.js, the same controller with that origin (and no gateway thread).
+     */
+    functionOrigin?: string,
   ) {
     this.url = `http://127.0.0.1:${port}`;
     const c = env.config;
     this.child = spawn(
       process.execPath,
       [
-        join(PACKAGE_ROOT, 'bin/sless.js'),
-        'controller',
+        ...(functionOrigin
+          ? [join(PACKAGE_ROOT, 'test/kube/controller-entry.mjs')]
+          : [join(PACKAGE_ROOT, 'bin/sless.js'), 'controller']),
         '--host',
         '127.0.0.1',
         '--port',
@@ -83,6 +89,7 @@ export class ControllerProcess {
           SLESS_EXTERNAL_URL: c.externalUrl,
           SLESS_STATE_DIR: `${c.stateDir}-${identity}`,
           SLESS_OUTBOUND_ALLOW: '127.0.0.1/32',
+          ...(functionOrigin ? { SLESS_TEST_FUNCTION_ORIGIN: functionOrigin } : {}),
           ...extraEnv,
         },
       },
