@@ -1616,6 +1616,15 @@ export const MUTATIONS: GuardMutation[] = [
     tests: ['src/async/dispatcher.test.ts', 'test/local/async-invocations.test.ts'],
   },
   {
+    id: 'kube-async-kill-attempt-not-marked-interrupted',
+    guard:
+      'On kube, the attempts a SIGKILL of the leader cut are recorded interrupted by the new leader and cost no attempt: only those may have been seen by the function twice.',
+    file: 'src/async/dispatcher.ts',
+    from: "Object.assign(last, { interrupted: true, error: 'sless stopped during this attempt' });",
+    to: "Object.assign(last, { error: 'sless stopped during this attempt' });",
+    tests: ['test/kube/async-kill.test.ts'],
+  },
+  {
     id: 'amqp-disabled-still-consumes',
     guard: 'An amqp Trigger with enabled: false consumes nothing and leaves its messages queued.',
     file: 'src/queue/queue-triggers.ts',
