@@ -35,17 +35,26 @@ export function mustForward(leadership: Leadership, req: IncomingMessage): boole
   return NEEDS_LEADER.some((pattern) => pattern.test(url));
 }
 
-function unavailable(res: ServerResponse, message: string): void {
+function answer(res: ServerResponse, status: 502 | 503, message: string): void {
   const payload = JSON.stringify({ error: message });
-  res.writeHead(503, {
+  res.writeHead(status, {
     'content-type': 'application/json; charset=utf-8',
     'content-length': Buffer.byteLength(payload),
-    'retry-after': '2',
+    ...(status === 503 ? { 'retry-after': '2' } : {}),
   });
   res.end(payload);
 }
 
-/** Streams the request to the leader and its answer back; 503 while no leader can be reached. */
+function unavailable(res: ServerResponse, message: string): void {
+  answer(res, 503, message);
+}
+
+/**
+ * Streams the request to the leader and its answer back; 503 while no leader can be reached. Once the
+ * whole request went out, a connection that fails before any answer is a 502, not a 503: the leader
+ * may have acted on it (an asynchronous invocation stored, a sync run), and a 503's "retry" would have
+ * the caller do it twice.
+ */
 export function forwardToLeader(route: LeaderRoute, req: IncomingMessage, res: ServerResponse): void {
   const target = route.leaderUrl();
   if (!target || req.headers[FORWARDED_HEADER] !== undefined) {
@@ -65,8 +74,18 @@ export function forwardToLeader(route: LeaderRoute, req: IncomingMessage, res: S
       answer.pipe(res);
     },
   );
+  let sent = false;
+  upstream.on('finish', () => {
+    sent = true;
+  });
   upstream.on('error', (error) => {
     if (res.headersSent) res.destroy();
+    else if (sent)
+      answer(
+        res,
+        502,
+        `the leader at ${target} dropped the connection after the request was sent (${error.message}); it may have been carried out`,
+      );
     else unavailable(res, `the leader at ${target} cannot be reached (${error.message}); retry`);
   });
   req.pipe(upstream);
