@@ -100,6 +100,24 @@ export class AnswerTally {
     this.filled = Math.min(this.filled + 1, this.latencies.length);
   }
 
+  /** Answers counted elsewhere (another thread): their totals, and their latest latencies. */
+  absorb(requests: number, errors: number, latencies: readonly number[]): void {
+    this.requests += requests;
+    this.errors += errors;
+    for (const ms of latencies) {
+      this.latencies[this.next] = ms;
+      this.next = (this.next + 1) % this.latencies.length;
+      this.filled = Math.min(this.filled + 1, this.latencies.length);
+    }
+  }
+
+  /** The latest latencies counted, oldest first (at most the window). */
+  latest(): number[] {
+    const size = this.latencies.length;
+    const start = this.filled < size ? 0 : this.next;
+    return Array.from({ length: this.filled }, (_, i) => this.latencies[(start + i) % size] as number);
+  }
+
   reset(): void {
     this.requests = 0;
     this.errors = 0;
@@ -113,4 +131,31 @@ export class AnswerTally {
     const p99 = sorted[Math.min(sorted.length - 1, Math.ceil(sorted.length * 0.99) - 1)] as number;
     return { requests: this.requests, errors: this.errors, p99Ms: p99 };
   }
+}
+
+/**
+ * Which request goes to the new revision: exactly `weight` of every hundred, spread evenly rather
+ * than drawn at random, so a step's share holds over a few hundred requests already.
+ */
+export class ShareTurns {
+  private credit = 0;
+
+  /** True when the next request goes to the new revision, at `weight` percent. */
+  takesNext(weight: number): boolean {
+    this.credit += weight;
+    if (this.credit < 100) return false;
+    this.credit -= 100;
+    return true;
+  }
+}
+
+/** One thread's count of a canary's answers, for the thread that judges it to add to its own. */
+export interface CanaryCounts {
+  key: string;
+  revision: string;
+  /** The step's start (the canary's `since`): counts of an earlier step are dropped. */
+  since: number;
+  requests: number;
+  errors: number;
+  latencies: number[];
 }

@@ -209,8 +209,21 @@ export type MirroredRoute =
        * autoscale; absent when nothing reads the function's counts (a kube function without `spec.scale`).
        */
       activitySlot?: number;
+      /** A canary beside the serving revision: the thread gives it `weight` of every hundred requests. */
+      canary?: MirroredCanary;
     }
   | UnavailableRoute;
+
+/** A canary revision's share of a function's requests, as the proxies split them (kube). */
+export interface MirroredCanary {
+  revision: string;
+  /** Percent of requests. */
+  weight: number;
+  /** When this share was set (ms since the epoch): answers are counted per share. */
+  since: number;
+  /** The canary's ready endpoints (never empty: without one, no canary route is given). */
+  endpoints: readonly string[];
+}
 
 /**
  * Ready routes served outside the platform's own `resolve` too: by the gateway thread, which proxies

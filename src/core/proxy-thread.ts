@@ -3,6 +3,7 @@
  * nothing of the thread loads where it is named.
  */
 import type { ActivityBoard } from './activity-board.js';
+import type { CanaryCounts } from './canary.js';
 import type { RouteMirror } from './interfaces.js';
 import type { ProxyTally, QueueDepth } from './proxy-tallies.js';
 
@@ -11,4 +12,6 @@ export interface ProxyThread extends RouteMirror {
   takeTallies(): Promise<ProxyTally[]>;
   /** Optional: a stand-in thread without admission queues reports none. */
   queueDepths?(): Promise<QueueDepth[]>;
+  /** The canaries' answers the thread counted since last asked; optional as queueDepths is. */
+  takeCanaryCounts?(): Promise<CanaryCounts[]>;
 }

@@ -56,6 +56,8 @@ export async function startKubeSystem(
     prepareNamespace: (ns) => namespaces.prepare(ns),
     rolloutDeadlineMs: config.rolloutDeadlineMs,
     ...(options.pollMs ? { pollMs: options.pollMs } : {}),
+    // Canaries split requests in this replica's proxies; the leader judges them by what they counted.
+    canaries: { logger, namespaces: config.watchNamespaces, takeCounts: () => dataPath.takeCanaryCounts() },
   });
   const metrics = await platformMetrics(store, gateway);
   const builds = modules.wireKubeBuilds({
@@ -83,6 +85,7 @@ export async function startKubeSystem(
     requests,
     changes,
     gitHttp,
+    canaries: workloads.canaries,
   });
   const leader = config.leaderElection.enabled
     ? { ...leadership, leaderUrl: () => term.leaderUrl() }

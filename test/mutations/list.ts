@@ -1307,6 +1307,33 @@ export const MUTATIONS: GuardMutation[] = [
     tests: ['test/local/canary.test.ts'],
   },
   {
+    id: 'kube-canary-split-off-by-one',
+    guard:
+      "On kube, each proxy thread sends a canary exactly its step's weight of every hundred requests, at the same places.",
+    file: 'src/proxy/canary-split.ts',
+    from: '    if (!turns.takesNext(canary.weight)) return undefined;',
+    to: '    if (!turns.takesNext(canary.weight + 1)) return undefined;',
+    tests: ['src/proxy/canary-split.test.ts'],
+  },
+  {
+    id: 'kube-canary-counts-not-absorbed',
+    guard:
+      'On kube, the leader judges a canary by the answers its proxy threads counted: a quarter of 5xx rolls it back in the first step.',
+    file: 'src/platform/kube/canaries.ts',
+    from: '      live.tally.absorb(count.requests, count.errors, count.latencies);',
+    to: '',
+    tests: ['test/kube/canary.test.ts'],
+  },
+  {
+    id: 'kube-canary-orphan-kept',
+    guard:
+      'On kube, a canary Deployment no leader holds (sless killed mid-step) is deleted when a term begins, and the canary is set up anew.',
+    file: 'src/platform/kube/canaries.ts',
+    from: '          await deleteObject(this.options.http, DEPLOYMENT, ns, deployment.metadata.name);',
+    to: '',
+    tests: ['test/kube/canary.test.ts'],
+  },
+  {
     id: 'canary-restart-starts-over',
     guard: 'After kill -9 a canary resumes at the step it was in, as its status recorded it.',
     file: 'src/reconcile/function/canary-step.ts',

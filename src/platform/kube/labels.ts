@@ -23,3 +23,9 @@ export const ANNOTATION_IMAGE = 'sless.dev/image';
 export const ANNOTATION_COMMIT_FULL = 'sless.dev/commit';
 export const MANAGED_BY = 'sless';
 export const FUNCTION_PORT = 8080;
+/** On a canary Deployment and its pods: the function whose new revision it runs beside the old. */
+export const LABEL_CANARY_OF = 'sless.dev/canary-of';
+/** On a canary Deployment: the percent of requests its revision takes. */
+export const ANNOTATION_CANARY_WEIGHT = 'sless.dev/canary-weight';
+/** On a canary Deployment: when that share was set (ms since the epoch), so answers count per share. */
+export const ANNOTATION_CANARY_SINCE = 'sless.dev/canary-since';

@@ -72,7 +72,7 @@ export class KubeRouteCache {
    * The ready addresses of the serving revision's pods, by `namespace/service`, read once per change
    * of the slices, of the pods known or of the revision asked for; the same array says nothing changed.
    */
-  private readonly servingByService = new Map<string, { revision: string; addresses: readonly string[] }>();
+  private readonly servingByService = new Map<string, Map<string, readonly string[]>>();
   private readonly changeListeners = new Set<RouteChangeListener>();
   private unsubscribeFunctions: (() => void) | undefined;
 
@@ -90,8 +90,12 @@ export class KubeRouteCache {
       type: DEPLOYMENT,
       selector: FUNCTION_SELECTOR,
       keepManagedFields: true,
-      // A function's Deployment has its name.
-      onChange: (deployment) => this.changed(deployment.metadata.namespace, deployment.metadata.name),
+      // A function's Deployment has its name; its canary's names it in the function label.
+      onChange: (deployment) =>
+        this.changed(
+          deployment.metadata.namespace,
+          deployment.metadata.labels?.[LABEL_FUNCTION] ?? deployment.metadata.name,
+        ),
     });
     this.services = options.services
       ? new Informer({
@@ -221,8 +225,10 @@ export class KubeRouteCache {
    */
   servingAddresses(namespace: string, name: string, revision: string): readonly string[] {
     const key = `${namespace}/${serviceName(name)}`;
-    const known = this.servingByService.get(key);
-    if (known?.revision === revision) return known.addresses;
+    // By revision: during a canary, two revisions are asked for in turn.
+    let known = this.servingByService.get(key);
+    const cached = known?.get(revision);
+    if (cached) return cached;
     const slices = this.slicesByService.get(key);
     if (!slices) return NO_ADDRESSES;
     const addresses = Object.freeze(
@@ -231,7 +237,11 @@ export class KubeRouteCache {
         (pod) => this.podRevisions.get(objectKey(namespace, pod)) === revision,
       ),
     );
-    this.servingByService.set(key, { revision, addresses });
+    if (!known || known.size >= 4) {
+      known = new Map();
+      this.servingByService.set(key, known);
+    }
+    known.set(revision, addresses);
     return addresses;
   }
 

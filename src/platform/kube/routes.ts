@@ -15,15 +15,24 @@
  */
 
 import type { FunctionRoute } from '../../config/kube.js';
+import type { CanaryCounts } from '../../core/canary.js';
 import { timeoutSecOf } from '../../core/defaults.js';
 import { asError } from '../../core/errors.js';
-import type { AdmissionLimits, RouteResolver, RouteState, UnavailableRoute } from '../../core/interfaces.js';
+import type {
+  AdmissionLimits,
+  MirroredCanary,
+  RouteResolver,
+  RouteState,
+  UnavailableRoute,
+} from '../../core/interfaces.js';
 import { objectKey } from '../../core/object-key.js';
 import { isPreviewOf, noPreviewMessage, previewFunctionName } from '../../core/previews.js';
 import type { SlessFunction } from '../../core/resources.js';
 import { parseFunctionSegment } from '../../core/revision-ref.js';
 import { admissionOf } from '../../proxy/admission.js';
+import { CanarySplits } from '../../proxy/canary-split.js';
 import { EndpointPickers } from '../../proxy/least-in-flight.js';
+import { canaryName, canaryRouteOf } from './canary-manifests.js';
 import { addressOrigin } from './endpoints.js';
 import { FUNCTION_PORT } from './labels.js';
 import type { ReplicaWait } from './replica-wait.js';
@@ -72,6 +81,8 @@ export interface CachedReadyRoute {
   timeoutSec: number;
   revision?: string;
   admission?: AdmissionLimits;
+  /** A canary's share of the requests (canaries.ts), with its ready endpoints. */
+  canary?: MirroredCanary;
 }
 
 /** What the caches say of a plain `/fn/{ns}/{name}`, before anything is counted or started. */
@@ -97,6 +108,8 @@ export class KubeRouteResolver implements RouteResolver {
   private readonly originsByAddresses = new WeakMap<readonly string[], readonly string[]>();
   /** Each always-on function's requests in flight per endpoint, through this proxy. */
   private readonly pickers = new EndpointPickers();
+  /** Each canary's share of requests and its answers counted, through this proxy. */
+  private readonly canaries = new CanarySplits();
 
   constructor(options: KubeRouteOptions) {
     this.options = options;
@@ -119,6 +132,7 @@ export class KubeRouteResolver implements RouteResolver {
     }
     const found = this.cached(namespace, name);
     if (found.kind !== 'ready' || !found.route.endpoints) this.pickers.drop(objectKey(namespace, name));
+    if (found.kind !== 'ready' || !found.route.canary) this.canaries.drop(objectKey(namespace, name));
     switch (found.kind) {
       case 'unknown':
         return { state: 'unknown' };
@@ -130,8 +144,17 @@ export class KubeRouteResolver implements RouteResolver {
         // Only given with a scaler.
         return this.options.scaler ? this.atZero(found.fn, this.options.scaler) : { state: 'unknown' };
       case 'ready': {
-        const { endpoints, ...route } = found.route;
+        const { endpoints, canary, ...route } = found.route;
         const counted = this.counted(found.fn);
+        const pick = canary ? this.canaries.choose(objectKey(namespace, name), canary) : undefined;
+        if (pick && canary)
+          return {
+            ...route,
+            revision: canary.revision,
+            endpoints: pick.endpoints,
+            observe: pick.observe,
+            ...(counted ? { release: counted } : {}),
+          };
         return {
           ...route,
           ...(endpoints ? { endpoints: this.pickers.of(objectKey(namespace, name), endpoints) } : {}),
@@ -139,6 +162,11 @@ export class KubeRouteResolver implements RouteResolver {
         };
       }
     }
+  }
+
+  /** What this thread counted of canaries' answers since last asked. */
+  takeCanaryCounts(): CanaryCounts[] {
+    return this.canaries.take();
   }
 
   /** A branch preview is a Function of its own (see core/previews.ts), routed as any other. */
@@ -196,6 +224,9 @@ export class KubeRouteResolver implements RouteResolver {
         route: unavailable(`function ${namespace}/${name} has no Service address yet`),
       };
     const endpoints = this.endpointsOf(namespace, name, fn.status.servingRevision);
+    const canary = canaryRouteOf(cache.deployment(namespace, canaryName(name)), name, (revision) =>
+      this.endpointsOf(namespace, name, revision),
+    );
     return {
       kind: 'ready',
       fn,
@@ -207,6 +238,7 @@ export class KubeRouteResolver implements RouteResolver {
         ...revisionOf(fn),
         // Over the available replicas, whichever way they are reached; each proxy limits alone.
         ...admissionOf(fn.spec.scale, available),
+        ...(canary ? { canary } : {}),
       },
     };
   }

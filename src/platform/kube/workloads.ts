@@ -1,7 +1,12 @@
-/** WorkloadPlatform on Kubernetes: one Deployment and one Service per Function, in its namespace. */
+/**
+ * WorkloadPlatform on Kubernetes: one Deployment and one Service per Function, in its namespace, and
+ * a second Deployment while a canary runs (see canaries.ts).
+ */
+import type { CanaryCounts } from '../../core/canary.js';
 import { RolloutError } from '../../core/errors.js';
-import type { WorkloadObservation, WorkloadPlatform } from '../../core/interfaces.js';
+import type { CanaryControl, WorkloadObservation, WorkloadPlatform } from '../../core/interfaces.js';
 import { type BuildRecord, FIELD_MANAGER, type SlessFunction } from '../../core/resources.js';
+import { KubeCanaries } from './canaries.js';
 import { type ChangeSignal, deploymentKey } from './change-signal.js';
 import type { KubeHttp } from './http.js';
 import { ANNOTATION_REVISION, LABEL_FUNCTION } from './labels.js';
@@ -22,6 +27,9 @@ export class KubeWorkloads implements WorkloadPlatform {
   private readonly pollMs: number;
   private readonly changes: ChangeSignal | undefined;
   private readonly deploymentOf: ((namespace: string, name: string) => KubeObject | undefined) | undefined;
+  /** Canary rollouts, given the route cache and the proxies' counts; absent: every rollout at once. */
+  readonly canaries: KubeCanaries | undefined;
+  readonly canary: CanaryControl | undefined;
 
   /**
    * `prepareNamespace` readies each namespace deployed to: pull secret (or its pods cannot pull
@@ -39,6 +47,12 @@ export class KubeWorkloads implements WorkloadPlatform {
     changes?: ChangeSignal;
     /** A function's Deployment as a watch cache holds it, for what status reports of it. */
     deploymentOf?: (namespace: string, name: string) => KubeObject | undefined;
+    /** With these, `spec.rollout.canary` splits requests between two Deployments. */
+    canaries?: {
+      logger: import('pino').Logger;
+      namespaces?: readonly string[] | undefined;
+      takeCounts(): Promise<CanaryCounts[]>;
+    };
   }) {
     this.deploymentOf = options.deploymentOf;
     this.changes = options.changes;
@@ -47,6 +61,22 @@ export class KubeWorkloads implements WorkloadPlatform {
     this.prepareNamespace = options.prepareNamespace;
     this.rolloutDeadlineMs = options.rolloutDeadlineMs ?? 180_000;
     this.pollMs = options.pollMs ?? 1000;
+    const deploymentOf = options.deploymentOf;
+    this.canaries =
+      options.canaries && deploymentOf
+        ? new KubeCanaries({
+            http: this.http,
+            logger: options.canaries.logger,
+            imagePullSecrets: this.imagePullSecrets,
+            ...(options.canaries.namespaces ? { namespaces: options.canaries.namespaces } : {}),
+            deploymentOf,
+            takeCounts: options.canaries.takeCounts,
+            rollOut: (fn, build, deployOptions) => this.rollOut(fn, build, deployOptions),
+            awaitRollout: (namespace, deployment, revision) =>
+              this.awaitRollout(namespace, deployment, revision),
+          })
+        : undefined;
+    this.canary = this.canaries?.control;
   }
 
   /** What status shows of the function's Deployment, from the watch cache: no request is made. */
@@ -66,6 +96,17 @@ export class KubeWorkloads implements WorkloadPlatform {
    * Deployment or Service deleted or edited by hand is put back.
    */
   async deploy(
+    fn: SlessFunction,
+    build: BuildRecord,
+    options: { revision: string; enabled: boolean; secretsHash?: string },
+  ): Promise<void> {
+    // A rollout at once replaces any canary in progress (its spec.rollout was taken out, say).
+    await this.canaries?.dropFor(fn.metadata.namespace, fn.metadata.name);
+    await this.rollOut(fn, build, options);
+  }
+
+  /** The function's own Deployment (and Service) to `build`, awaited until it serves. */
+  private async rollOut(
     fn: SlessFunction,
     build: BuildRecord,
     options: { revision: string; enabled: boolean; secretsHash?: string },
@@ -107,6 +148,7 @@ export class KubeWorkloads implements WorkloadPlatform {
     return this.deploy(fn, build, options);
   }
 
+  /** `name` is the Deployment's: the function's own, or its canary's. */
   private async awaitRollout(namespace: string, name: string, revision: string): Promise<void> {
     const deadline = Date.now() + this.rolloutDeadlineMs;
     for (;;) {
@@ -136,6 +178,7 @@ export class KubeWorkloads implements WorkloadPlatform {
 
   /** Deletes both explicitly; owner references would too, but only where a garbage collector runs. */
   async remove(namespace: string, name: string): Promise<void> {
+    await this.canaries?.remove(namespace, name);
     await deleteObject(this.http, DEPLOYMENT, namespace, name);
     await deleteObject(this.http, SERVICE, namespace, serviceName(name));
   }

@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { ActivityBoard } from '../../core/activity-board.js';
+import type { CanaryCounts } from '../../core/canary.js';
 import type { MirroredRoute, RouteMirror } from '../../core/interfaces.js';
 import { OwnedTempDirs } from '../../core/owned-temp-dirs.js';
 import type { ProxyTally, QueueDepth } from '../../core/proxy-tallies.js';
@@ -58,6 +59,7 @@ export class Gateway implements ClientListener, RouteMirror {
   private pending: Array<[string, MirroredRoute | undefined]> = [];
   private tallyRequests = new Map<number, (tallies: ProxyTally[]) => void>();
   private queueRequests = new Map<number, (depths: QueueDepth[]) => void>();
+  private canaryRequests = new Map<number, (counts: CanaryCounts[]) => void>();
   private nextTallyId = 0;
   /** Set once sless stops the thread on purpose: its exit is then no failure. */
   private stopping = false;
@@ -88,6 +90,8 @@ export class Gateway implements ClientListener, RouteMirror {
       this.tallyRequests.clear();
       for (const answer of this.queueRequests.values()) answer([]);
       this.queueRequests.clear();
+      for (const answer of this.canaryRequests.values()) answer([]);
+      this.canaryRequests.clear();
       if (!this.stopping) this.reports?.failed(new Error(`the gateway thread exited with code ${code}`));
     });
   }
@@ -204,6 +208,23 @@ export class Gateway implements ClientListener, RouteMirror {
     });
   }
 
+  /** The canaries' answers the thread counted since last asked; none if it does not answer in a second. */
+  takeCanaryCounts(): Promise<CanaryCounts[]> {
+    if (this.exited) return Promise.resolve([]);
+    const id = ++this.nextTallyId;
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        this.canaryRequests.delete(id);
+        resolve([]);
+      }, 1000);
+      this.canaryRequests.set(id, (counts) => {
+        clearTimeout(timer);
+        resolve(counts);
+      });
+      this.send({ type: 'take-canary-counts', id });
+    });
+  }
+
   /** The public port closes; requests in flight there get up to `graceMs` to end. */
   drainClients(graceMs = 10_000): Promise<void> {
     this.stopping = true;
@@ -260,6 +281,10 @@ export class Gateway implements ClientListener, RouteMirror {
         this.queueRequests.get(message.id)?.(message.depths);
         this.queueRequests.delete(message.id);
         return;
+      case 'canary-counts':
+        this.canaryRequests.get(message.id)?.(message.counts);
+        this.canaryRequests.delete(message.id);
+        return;
       case 'upstream-error':
         this.reports?.upstreamError(message.function, message.message);
         return;
@@ -281,7 +306,11 @@ function sameRoute(a: MirroredRoute | undefined, b: MirroredRoute): boolean {
     a.admission?.queue === b.admission?.queue &&
     a.revision === b.revision &&
     a.activitySlot === b.activitySlot &&
-    sameList(a.endpoints, b.endpoints)
+    sameList(a.endpoints, b.endpoints) &&
+    a.canary?.revision === b.canary?.revision &&
+    a.canary?.weight === b.canary?.weight &&
+    a.canary?.since === b.canary?.since &&
+    sameList(a.canary?.endpoints, b.canary?.endpoints)
   );
 }
 

@@ -3,6 +3,7 @@
  * that the two ends of the worker's message port cannot disagree about a message's shape.
  */
 import type { ActivityBoardMemory } from '../../core/activity-board.js';
+import type { CanaryCounts } from '../../core/canary.js';
 import type { MirroredRoute } from '../../core/interfaces.js';
 import type { ProxyTally, QueueDepth } from '../../core/proxy-tallies.js';
 
@@ -22,6 +23,7 @@ export type ToGateway =
   | { type: 'routes'; seq: number; changes: Array<[key: string, route: MirroredRoute | undefined]> }
   | { type: 'take-tallies'; id: number }
   | { type: 'take-queues'; id: number }
+  | { type: 'take-canary-counts'; id: number }
   /** Stop taking connections; let requests in flight end for up to `graceMs`, then cut them. */
   | { type: 'close'; graceMs: number };
 
@@ -31,5 +33,6 @@ export type FromGateway =
   | { type: 'routes-applied'; seq: number }
   | { type: 'tallies'; id: number; tallies: ProxyTally[] }
   | { type: 'queues'; id: number; depths: QueueDepth[] }
+  | { type: 'canary-counts'; id: number; counts: CanaryCounts[] }
   | { type: 'upstream-error'; function: string; message: string }
   | { type: 'closed' };

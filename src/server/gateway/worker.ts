@@ -8,9 +8,10 @@
 
 import { type MessagePort, parentPort, workerData } from 'node:worker_threads';
 import { ActivityBoard } from '../../core/activity-board.js';
-import type { MirroredRoute, RouteResolver, RouteState } from '../../core/interfaces.js';
+import type { MirroredCanary, MirroredRoute, RouteResolver, RouteState } from '../../core/interfaces.js';
 import { objectKey } from '../../core/object-key.js';
 import { ProxyTallies } from '../../core/proxy-tallies.js';
+import { CanarySplits } from '../../proxy/canary-split.js';
 import { EndpointPickers } from '../../proxy/least-in-flight.js';
 import { EarlyListener } from '../early-listener.js';
 import type { FromGateway, GatewayWorkerData, ToGateway } from './protocol.js';
@@ -22,29 +23,46 @@ const send = (message: FromGateway) => port.postMessage(message);
 
 const board = new ActivityBoard(data.activity);
 /** One route object per mirrored revision, handed to every request, as the platform does. */
-const routes = new Map<string, { route: RouteState; activitySlot?: number }>();
+const routes = new Map<string, Entry>();
 const NOT_HERE: RouteState = { state: 'unknown' };
 /** Per function with endpoints: the requests in flight to each, kept across route changes. */
 const pickers = new EndpointPickers();
 
+/** Per function with a canary: its share of requests, its endpoints, and its answers counted. */
+const canaries = new CanarySplits();
+
+interface Entry {
+  route: RouteState;
+  activitySlot?: number;
+  canary?: MirroredCanary;
+}
+
 const resolver: RouteResolver = {
   async resolve(namespace, name) {
-    const entry = routes.get(objectKey(namespace, name));
+    const key = objectKey(namespace, name);
+    const entry = routes.get(key);
     if (!entry) return NOT_HERE;
     // Counted in the same turn as the lookup: a route change (a message, a later turn) cannot slip in
     // between, so once the main thread has its acknowledgement, the count is complete.
     if (entry.activitySlot !== undefined) board.begin(entry.activitySlot);
-    return entry.route;
+    const { canary, route } = entry;
+    const pick = canary && route.state === 'ready' ? canaries.choose(key, canary) : undefined;
+    // The canary's share: its own endpoints, under its revision, each answer counted.
+    if (pick && canary && route.state === 'ready')
+      return { ...route, endpoints: pick.endpoints, revision: canary.revision, observe: pick.observe };
+    return route;
   },
 };
 
-function mirrored(key: string, route: MirroredRoute): { route: RouteState; activitySlot?: number } {
+function mirrored(key: string, route: MirroredRoute): Entry {
   const endpoints = route.state === 'ready' && route.endpoints?.length ? route.endpoints : undefined;
   if (!endpoints) pickers.drop(key);
+  if (route.state !== 'ready' || !route.canary) canaries.drop(key);
   if (route.state !== 'ready') return { route };
   const slot = route.activitySlot;
   return {
     ...(slot !== undefined ? { activitySlot: slot } : {}),
+    ...(route.canary ? { canary: route.canary } : {}),
     route: {
       state: 'ready',
       origin: route.origin,
@@ -108,12 +126,16 @@ async function serve(): Promise<void> {
           else {
             routes.delete(key);
             pickers.drop(key);
+            canaries.drop(key);
           }
         }
         send({ type: 'routes-applied', seq: message.seq });
         return;
       case 'take-tallies':
         send({ type: 'tallies', id: message.id, tallies: tallies.take() });
+        return;
+      case 'take-canary-counts':
+        send({ type: 'canary-counts', id: message.id, counts: canaries.take() });
         return;
       case 'take-queues':
         send({ type: 'queues', id: message.id, depths: proxy.queueDepths() });

@@ -7,6 +7,7 @@
  */
 import type { Logger } from 'pino';
 import type { KubeControllerConfig } from '../../../config/kube.js';
+import type { CanaryCounts } from '../../../core/canary.js';
 import type { EventRecorder } from '../../../core/interfaces.js';
 import type { Leadership, LeaderTasks } from '../../../core/leadership.js';
 import { objectKey } from '../../../core/object-key.js';
@@ -47,6 +48,8 @@ export interface KubeDataPath {
   routes: KubeRouteResolver;
   /** The leader's intake of followers' reports, with leader election only. */
   replicaReports: ReplicaReports | undefined;
+  /** What this replica's proxies (main thread and gateway thread) counted of canaries since last asked. */
+  takeCanaryCounts(): Promise<CanaryCounts[]>;
   /** Starts the watches and the loops; each term counts only the reports sent to it. */
   start(leaderTasks: Pick<LeaderTasks, 'register'>): void;
   stop(): void;
@@ -144,6 +147,10 @@ export function wireKubeDataPath(deps: KubeDataPathDeps): KubeDataPath {
     autoscaler,
     routes,
     replicaReports,
+    takeCanaryCounts: async () => [
+      ...routes.takeCanaryCounts(),
+      ...((await gateway?.takeCanaryCounts?.()) ?? []),
+    ],
     start: (leaderTasks) => {
       if (replicaReports)
         leaderTasks.register('replica reports', () => {

@@ -1,7 +1,8 @@
 /**
  * What only the leader runs besides the control loop, registered with the leader term: the drift
  * watch (an owned Deployment, Service or CronJob edited or deleted by hand is put back), the build
- * watch (a build Job that moves wakes the build waiting on it) and the commit status reporter.
+ * watch (a build Job that moves wakes the build waiting on it), the commit status reporter and the
+ * sweep of orphan canary Deployments.
  */
 import type { Logger } from 'pino';
 import { commitStatusReporter } from '../../../commitstatus/wire.js';
@@ -11,6 +12,7 @@ import type { LeaderTasks } from '../../../core/leadership.js';
 import type { ReconcileRequests } from '../../../core/reconcile-requests.js';
 import type { GuardedHttpClient } from '../../../source/guarded-http.js';
 import { BuildWatch } from '../build/build-watch.js';
+import type { KubeCanaries } from '../canaries.js';
 import type { ChangeSignal } from '../change-signal.js';
 import { DriftWatch } from '../drift-watch.js';
 import type { KubeHttp } from '../http.js';
@@ -25,6 +27,8 @@ export function registerKubeLeaderWork(deps: {
   requests: ReconcileRequests;
   changes: ChangeSignal;
   gitHttp: GuardedHttpClient;
+  /** Canary rollouts, when the workloads run them: each term deletes the orphans another left. */
+  canaries?: Pick<KubeCanaries, 'beginTerm' | 'endTerm'>;
 }): void {
   const { leaderTasks, http, config, logger, requests, changes } = deps;
   leaderTasks.register('drift watch', () => {
@@ -54,6 +58,13 @@ export function registerKubeLeaderWork(deps: {
     reporter.start();
     return () => reporter.stop();
   });
+  const { canaries } = deps;
+  // A term's canaries are its own: what another term left is an orphan, deleted before one starts.
+  if (canaries)
+    leaderTasks.register('canaries', () => {
+      canaries.beginTerm();
+      return () => canaries.endTerm();
+    });
   leaderTasks.register('build watch', () => {
     const watch = new BuildWatch({ http, logger, controllerNamespace: config.controllerNamespace, changes });
     watch.start();

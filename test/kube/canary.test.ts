@@ -1,0 +1,464 @@
+/**
+ * Canary rollouts on kube against a real kube-apiserver + etcd, split by sless's own proxy across two
+ * Deployments, on the main thread and on the gateway thread alike: each step's share of requests holds
+ * within 3 points over 2,000 requests; a revision that answers 500 to a quarter of its requests is
+ * rolled back in the first step, with the figures in status and a CanaryRolledBack Event, and its
+ * Deployment deleted; a good one is promoted through every step, the function's own Deployment rolls
+ * to it and the canary's is deleted. Stopped mid-step without a word (as kill -9 leaves it), the
+ * controller that starts next deletes the orphan canary Deployment, sets the canary up again at the
+ * step its status names, and promotes it; meanwhile every answer is one of the two revisions.
+ *
+ * There is no kubelet, Deployment or EndpointSlice controller here: the test plays them. Each
+ * Deployment with replicas gets one Pod object (its template's labels and revision annotation) and
+ * one local HTTP server playing that pod, which answers its template's VERSION variable and 500 to
+ * every FAIL_EVERY-th request; the Service's EndpointSlice lists every such pod ready. A new revision
+ * is a new VERSION in function.yaml: no build.
+ */
+import { createHash } from 'node:crypto';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { FunctionStatus } from '../../src/core/resources.js';
+import { type KubeSystem, startKubeSystem } from '../../src/main.js';
+import {
+  apply,
+  deleteObject,
+  getObject,
+  type KubeObject,
+  listObjects,
+} from '../../src/platform/kube/objects.js';
+import { DEPLOYMENT, ENDPOINT_SLICE, POD } from '../../src/platform/kube/resource-types.js';
+import { Gateway } from '../../src/server/gateway/gateway.js';
+import { functionManifest, git, gitSource, nodeHandler } from '../helpers/git.js';
+import { type RemoteRepo, startRemoteRepo } from '../helpers/remote-repo.js';
+import { completeBuild, eventually, type KubeEnv, kubeEnv, logger, playHealthyKubelet } from './harness.js';
+
+const STEPS = [10, 50];
+/** The canary's answers of 2,000 requests in a row at each step's weight. */
+const GOLDEN: Record<number, number> = { 10: 200, 50: 1000 };
+/** Long enough for 2,000 requests on a busy machine; the test checks that no step ended mid-batch. */
+const STEP_SECONDS = 25;
+const manifest = (version: string, env: Record<string, string> = {}) =>
+  functionManifest('c', {
+    env: { VERSION: version, ...env },
+    rollout: { canary: { steps: STEPS, stepSeconds: STEP_SECONDS, maxErrorRate: 0.05 } },
+  });
+
+interface FakePod {
+  name: string;
+  address: string;
+  server: Server;
+  port: number;
+}
+
+/** Plays the kubelet and the EndpointSlice controller for the namespace's Deployments. */
+class PlayedPods {
+  readonly pods = new Map<string, FakePod>();
+  private readonly byAddress = new Map<string, FakePod>();
+  private next = 1;
+  private stopped = false;
+  private lastSlice = '';
+  private readonly loop: Promise<void>;
+
+  constructor(private readonly env: KubeEnv) {
+    this.loop = (async () => {
+      while (!this.stopped) {
+        await this.sync().catch(() => undefined);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    })();
+  }
+
+  originOf(address: string): string {
+    const pod = this.byAddress.get(address);
+    // An address no pod plays: a port nothing listens on, so such a request fails loudly.
+    return `http://127.0.0.1:${pod?.port ?? 1}`;
+  }
+
+  private async sync(): Promise<void> {
+    const { http, ns } = this.env;
+    const deployments = await listObjects<KubeObject>(http, DEPLOYMENT, { namespace: ns });
+    const wanted = new Map<string, KubeObject>();
+    for (const d of deployments.items) {
+      const spec = d.spec as {
+        replicas?: number;
+        template: { metadata: { annotations: Record<string, string> } };
+      };
+      if ((spec.replicas ?? 1) === 0 || d.metadata.deletionTimestamp) continue;
+      const revision = spec.template.metadata.annotations['sless.dev/revision'] ?? '';
+      const hash = createHash('sha256').update(revision).digest('hex').slice(0, 8);
+      wanted.set(`${d.metadata.name}-${hash}`, d);
+    }
+    for (const [name, d] of wanted) if (!this.pods.has(name)) await this.startPod(name, d);
+    for (const [name, pod] of this.pods)
+      if (!wanted.has(name)) {
+        this.pods.delete(name);
+        this.byAddress.delete(pod.address);
+        await deleteObject(http, POD, ns, name);
+        pod.server.close();
+      }
+    const listed = [...this.pods.values()].sort((a, b) => a.name.localeCompare(b.name));
+    const slice = JSON.stringify(listed.map((p) => [p.name, p.address]));
+    if (slice === this.lastSlice) return;
+    await apply(http, ENDPOINT_SLICE, {
+      apiVersion: 'discovery.k8s.io/v1',
+      kind: 'EndpointSlice',
+      metadata: {
+        name: 'c-abcde',
+        namespace: ns,
+        labels: {
+          'sless.dev/function': 'c',
+          'app.kubernetes.io/managed-by': 'sless',
+          'kubernetes.io/service-name': 'c',
+        },
+      },
+      addressType: 'IPv4',
+      endpoints: listed.map((p) => ({
+        addresses: [p.address],
+        conditions: { ready: true },
+        targetRef: { kind: 'Pod', namespace: ns, name: p.name },
+      })),
+      ports: [{ name: 'http', port: 8080, protocol: 'TCP' }],
+    });
+    this.lastSlice = slice;
+  }
+
+  private async startPod(name: string, deployment: KubeObject): Promise<void> {
+    const template = (
+      deployment.spec as {
+        template: {
+          metadata: { labels: Record<string, string>; annotations: Record<string, string> };
+          spec: { containers: { env?: { name: string; value?: string }[] }[] };
+        };
+      }
+    ).template;
+    const env = new Map((template.spec.containers[0]?.env ?? []).map((e) => [e.name, e.value ?? '']));
+    const version = env.get('VERSION') ?? '?';
+    const failEvery = Number(env.get('FAIL_EVERY') ?? 0);
+    let served = 0;
+    const server = createServer((req, res) => {
+      req.resume();
+      served++;
+      if (failEvery > 0 && served % failEvery === 0) {
+        res.statusCode = 500;
+        res.end('boom');
+      } else res.end(version);
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const pod: FakePod = {
+      name,
+      address: `10.3.0.${this.next++}`,
+      server,
+      port: (server.address() as AddressInfo).port,
+    };
+    await this.env.http.request('POST', `/api/v1/namespaces/${this.env.ns}/pods`, {
+      body: {
+        apiVersion: 'v1',
+        kind: 'Pod',
+        metadata: { name, labels: template.metadata.labels, annotations: template.metadata.annotations },
+        spec: { containers: [{ name: 'function', image: 'function:test' }] },
+      },
+    });
+    this.pods.set(name, pod);
+    this.byAddress.set(pod.address, pod);
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    await this.loop;
+    for (const pod of this.pods.values()) pod.server.close();
+  }
+}
+
+interface Tally {
+  total: number;
+  byBody: Map<string, number>;
+  errors: number;
+}
+
+for (const thread of [false, true]) {
+  describe(`canary rollouts (kube, ${thread ? 'gateway' : 'main'} thread)`, { timeout: 240_000 }, () => {
+    let env: KubeEnv;
+    let repo: RemoteRepo;
+    let gateway: Gateway | undefined;
+    let system: KubeSystem;
+    let played: PlayedPods;
+    let stopKubelet: () => void;
+    /** A local server standing in for the Service address: no request may reach it. */
+    let service: Server;
+    let servicePort: number;
+    let serviceSeen = 0;
+    const resolvedOnMain: string[] = [];
+
+    const start = async () => {
+      gateway = thread ? await Gateway.start('127.0.0.1', 0) : undefined;
+      system = await startKubeSystem(
+        { ...env.config, leaderElection: { ...env.config.leaderElection, enabled: false } },
+        {
+          logger,
+          kubeConfig: env.cluster.kubeConfig,
+          originOf: () => `http://127.0.0.1:${servicePort}`,
+          endpointOrigin: (address) => played.originOf(address),
+          pollMs: 100,
+          ...(gateway ? { listener: gateway, gateway } : {}),
+        },
+      );
+      const resolve = system.routes.resolve.bind(system.routes);
+      system.routes.resolve = (namespace, name) => {
+        resolvedOnMain.push(name);
+        return resolve(namespace, name);
+      };
+    };
+    const status = async () => (await system.store.get('Function', env.ns, 'c'))?.status as FunctionStatus;
+    const canaryDeployment = () => getObject<KubeObject>(env.http, DEPLOYMENT, env.ns, 'c-canary');
+    const send = async (count: number, parallel = 16): Promise<Tally> => {
+      const tally: Tally = { total: 0, byBody: new Map(), errors: 0 };
+      let left = count;
+      await Promise.all(
+        Array.from({ length: parallel }, async () => {
+          while (left > 0) {
+            left--;
+            const response = await fetch(`${system.url}/fn/${env.ns}/c`);
+            const body = await response.text();
+            tally.total++;
+            if (response.status >= 500) tally.errors++;
+            else tally.byBody.set(body, (tally.byBody.get(body) ?? 0) + 1);
+          }
+        }),
+      );
+      return tally;
+    };
+    const share = (tally: Tally, version: string) => ((tally.byBody.get(version) ?? 0) * 100) / tally.total;
+    const push = async (version: string, extra: Record<string, string> = {}) => {
+      await repo.push({ 'c/function.yaml': manifest(version, extra) });
+      await system.controller.syncNow(env.ns, 'repo');
+    };
+    /** The canary step `step` in status, and this replica's routes (both threads) splitting at its weight. */
+    const atStep = async (step: number) => {
+      const at = await eventually(
+        `step ${step + 1}`,
+        async () => {
+          const canary = (await status())?.canary;
+          return canary?.phase === 'Progressing' && canary.step === step && canary;
+        },
+        60_000,
+      );
+      await eventually(`the routes at ${at.weight}%`, async () => {
+        const found = system.routes.cached(env.ns, 'c');
+        return found.kind === 'ready' && found.route.canary?.weight === at.weight;
+      });
+      await gateway?.synced();
+      return at;
+    };
+
+    beforeAll(async () => {
+      env = await kubeEnv(thread ? 'canarythread' : 'canarymain');
+      played = new PlayedPods(env);
+      service = createServer((req, res) => {
+        req.resume();
+        serviceSeen++;
+        res.end('service');
+      });
+      await new Promise<void>((r) => service.listen(0, '127.0.0.1', r));
+      servicePort = (service.address() as AddressInfo).port;
+      repo = await startRemoteRepo({
+        'c/function.yaml': manifest('v1'),
+        'c/handler.js': nodeHandler(`return 'c';`),
+      });
+      await start();
+      stopKubelet = playHealthyKubelet(env.http, env.ns);
+      await system.store.apply(gitSource('repo', env.ns, repo.url));
+      const commit = await git(repo.work.dir, 'rev-parse', 'HEAD');
+      await completeBuild(env, 'c', commit, commit);
+      await eventually('c Ready', async () => (await status())?.phase === 'Ready', 30_000);
+      await eventually('v1 at its pod', async () => (await send(4)).byBody.get('v1') === 4, 20_000);
+    }, 120_000);
+
+    afterAll(async () => {
+      stopKubelet?.();
+      await system?.stop();
+      await played?.stop();
+      await new Promise((r) => service?.close(r));
+      await repo?.close();
+      await env?.close();
+    });
+
+    it('gives a good revision each step its share within 3 points over 2,000 requests, then promotes it and deletes the canary', async () => {
+      const stable = (await status()).servingRevision;
+      expect((await status()).canary).toBeUndefined();
+      await push('v2');
+      for (const [step, weight] of STEPS.entries()) {
+        const at = await atStep(step);
+        expect(at.stableRevision).toBe(stable);
+        expect(at.weight).toBe(weight);
+        const canary = await canaryDeployment();
+        expect(canary?.metadata.labels?.['sless.dev/canary-of']).toBe('c');
+        expect(canary?.metadata.annotations?.['sless.dev/revision']).toBe(at.revision);
+        const from = resolvedOnMain.length;
+        const began = performance.now();
+        const tally = await send(2000);
+        const tookMs = Math.round(performance.now() - began);
+        // The whole batch fell in this step.
+        expect((await status()).canary?.stepStartedAt).toBe(at.stepStartedAt);
+        expect(tally.errors).toBe(0);
+        expect(tally.total).toBe(2000);
+        // The split is by turns, not drawn: exactly `weight` of every hundred requests, whatever the
+        // turns before left over, so the counts are golden (well within the 3 points asked).
+        expect(tally.byBody.get('v2')).toBe(GOLDEN[weight]);
+        expect(tally.byBody.get('v1')).toBe(2000 - (GOLDEN[weight] as number));
+        expect(Math.abs(share(tally, 'v2') - weight)).toBeLessThanOrEqual(3);
+        if (thread) expect(resolvedOnMain.length).toBe(from);
+        process.stderr.write(
+          `[kube canary ${thread ? 'thread' : 'main'}] step ${step + 1}: weight ${weight}%, measured ${share(tally, 'v2')}% of 2000 in ${tookMs} ms\n`,
+        );
+        // What the threads counted reaches the figures in status.
+        await eventually('figures in status', async () => {
+          const figures = (await status()).canary?.figures;
+          return figures && figures.requests >= 0.9 * (tally.byBody.get('v2') ?? 0) && figures;
+        });
+      }
+      const done = await eventually(
+        'promoted',
+        async () => {
+          const s = await status();
+          return s.canary?.phase === 'Promoted' && s.phase === 'Ready' && s;
+        },
+        60_000,
+      );
+      expect(done.servingRevision).toBe(done.canary?.revision);
+      expect(done.servingRevision).not.toBe(stable);
+      // The function's own Deployment runs the new revision, and the canary's is gone with its pod.
+      const own = await getObject<KubeObject>(env.http, DEPLOYMENT, env.ns, 'c');
+      expect(own?.metadata.annotations?.['sless.dev/revision']).toBe(done.servingRevision);
+      await eventually('the canary Deployment deleted', async () => (await canaryDeployment()) === undefined);
+      await eventually('only pods of the new revision', async () => {
+        const pods = await listObjects<KubeObject>(env.http, POD, { namespace: env.ns });
+        return (
+          pods.items.length > 0 &&
+          pods.items.every((p) => p.metadata.annotations?.['sless.dev/revision'] === done.servingRevision)
+        );
+      });
+      await eventually('every request to v2', async () => share(await send(100), 'v2') === 100);
+      expect(share(await send(300), 'v2')).toBe(100);
+    });
+
+    it('rolls a revision that fails a quarter of its requests back in the first step, with the figures and an Event', async () => {
+      const stable = (await status()).servingRevision;
+      await push('v3', { FAIL_EVERY: '4' });
+      await eventually(
+        'canary started',
+        async () => (await status())?.canary?.phase === 'Progressing',
+        60_000,
+      );
+      const seen: Tally = { total: 0, byBody: new Map(), errors: 0 };
+      await eventually(
+        'rolled back',
+        async () => {
+          const tally = await send(100);
+          seen.total += tally.total;
+          seen.errors += tally.errors;
+          return (await status()).canary?.phase === 'RolledBack';
+        },
+        60_000,
+      );
+      const s = await status();
+      const canary = s.canary;
+      expect(canary?.step).toBe(0);
+      expect(canary?.weight).toBe(STEPS[0]);
+      expect(canary?.figures?.requests).toBeGreaterThanOrEqual(20);
+      expect(canary?.figures?.errorRate).toBeGreaterThan(0.05);
+      expect(canary?.figures?.p99Ms).toBeGreaterThan(0);
+      expect(canary?.message).toMatch(
+        /rolled back at 10% \(step 1 of 2\): error rate over 5\.0%: \d+ of \d+ answers were 5xx/,
+      );
+      expect(s.servingRevision).toBe(stable);
+      expect(s.conditions?.find((c) => c.type === 'Ready')).toMatchObject({
+        status: 'False',
+        reason: 'CanaryRolledBack',
+      });
+      expect(s.conditions?.find((c) => c.type === 'Stalled')).toMatchObject({
+        status: 'True',
+        reason: 'CanaryRolledBack',
+        message: canary?.message,
+      });
+      await eventually('the CanaryRolledBack Event', async () => {
+        const list = await env.http.request<{
+          items: { reason: string; type: string; message: string; involvedObject: { name: string } }[];
+        }>('GET', `/api/v1/namespaces/${env.ns}/events`);
+        return list.items.find(
+          (e) =>
+            e.reason === 'CanaryRolledBack' &&
+            e.involvedObject.name === 'c' &&
+            e.type === 'Warning' &&
+            e.message === canary?.message,
+        );
+      });
+      // What users saw: at most the first step's share of a quarter of the requests, and a little
+      // slack for the requests in flight between the breach and the next look.
+      expect(seen.errors).toBeLessThanOrEqual(Math.ceil(seen.total * 0.1 * 0.25) + 10);
+      process.stderr.write(
+        `[kube canary ${thread ? 'thread' : 'main'}] rollback: ${seen.errors} errors seen in ${seen.total} requests\n`,
+      );
+      // The canary's Deployment is gone, every request goes to the old revision, and nothing else happened.
+      expect(await canaryDeployment()).toBeUndefined();
+      const after = await send(300);
+      expect(after.errors).toBe(0);
+      expect(share(after, 'v2')).toBe(100);
+      expect((await status()).canary?.phase).toBe('RolledBack');
+      expect(serviceSeen).toBe(0);
+    });
+
+    it.skipIf(thread)(
+      'a controller stopped mid-step leaves an orphan that the next one deletes, then resumes the step and promotes',
+      async () => {
+        const stable = (await status()).servingRevision;
+        await push('v4');
+        const before = await atStep(0);
+        const split = await send(200);
+        expect(share(split, 'v4')).toBe(STEPS[0]);
+        const orphan = await canaryDeployment();
+        expect(orphan).toBeDefined();
+        // Stopped without a word about the canary, as kill -9 leaves it: its Deployment stays.
+        await system.stop();
+        expect((await canaryDeployment())?.metadata.uid).toBe(orphan?.metadata.uid);
+        await start();
+        const answers = new Set<string>();
+        const resumed = await eventually(
+          'canary resumed',
+          async () => {
+            const tally = await send(20, 4);
+            expect(tally.errors).toBe(0);
+            for (const body of tally.byBody.keys()) answers.add(body);
+            const canary = (await status())?.canary;
+            return canary?.phase === 'Progressing' && canary.message?.startsWith('resumed') && canary;
+          },
+          60_000,
+        );
+        expect([...answers].every((body) => body === 'v2' || body === 'v4')).toBe(true);
+        expect(resumed.revision).toBe(before.revision);
+        expect(resumed.stableRevision).toBe(stable);
+        expect(resumed.step).toBe(0);
+        // The orphan was deleted and the canary set up anew, not taken over.
+        const again = await canaryDeployment();
+        expect(again?.metadata.uid).toBeDefined();
+        expect(again?.metadata.uid).not.toBe(orphan?.metadata.uid);
+        await atStep(0);
+        expect(share(await send(200), 'v4')).toBe(STEPS[0]);
+        const done = await eventually(
+          'promoted after the restart',
+          async () => {
+            const s = await status();
+            return s.canary?.phase === 'Promoted' && s.phase === 'Ready' && s;
+          },
+          90_000,
+        );
+        expect(done.servingRevision).toBe(before.revision);
+        await eventually(
+          'the canary Deployment deleted',
+          async () => (await canaryDeployment()) === undefined,
+        );
+        await eventually('every request to v4', async () => share(await send(100), 'v4') === 100);
+      },
+    );
+  });
+}
