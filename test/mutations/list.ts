@@ -2070,8 +2070,8 @@ export const MUTATIONS: GuardMutation[] = [
     guard:
       'A route whose endpoints changed reaches the gateway thread: the mirror does not take it for the same route.',
     file: 'src/server/gateway/gateway.ts',
-    from: '    a.activitySlot === b.activitySlot &&\n    sameList(a.endpoints, b.endpoints)\n',
-    to: '    a.activitySlot === b.activitySlot\n',
+    from: '    a.activitySlot === b.activitySlot &&\n    sameList(a.endpoints, b.endpoints) &&\n',
+    to: '    a.activitySlot === b.activitySlot &&\n',
     tests: ['test/kube/endpoint-balance.test.ts'],
   },
   // ---- How a serving sless stops ----
