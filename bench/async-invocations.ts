@@ -7,6 +7,7 @@
 // Run: npx tsc -p tsconfig.build.json && npx tsx bench/async-invocations.ts   (N=1000 by default)
 import { rm } from 'node:fs/promises';
 import { functionManifest, nodeHandler, TestRepo, tempDir } from '../test/helpers/git.js';
+import { closedLoop } from './closed-loop.js';
 import { report } from './report.ts';
 import { startSlessDev } from './sless-dev.ts';
 import { ms, percentile } from './stats.ts';
@@ -14,15 +15,6 @@ import { ms, percentile } from './stats.ts';
 const N = Number(process.env.N ?? 1000);
 const CLIENTS = 16;
 const pause = (time: number) => new Promise((r) => setTimeout(r, time));
-
-async function closedLoop(count: number, send: (i: number) => Promise<void>): Promise<void> {
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: CLIENTS }, async () => {
-      while (next < count) await send(next++);
-    }),
-  );
-}
 
 async function main(): Promise<void> {
   const repo = await TestRepo.create({
@@ -45,10 +37,10 @@ async function main(): Promise<void> {
       await pause(100);
     }
     // Warm-up of both paths.
-    await closedLoop(200, async (n) => void (await (await post('/fn/default/echo', n)).text()));
+    await closedLoop(CLIENTS, 200, async (n) => void (await (await post('/fn/default/echo', n)).text()));
 
     let started = performance.now();
-    await closedLoop(N, async (n) => {
+    await closedLoop(CLIENTS, N, async (n) => {
       const response = await post('/fn/default/echo', n);
       if (response.status !== 200) throw new Error(`sync: ${response.status}`);
       await response.text();
@@ -58,7 +50,7 @@ async function main(): Promise<void> {
 
     const enqueue: number[] = [];
     started = performance.now();
-    await closedLoop(N, async (n) => {
+    await closedLoop(CLIENTS, N, async (n) => {
       const sent = performance.now();
       const response = await post('/fn-async/default/echo', n);
       if (response.status !== 202) throw new Error(`async: ${response.status} ${await response.text()}`);

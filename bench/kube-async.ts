@@ -17,9 +17,11 @@ import { getObject, type KubeObject } from '../src/platform/kube/objects.js';
 import { JOB } from '../src/platform/kube/resource-types.js';
 import { freePort } from '../src/platform/local/ports.js';
 import { functionManifest, git, gitSource, nodeHandler } from '../test/helpers/git.js';
+import { pollUntil } from '../test/helpers/poll-until.js';
 import { startRabbitMq } from '../test/helpers/rabbitmq.js';
 import { startRemoteRepo } from '../test/helpers/remote-repo.js';
 import { markBuildSucceeded, playHealthyKubelet } from '../test/kube/play.ts';
+import { closedLoop } from './closed-loop.js';
 import { benchKubeEnv } from './kube-env.ts';
 import { accepts } from './net.ts';
 import { report } from './report.ts';
@@ -30,13 +32,8 @@ const CLIENTS = 16;
 const logger = pino({ level: process.env.SLESS_BENCH_LOG_LEVEL ?? 'silent' });
 const pause = (time: number) => new Promise((r) => setTimeout(r, time));
 
-async function eventually(what: string, check: () => Promise<unknown>, timeoutMs = 60_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check().catch(() => false))) {
-    if (Date.now() > deadline) throw new Error(`${what}: not true after ${timeoutMs} ms`);
-    await pause(100);
-  }
-}
+const eventually = (what: string, check: () => Promise<unknown>, timeoutMs = 60_000) =>
+  pollUntil(what, async () => (await check()) || undefined, timeoutMs, 100);
 
 /** The function's pod: answers every request at once, with the body it got. */
 const ORIGIN = `
@@ -49,15 +46,6 @@ const server = http.createServer((req, res) => {
 server.keepAliveTimeout = 65000;
 server.listen(Number(process.argv[1]), '127.0.0.1');
 `;
-
-async function closedLoop(count: number, send: (i: number) => Promise<void>): Promise<void> {
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: CLIENTS }, async () => {
-      while (next < count) await send(next++);
-    }),
-  );
-}
 
 async function main(): Promise<void> {
   const children: ChildProcess[] = [];
@@ -118,8 +106,8 @@ async function main(): Promise<void> {
     const asyncPath = `/fn-async/${env.ns}/echo`;
     await eventually('/fn/ answers', async () => (await post(fnPath, 0)).status === 200);
     // Warm-up of both paths.
-    await closedLoop(200, async (n) => void (await (await post(fnPath, n)).text()));
-    await closedLoop(200, async (n) => void (await (await post(asyncPath, n)).text()));
+    await closedLoop(CLIENTS, 200, async (n) => void (await (await post(fnPath, n)).text()));
+    await closedLoop(CLIENTS, 200, async (n) => void (await (await post(asyncPath, n)).text()));
     const open = async (state: string) => {
       const response = await fetch(
         `${system.url}/v1/namespaces/${env.ns}/invocations?state=${state}&limit=1`,
@@ -132,7 +120,7 @@ async function main(): Promise<void> {
     await settled();
 
     let started = performance.now();
-    await closedLoop(N, async (n) => {
+    await closedLoop(CLIENTS, N, async (n) => {
       const response = await post(fnPath, n);
       if (response.status !== 200) throw new Error(`sync: ${response.status}`);
       await response.text();
@@ -142,7 +130,7 @@ async function main(): Promise<void> {
 
     const enqueue: number[] = [];
     started = performance.now();
-    await closedLoop(N, async (n) => {
+    await closedLoop(CLIENTS, N, async (n) => {
       const sent = performance.now();
       const response = await post(asyncPath, n);
       if (response.status !== 202) throw new Error(`async: ${response.status} ${await response.text()}`);

@@ -14,13 +14,13 @@ import type { AddressInfo } from 'node:net';
 import amqp, { type Channel, type ChannelModel } from 'amqplib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { KubeControllerConfig } from '../../src/config/kube.js';
-import type { FunctionStatus, TriggerStatus } from '../../src/core/resources.js';
+import type { TriggerStatus } from '../../src/core/resources.js';
 import { type KubeSystem, startKubeSystem } from '../../src/main.js';
 import { kubeConfigFromInfo } from '../cluster/fixture.ts';
-import { functionManifest, git, gitSource, nodeHandler } from '../helpers/git.js';
+import { functionManifest, git, nodeHandler } from '../helpers/git.js';
 import { type RabbitMq, startRabbitMq } from '../helpers/rabbitmq.js';
 import { type RemoteRepo, startRemoteRepo } from '../helpers/remote-repo.js';
-import { completeBuild, eventually, type KubeEnv, kubeEnv, logger, playHealthyKubelet } from './harness.js';
+import { deployFromGit, eventually, type KubeEnv, kubeEnv, logger, playHealthyKubelet } from './harness.js';
 
 const FAST = { leaseDurationMs: 4_000, renewDeadlineMs: 3_000, retryPeriodMs: 500 };
 const QUEUE = 'jobs';
@@ -125,15 +125,9 @@ describe('amqp Triggers on kube against a real RabbitMQ', { timeout: 5 * 60_000 
     });
     await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
     port = (upstream.address() as AddressInfo).port;
-    const first = await start('replica-a');
+    await start('replica-a');
     stopKubelet = playHealthyKubelet(env.http, env.ns);
-    await first.store.apply(gitSource('repo', env.ns, repo.url));
-    const commit = await git(repo.work.dir, 'rev-parse', 'HEAD');
-    await completeBuild(env, 'worker', commit, commit);
-    await eventually('worker Ready', async () => {
-      const fn = await first.store.get('Function', env.ns, 'worker');
-      return (fn?.status as FunctionStatus | undefined)?.phase === 'Ready';
-    });
+    await deployFromGit(env, repo.url, 'worker', await git(repo.work.dir, 'rev-parse', 'HEAD'));
   });
 
   afterAll(async () => {

@@ -13,14 +13,11 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { InvocationAttempt, InvocationState } from '../../src/core/invocations.js';
-import type { FunctionStatus } from '../../src/core/resources.js';
-import { apply, getObject, type KubeObject } from '../../src/platform/kube/objects.js';
-import { slessType } from '../../src/platform/kube/resource-types.js';
-import { functionManifest, git, gitSource, nodeHandler } from '../helpers/git.js';
+import { functionManifest, git, nodeHandler } from '../helpers/git.js';
 import { type RabbitMq, startRabbitMq } from '../helpers/rabbitmq.js';
 import { type RemoteRepo, startRemoteRepo } from '../helpers/remote-repo.js';
 import { ControllerProcess, FAST_LEASE, freePort, readyz } from './controller-process.js';
-import { completeBuild, eventually, type KubeEnv, kubeEnv, playHealthyKubelet } from './harness.js';
+import { deployFromGit, eventually, type KubeEnv, kubeEnv, playHealthyKubelet } from './harness.js';
 
 const COUNT = 1000;
 const CLIENTS = 8;
@@ -130,21 +127,7 @@ describe('1,000 async invocations on kube across a SIGKILL of the leader', { tim
     await a.leading();
     const b = await controller('replica-b');
     expect(await b.ready()).toMatchObject({ holder: 'replica-a', isLeader: false });
-    await apply(
-      env.http,
-      slessType('GitSource'),
-      gitSource('repo', env.ns, repo.url) as unknown as KubeObject,
-    );
-    const commit = await git(repo.work.dir, 'rev-parse', 'HEAD');
-    await completeBuild(env, 'worker', commit, commit);
-    await eventually(
-      'worker Ready',
-      async () => {
-        const fn = await getObject<KubeObject>(env.http, slessType('Function'), env.ns, 'worker');
-        return (fn?.status as FunctionStatus | undefined)?.phase === 'Ready';
-      },
-      60_000,
-    );
+    await deployFromGit(env, repo.url, 'worker', await git(repo.work.dir, 'rev-parse', 'HEAD'), 60_000);
     // Both replicas serve the function before the run: a 503 later can only be the failover.
     for (const p of [a, b])
       await eventually('the function routed', async () => {

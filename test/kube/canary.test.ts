@@ -29,6 +29,7 @@ import {
 } from '../../src/platform/kube/objects.js';
 import { DEPLOYMENT, ENDPOINT_SLICE, POD } from '../../src/platform/kube/resource-types.js';
 import { Gateway } from '../../src/server/gateway/gateway.js';
+import { expectRolledBackInFirstStep } from '../helpers/canary-status.js';
 import { functionManifest, git, gitSource, nodeHandler } from '../helpers/git.js';
 import { type RemoteRepo, startRemoteRepo } from '../helpers/remote-repo.js';
 import { completeBuild, eventually, type KubeEnv, kubeEnv, logger, playHealthyKubelet } from './harness.js';
@@ -362,25 +363,7 @@ for (const thread of [false, true]) {
         60_000,
       );
       const s = await status();
-      const canary = s.canary;
-      expect(canary?.step).toBe(0);
-      expect(canary?.weight).toBe(STEPS[0]);
-      expect(canary?.figures?.requests).toBeGreaterThanOrEqual(20);
-      expect(canary?.figures?.errorRate).toBeGreaterThan(0.05);
-      expect(canary?.figures?.p99Ms).toBeGreaterThan(0);
-      expect(canary?.message).toMatch(
-        /rolled back at 10% \(step 1 of 2\): error rate over 5\.0%: \d+ of \d+ answers were 5xx/,
-      );
-      expect(s.servingRevision).toBe(stable);
-      expect(s.conditions?.find((c) => c.type === 'Ready')).toMatchObject({
-        status: 'False',
-        reason: 'CanaryRolledBack',
-      });
-      expect(s.conditions?.find((c) => c.type === 'Stalled')).toMatchObject({
-        status: 'True',
-        reason: 'CanaryRolledBack',
-        message: canary?.message,
-      });
+      expectRolledBackInFirstStep(s, stable, STEPS[0] as number);
       await eventually('the CanaryRolledBack Event', async () => {
         const list = await env.http.request<{
           items: { reason: string; type: string; message: string; involvedObject: { name: string } }[];
@@ -390,7 +373,7 @@ for (const thread of [false, true]) {
             e.reason === 'CanaryRolledBack' &&
             e.involvedObject.name === 'c' &&
             e.type === 'Warning' &&
-            e.message === canary?.message,
+            e.message === s.canary?.message,
         );
       });
       // What users saw: at most the first step's share of a quarter of the requests, and a little

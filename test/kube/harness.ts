@@ -10,11 +10,13 @@ import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
 import { pino } from 'pino';
 import { type KubeControllerConfig, loadKubeControllerConfig } from '../../src/config/kube.js';
 import { buildName } from '../../src/core/naming.js';
+import type { FunctionStatus } from '../../src/core/resources.js';
 import { KanikoBuilder, type KanikoBuilderOptions } from '../../src/platform/kube/build/kaniko-builder.js';
 import { KubeHttp } from '../../src/platform/kube/http.js';
 import { apply, getObject, type KubeObject } from '../../src/platform/kube/objects.js';
-import { JOB, SECRET } from '../../src/platform/kube/resource-types.js';
+import { JOB, SECRET, slessType } from '../../src/platform/kube/resource-types.js';
 import { getTestCluster, type SharedTestCluster } from '../cluster/shared.ts';
+import { gitSource } from '../helpers/git.js';
 import { pollUntil } from '../helpers/poll-until.js';
 import { createNamespace, installCrds } from './install.ts';
 import {
@@ -175,6 +177,29 @@ export async function completeBuild(
   );
   await markBuildSucceeded(env.http, env.controllerNs, job, fakeDigest(digestSeed));
   return job;
+}
+
+/**
+ * Deploys `fn` from git as a user would: a GitSource `repo` for `url` through the API server, kaniko
+ * played for `fn` at `commit`, then waits until the controller reports the Function Ready.
+ */
+export async function deployFromGit(
+  env: Pick<KubeEnv, 'http' | 'ns' | 'controllerNs'>,
+  url: string,
+  fn: string,
+  commit: string,
+  timeoutMs?: number,
+): Promise<void> {
+  await apply(env.http, slessType('GitSource'), gitSource('repo', env.ns, url) as unknown as KubeObject);
+  await completeBuild(env, fn, commit, commit);
+  await eventually(
+    `${fn} Ready`,
+    async () => {
+      const found = await getObject<KubeObject>(env.http, slessType('Function'), env.ns, fn);
+      return (found?.status as FunctionStatus | undefined)?.phase === 'Ready';
+    },
+    timeoutMs,
+  );
 }
 
 /** The replicas a function's Deployment asks for now (its spec, not its status), if it exists. */

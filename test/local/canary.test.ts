@@ -7,6 +7,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FunctionStatus } from '../../src/core/resources.js';
+import { expectRolledBackInFirstStep } from '../helpers/canary-status.js';
 import { functionManifest, nodeHandler, TestRepo } from '../helpers/git.js';
 import { eventually, startTestSystem, type TestSystem } from '../helpers/local-system.js';
 
@@ -155,26 +156,7 @@ describe('canary rollouts (local)', { timeout: 240_000 }, () => {
       60_000,
       'rolled back',
     );
-    const s = await status();
-    const canary = s.canary;
-    expect(canary?.step).toBe(0);
-    expect(canary?.weight).toBe(STEPS[0]);
-    expect(canary?.figures?.requests).toBeGreaterThanOrEqual(20);
-    expect(canary?.figures?.errorRate).toBeGreaterThan(0.05);
-    expect(canary?.figures?.p99Ms).toBeGreaterThan(0);
-    expect(canary?.message).toMatch(
-      /rolled back at 10% \(step 1 of 2\): error rate over 5\.0%: \d+ of \d+ answers were 5xx/,
-    );
-    expect(s.servingRevision).toBe(stable);
-    const ready = s.conditions?.find((c) => c.type === 'Ready');
-    expect(ready?.status).toBe('False');
-    expect(ready?.reason).toBe('CanaryRolledBack');
-    // Stalled: the same revision would breach again, so only a new one moves it on.
-    expect(s.conditions?.find((c) => c.type === 'Stalled')).toMatchObject({
-      status: 'True',
-      reason: 'CanaryRolledBack',
-      message: canary?.message,
-    });
+    expectRolledBackInFirstStep(await status(), stable, STEPS[0] as number);
     // What users saw: at most the first step's share of a quarter of the requests, and a little slack
     // for the requests in flight between the breach and the next look.
     expect(seen.errors).toBeLessThanOrEqual(Math.ceil(seen.total * 0.1 * 0.25) + 10);
