@@ -8,6 +8,7 @@
 #   bubblewrap, slirp4netns   the local sandbox for tenant code and its builds' outbound network
 #   util-linux                setpriv and unshare, used by the sandbox probe
 #   chromium                  the headless browser the dashboard's tests drive (playwright-core)
+#   firefox-esr               the second browser the dashboard must work in (puppeteer-core)
 #   rabbitmq-server           the broker amqp Trigger tests start on their own ports (with epmd)
 #
 # docker-registry and the real node's packages (containerd, runc, ...) are installed by
@@ -27,6 +28,7 @@ declare -A provides=(
   [setpriv]=util-linux
   [unshare]=util-linux
   [chromium]=chromium
+  [firefox-esr]=firefox-esr
   [rabbitmq-server]=rabbitmq-server
 )
 

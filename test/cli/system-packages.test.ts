@@ -22,6 +22,7 @@ const CHECKED = [
   'setpriv',
   'unshare',
   'chromium',
+  'firefox-esr',
   'rabbitmq-server',
 ];
 

@@ -15,6 +15,7 @@ import type { BuildRecord, GitSource, SlessFunction } from '../../src/core/resou
 import { freePort } from '../../src/platform/local/ports.js';
 import { ago, duration, short } from '../../ui/src/format.js';
 import { launchBrowser, screenshot, textOf, waitForText, watchPage } from '../helpers/browser.js';
+import { CONTRAST_SCRIPT, type ContrastReport } from '../helpers/contrast.js';
 import { git, tempDir } from '../helpers/git.js';
 import { TEST_BUILD_CACHE } from '../helpers/local-system.js';
 import { pollUntil } from '../helpers/poll-until.js';
@@ -250,6 +251,22 @@ describe('the dashboard on sless dev', { timeout: 5 * 60_000 }, () => {
       50,
     );
     expect(await textOf(page, '#logs-out')).not.toContain('dashboard-test says third');
+  });
+
+  it('keeps text contrast at 7:1 or more in the light and the dark scheme', async () => {
+    for (const scheme of ['light', 'dark'] as const) {
+      await page.emulateMedia({ colorScheme: scheme });
+      // The scheme took effect: the page's background is the scheme's own.
+      expect(await page.evaluate('getComputedStyle(document.body).backgroundColor'), scheme).toBe(
+        scheme === 'light' ? 'rgb(246, 247, 249)' : 'rgb(18, 20, 24)',
+      );
+      const report = (await page.evaluate(CONTRAST_SCRIPT)) as ContrastReport;
+      expect(report.checked, scheme).toBeGreaterThan(50);
+      const lowest = report.lowest[0]?.ratio ?? 0;
+      expect(lowest, `${scheme}: ${JSON.stringify(report.lowest)}`).toBeGreaterThanOrEqual(7);
+      console.log(`chromium ${scheme}: lowest text contrast ${lowest} over ${report.checked} elements`);
+    }
+    await page.emulateMedia({ colorScheme: null });
   });
 
   it('is usable from the keyboard: Tab to "Sync now", Enter, and the outcome is announced', async () => {
