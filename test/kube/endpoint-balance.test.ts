@@ -2,9 +2,11 @@
  * The kube `/fn/` proxy balances an always-on function's requests over the ready endpoints of its
  * Service whose pods run the serving revision, itself, request by request, on the main thread and on
  * the gateway thread alike, against a real kube-apiserver + etcd: while no such endpoint is known
- * (none listed, no pod named, a pod not seen yet, an empty list while the Deployment says available,
- * or only a rolling-out revision's pods listed) the Service address serves, and a pod seen after its
- * endpoint is used from then on; with three ready endpoints, requests
+ * (none listed, no pod named, a pod not seen yet, or only a rolling-out revision's pods listed) the
+ * Service address serves, and a pod seen after its endpoint is used from then on; once the slices
+ * list no endpoint that serves (emptied, or not ready) while the Deployment still says available, the
+ * Service address would refuse connections, so requests are held until an endpoint is ready again,
+ * and answered by it; with three ready endpoints, requests
  * all in flight at once are spread evenly over them, and a not-ready or terminating endpoint gets
  * nothing; an endpoint removed from the list gets nothing more; while a new revision rolls out, its
  * pods get nothing although the slice lists them ready, until status names it serving, and from then
@@ -231,7 +233,7 @@ for (const thread of [false, true]) {
       await env?.close();
     });
 
-    it('goes to the Service address while no endpoint of the serving revision is known, and again once the list is empty', async () => {
+    it('goes to the Service address while no endpoint of the serving revision is known, and holds requests once none serves', async () => {
       await eventually('spread answers', async () => (await call()).status === 200, 30_000);
       if (thread)
         await eventually('served by the thread', async () => {
@@ -258,16 +260,25 @@ for (const thread of [false, true]) {
       expect(pods.get(late)?.seen).toBe(0);
       await createPod(late, first);
       await eventually('the late pod in use', () => allAnswer((body) => body === late), 10_000);
-      // Then the list emptied while the Deployment still says available.
-      await writeSlice([]);
-      await eventually(
-        'the Service address again',
-        async () => {
-          const bodies = await Promise.all([call(), call(), call()]);
-          return bodies.every((b) => b.status === 200 && b.body === 'service');
-        },
-        10_000,
-      );
+      // Then the list lost every endpoint that serves while the Deployment still says available:
+      // not ready (as the node's controller marks them), then emptied.
+      for (const listed of [[{ address: late, conditions: { ready: false } }], []]) {
+        await writeSlice(listed);
+        await eventually(
+          'the route cache sees no endpoint serving',
+          async () => system.routes.cached(env.ns, 'spread').kind === 'no-replica',
+          10_000,
+        );
+        const servedBefore = service.seen;
+        const held = call();
+        await eventually(
+          'the request held',
+          async () => system.routes.heldForReplica(env.ns, 'spread') === 1,
+        );
+        await writeSlice([ready(late)]);
+        expect(await held).toEqual({ status: 200, body: late });
+        expect(service.seen).toBe(servedBefore);
+      }
       expect(stray.seen).toBe(0);
     });
 

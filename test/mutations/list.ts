@@ -40,6 +40,15 @@ export const MUTATIONS: GuardMutation[] = [
     tests: ['src/proxy/websocket-upgrade.test.ts'],
   },
   {
+    id: 'kube-route-sends-to-refusing-service',
+    guard:
+      "Once a function's EndpointSlices list no endpoint that serves, its requests wait for a replica instead of going to the Service address, which kube-proxy then refuses.",
+    file: 'src/platform/kube/routes.ts',
+    from: 'if (!endpoints && this.usesEndpoints() && cache.servesNowhere(namespace, name))',
+    to: 'if (!endpoints && this.usesEndpoints() && cache.servesNowhere(namespace, name) && !fn)',
+    tests: ['test/kube/endpoint-balance.test.ts'],
+  },
+  {
     id: 'proxy-headers-timeout-dropped',
     guard:
       "The proxy bounds the wait for a function's answer by its own timeout (timeoutSec + 1 s), even when the runtime cannot answer by itself.",

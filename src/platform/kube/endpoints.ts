@@ -40,6 +40,21 @@ export function readyAddressesOf(
   return ready.sort();
 }
 
+/**
+ * Whether any endpoint of `slices` takes connections through the Service: a ready one, or one that
+ * still serves while it terminates (kube-proxy falls back to those when none is ready). With none,
+ * kube-proxy refuses connections to the Service address.
+ */
+export function anyServingAddress(slices: Iterable<KubeObject>): boolean {
+  for (const slice of slices)
+    for (const endpoint of (slice as { endpoints?: EndpointEntry[] }).endpoints ?? []) {
+      const conditions = endpoint.conditions;
+      const ready = conditions?.ready !== false && conditions?.terminating !== true;
+      if ((ready || conditions?.serving === true) && endpoint.addresses?.[0]) return true;
+    }
+  return false;
+}
+
 function podOf(endpoint: EndpointEntry): string | undefined {
   const ref = endpoint.targetRef;
   return ref?.kind === 'Pod' ? ref.name : undefined;

@@ -10,7 +10,7 @@ import type { Logger } from 'pino';
 import type { StoreEvent } from '../../core/interfaces.js';
 import { objectKey } from '../../core/object-key.js';
 import type { SlessFunction } from '../../core/resources.js';
-import { readyAddressesOf } from './endpoints.js';
+import { anyServingAddress, readyAddressesOf } from './endpoints.js';
 import type { KubeHttp } from './http.js';
 import { Informer } from './informer.js';
 import {
@@ -216,6 +216,16 @@ export class KubeRouteCache {
       this.readyByService.set(key, ready);
     }
     return ready;
+  }
+
+  /**
+   * Whether the function's Service has EndpointSlices listed and not one endpoint in them serves.
+   * Then its address refuses connections (kube-proxy follows the same slices), so a request sent
+   * there fails; with no slice listed at all nothing is known, and the address may still serve.
+   */
+  servesNowhere(namespace: string, name: string): boolean {
+    const slices = this.slicesByService.get(`${namespace}/${serviceName(name)}`);
+    return slices !== undefined && !anyServingAddress(slices.values());
   }
 
   /**

@@ -224,6 +224,14 @@ export class KubeRouteResolver implements RouteResolver {
         route: unavailable(`function ${namespace}/${name} has no Service address yet`),
       };
     const endpoints = this.endpointsOf(namespace, name, fn.status.servingRevision);
+    // The Deployment's count lags its pods: once the slices say no pod serves (the node marked
+    // them not ready, say), the Service address would refuse the connection, so the request
+    // waits for a replica as when none is available.
+    if (!endpoints && this.usesEndpoints() && cache.servesNowhere(namespace, name))
+      return {
+        kind: 'no-replica',
+        route: unavailable(`function ${namespace}/${name} has no ready endpoints`),
+      };
     const canary = canaryRouteOf(cache.deployment(namespace, canaryName(name)), name, (revision) =>
       this.endpointsOf(namespace, name, revision),
     );
@@ -321,8 +329,8 @@ export class KubeRouteResolver implements RouteResolver {
    * pod just started, whose endpoint or pod is not seen yet): then the Service address serves, as before.
    */
   private endpointsOf(namespace: string, name: string, revision: string): readonly string[] | undefined {
-    const { originOf, endpointOrigin } = this.options;
-    if (originOf && !endpointOrigin) return undefined;
+    if (!this.usesEndpoints()) return undefined;
+    const { endpointOrigin } = this.options;
     const addresses = this.options.cache.servingAddresses(namespace, name, revision);
     if (addresses.length === 0) return undefined;
     let origins = this.originsByAddresses.get(addresses);
@@ -331,6 +339,11 @@ export class KubeRouteResolver implements RouteResolver {
       this.originsByAddresses.set(addresses, origins);
     }
     return origins;
+  }
+
+  /** Endpoints are read unless a test sends every request to one origin of its own. */
+  private usesEndpoints(): boolean {
+    return !(this.options.originOf && !this.options.endpointOrigin);
   }
 
   private clusterIpOrigin(namespace: string, name: string): string | undefined {
