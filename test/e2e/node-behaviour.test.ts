@@ -229,7 +229,7 @@ func Handle(ctx context.Context, event sless.Event) (any, error) {
         expect(failed.ready.message).toContain(`not available after ${ROLLOUT_DEADLINE_S}s`);
         // The kubelet's own words for the new pod: it keeps exiting with the handler's code.
         expect(failed.ready.message).toMatch(
-          /pod crashy-[a-z0-9]+-[a-z0-9]+: (CrashLoopBackOff: back-off \S+ restarting failed container.*\(last exit: Error, code 3\)|Error \(exit code 3\))/,
+          /pod crashy-[a-z0-9]+-[a-z0-9]+: (CrashLoopBackOff: back-off \S+ restarting failed container.*\(last exit: Error, code 3\)|Error \(exit code 3\)|restarted \d+ times \(last exit: Error, code 3\))/,
         );
         const crashPods = (await pods({ [LABEL_FUNCTION]: 'crashy', [LABEL_COMPONENT]: 'function' })).filter(
           (p) =>

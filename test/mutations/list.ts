@@ -49,6 +49,15 @@ export const MUTATIONS: GuardMutation[] = [
     tests: ['test/kube/endpoint-balance.test.ts'],
   },
   {
+    id: 'kube-pod-reason-misses-running-crashloop',
+    guard:
+      "A crash-looping pod read while it runs between two crashes is still named in the Function's status, by its restarts and its last exit.",
+    file: 'src/platform/kube/rollout.ts',
+    from: 'if (ended && (container.restartCount ?? 0) > 0)',
+    to: 'if (ended && (container.restartCount ?? 0) > 1000)',
+    tests: ['src/platform/kube/rollout.test.ts'],
+  },
+  {
     id: 'proxy-headers-timeout-dropped',
     guard:
       "The proxy bounds the wait for a function's answer by its own timeout (timeoutSec + 1 s), even when the runtime cannot answer by itself.",

@@ -37,7 +37,10 @@ export function rolloutProgress(deployment: KubeObject): RolloutProgress {
   const updated = status.updatedReplicas ?? 0;
   if (updated < wanted) return { state: 'progressing', message: `${updated} of ${wanted} replicas updated` };
   const old = (status.replicas ?? 0) - updated;
-  if (old > 0) return { state: 'progressing', message: `${old} old replicas still terminating` };
+  // Old pods are still counted while they serve (a rollout keeps them until the new ones are
+  // available) and while they terminate.
+  if (old > 0)
+    return { state: 'progressing', message: `${old} replicas of the previous revision still running` };
   const available = status.availableReplicas ?? 0;
   if (available < wanted)
     return { state: 'progressing', message: `${available} of ${wanted} updated replicas available` };
@@ -102,6 +105,10 @@ export function podFailureReason(pods: readonly KubeObject[]): string {
       const terminated = container.state?.terminated;
       if (terminated?.reason)
         return `pod ${pod.metadata.name}: ${terminated.reason} (exit code ${terminated.exitCode ?? '?'})`;
+      // Read between two crashes, a crash-looping container runs: its last exit says why.
+      const ended = container.lastState?.terminated;
+      if (ended && (container.restartCount ?? 0) > 0)
+        return `pod ${pod.metadata.name}: restarted ${container.restartCount} times (last exit: ${ended.reason ?? 'terminated'}, code ${ended.exitCode ?? '?'})`;
     }
     const unscheduled = status.conditions?.find((c) => c.type === 'PodScheduled' && c.status === 'False');
     if (unscheduled)
