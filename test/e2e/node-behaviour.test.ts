@@ -317,11 +317,19 @@ func Handle(ctx context.Context, event sless.Event) (any, error) {
       );
       expect(calls[0]).toEqual({ trigger: 'every-minute', body: '{"tick":1}' });
       // The call came from the CronJob's pod (curl prints the handler's answer), pulled through the mirror.
-      const runPods = await pods({ [LABEL_TRIGGER]: 'every-minute' });
-      const logs = await Promise.all(
-        runPods.map((p) => readPodLog(env.http, env.ns, p.metadata.name, 'invoke', 20).catch(() => '')),
+      // The handler records the call before curl prints its answer, and the kubelet serves the log
+      // only once it has it; a later run's pod may be the one listed meanwhile (one run is kept).
+      const runPods = await eventually(
+        "a run's log holding the handler's answer",
+        async () => {
+          const listed = await pods({ [LABEL_TRIGGER]: 'every-minute' });
+          const logs = await Promise.all(
+            listed.map((p) => readPodLog(env.http, env.ns, p.metadata.name, 'invoke', 20).catch(() => '')),
+          );
+          return logs.some((l) => l.includes('recorded call')) ? listed : undefined;
+        },
+        90_000,
       );
-      expect(logs.some((l) => l.includes('recorded call'))).toBe(true);
       const images = runPods.map(
         (p) => (p.spec as { containers: { image: string }[] }).containers[0]?.image ?? '',
       );
