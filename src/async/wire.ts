@@ -4,6 +4,7 @@
  */
 import type { Logger } from 'pino';
 import type { InvocationsApi } from '../api/routes/invocations.js';
+import { timeoutSecOf } from '../core/defaults.js';
 import type { InvocationStore, ObjectStore } from '../core/interfaces.js';
 import { ASYNC_DEFAULTS } from '../core/invocations.js';
 import type { OutboundPolicy } from '../source/outbound.js';
@@ -31,7 +32,7 @@ export async function asyncSettings(
   if (!fn) return undefined;
   const spec = fn.spec.async ?? {};
   return {
-    timeoutSec: fn.spec.timeoutSec ?? 30,
+    timeoutSec: timeoutSecOf(fn),
     maxAttempts: spec.maxAttempts ?? ASYNC_DEFAULTS.maxAttempts,
     backoffMs: spec.backoffMs ?? ASYNC_DEFAULTS.backoffMs,
     concurrency: spec.concurrency ?? ASYNC_DEFAULTS.concurrency,

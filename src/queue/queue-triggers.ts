@@ -9,6 +9,7 @@
 import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
 import { Agent, request } from 'undici';
+import { timeoutSecOf } from '../core/defaults.js';
 import { SlessError } from '../core/errors.js';
 import type { TriggerScheduler } from '../core/interfaces.js';
 import { ASYNC_DEFAULTS } from '../core/invocations.js';
@@ -57,13 +58,13 @@ export class QueueTriggers implements TriggerScheduler {
     }
     const url = await this.connectionUrl(trigger);
     const signature = createHash('sha256')
-      .update(JSON.stringify([spec, url, fn.spec.timeoutSec ?? 30]))
+      .update(JSON.stringify([spec, url, timeoutSecOf(fn)]))
       .digest('hex');
     const existing = this.consumers.get(key);
     if (existing?.signature === signature) return { ...existing.consumer.report() };
     if (existing) await this.stopConsumer(key);
     if (this.stopped) return { consumer: 'paused' };
-    const timeoutSec = fn.spec.timeoutSec ?? 30;
+    const timeoutSec = timeoutSecOf(fn);
     const consumer = new AmqpConsumer({
       trigger: key,
       url,
