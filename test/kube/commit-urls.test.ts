@@ -4,7 +4,7 @@
  * the commit that serves now is the plain route; a plain call never reaches a commit revision's pod;
  * at most three run per function (the least recently used goes); the leader deletes one once idle,
  * also after a restart; and once deleted its build can be collected, after which the URL answers 404
- * with the local platform's words.
+ * with the local platform's words. A disabled function answers 503 there, and its revisions go.
  *
  * There is no kubelet, Deployment or EndpointSlice controller here: playHealthyKubelet marks
  * Deployments available, and PlayedPods below plays one pod per running Deployment (a local HTTP
@@ -281,5 +281,25 @@ describe('kube platform: a URL per commit', () => {
     expect(never.body.error).toBe(noKeptBuildMessage(env.ns, 'f', '000000000000'));
     // An unknown function stays unknown.
     expect((await call('nope@000000000000')).status).toBe(404);
+  });
+
+  it('a disabled function answers 503 at its commit URLs, and its commit revisions go', async () => {
+    expect((await commitDeployments('g')).length).toBeGreaterThan(0);
+    await system.store.apply({
+      apiVersion: 'sless.dev/v1alpha1',
+      kind: 'Trigger',
+      metadata: { name: 'off', namespace: env.ns },
+      spec: { type: 'http', function: 'g', enabled: false },
+    } as unknown as Parameters<KubeSystem['store']['apply']>[0]);
+    await eventually(
+      'g Disabled',
+      async () =>
+        ((await system.store.get('Function', env.ns, 'g'))?.status as FunctionStatus | undefined)?.phase ===
+        'Disabled',
+    );
+    const answer = await call(`g@${sha(2).slice(0, 12)}`);
+    expect(answer.status).toBe(503);
+    expect(answer.body.error).toBe(`function ${env.ns}/g is disabled`);
+    await eventually('no g commit revisions', async () => (await commitDeployments('g')).length === 0);
   });
 });

@@ -2225,4 +2225,12 @@ export const MUTATIONS: GuardMutation[] = [
     to: '',
     tests: ['src/commitstatus/decide.test.ts'],
   },
+  {
+    id: 'kube-commit-url-disabled-served',
+    guard: 'On kube, a disabled function answers 503 at its commit URLs too, as on local.',
+    file: 'src/platform/kube/commit-revisions.ts',
+    from: "if (fn.status?.phase === 'Disabled') return",
+    to: "if (fn.status?.phase === 'Disabled' && !fn) return",
+    tests: ['test/kube/commit-urls.test.ts'],
+  },
 ];

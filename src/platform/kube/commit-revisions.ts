@@ -59,6 +59,8 @@ export class KubeCommitRevisions {
     const { cache, scaler } = this.options;
     const fn = cache.fn(namespace, name);
     if (!fn) return { state: 'unknown' };
+    // Worded as the plain route words it, and as the local platform does at its commit URLs.
+    if (fn.status?.phase === 'Disabled') return unavailable(503, `function ${namespace}/${name} is disabled`);
     const serving = fn.status?.servingRevision ? fn.status.servingCommit : undefined;
     if (serving && commitMatches(serving, commit)) return plain();
     const deployment = commitDeploymentName(name, commit);

@@ -472,7 +472,7 @@ export class KubeScaler {
   }
 
   /**
-   * Deletes each commit revision idle for its function's time (or whose Function is gone), then the
+   * Deletes each commit revision idle for its function's time (or whose Function is gone or disabled), then the
    * least recently used ones beyond the per-function limit. One that this replica holds a request
    * for, or serves one through, stays.
    */
@@ -506,7 +506,9 @@ export class KubeScaler {
       const fn = cache?.synced()
         ? cache.fn(namespace, fnName)
         : await this.options.store.get('Function', namespace, fnName);
-      const idleMs = fn ? commitIdleSecondsOf(fn) * 1000 : 0;
+      // A disabled function serves nothing, by commit neither: its revisions go at once.
+      const live = fn && fn.status?.phase !== 'Disabled';
+      const idleMs = live ? commitIdleSecondsOf(fn) * 1000 : 0;
       const entries = group
         .map((deployment) => {
           const key = objectKey(namespace, deployment.metadata.name);
@@ -523,7 +525,7 @@ export class KubeScaler {
       const kept = [];
       for (const entry of entries)
         if (!entry.busy && now - entry.lastActive >= idleMs)
-          await this.deleteCommitRevision(entry.deployment, fn ? 'idle' : 'function gone');
+          await this.deleteCommitRevision(entry.deployment, live ? 'idle' : 'function gone or disabled');
         else kept.push(entry);
       let over = kept.length - COMMIT_REVISIONS_PER_FUNCTION;
       for (const entry of kept) {
