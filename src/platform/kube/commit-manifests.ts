@@ -60,6 +60,10 @@ export function commitDeploymentFor(
     template: { metadata: { labels: Record<string, string> } };
   };
   spec.replicas = 1;
+  // Started for a request that waits for it, as a function at zero is: probed every second.
+  const container = (base.spec as { template: { spec: { containers: { readinessProbe?: object }[] } } })
+    .template.spec.containers[0];
+  if (container?.readinessProbe) container.readinessProbe = { ...container.readinessProbe, periodSeconds: 1 };
   spec.selector = { matchLabels: selector };
   // The NetworkPolicy still selects them (component and managed-by), the function's Service does not.
   spec.template.metadata.labels = { ...podLabels, ...selector };
