@@ -2212,7 +2212,7 @@ export const MUTATIONS: GuardMutation[] = [
     guard:
       'On kube, at most three commit revisions of a function run; the least recently used is deleted first.',
     file: 'src/platform/kube/scaler.ts',
-    from: 'let over = kept.length - COMMIT_REVISIONS_PER_FUNCTION;',
+    from: 'let over = entries.length - max;',
     to: 'let over = 0;',
     tests: ['test/kube/commit-urls.test.ts'],
   },
@@ -2231,6 +2231,15 @@ export const MUTATIONS: GuardMutation[] = [
     file: 'src/platform/kube/commit-revisions.ts',
     from: "if (fn.status?.phase === 'Disabled') return",
     to: "if (fn.status?.phase === 'Disabled' && !fn) return",
+    tests: ['test/kube/commit-urls.test.ts'],
+  },
+  {
+    id: 'kube-commit-room-not-made',
+    guard:
+      'On kube, room is made before a new commit revision starts, so calling many old commits at once never runs more than three of a function.',
+    file: 'src/platform/kube/commit-revisions.ts',
+    from: '    await scaler.makeRoomForCommit(namespace, name, commitDeploymentName(name, build.commit));\n',
+    to: '',
     tests: ['test/kube/commit-urls.test.ts'],
   },
 ];

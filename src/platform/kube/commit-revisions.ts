@@ -139,11 +139,14 @@ export class KubeCommitRevisions {
   }
 
   /**
-   * Service, then Deployment, applied with force: one replica, whatever was there (a Deployment
-   * someone scaled converges back), and the request noted as its last.
+   * Room made among the function's others, then Service and Deployment applied with force: one
+   * replica, whatever was there (a Deployment someone scaled converges back), and the request noted
+   * as its last.
    */
   private async create(fn: SlessFunction, build: BuildRecord): Promise<void> {
-    const { http } = this.options;
+    const { http, scaler } = this.options;
+    const { namespace, name } = fn.metadata;
+    await scaler.makeRoomForCommit(namespace, name, commitDeploymentName(name, build.commit));
     await apply(http, SERVICE, commitServiceFor(fn, build.commit), { force: true });
     await apply(
       http,

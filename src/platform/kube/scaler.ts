@@ -509,31 +509,57 @@ export class KubeScaler {
       // A disabled function serves nothing, by commit neither: its revisions go at once.
       const live = fn && fn.status?.phase !== 'Disabled';
       const idleMs = live ? commitIdleSecondsOf(fn) * 1000 : 0;
-      const entries = group
-        .map((deployment) => {
-          const key = objectKey(namespace, deployment.metadata.name);
-          const local = this.activity.get(key);
-          const noted = Date.parse(deployment.metadata.annotations?.[ANNOTATION_LAST_REQUEST] ?? '') || 0;
-          const created = Date.parse(deployment.metadata.creationTimestamp ?? '') || 0;
-          return {
-            deployment,
-            lastActive: Math.max(local?.last ?? 0, noted, created),
-            busy: (local?.inflight ?? 0) > 0 || this.activations.has(key),
-          };
-        })
-        .sort((a, b) => a.lastActive - b.lastActive);
       const kept = [];
-      for (const entry of entries)
+      for (const entry of this.commitEntries(group))
         if (!entry.busy && now - entry.lastActive >= idleMs)
           await this.deleteCommitRevision(entry.deployment, live ? 'idle' : 'function gone or disabled');
         else kept.push(entry);
-      let over = kept.length - COMMIT_REVISIONS_PER_FUNCTION;
-      for (const entry of kept) {
-        if (over <= 0) break;
-        if (entry.busy) continue;
-        await this.deleteCommitRevision(entry.deployment, 'least recently used');
-        over--;
-      }
+      await this.trimCommitRevisions(kept, COMMIT_REVISIONS_PER_FUNCTION);
+    }
+  }
+
+  /**
+   * Before a new commit revision of the function starts (on any replica): the least recently used
+   * go until it has room, so calling many old commits at once never runs more than a few.
+   */
+  async makeRoomForCommit(namespace: string, fnName: string, starting: string): Promise<void> {
+    const cache = this.options.cache;
+    if (!cache?.synced()) return;
+    const group = [...cache.allDeployments()].filter(
+      (d) =>
+        d.metadata.namespace === namespace &&
+        d.metadata.name !== starting &&
+        !d.metadata.deletionTimestamp &&
+        commitRevisionOf(d)?.fn === fnName,
+    );
+    await this.trimCommitRevisions(this.commitEntries(group), COMMIT_REVISIONS_PER_FUNCTION - 1);
+  }
+
+  /** A function's commit revisions, least recently used first, with what this replica knows of them. */
+  private commitEntries(group: readonly KubeObject[]): CommitEntry[] {
+    return group
+      .map((deployment) => {
+        const key = objectKey(deployment.metadata.namespace ?? '', deployment.metadata.name);
+        const local = this.activity.get(key);
+        const noted = Date.parse(deployment.metadata.annotations?.[ANNOTATION_LAST_REQUEST] ?? '') || 0;
+        const created = Date.parse(deployment.metadata.creationTimestamp ?? '') || 0;
+        return {
+          deployment,
+          lastActive: Math.max(local?.last ?? 0, noted, created),
+          busy: (local?.inflight ?? 0) > 0 || this.activations.has(key),
+        };
+      })
+      .sort((a, b) => a.lastActive - b.lastActive);
+  }
+
+  /** Deletes the least recently used of `entries` (sorted so) beyond `max`; busy ones stay. */
+  private async trimCommitRevisions(entries: readonly CommitEntry[], max: number): Promise<void> {
+    let over = entries.length - max;
+    for (const entry of entries) {
+      if (over <= 0) break;
+      if (entry.busy) continue;
+      await this.deleteCommitRevision(entry.deployment, 'least recently used');
+      over--;
     }
   }
 
@@ -595,6 +621,14 @@ export class KubeScaler {
       `scaled to zero after ${idleSeconds}s without requests`,
     );
   }
+}
+
+interface CommitEntry {
+  deployment: KubeObject;
+  /** The last request noted by any replica, or its creation (ms). */
+  lastActive: number;
+  /** This replica holds or serves a request for it now. */
+  busy: boolean;
 }
 
 interface PodStatus {
