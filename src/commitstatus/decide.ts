@@ -3,8 +3,11 @@
  * on both platforms): pending while the functions that commit changed build and roll out, success
  * once every one of them serves (with its URL), failure with the file and reason when the commit's
  * manifests were rejected or one of its functions failed. Functions the commit did not change are
- * not its business: they serve what an earlier commit built.
+ * not its business: they serve what an earlier commit built. Nor are a preview's Functions: they carry
+ * the source's label and the branch head's commit, which is main's commit when the branch has not
+ * moved on, but they report on the branch, never on main.
  */
+import { LABEL_PREVIEW } from '../core/previews.js';
 import {
   ANNOTATION_COMMIT,
   ANNOTATION_MANIFEST,
@@ -60,6 +63,7 @@ export function decideReport(
   const changed = functions.filter(
     (fn) =>
       fn.metadata.labels?.[LABEL_SOURCE] === source.metadata.name &&
+      fn.metadata.labels?.[LABEL_PREVIEW] === undefined &&
       fn.metadata.annotations?.[ANNOTATION_COMMIT] === commit,
   );
   const failed = changed.find((fn) => fn.status?.commit === commit && fn.status.phase === 'Failed');

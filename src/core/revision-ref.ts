@@ -41,3 +41,11 @@ export function commitPath(path: string, commit: string): string {
 export function commitMatches(built: string, asked: string): boolean {
   return asked.length === 40 ? built === asked : built.startsWith(asked);
 }
+
+/**
+ * The 404 of a commit URL whose function has no kept build there: the same words on both platforms,
+ * so a user reads the same answer wherever the function runs.
+ */
+export function noKeptBuildMessage(namespace: string, name: string, commit: string): string {
+  return `function ${namespace}/${name} has no kept build at commit ${commit}: it was never built there, or its build was removed past the build history limit`;
+}

@@ -46,6 +46,8 @@ export async function startKubeSystem(
     events,
     leadership,
     leaderUrl: () => term.leaderUrl(),
+    // Only called for requests, which come once the builds below are wired.
+    keptBuilds: (ref) => builds.archive.list(ref),
     ...dataPathSeams(options),
   });
   const workloads = new modules.KubeWorkloads({

@@ -259,12 +259,7 @@ describe('kube platform: GitOps loop', () => {
     const call = (path: string) => fetch(`${system.url}${path}`);
     expect((await call(`/fn/${env.ns}/alpha/x`)).status).toBe(503);
     expect((await call(`/fn/${env.ns}/nope/x`)).status).toBe(404);
-    // A commit URL says why it is not served here, rather than that the function is unknown.
-    const byCommit = await call(`/fn/${env.ns}/alpha@${first.slice(0, 12)}/x`);
-    expect(byCommit.status).toBe(404);
-    expect(await byCommit.json()).toEqual({
-      error: `function ${env.ns}/alpha@${first.slice(0, 12)}: revisions by commit are served by the local platform only`,
-    });
+    // A commit URL of an unknown function is as unknown as the function.
     expect((await call(`/fn/${env.ns}/nope@${first.slice(0, 12)}/x`)).status).toBe(404);
     expect((await status('alpha'))?.phase).toBe('Deploying');
     // Plays the Deployment controller + kubelet: the pods became ready.
@@ -274,6 +269,15 @@ describe('kube platform: GitOps loop', () => {
       return r.status === 200 ? r : undefined;
     });
     expect(await ok.json()).toEqual({ served: '/x', image: containerOf(await deployment('alpha')).image });
+    // The commit that serves is the function's own route by its commit URL too (older commits are
+    // test/kube/commit-urls.test.ts's).
+    await eventually(
+      'alpha serving its first commit',
+      async () => (await status('alpha'))?.servingCommit === first,
+    );
+    const byCommit = await call(`/fn/${env.ns}/alpha@${first.slice(0, 12)}/x`);
+    expect(byCommit.status).toBe(200);
+    expect(((await byCommit.json()) as { served: string }).served).toBe('/x');
     const ready = await eventually('alpha Ready', async () => {
       const s = await status('alpha');
       return s?.phase === 'Ready' ? s : undefined;

@@ -2207,4 +2207,57 @@ export const MUTATIONS: GuardMutation[] = [
     to: 'if (!!(await this.options.store.get(',
     tests: ['test/local/previews.test.ts'],
   },
+  {
+    id: 'kube-commit-revision-never-idle',
+    guard:
+      'On kube, a commit revision idle for its time is deleted by the leader (also after a restart), so its build is no longer kept as serving and can be collected.',
+    file: 'src/platform/kube/scaler.ts',
+    from: 'if (!entry.busy && now - entry.lastActive >= idleMs)',
+    to: 'if (!entry.busy && !fn)',
+    tests: ['test/kube/commit-urls.test.ts'],
+  },
+  {
+    id: 'kube-commit-pods-carry-function-label',
+    guard:
+      "On kube, a commit revision's pods never carry the function label, so the function's own Service never sends a plain call to an old commit.",
+    file: 'src/platform/kube/commit-manifests.ts',
+    from: 'spec.template.metadata.labels = { ...podLabels, ...selector };',
+    to: 'spec.template.metadata.labels = { ...functionLabels(fn), ...selector };',
+    tests: ['test/kube/commit-urls.test.ts'],
+  },
+  {
+    id: 'kube-commit-revisions-uncapped',
+    guard:
+      'On kube, at most three commit revisions of a function run; the least recently used is deleted first.',
+    file: 'src/platform/kube/scaler.ts',
+    from: 'let over = entries.length - max;',
+    to: 'let over = 0;',
+    tests: ['test/kube/commit-urls.test.ts'],
+  },
+  {
+    id: 'commit-status-counts-previews',
+    guard:
+      "A commit's status counts the main branch's Functions only: a preview at the same commit never holds it at pending or turns it into a failure.",
+    file: 'src/commitstatus/decide.ts',
+    from: '      fn.metadata.labels?.[LABEL_PREVIEW] === undefined &&\n',
+    to: '',
+    tests: ['src/commitstatus/decide.test.ts'],
+  },
+  {
+    id: 'kube-commit-url-disabled-served',
+    guard: 'On kube, a disabled function answers 503 at its commit URLs too, as on local.',
+    file: 'src/platform/kube/commit-revisions.ts',
+    from: "if (fn.status?.phase === 'Disabled') return",
+    to: "if (fn.status?.phase === 'Disabled' && !fn) return",
+    tests: ['test/kube/commit-urls.test.ts'],
+  },
+  {
+    id: 'kube-commit-room-not-made',
+    guard:
+      'On kube, room is made before a new commit revision starts, so calling many old commits at once never runs more than three of a function.',
+    file: 'src/platform/kube/commit-revisions.ts',
+    from: '    await scaler.makeRoomForCommit(namespace, name, commitDeploymentName(name, build.commit));\n',
+    to: '',
+    tests: ['test/kube/commit-urls.test.ts'],
+  },
 ];

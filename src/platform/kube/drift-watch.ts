@@ -10,7 +10,14 @@ import { objectKey } from '../../core/object-key.js';
 import { FIELD_MANAGER } from '../../core/resources.js';
 import { type ChangeSignal, deploymentKey } from './change-signal.js';
 import type { KubeHttp } from './http.js';
-import { LABEL_COMPONENT, LABEL_FUNCTION, LABEL_MANAGED_BY, LABEL_TRIGGER, MANAGED_BY } from './labels.js';
+import {
+  LABEL_COMMIT_OF,
+  LABEL_COMPONENT,
+  LABEL_FUNCTION,
+  LABEL_MANAGED_BY,
+  LABEL_TRIGGER,
+  MANAGED_BY,
+} from './labels.js';
 import type { KubeObject } from './objects.js';
 import { CRONJOB, DEPLOYMENT, type ResourceType, SERVICE } from './resource-types.js';
 import { runWatchLoop } from './watch-loop.js';
@@ -130,6 +137,10 @@ export class DriftWatch {
         return 'changed';
       return before.ready !== now.ready ? 'instances' : undefined;
     };
+    // A commit revision (commit-manifests.ts) carries the function label, but is the scaler's to
+    // create and delete: nothing the Function's reconcile would put back.
+    const ownerOf = (o: KubeObject) =>
+      o.metadata.labels?.[LABEL_COMMIT_OF] ? undefined : o.metadata.labels?.[ownerLabel];
     const report = (ns: string, name: string | undefined, cause: DriftCause) => {
       if (name && !this.stopped) this.onDrift(owner, ns, name, cause);
     };
@@ -155,7 +166,7 @@ export class DriftWatch {
           for (const o of items) {
             const key = objectKey(o.metadata.namespace ?? '', o.metadata.name);
             present.add(key);
-            const now = seenOf(o, o.metadata.labels?.[ownerLabel] ?? '');
+            const now = seenOf(o, ownerOf(o) ?? '');
             const cause = drifted(seen.get(key), now, o);
             if (cause) report(now.namespace, now.fn, cause);
             seen.set(key, now);
@@ -170,7 +181,7 @@ export class DriftWatch {
         },
         onEvent: (phase, o) => {
           const key = objectKey(o.metadata.namespace ?? '', o.metadata.name);
-          const fn = o.metadata.labels?.[ownerLabel];
+          const fn = ownerOf(o);
           changed(o);
           if (phase === 'DELETED') {
             seen.delete(key);

@@ -29,3 +29,12 @@ export const LABEL_CANARY_OF = 'sless.dev/canary-of';
 export const ANNOTATION_CANARY_WEIGHT = 'sless.dev/canary-weight';
 /** On a canary Deployment: when that share was set (ms since the epoch), so answers count per share. */
 export const ANNOTATION_CANARY_SINCE = 'sless.dev/canary-since';
+/**
+ * On a commit revision's Deployment, Service and pods (commit-manifests.ts): the function whose kept
+ * build at a commit it runs. Its pods carry it instead of the function label.
+ */
+export const LABEL_COMMIT_OF = 'sless.dev/commit-of';
+/** Beside LABEL_COMMIT_OF: the full commit that revision was built at. */
+export const LABEL_AT_COMMIT = 'sless.dev/at-commit';
+/** When some replica of sless last served a request for the function (ISO time), on its Deployment. */
+export const ANNOTATION_LAST_REQUEST = 'sless.dev/last-request';

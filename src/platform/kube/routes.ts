@@ -12,6 +12,7 @@
  * that just became ready is reachable at once, before kube-proxy on any node has learnt of it.
  * An always-on function whose Deployment reports no available replica has its requests held (see
  * replica-wait.ts) until one is available again, within the activation timeout.
+ * `/fn/{ns}/{name}@{commit}` is a kept build's own Deployment (commit-revisions.ts), started on demand.
  */
 
 import type { FunctionRoute } from '../../config/kube.js';
@@ -33,6 +34,7 @@ import { admissionOf } from '../../proxy/admission.js';
 import { CanarySplits } from '../../proxy/canary-split.js';
 import { EndpointPickers } from '../../proxy/least-in-flight.js';
 import { canaryName, canaryRouteOf } from './canary-manifests.js';
+import type { KubeCommitRevisions } from './commit-revisions.js';
 import { addressOrigin } from './endpoints.js';
 import { FUNCTION_PORT } from './labels.js';
 import type { ReplicaWait } from './replica-wait.js';
@@ -63,6 +65,8 @@ export interface KubeRouteOptions {
    * 503 at once.
    */
   replicaWait?: ReplicaWait;
+  /** Serves `name@{commit}` from the kept builds; without it such a URL answers 404. */
+  commits?: Pick<KubeCommitRevisions, 'resolve'>;
 }
 
 export function serviceOrigin(namespace: string, name: string): string {
@@ -122,12 +126,14 @@ export class KubeRouteResolver implements RouteResolver {
     const { name: fnName, ref } = parseFunctionSegment(name) ?? { name };
     if (ref?.kind === 'label') return this.resolvePreview(namespace, fnName, ref.label);
     if (ref) {
-      // Kept builds are not started by commit here (yet): a function that exists says so plainly.
+      const commits = this.options.commits;
+      if (commits)
+        return commits.resolve(namespace, fnName, ref.commit, () => this.resolve(namespace, fnName));
       if (!cache.fn(namespace, fnName)) return { state: 'unknown' };
       return {
         state: 'unavailable',
         status: 404,
-        message: `function ${namespace}/${fnName}@${ref.commit}: revisions by commit are served by the local platform only`,
+        message: `function ${namespace}/${fnName}@${ref.commit}: this proxy serves no revisions by commit`,
       };
     }
     const found = this.cached(namespace, name);
@@ -275,7 +281,9 @@ export class KubeRouteResolver implements RouteResolver {
         );
       }
     }
-    const origin = this.options.originOf ? this.options.originOf(namespace, name) : endpoint;
+    // Tests that map endpoint addresses reach the endpoint; those that give only originOf, that.
+    const { originOf, endpointOrigin } = this.options;
+    const origin = originOf && !endpointOrigin ? originOf(namespace, name) : endpoint;
     const idle = scaler.requestStarted(fn);
     const counted = this.counted(fn);
     return {

@@ -14,6 +14,12 @@
  * (`sless.dev/last-request`, at most every quarter of the idle time), and the leader reads that
  * beside its own. Once the scaler has set `spec.replicas`, the controller's apply leaves the field
  * out (see KubeWorkloads.deploy), so the two never fight over it.
+ *
+ * A commit revision (commit-revisions.ts) is held for the same way, through `activateDeployment`,
+ * and noted the same way on its own Deployment; the leader's sweep deletes it once idle, and the
+ * least recently used beyond a few per function. Deleted, not scaled to 0: garbage collection keeps
+ * every build whose image a function Deployment names, so one left at zero would pin its build.
+ * Idleness is read from the annotation, so a restart or a new leader still cleans them up.
  */
 
 import type { Logger } from 'pino';
@@ -24,19 +30,29 @@ import type { EventRecorder, ObjectStore } from '../../core/interfaces.js';
 import { objectKey } from '../../core/object-key.js';
 import { FIELD_MANAGER, type SlessFunction } from '../../core/resources.js';
 import { Reason } from '../../core/status.js';
+import { commitRevisionOf } from './commit-manifests.js';
 import { addressOrigin, readyAddressesOf } from './endpoints.js';
 import { isStatus, type KubeHttp, MERGE_PATCH } from './http.js';
-import { LABEL_COMPONENT, LABEL_FUNCTION, LABEL_MANAGED_BY, MANAGED_BY } from './labels.js';
-import { type KubeObject, listObjects } from './objects.js';
-import { DEPLOYMENT, ENDPOINT_SLICE, objectPath, POD } from './resource-types.js';
+import {
+  ANNOTATION_LAST_REQUEST,
+  LABEL_COMPONENT,
+  LABEL_FUNCTION,
+  LABEL_MANAGED_BY,
+  MANAGED_BY,
+} from './labels.js';
+import { deleteObject, type KubeObject, listObjects } from './objects.js';
+import { DEPLOYMENT, ENDPOINT_SLICE, objectPath, POD, SERVICE } from './resource-types.js';
 import { podFailureReason, replicasOwners } from './rollout.js';
 import type { KubeRouteCache } from './route-cache.js';
 import { serviceName } from './workload-manifests.js';
 
 /** The field manager of `spec.replicas` once a function scaled: never the controller's own. */
 export const SCALER_MANAGER = 'sless-scaler';
-/** When some replica of sless last served a request for the function (ISO time). */
-export const ANNOTATION_LAST_REQUEST = 'sless.dev/last-request';
+export { ANNOTATION_LAST_REQUEST };
+/** How long an unused commit revision runs without `scaleToZero.idleSeconds` (as on the local platform). */
+export const COMMIT_IDLE_SECONDS = 60;
+/** Commit revisions of one function running at once (as on the local platform). */
+export const COMMIT_REVISIONS_PER_FUNCTION = 3;
 
 export interface ScalerOptions {
   http: KubeHttp;
@@ -69,6 +85,8 @@ export interface ScalerOptions {
    * server.
    */
   podOrigin?: (podIp: string) => string;
+  /** Where a ready endpoint's address answers (default `http://{address}:8080`); tests: local servers. */
+  endpointOrigin?: (address: string) => string;
   /** How often the leader looks for idle functions (default 5 s: each look lists the Functions). */
   sweepMs?: number;
   /** Namespaces whose functions are scaled; all when absent. */
@@ -90,6 +108,18 @@ interface Activation {
   done: Promise<string>;
 }
 
+/** One Deployment a held request waits for: the function's own, or a commit revision's. */
+export interface ActivationTarget {
+  namespace: string;
+  /** The Deployment's name; its Service is `serviceName` of it. */
+  deployment: string;
+  /** What selects its pods, to ask them directly and to say why none became ready. */
+  podLabels: Record<string, string>;
+  timeoutMs: number;
+  /** How the 503 names what did not start: `ns/name` or `ns/name@commit`. */
+  label: string;
+}
+
 interface Scale {
   metadata: { resourceVersion?: string };
   spec?: { replicas?: number };
@@ -109,6 +139,11 @@ export function idleSecondsOf(fn: SlessFunction): number | undefined {
 /** Whether the scaler (scale to zero or autoscaling) sets the Deployment's replicas, not the apply. */
 export function scalerOwnsReplicas(fn: SlessFunction): boolean {
   return idleSecondsOf(fn) !== undefined || fn.spec.scale !== undefined;
+}
+
+/** How long an unused commit revision of the function keeps running. */
+export function commitIdleSecondsOf(fn: SlessFunction): number {
+  return fn.spec.scaleToZero?.idleSeconds ?? COMMIT_IDLE_SECONDS;
 }
 
 export class KubeScaler {
@@ -153,16 +188,40 @@ export class KubeScaler {
    */
   async activate(fn: SlessFunction): Promise<string> {
     const { namespace, name } = fn.metadata;
-    const key = objectKey(namespace, name);
+    return this.activateDeployment(
+      {
+        namespace,
+        deployment: name,
+        podLabels: { [LABEL_FUNCTION]: name, [LABEL_COMPONENT]: 'function' },
+        timeoutMs: this.activationTimeoutMsOf(fn),
+        label: objectKey(namespace, name),
+      },
+      () => this.wake(fn),
+    );
+  }
+
+  /** The function's own `scaleToZero.activationTimeoutSec`, or the default. */
+  activationTimeoutMsOf(fn: SlessFunction): number {
+    const own = fn.spec.scaleToZero?.activationTimeoutSec;
+    return own !== undefined ? own * 1000 : (this.options.activationTimeoutMs ?? 60_000);
+  }
+
+  /**
+   * Holds the caller until `target` has a ready endpoint, running `start` once for every request
+   * held at the same time (concurrent requests share one activation); resolves with the endpoint's
+   * origin. Rejects with an ActivationError when the queue is full or no endpoint is ready in time.
+   */
+  async activateDeployment(target: ActivationTarget, start: () => Promise<void>): Promise<string> {
+    const key = objectKey(target.namespace, target.deployment);
     const max = this.options.maxHeldPerFunction ?? 1000;
     let activation = this.activations.get(key);
     if (activation && activation.held >= max)
       throw new ActivationError(
-        `function ${key} is starting from zero and already holds ${max} requests; try again`,
+        `function ${target.label} is starting from zero and already holds ${max} requests; try again`,
       );
     if (!activation) {
       const created: Activation = { held: 0, done: Promise.resolve('') };
-      created.done = this.run(fn).finally(() => {
+      created.done = this.run(target, start).finally(() => {
         if (this.activations.get(key) === created) this.activations.delete(key);
       });
       this.activations.set(key, created);
@@ -176,33 +235,36 @@ export class KubeScaler {
     }
   }
 
-  private async run(fn: SlessFunction): Promise<string> {
-    const { namespace, name } = fn.metadata;
-    const key = objectKey(namespace, name);
-    const own = fn.spec.scaleToZero?.activationTimeoutSec;
-    const timeoutMs = own !== undefined ? own * 1000 : (this.options.activationTimeoutMs ?? 60_000);
+  private async run(target: ActivationTarget, start: () => Promise<void>): Promise<string> {
+    const { namespace, deployment, podLabels, timeoutMs } = target;
     const deadline = Date.now() + timeoutMs;
+    await start();
+    for (;;) {
+      const origin =
+        (await this.readyEndpoint(namespace, deployment)) ?? (await this.answeringPod(namespace, podLabels));
+      if (origin) return origin;
+      if (Date.now() >= deadline) {
+        const pods = await listObjects<KubeObject>(this.options.http, POD, {
+          namespace,
+          labels: podLabels,
+        }).catch(() => ({ items: [] as KubeObject[] }));
+        const why = podFailureReason(pods.items) || 'no pod became ready';
+        throw new ActivationError(
+          `function ${target.label} did not start within ${Math.round(timeoutMs / 1000)}s: ${why}`,
+        );
+      }
+      await new Promise((r) => setTimeout(r, this.options.pollMs ?? 100));
+    }
+  }
+
+  /** A function at zero: its request noted, its Deployment scaled up unless someone did already. */
+  private async wake(fn: SlessFunction): Promise<void> {
+    const key = objectKey(fn.metadata.namespace, fn.metadata.name);
     this.noteRequest(fn);
     if (await this.scaleUp(fn)) {
       this.scaleUps.set(key, (this.scaleUps.get(key) ?? 0) + 1);
       this.options.logger.info({ function: key }, 'scaled up from zero for a held request');
       this.options.events?.record(fn, 'Normal', Reason.ScaledUp, 'scaled up from zero for a request');
-    }
-    for (;;) {
-      const origin =
-        (await this.readyEndpoint(namespace, name)) ?? (await this.answeringPod(namespace, name));
-      if (origin) return origin;
-      if (Date.now() >= deadline) {
-        const pods = await listObjects<KubeObject>(this.options.http, POD, {
-          namespace,
-          labels: { [LABEL_FUNCTION]: name },
-        }).catch(() => ({ items: [] as KubeObject[] }));
-        const why = podFailureReason(pods.items) || 'no pod became ready';
-        throw new ActivationError(
-          `function ${key} did not start within ${Math.round(timeoutMs / 1000)}s: ${why}`,
-        );
-      }
-      await new Promise((r) => setTimeout(r, this.options.pollMs ?? 100));
     }
   }
 
@@ -252,7 +314,10 @@ export class KubeScaler {
     }
   }
 
-  /** A ready endpoint of the function's Service, as `http://ip:port`; round robin over several. */
+  /**
+   * A ready endpoint of the Service of Deployment `name` (a function's, or a commit revision's), as
+   * `http://ip:port`; round robin over several.
+   */
   async readyEndpoint(namespace: string, name: string): Promise<string | undefined> {
     const cache = this.options.cache;
     const ready = cache
@@ -266,7 +331,8 @@ export class KubeScaler {
           ).items,
         );
     if (ready.length === 0) return undefined;
-    return addressOrigin(ready[this.nextIndex(objectKey(namespace, name), ready.length)] as string);
+    const address = ready[this.nextIndex(objectKey(namespace, name), ready.length)] as string;
+    return (this.options.endpointOrigin ?? addressOrigin)(address);
   }
 
   /**
@@ -274,11 +340,10 @@ export class KubeScaler {
    * Knative's activator probes pods): the kubelet probes readiness at 1 s granularity and the
    * EndpointSlice follows after that, which held requests need not wait for.
    */
-  private async answeringPod(namespace: string, name: string): Promise<string | undefined> {
-    const pods = await listObjects<KubeObject>(this.options.http, POD, {
-      namespace,
-      labels: { [LABEL_FUNCTION]: name, [LABEL_COMPONENT]: 'function' },
-    }).catch(() => ({ items: [] as KubeObject[] }));
+  private async answeringPod(namespace: string, labels: Record<string, string>): Promise<string | undefined> {
+    const pods = await listObjects<KubeObject>(this.options.http, POD, { namespace, labels }).catch(() => ({
+      items: [] as KubeObject[],
+    }));
     const candidates = pods.items
       .filter((pod) => !pod.metadata.deletionTimestamp)
       .map((pod) => pod.status as PodStatus | undefined)
@@ -307,19 +372,28 @@ export class KubeScaler {
 
   /** A request for the function starts here; the returned function marks its end. */
   requestStarted(fn: SlessFunction): () => void {
-    const activity = this.noteRequest(fn);
+    return this.requestStartedOn(fn.metadata.namespace, fn.metadata.name, idleSecondsOf(fn) ?? 300);
+  }
+
+  /** A request served by Deployment `deployment` starts here; the returned function marks its end. */
+  requestStartedOn(namespace: string, deployment: string, idleSeconds: number): () => void {
+    const activity = this.noteRequestOn(namespace, deployment, idleSeconds);
     activity.inflight++;
     let ended = false;
     return () => {
       if (ended) return;
       ended = true;
       activity.inflight--;
-      this.noteRequest(fn);
+      this.noteRequestOn(namespace, deployment, idleSeconds);
     };
   }
 
   private noteRequest(fn: SlessFunction): Activity {
-    const key = objectKey(fn.metadata.namespace, fn.metadata.name);
+    return this.noteRequestOn(fn.metadata.namespace, fn.metadata.name, idleSecondsOf(fn) ?? 300);
+  }
+
+  private noteRequestOn(namespace: string, deployment: string, idleSeconds: number): Activity {
+    const key = objectKey(namespace, deployment);
     const now = Date.now();
     let activity = this.activity.get(key);
     if (!activity) {
@@ -327,17 +401,16 @@ export class KubeScaler {
       this.activity.set(key, activity);
     }
     activity.last = now;
-    const idleMs = (idleSecondsOf(fn) ?? 300) * 1000;
+    const idleMs = idleSeconds * 1000;
     if (now - activity.published >= Math.max(idleMs / 4, 250)) {
       activity.published = now;
-      void this.publish(fn, now);
+      void this.publish(namespace, deployment, now);
     }
     return activity;
   }
 
-  /** Tells the other replicas (and the leader) that this one served the function just now. */
-  private async publish(fn: SlessFunction, at: number): Promise<void> {
-    const { namespace, name } = fn.metadata;
+  /** Tells the other replicas (and the leader) that this one served Deployment `name` just now. */
+  private async publish(namespace: string, name: string, at: number): Promise<void> {
     try {
       await this.options.http.request('PATCH', objectPath(DEPLOYMENT, namespace, name), {
         query: { fieldManager: SCALER_MANAGER },
@@ -357,6 +430,11 @@ export class KubeScaler {
   async sweep(): Promise<void> {
     if (this.sweeping || !(this.options.isLeader?.() ?? true)) return;
     this.sweeping = true;
+    try {
+      await this.sweepCommitRevisions();
+    } catch (error) {
+      this.options.logger.warn({ err: asError(error).message }, 'commit revision sweep failed');
+    }
     try {
       const functions = new Map<string, SlessFunction>();
       const scalesToZero = (fn: SlessFunction) => idleSecondsOf(fn) !== undefined;
@@ -393,6 +471,127 @@ export class KubeScaler {
     }
   }
 
+  /**
+   * Deletes each commit revision idle for its function's time (or whose Function is gone or disabled), then the
+   * least recently used ones beyond the per-function limit. One that this replica holds a request
+   * for, or serves one through, stays.
+   */
+  private async sweepCommitRevisions(): Promise<void> {
+    const cache = this.options.cache;
+    let deployments: KubeObject[];
+    if (cache?.synced()) deployments = [...cache.allDeployments()];
+    else {
+      deployments = [];
+      for (const namespace of this.options.namespaces ?? [undefined]) {
+        const list = await listObjects<KubeObject>(this.options.http, DEPLOYMENT, {
+          ...(namespace ? { namespace } : {}),
+          labels: { [LABEL_MANAGED_BY]: MANAGED_BY, [LABEL_COMPONENT]: 'function' },
+        });
+        deployments.push(...list.items);
+      }
+    }
+    const byFunction = new Map<string, KubeObject[]>();
+    for (const deployment of deployments) {
+      const of = commitRevisionOf(deployment);
+      if (!of || deployment.metadata.deletionTimestamp) continue;
+      const key = objectKey(deployment.metadata.namespace ?? '', of.fn);
+      byFunction.set(key, [...(byFunction.get(key) ?? []), deployment]);
+    }
+    if (byFunction.size === 0) return;
+    const now = Date.now();
+    for (const group of byFunction.values()) {
+      const first = group[0] as KubeObject;
+      const namespace = first.metadata.namespace ?? '';
+      const fnName = commitRevisionOf(first)?.fn ?? '';
+      const fn = cache?.synced()
+        ? cache.fn(namespace, fnName)
+        : await this.options.store.get('Function', namespace, fnName);
+      // A disabled function serves nothing, by commit neither: its revisions go at once.
+      const live = fn && fn.status?.phase !== 'Disabled';
+      const idleMs = live ? commitIdleSecondsOf(fn) * 1000 : 0;
+      const kept = [];
+      for (const entry of this.commitEntries(group))
+        if (!entry.busy && now - entry.lastActive >= idleMs)
+          await this.deleteCommitRevision(entry.deployment, live ? 'idle' : 'function gone or disabled');
+        else kept.push(entry);
+      await this.trimCommitRevisions(kept, COMMIT_REVISIONS_PER_FUNCTION);
+    }
+  }
+
+  /**
+   * Before a new commit revision of the function starts (on any replica): the least recently used
+   * go until it has room, so calling many old commits at once never runs more than a few.
+   */
+  async makeRoomForCommit(namespace: string, fnName: string, starting: string): Promise<void> {
+    const cache = this.options.cache;
+    if (!cache?.synced()) return;
+    const group = [...cache.allDeployments()].filter(
+      (d) =>
+        d.metadata.namespace === namespace &&
+        d.metadata.name !== starting &&
+        !d.metadata.deletionTimestamp &&
+        commitRevisionOf(d)?.fn === fnName,
+    );
+    await this.trimCommitRevisions(this.commitEntries(group), COMMIT_REVISIONS_PER_FUNCTION - 1);
+  }
+
+  /** A function's commit revisions, least recently used first, with what this replica knows of them. */
+  private commitEntries(group: readonly KubeObject[]): CommitEntry[] {
+    return group
+      .map((deployment) => {
+        const key = objectKey(deployment.metadata.namespace ?? '', deployment.metadata.name);
+        const local = this.activity.get(key);
+        const noted = Date.parse(deployment.metadata.annotations?.[ANNOTATION_LAST_REQUEST] ?? '') || 0;
+        const created = Date.parse(deployment.metadata.creationTimestamp ?? '') || 0;
+        return {
+          deployment,
+          lastActive: Math.max(local?.last ?? 0, noted, created),
+          busy: (local?.inflight ?? 0) > 0 || this.activations.has(key),
+        };
+      })
+      .sort((a, b) => a.lastActive - b.lastActive);
+  }
+
+  /** Deletes the least recently used of `entries` (sorted so) beyond `max`; busy ones stay. */
+  private async trimCommitRevisions(entries: readonly CommitEntry[], max: number): Promise<void> {
+    let over = entries.length - max;
+    for (const entry of entries) {
+      if (over <= 0) break;
+      if (entry.busy) continue;
+      await this.deleteCommitRevision(entry.deployment, 'least recently used');
+      over--;
+    }
+  }
+
+  /**
+   * Deletes a commit revision's Deployment, only at the resourceVersion read (a request noted by
+   * another replica meanwhile wins, as for the scale to zero), then its Service.
+   */
+  private async deleteCommitRevision(deployment: KubeObject, why: string): Promise<void> {
+    const namespace = deployment.metadata.namespace ?? '';
+    const { name } = deployment.metadata;
+    const of = commitRevisionOf(deployment);
+    try {
+      await this.options.http.request('DELETE', objectPath(DEPLOYMENT, namespace, name), {
+        body: {
+          apiVersion: 'v1',
+          kind: 'DeleteOptions',
+          propagationPolicy: 'Background',
+          preconditions: { resourceVersion: deployment.metadata.resourceVersion },
+        },
+      });
+    } catch (error) {
+      if (isStatus(error, 409)) return;
+      if (!isStatus(error, 404)) throw error;
+    }
+    await deleteObject(this.options.http, SERVICE, namespace, serviceName(name));
+    this.activity.delete(objectKey(namespace, name));
+    this.options.logger.info(
+      { function: objectKey(namespace, of?.fn ?? ''), commit: of?.commit, why },
+      'commit revision stopped',
+    );
+  }
+
   private async scaleDownIfIdle(fn: SlessFunction, deployment: KubeObject): Promise<void> {
     const { namespace, name } = fn.metadata;
     const key = objectKey(namespace, name);
@@ -422,6 +621,14 @@ export class KubeScaler {
       `scaled to zero after ${idleSeconds}s without requests`,
     );
   }
+}
+
+interface CommitEntry {
+  deployment: KubeObject;
+  /** The last request noted by any replica, or its creation (ms). */
+  lastActive: number;
+  /** This replica holds or serves a request for it now. */
+  busy: boolean;
 }
 
 interface PodStatus {

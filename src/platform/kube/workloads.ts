@@ -9,7 +9,13 @@ import { type BuildRecord, FIELD_MANAGER, type SlessFunction } from '../../core/
 import { KubeCanaries } from './canaries.js';
 import { type ChangeSignal, deploymentKey } from './change-signal.js';
 import type { KubeHttp } from './http.js';
-import { ANNOTATION_REVISION, LABEL_FUNCTION } from './labels.js';
+import {
+  ANNOTATION_REVISION,
+  LABEL_COMMIT_OF,
+  LABEL_FUNCTION,
+  LABEL_MANAGED_BY,
+  MANAGED_BY,
+} from './labels.js';
 import { apply, deleteObject, getObject, type KubeObject, listObjects } from './objects.js';
 import { DEPLOYMENT, POD, SERVICE } from './resource-types.js';
 import { podFailureReason, replicasManagedElsewhere, replicasOwners, rolloutProgress } from './rollout.js';
@@ -176,11 +182,21 @@ export class KubeWorkloads implements WorkloadPlatform {
     }
   }
 
-  /** Deletes both explicitly; owner references would too, but only where a garbage collector runs. */
+  /**
+   * Deletes both explicitly, and the commit revisions' (found by label); owner references would
+   * too, but only where a garbage collector runs.
+   */
   async remove(namespace: string, name: string): Promise<void> {
     await this.canaries?.remove(namespace, name);
     await deleteObject(this.http, DEPLOYMENT, namespace, name);
     await deleteObject(this.http, SERVICE, namespace, serviceName(name));
+    const byCommit = { namespace, labels: { [LABEL_COMMIT_OF]: name, [LABEL_MANAGED_BY]: MANAGED_BY } };
+    const [deployments, services] = await Promise.all([
+      listObjects<KubeObject>(this.http, DEPLOYMENT, byCommit),
+      listObjects<KubeObject>(this.http, SERVICE, byCommit),
+    ]);
+    for (const o of deployments.items) await deleteObject(this.http, DEPLOYMENT, namespace, o.metadata.name);
+    for (const o of services.items) await deleteObject(this.http, SERVICE, namespace, o.metadata.name);
   }
 
   /** A scale-to-zero function whose Deployment runs no replica now. */

@@ -12,7 +12,7 @@ import { asError } from '../../core/errors.js';
 import type { ObjectStore, RouteState } from '../../core/interfaces.js';
 import { objectKey } from '../../core/object-key.js';
 import type { BuildRecord, SlessFunction } from '../../core/resources.js';
-import { commitMatches } from '../../core/revision-ref.js';
+import { commitMatches, noKeptBuildMessage } from '../../core/revision-ref.js';
 
 type ReadyRoute = Extract<RouteState, { state: 'ready' }>;
 
@@ -85,7 +85,7 @@ export class CommitRevisions {
         return {
           state: 'unavailable',
           status: 404,
-          message: `function ${fnKey} has no kept build at commit ${commit}: it was never built there, or its build was removed past the build history limit`,
+          message: noKeptBuildMessage(namespace, name, commit),
         };
       // Another request may have started it while this one read the disk.
       entry = this.find(fnKey, build.commit) ?? this.launch(fnKey, fn, build);

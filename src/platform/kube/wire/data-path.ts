@@ -8,11 +8,12 @@
 import type { Logger } from 'pino';
 import type { KubeControllerConfig } from '../../../config/kube.js';
 import type { CanaryCounts } from '../../../core/canary.js';
-import type { EventRecorder } from '../../../core/interfaces.js';
+import type { EventRecorder, FunctionRef, StoredBuild } from '../../../core/interfaces.js';
 import type { Leadership, LeaderTasks } from '../../../core/leadership.js';
 import { objectKey } from '../../../core/object-key.js';
 import type { ProxyThread } from '../../../core/proxy-thread.js';
 import { KubeAutoscaler } from '../autoscaler.js';
+import { KubeCommitRevisions } from '../commit-revisions.js';
 import type { KubeHttp } from '../http.js';
 import type { KubeStore } from '../kube-store.js';
 import { ReplicaReports } from '../replica-reports.js';
@@ -39,6 +40,8 @@ export interface KubeDataPathDeps {
   endpointOrigin?: (address: string) => string;
   idleSweepMs?: number;
   autoscaleTickMs?: number;
+  /** The kept builds of a function, for `/fn/{ns}/{name}@{commit}`; without it such URLs answer 404. */
+  keptBuilds?: (ref: FunctionRef) => Promise<StoredBuild[]>;
 }
 
 export interface KubeDataPath {
@@ -78,6 +81,7 @@ export function wireKubeDataPath(deps: KubeDataPathDeps): KubeDataPath {
     isLeader,
     activationTimeoutMs: config.activationTimeoutMs,
     maxHeldPerFunction: config.activationQueue,
+    ...(deps.endpointOrigin ? { endpointOrigin: deps.endpointOrigin } : {}),
     ...(deps.idleSweepMs ? { sweepMs: deps.idleSweepMs } : {}),
     ...namespaces,
   });
@@ -114,9 +118,23 @@ export function wireKubeDataPath(deps: KubeDataPathDeps): KubeDataPath {
     timeoutMs: config.activationTimeoutMs,
     maxHeldPerFunction: config.activationQueue,
   });
+  const keptBuilds = deps.keptBuilds;
+  // A kept build by commit: its own Deployment, held for and swept by the scaler.
+  const commits = keptBuilds
+    ? new KubeCommitRevisions({
+        http,
+        cache: routeCache,
+        scaler,
+        keptBuilds,
+        imagePullSecrets: config.imagePullSecrets,
+        ...(deps.originOf ? { originOf: deps.originOf } : {}),
+        ...(deps.endpointOrigin ? { endpointOrigin: deps.endpointOrigin } : {}),
+      })
+    : undefined;
   const routes = new KubeRouteResolver({
     cache: routeCache,
     scaler,
+    ...(commits ? { commits } : {}),
     replicaWait,
     autoscaler,
     route: config.functionRoute,
