@@ -1472,6 +1472,24 @@ export const MUTATIONS: GuardMutation[] = [
     tests: ['test/local/streaming.test.ts'],
   },
   {
+    id: 'kube-main-max-stream-default',
+    guard:
+      "The kube controller's main thread cuts a stream at SLESS_MAX_STREAM_DURATION, not at the default hour.",
+    file: 'src/systems/kube/api.ts',
+    from: '      maxStreamMs: config.maxStreamSeconds * 1000,\n',
+    to: '',
+    tests: ['test/kube/stream-duration.test.ts'],
+  },
+  {
+    id: 'kube-gateway-max-stream-default',
+    guard:
+      "The kube controller's gateway thread cuts a stream at SLESS_MAX_STREAM_DURATION, not at the default hour.",
+    file: 'src/cli/controller.ts',
+    from: '  return Gateway.start(config.host, config.port, { maxStreamMs: config.maxStreamSeconds * 1000 });',
+    to: '  return Gateway.start(config.host, config.port);',
+    tests: ['test/kube/stream-duration.test.ts'],
+  },
+  {
     id: 'proxy-idle-gap-unbounded',
     guard: "A stream whose gap between chunks passes the function's timeout is cut.",
     file: 'src/proxy/function-proxy.ts',

@@ -46,6 +46,7 @@ export async function buildKubeApi(deps: {
       routes: dataPath.routes,
       metrics,
       logger,
+      maxStreamMs: config.maxStreamSeconds * 1000,
       ...(asyncInvocations
         ? { asyncIntake: (req, res) => void asyncInvocations.intake.handle(req, res) }
         : {}),
