@@ -2,7 +2,8 @@
  * WebSockets through /fn/, from the proxy thread and from the main thread, against real Node
  * runtime processes whose handlers accept the upgrade with `ws`: an echo on the function's
  * sub-path, a refusal passed on as the function gave it, a function woken from zero by an upgrade,
- * and an open connection counting as activity for scale to zero.
+ * an open connection counting as activity for scale to zero, and as a request in flight against
+ * the function's concurrency limit.
  */
 import { request } from 'node:http';
 import { WebSocket } from 'undici';
@@ -121,12 +122,16 @@ describe.each([
       'ws-idle/handler.js': NO_UPGRADE,
       'plain/function.yaml': functionManifest('plain'),
       'plain/handler.js': NO_UPGRADE,
+      'ws-limited/function.yaml': functionManifest('ws-limited', { scale: { concurrency: 1, queue: 1 } }),
+      'ws-limited/handler.js': ECHO,
+      ...vendoredWs('ws-limited'),
     });
     system = await startTestSystem({ url: repo.dir, proxyThread });
     await eventually(
       async () =>
         (await system.functionStatus('ws-echo'))?.phase === 'Ready' &&
         (await system.functionStatus('plain'))?.phase === 'Ready' &&
+        (await system.functionStatus('ws-limited'))?.phase === 'Ready' &&
         (await system.functionStatus('ws-lazy'))?.phase === 'ScaledToZero' &&
         (await system.functionStatus('ws-idle'))?.phase === 'ScaledToZero',
       60_000,
@@ -185,5 +190,31 @@ describe.each([
     }
     // Once it has closed, nothing holds it: it parks too.
     await eventually(async () => system.platform.isParked('default', 'ws-lazy'), 20_000, 'ws-lazy parked');
+  });
+
+  it('counts an open connection against spec.scale.concurrency: a request waits behind it, an upgrade over the queue is a 503', async () => {
+    const { socket } = await connect(wsUrl('ws-limited/'));
+    let waiting: Promise<Response> | undefined;
+    try {
+      // concurrency 1, queue 1: the socket holds the slot, the request takes the queue's place.
+      waiting = system.call('/fn/default/ws-limited/');
+      const settled = await Promise.race([
+        waiting.then(() => true),
+        new Promise<boolean>((r) => setTimeout(() => r(false), 500)),
+      ]);
+      expect(settled).toBe(false);
+      const over = await upgradeStatus(`${system.url}/fn/default/ws-limited/`);
+      expect(over.status).toBe(503);
+      expect(JSON.parse(over.body).error).toContain(
+        'function default/ws-limited is at its concurrency limit',
+      );
+      expect(await reply(socket, 'still mine')).toBe('still mine');
+    } finally {
+      await close(socket);
+    }
+    // The socket closed: the request that waited has the slot.
+    const res = await (waiting as Promise<Response>);
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({ ok: true });
   });
 });

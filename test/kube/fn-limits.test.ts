@@ -1,15 +1,19 @@
 /**
- * The kube controller's maximum stream duration (`SLESS_MAX_STREAM_DURATION`), against a real
- * kube-apiserver + etcd: a function's stream that keeps sending is cut at the configured maximum,
- * not at the default hour, from the main thread and from the gateway thread as the controller
- * starts it.
+ * The kube controller's limits on `/fn/`, against a real kube-apiserver + etcd, from the main thread
+ * and from the gateway thread as the controller starts it: a stream that keeps sending is cut at the
+ * maximum stream duration (`SLESS_MAX_STREAM_DURATION`), not at the default hour, and an open
+ * WebSocket holds a slot of its function's concurrency limit, so that the next one waits and the
+ * one over the queue is a 503.
  *
- * The function's pods are one HTTP server here that sends an event every 100 ms until its client
- * leaves; the gateway case blocks nothing, so it may run in this process.
+ * The functions' pods are one HTTP server here that sends an event every 100 ms until its client
+ * leaves and accepts WebSockets with `ws`; the gateway case blocks nothing, so it may run in this
+ * process.
  */
-import { createServer, type Server } from 'node:http';
+import { createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { WebSocket } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { WebSocketServer } from 'ws';
 import { startControllerGateway } from '../../src/cli/controller.js';
 import { buildName } from '../../src/core/naming.js';
 import type { FunctionStatus } from '../../src/core/resources.js';
@@ -39,6 +43,8 @@ describe.each([
   let env: KubeEnv;
   let repo: RemoteRepo;
   let pods: Server;
+  let wss: WebSocketServer;
+  let upgradesAsked = 0;
   let gateway: Gateway | undefined;
   let system: KubeSystem;
   let stopKubelet: () => void;
@@ -59,6 +65,7 @@ describe.each([
 
   beforeAll(async () => {
     env = await kubeEnv(proxyThread ? 'streamgw' : 'streammain');
+    wss = new WebSocketServer({ noServer: true });
     pods = createServer((req, res) => {
       req.resume();
       if (!req.url?.includes('/forever')) return void res.end('ok');
@@ -71,11 +78,17 @@ describe.each([
         left.set(path, true);
       });
     });
+    pods.on('upgrade', (req, socket, head) => {
+      upgradesAsked++;
+      wss.handleUpgrade(req, socket, head, (ws) => ws.on('message', (data) => ws.send(String(data))));
+    });
     await new Promise<void>((r) => pods.listen(0, '127.0.0.1', r));
     const { port } = pods.address() as AddressInfo;
     repo = await startRemoteRepo({
       'ticks/function.yaml': functionManifest('ticks'),
       'ticks/handler.js': nodeHandler(`return 'ticks';`),
+      'limited/function.yaml': functionManifest('limited', { scale: { concurrency: 1, queue: 1 } }),
+      'limited/handler.js': nodeHandler(`return 'limited';`),
     });
     const config = {
       ...env.config,
@@ -99,25 +112,30 @@ describe.each([
     stopKubelet = playHealthyKubelet(env.http, env.ns);
     await system.store.apply(gitSource('repo', env.ns, repo.url));
     const commit = await git(repo.work.dir, 'rev-parse', 'HEAD');
-    await eventually('build Job of ticks', () =>
-      getObject<KubeObject>(env.http, JOB, env.controllerNs, buildName('ticks', commit)),
-    );
-    await markBuildSucceeded(env.http, env.controllerNs, buildName('ticks', commit), fakeDigest(commit));
-    await eventually('ticks Ready', async () => (await status('ticks'))?.phase === 'Ready', 30_000);
-    await eventually(
-      proxyThread ? 'ticks served by the thread' : 'ticks answers',
-      async () => {
-        const before = resolvedOnMain.length;
-        const res = await fetch(`${system.url}/fn/${env.ns}/ticks/`);
-        await res.text();
-        return res.status === 200 && (!proxyThread || resolvedOnMain.length === before);
-      },
-      30_000,
-    );
+    for (const fn of ['ticks', 'limited']) {
+      await eventually(`build Job of ${fn}`, () =>
+        getObject<KubeObject>(env.http, JOB, env.controllerNs, buildName(fn, commit)),
+      );
+      await markBuildSucceeded(env.http, env.controllerNs, buildName(fn, commit), fakeDigest(fn + commit));
+    }
+    for (const fn of ['ticks', 'limited']) {
+      await eventually(`${fn} Ready`, async () => (await status(fn))?.phase === 'Ready', 30_000);
+      await eventually(
+        proxyThread ? `${fn} served by the thread` : `${fn} answers`,
+        async () => {
+          const before = resolvedOnMain.length;
+          const res = await fetch(`${system.url}/fn/${env.ns}/${fn}/`);
+          await res.text();
+          return res.status === 200 && (!proxyThread || resolvedOnMain.length === before);
+        },
+        30_000,
+      );
+    }
   }, 120_000);
 
   afterAll(async () => {
     stopKubelet?.();
+    for (const ws of wss?.clients ?? []) ws.terminate();
     pods?.closeAllConnections();
     await new Promise((r) => pods?.close(r));
     await system?.stop();
@@ -156,4 +174,64 @@ describe.each([
       stream.leave();
     }
   }, 30_000);
+
+  it('counts an open WebSocket against the concurrency limit: the next waits for it, one over the queue is a 503', async () => {
+    const from = resolvedOnMain.length;
+    const url = `${system.url}/fn/${env.ns}/limited/`;
+    const first = await openSocket(url.replace(/^http/, 'ws'));
+    const asked = upgradesAsked;
+    // concurrency 1 (one pod), queue 1: the next upgrade waits without reaching the pod.
+    const second = openSocket(url.replace(/^http/, 'ws'));
+    const settled = await Promise.race([
+      second.then(() => true),
+      new Promise<boolean>((r) => setTimeout(() => r(false), 500)),
+    ]);
+    expect(settled).toBe(false);
+    expect(upgradesAsked).toBe(asked);
+    const over = await upgradeStatus(url);
+    expect(over.status).toBe(503);
+    expect(over.body).toContain(`function ${env.ns}/limited is at its concurrency limit`);
+    first.close();
+    const admitted = await second;
+    expect(upgradesAsked).toBe(asked + 1);
+    admitted.close();
+    if (proxyThread) expect(resolvedOnMain.slice(from)).toEqual([]);
+  });
 });
+
+/** Opens a WebSocket and resolves once it is open. */
+function openSocket(url: string): Promise<WebSocket> {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(url);
+    ws.addEventListener('open', () => resolve(ws));
+    ws.addEventListener('error', () => reject(new Error('the upgrade failed')));
+  });
+}
+
+/** The status and body a plain HTTP upgrade request gets: what a client sees when it is refused. */
+function upgradeStatus(url: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, {
+      headers: {
+        connection: 'Upgrade',
+        upgrade: 'websocket',
+        'sec-websocket-version': '13',
+        'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==',
+      },
+    });
+    req.on('response', (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => {
+        body += chunk;
+      });
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on('upgrade', (res, socket) => {
+      socket.destroy();
+      resolve({ status: res.statusCode ?? 0, body: '' });
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
