@@ -1531,6 +1531,15 @@ export const MUTATIONS: GuardMutation[] = [
     tests: ['test/kube/fn-limits.test.ts'],
   },
   {
+    id: 'proxy-request-body-buffered',
+    guard:
+      'A request body goes to the function as it comes, chunk by chunk, not once the client has sent all of it.',
+    file: 'src/proxy/function-proxy.ts',
+    from: 'body: this.hasBody ? this.req : undefined,',
+    to: 'body: this.hasBody ? ((async function* (r) { const all: Buffer[] = []; for await (const c of r) all.push(c as Buffer); yield Buffer.concat(all); })(this.req) as unknown as Buffer) : undefined,',
+    tests: ['src/proxy/function-proxy.test.ts'],
+  },
+  {
     id: 'proxy-idle-gap-unbounded',
     guard: "A stream whose gap between chunks passes the function's timeout is cut.",
     file: 'src/proxy/function-proxy.ts',
