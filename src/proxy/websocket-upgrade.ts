@@ -145,6 +145,10 @@ export class UpgradeProxy {
       route.release?.();
     };
     const origin = new URL(picked ?? route.origin);
+    // Raw headers get no Host from node:http, and an HTTP/1.1 server may refuse a request without
+    // one (Go's does, with a 400): the upstream's own, as undici gives a proxied request. A relayed
+    // upgrade keeps the client's.
+    if (!hasHeader(headers, 'host')) headers.push('host', route.socketPath ? 'localhost' : origin.host);
     const upstream = request({
       ...(route.socketPath
         ? { socketPath: route.socketPath }
@@ -190,6 +194,11 @@ export class UpgradeProxy {
     });
     upstream.end();
   }
+}
+
+function hasHeader(raw: readonly string[], name: string): boolean {
+  for (let i = 0; i < raw.length; i += 2) if ((raw[i] as string).toLowerCase() === name) return true;
+  return false;
 }
 
 /** An answer to a refused upgrade ends its connection: hop-by-hop framing of this socket is done. */

@@ -3,13 +3,15 @@
  * runtime processes whose handlers accept the upgrade with `ws`: an echo on the function's
  * sub-path, a refusal passed on as the function gave it, a function woken from zero by an upgrade,
  * an open connection counting as activity for scale to zero, and as a request in flight against
- * the function's concurrency limit.
+ * the function's concurrency limit. And an echo in the Python and Go runtimes, accepted with
+ * `websockets` and `github.com/coder/websocket`, which their builds install.
  */
 import { request } from 'node:http';
 import { WebSocket } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { functionManifest, TestRepo } from '../helpers/git.js';
 import { eventually, startTestSystem, type TestSystem } from '../helpers/local-system.js';
+import { STREAM_RUNTIMES, streamFunction } from '../helpers/stream-functions.js';
 import { vendoredWs } from '../helpers/vendored-ws.js';
 
 const ECHO = `
@@ -216,5 +218,71 @@ describe.each([
     const res = await (waiting as Promise<Response>);
     expect(res.status).toBe(200);
     expect(await res.json()).toEqual({ ok: true });
+  });
+});
+
+describe('WebSockets through /fn/ to the Python and Go runtimes', () => {
+  let repo: TestRepo;
+  let system: TestSystem;
+  const name = (runtime: string) => `ws-${runtime.replace(/[^a-z0-9]/g, '')}`;
+
+  beforeAll(async () => {
+    repo = await TestRepo.create(
+      Object.assign({}, ...STREAM_RUNTIMES.map((runtime) => streamFunction(name(runtime), runtime))),
+    );
+    system = await startTestSystem({ url: repo.dir });
+    await eventually(
+      async () => {
+        for (const runtime of STREAM_RUNTIMES)
+          if ((await system.functionStatus(name(runtime)))?.phase !== 'Ready') return false;
+        return true;
+      },
+      240_000,
+      'python and go functions deployed',
+    );
+  }, 300_000);
+
+  afterAll(async () => {
+    await system?.close();
+    await repo?.remove();
+  });
+
+  it.each(STREAM_RUNTIMES)('%s: echoes text and binary messages, in order', async (runtime) => {
+    const url = `${system.url.replace(/^http/, 'ws')}/fn/default/${name(runtime)}/ws`;
+    // No greeting from these: the first message is the echo of the first sent.
+    const { socket, first } = await new Promise<{ socket: Socket; first: string }>((resolve, reject) => {
+      const ws = new WebSocket(url);
+      ws.binaryType = 'arraybuffer';
+      const socket: Socket = { ws, inbox: [], waiting: [] };
+      ws.addEventListener('message', (event) => {
+        const data = typeof event.data === 'string' ? event.data : Buffer.from(event.data as ArrayBuffer);
+        const taker = socket.waiting.shift();
+        if (taker) taker(data);
+        else socket.inbox.push(data);
+      });
+      ws.addEventListener(
+        'open',
+        () => void reply(socket, 'hello').then((f) => resolve({ socket, first: String(f) })),
+      );
+      ws.addEventListener(
+        'error',
+        () =>
+          void upgradeStatus(url.replace(/^ws/, 'http')).then((refused) =>
+            reject(new Error(`the upgrade failed: ${refused.status} ${refused.body}`)),
+          ),
+      );
+    });
+    try {
+      expect(first).toBe('hello');
+      const bytes = Buffer.from([0, 255, 1, 254]);
+      expect(Buffer.compare((await reply(socket, bytes)) as Buffer, bytes)).toBe(0);
+      const many = Array.from({ length: 100 }, (_, i) => `m${i}`);
+      for (const m of many) socket.ws.send(m);
+      const received: Array<string | Buffer> = [];
+      for (const _ of many) received.push(await next(socket));
+      expect(received).toEqual(many);
+    } finally {
+      await close(socket);
+    }
   });
 });

@@ -1540,6 +1540,15 @@ export const MUTATIONS: GuardMutation[] = [
     tests: ['src/proxy/function-proxy.test.ts'],
   },
   {
+    id: 'websocket-upgrade-without-host',
+    guard:
+      'An upgrade reaches the function with a Host header, without which a Go function refuses it (400).',
+    file: 'src/proxy/websocket-upgrade.ts',
+    from: "    if (!hasHeader(headers, 'host')) headers.push('host', route.socketPath ? 'localhost' : origin.host);\n",
+    to: '',
+    tests: ['test/local/websocket.test.ts'],
+  },
+  {
     id: 'proxy-idle-gap-unbounded',
     guard: "A stream whose gap between chunks passes the function's timeout is cut.",
     file: 'src/proxy/function-proxy.ts',
