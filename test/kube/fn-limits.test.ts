@@ -39,7 +39,7 @@ const MAX_STREAM = '2 s';
 describe.each([
   ['the main thread', false],
   ['the gateway thread', true],
-])('kube platform: the maximum stream duration on %s', (_how, proxyThread) => {
+])('kube platform: /fn/ limits on %s', (_how, proxyThread) => {
   let env: KubeEnv;
   let repo: RemoteRepo;
   let pods: Server;
