@@ -4,12 +4,19 @@
  * served from the gateway thread, which owns the port and hands the rest to the main thread.
  */
 import { parseArgs } from 'node:util';
-import { loadKubeControllerConfig } from '../config/kube.js';
+import { type KubeControllerConfig, loadKubeControllerConfig } from '../config/kube.js';
 import { createLogger, type KubeSystem, startKubeSystem } from '../main.js';
+import type { Gateway } from '../server/gateway/gateway.js';
 import { stopOnSignals } from './stop-on-signals.js';
 
 export const CONTROLLER_USAGE =
-  'usage: sless controller [--host H] [--port P] [--namespace CONTROLLER_NS] [--watch-namespaces a,b] [--registry HOST/PATH] [--proxy-thread on|off]';
+  'usage: sless controller [--host H] [--port P] [--namespace CONTROLLER_NS] [--watch-namespaces a,b] [--registry HOST/PATH] [--proxy-thread on|off] [--max-stream-duration 1h]';
+
+/** The gateway thread as the controller runs it: on its port, cutting streams at the configured maximum. */
+export async function startControllerGateway(config: KubeControllerConfig): Promise<Gateway> {
+  const { Gateway } = await import('../server/gateway/gateway.js');
+  return Gateway.start(config.host, config.port, { maxStreamMs: config.maxStreamSeconds * 1000 });
+}
 
 export async function runController(argv: string[]): Promise<void> {
   const { values } = parseArgs({
@@ -21,15 +28,14 @@ export async function runController(argv: string[]): Promise<void> {
       'watch-namespaces': { type: 'string' },
       registry: { type: 'string' },
       'proxy-thread': { type: 'string' },
+      'max-stream-duration': { type: 'string' },
     },
   });
   const config = loadKubeControllerConfig(values);
   const logger = createLogger(config);
   // The thread takes the port; the controller's modules load meanwhile, and requests that arrive
   // before the API is ready wait for it.
-  const gateway = config.proxyThread
-    ? await (await import('../server/gateway/gateway.js')).Gateway.start(config.host, config.port)
-    : undefined;
+  const gateway = config.proxyThread ? await startControllerGateway(config) : undefined;
   let system: KubeSystem | undefined;
   stopOnSignals({
     logger,

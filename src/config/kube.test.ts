@@ -39,6 +39,16 @@ describe('kube controller config', () => {
     expect(() => load({ SLESS_PROXY_THREAD: 'yes' })).toThrow('--proxy-thread: "yes" must be on or off');
   });
 
+  it('cuts streams at SLESS_MAX_STREAM_DURATION or --max-stream-duration (the flag wins), 1h unless set', () => {
+    expect(load({}).maxStreamSeconds).toBe(3600);
+    expect(load({ SLESS_MAX_STREAM_DURATION: '90s' }).maxStreamSeconds).toBe(90);
+    expect(
+      load({ SLESS_MAX_STREAM_DURATION: '90s' }, { host: '127.0.0.1', 'max-stream-duration': '2m' })
+        .maxStreamSeconds,
+    ).toBe(120);
+    expect(() => load({ SLESS_MAX_STREAM_DURATION: '2d' })).toThrow('--max-stream-duration: "2d"');
+  });
+
   it.each([
     ['s3.example.com', 'SLESS_S3_ENDPOINT'],
     ['s3.example.com:9000', 'SLESS_S3_ENDPOINT'],

@@ -17,6 +17,7 @@ import {
   loadAuth,
   loadBuildHistory,
   loadCodeGate,
+  loadMaxStreamSeconds,
   loadTenancy,
   loadWebhookSecretSettings,
   PACKAGE_ROOT,
@@ -108,6 +109,11 @@ export interface KubeControllerConfig {
    * to zero, and whatever is not ready, still go to the main thread. `off`: all of `/fn/` from the main thread.
    */
   readonly proxyThread: boolean;
+  /**
+   * The longest a streamed `/fn/` answer may last, on either thread (`--max-stream-duration` /
+   * `SLESS_MAX_STREAM_DURATION`, default 1h), as on the local platform.
+   */
+  readonly maxStreamSeconds: number;
   /**
    * Asynchronous invocations (`Prefer: respond-async`, `/fn-async/`): the RabbitMQ broker whose
    * stream journals them (`SLESS_ASYNC_AMQP_URL`, in the pod from a Secret through
@@ -415,6 +421,7 @@ export function loadKubeControllerConfig(
     sopsBinary: env.SLESS_SOPS_BINARY || 'sops',
     codeLayer: !(env.SLESS_CODE_LAYER?.trim() && !booleanSetting(env.SLESS_CODE_LAYER, 'SLESS_CODE_LAYER')),
     proxyThread: proxyThread === 'on',
+    maxStreamSeconds: loadMaxStreamSeconds(flags['max-stream-duration'], env),
     asyncInvocations: loadAsyncInvocations(env),
   } as const);
 }

@@ -2,8 +2,9 @@
  * FunctionProxy between real HTTP clients and real upstream servers: a GET dropped by a draining
  * upstream is sent once more to the current route while a POST is never sent twice (a 502); connections
  * kept per revision, the previous one's kept for stragglers; hop-by-hop headers stripped both ways with
- * X-Forwarded-* and X-Request-Id set; and large answers streamed under backpressure or cut when the
- * client leaves, releasing the route once; a route's endpoints picked per request as it is sent and
+ * X-Forwarded-* and X-Request-Id set; a request body passed on as it comes, its first chunk at the
+ * function before the client has sent its last; and large answers streamed under backpressure or cut
+ * when the client leaves, releasing the route once; a route's endpoints picked per request as it is sent and
  * told back when it ends (a retry included), its origin serving when there is none.
  */
 import { createServer, request, type Server } from 'node:http';
@@ -350,6 +351,54 @@ describe('FunctionProxy streaming', () => {
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     return { server, origin: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, closed };
   }
+
+  it('passes a chunked request body on as it comes: the first chunk reaches the function before the client sends the last', async () => {
+    // The function answers once the body has ended; it tells the test when its first chunk came.
+    let firstChunk: (text: string) => void = () => {};
+    const arrived = new Promise<string>((resolve) => {
+      firstChunk = resolve;
+    });
+    const fn = createServer((req, res) => {
+      let body = '';
+      req.setEncoding('utf8');
+      req.on('data', (part: string) => {
+        if (body === '') firstChunk(part);
+        body += part;
+      });
+      req.on('end', () => res.end(`got ${body} (${req.headers['transfer-encoding']})`));
+    });
+    await new Promise<void>((resolve) => fn.listen(0, '127.0.0.1', resolve));
+    servers.push(fn);
+    const origin = `http://127.0.0.1:${(fn.address() as AddressInfo).port}`;
+    const proxy = await proxyServer(() => ({ state: 'ready', origin, timeoutSec: 30 }));
+    servers.push(proxy.server);
+    let answered: (answer: { status: number; body: string }) => void = () => {};
+    const answer = new Promise<{ status: number; body: string }>((resolve) => {
+      answered = resolve;
+    });
+    const req = request(
+      { host: '127.0.0.1', port: proxy.port, method: 'POST', path: '/fn/team/hello/upload' },
+      (res) => {
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', (part: string) => {
+          body += part;
+        });
+        res.on('end', () => answered({ status: res.statusCode ?? 0, body }));
+      },
+    );
+    req.on('error', () => {});
+    // No content-length: the client's body is chunked, and its end is not yet sent.
+    req.write('first,');
+    const first = await Promise.race([
+      arrived,
+      new Promise<string>((resolve) => setTimeout(() => resolve('nothing within 5 s'), 5000)),
+    ]);
+    expect(first).toBe('first,');
+    req.end('last');
+    expect(await answer).toEqual({ status: 200, body: 'got first,last (chunked)' });
+    expect(proxy.releases).toEqual([origin]);
+  });
 
   it('streams a large answer to a client that reads slowly, whole and in order', async () => {
     const big = await bigUpstream();

@@ -12,10 +12,9 @@ import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:
 import type { Dispatcher } from 'undici';
 import type { AdmissionLimits, RouteResolver, RouteState } from '../core/interfaces.js';
 import { isDnsLabel } from '../core/naming.js';
-import { objectKey, splitObjectKey } from '../core/object-key.js';
 import type { QueueDepth } from '../core/proxy-tallies.js';
 import { parseFunctionSegment } from '../core/revision-ref.js';
-import { AdmissionGate } from './admission.js';
+import { AdmissionGates } from './admission-gates.js';
 import { sendJson, writeUpstreamChunk } from './answers.js';
 import { clientAddressOf, RELAYED_CLIENT_ADDRESS } from './client-address.js';
 import { stripHopByHop, stripHopByHopRaw } from './hop-by-hop.js';
@@ -89,8 +88,11 @@ const UPSTREAM_OPTIONS = {
 export class FunctionProxy {
   private readonly options: FunctionProxyOptions;
   private readonly agent = new Agent(UPSTREAM_OPTIONS);
-  /** Per function with a concurrency limit, while it has requests in flight or queued. */
-  private readonly gates = new Map<string, AdmissionGate>();
+  /**
+   * Per function with a concurrency limit, while it has requests in flight or queued; the thread's
+   * WebSocket upgrades pass the same gates (UpgradeProxyOptions.admissions).
+   */
+  readonly admissions = new AdmissionGates();
 
   /**
    * One pool per unix socket (a sandboxed local function), dropped once its socket is gone. A pool
@@ -171,13 +173,7 @@ export class FunctionProxy {
 
   /** The functions with requests queued here now; a function absent has none. */
   queueDepths(): QueueDepth[] {
-    const depths: QueueDepth[] = [];
-    for (const [key, gate] of this.gates) {
-      if (gate.queued === 0) continue;
-      const { namespace, name } = splitObjectKey(key);
-      depths.push({ namespace, function: name, depth: gate.queued });
-    }
-    return depths;
+    return this.admissions.queueDepths();
   }
 
   static matches(url: string | undefined): boolean {
@@ -283,70 +279,16 @@ export class FunctionProxy {
     finish: (status: number) => void,
     exchange: UpstreamExchange,
   ): void {
-    const key = objectKey(ns, name);
-    let gate = this.gates.get(key);
-    if (gate) gate.update(limits);
-    else {
-      gate = new AdmissionGate(limits);
-      this.gates.set(key, gate);
-    }
-    const admitted = gate;
-    const forget = () => {
-      if (admitted.idle && this.gates.get(key) === admitted) this.gates.delete(key);
-    };
-    const ended = () => {
-      admitted.done();
-      forget();
-    };
-    const start = () => {
-      if (res.destroyed) {
+    this.admissions.admit(ns, name, limits, route.timeoutSec * 1000, res, {
+      start: () => exchange.send(route),
+      left: () => route.release?.(),
+      turnAway: (message) => {
         route.release?.();
-        ended();
-        return;
-      }
-      res.on('close', ended);
-      exchange.send(route);
-    };
-    const turnAway = (message: string) => {
-      route.release?.();
-      finish(503);
-      req.resume();
-      sendJson(res, 503, { error: message }, { 'retry-after': '1' });
-    };
-    // Called only from a later done() or update(), never within request(): `gone` and `timer` exist.
-    const admission = gate.request(() => {
-      clearTimeout(timer);
-      res.off('close', gone);
-      start();
+        finish(503);
+        req.resume();
+        sendJson(res, 503, { error: message }, { 'retry-after': '1' });
+      },
     });
-    if (admission.outcome === 'admitted') {
-      start();
-      return;
-    }
-    if (admission.outcome === 'rejected') {
-      forget();
-      turnAway(
-        `function ${key} is at its concurrency limit: ${limits.limit} in flight and ${limits.queue} queued; try again`,
-      );
-      return;
-    }
-    // A client that goes away leaves the queue; one that waits as long as the function may run is
-    // told so rather than held on.
-    const gone = () => {
-      clearTimeout(timer);
-      admission.leave();
-      route.release?.();
-      forget();
-    };
-    res.on('close', gone);
-    const timer = setTimeout(() => {
-      admission.leave();
-      res.off('close', gone);
-      forget();
-      turnAway(
-        `function ${key} had no free instance within ${route.timeoutSec}s (${limits.limit} in flight at most); try again`,
-      );
-    }, route.timeoutSec * 1000);
   }
 }
 

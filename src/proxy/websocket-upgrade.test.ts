@@ -1,16 +1,21 @@
 /**
  * The WebSocket tunnel goes where a request would: to the endpoint the route's picker chooses (a kube
  * route's serving-revision pods), not to the route's origin (the Service, which may still send a new
- * connection to a replaced pod); the endpoint counts the socket as in flight until it closes. Real
- * servers on loopback: a front that hands upgrades to the proxy, and two `ws` servers playing the
- * Service and the pod.
+ * connection to a replaced pod); the endpoint counts the socket as in flight until it closes. And it
+ * passes the function's concurrency limit as a request does, through the same gates as the thread's
+ * requests: an open socket holds a slot, the next upgrade or request waits behind it, the queue's
+ * overflow is a 503 at once, and a wait as long as the function's timeout is a 503 too. Real
+ * servers on loopback: a front that hands requests and upgrades to the proxies, and `ws` servers
+ * playing the Service and the pod.
  */
-import { createServer, type Server } from 'node:http';
+import { createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { Duplex } from 'node:stream';
 import { WebSocket } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocketServer } from 'ws';
 import type { RouteResolver, RouteState } from '../core/interfaces.js';
+import { FunctionProxy } from './function-proxy.js';
 import { LeastInFlight } from './least-in-flight.js';
 import { UpgradeProxy } from './websocket-upgrade.js';
 
@@ -103,5 +108,155 @@ describe('UpgradeProxy and a route with endpoints', () => {
     // The route's own origin was never asked.
     expect(service.upgrades()).toBe(0);
     expect(pod.upgrades()).toBe(1);
+  });
+});
+
+/** An upgrade as a raw client sends it: resolves with the 101's socket, or with the refusal. */
+function upgrade(
+  url: string,
+  signal?: AbortSignal,
+): Promise<{ status: number; socket?: Duplex; body: string; retryAfter?: string | undefined }> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, {
+      ...(signal ? { signal } : {}),
+      headers: {
+        connection: 'Upgrade',
+        upgrade: 'websocket',
+        'sec-websocket-version': '13',
+        'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==',
+      },
+    });
+    req.on('upgrade', (res, socket) => resolve({ status: res.statusCode ?? 0, socket, body: '' }));
+    req.on('response', (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => {
+        body += chunk;
+      });
+      res.on('end', () =>
+        resolve({ status: res.statusCode ?? 0, body, retryAfter: res.headers['retry-after'] as string }),
+      );
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+const settledWithin = <T>(promise: Promise<T>, ms: number): Promise<boolean> =>
+  Promise.race([promise.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), ms))]);
+
+describe('UpgradeProxy and a function with a concurrency limit', () => {
+  let pod: Awaited<ReturnType<typeof greeter>>;
+  let front: Server;
+  let base: string;
+  let requests: FunctionProxy;
+  let released = 0;
+  const tunnels = new Set<Duplex>();
+  const opened = new Set<Duplex>();
+
+  beforeAll(async () => {
+    pod = await greeter('pod');
+    // One in flight, one waiting; a second of the function's timeout bounds the wait.
+    const route: RouteState = {
+      state: 'ready',
+      origin: pod.origin,
+      timeoutSec: 1,
+      admission: { limit: 1, queue: 1 },
+      release: () => {
+        released++;
+      },
+    };
+    const routes: RouteResolver = { resolve: async () => route };
+    requests = new FunctionProxy({ routes });
+    const upgrades = new UpgradeProxy({ routes, admissions: requests.admissions });
+    front = createServer((req, res) => void requests.handle(req, res));
+    front.on('upgrade', (req, socket, head) => {
+      tunnels.add(socket);
+      upgrades.handle(req, socket, head);
+    });
+    await new Promise<void>((resolve) => front.listen(0, '127.0.0.1', resolve));
+    base = `http://127.0.0.1:${(front.address() as AddressInfo).port}`;
+  });
+
+  afterAll(async () => {
+    for (const socket of [...tunnels, ...opened]) socket.destroy();
+    for (const ws of pod?.wss.clients ?? []) ws.terminate();
+    await requests?.close();
+    for (const server of [front, pod?.server]) {
+      server?.closeAllConnections();
+      await new Promise((resolve) => server?.close(resolve));
+    }
+  });
+
+  const closeAndWait = async (socket: Duplex | undefined) => {
+    const before = released;
+    socket?.destroy();
+    while (released === before) await new Promise((resolve) => setTimeout(resolve, 10));
+  };
+
+  it('holds a slot while a socket is open: the next upgrade waits for it, the one after is a 503 at once', async () => {
+    const first = await upgrade(`${base}/fn/team/chat/`);
+    expect(first.status).toBe(101);
+    if (first.socket) opened.add(first.socket);
+    expect(requests.admissions.inFlight('team', 'chat')).toBe(1);
+    const asked = pod.upgrades();
+    // Queued: the function is not asked while the first socket is open.
+    const second = upgrade(`${base}/fn/team/chat/`);
+    expect(await settledWithin(second, 300)).toBe(false);
+    expect(pod.upgrades()).toBe(asked);
+    // The queue (1) is full: turned away without asking the function, as a request would be.
+    const third = await upgrade(`${base}/fn/team/chat/`);
+    expect(third.status).toBe(503);
+    expect(third.retryAfter).toBe('1');
+    expect(JSON.parse(third.body).error).toContain('function team/chat is at its concurrency limit');
+    expect(pod.upgrades()).toBe(asked);
+    // The first closes: the waiting one gets its slot.
+    await closeAndWait(first.socket);
+    const admitted = await second;
+    expect(admitted.status).toBe(101);
+    if (admitted.socket) opened.add(admitted.socket);
+    expect(pod.upgrades()).toBe(asked + 1);
+    await closeAndWait(admitted.socket);
+    expect(requests.admissions.inFlight('team', 'chat')).toBe(0);
+  });
+
+  it("counts an open socket against the function's requests: one waits, then has its 503 after the timeout", async () => {
+    const socket = await upgrade(`${base}/fn/team/chat/`);
+    expect(socket.status).toBe(101);
+    if (socket.socket) opened.add(socket.socket);
+    const started = Date.now();
+    const res = await fetch(`${base}/fn/team/chat/`);
+    expect(res.status).toBe(503);
+    expect(((await res.json()) as { error: string }).error).toContain('had no free instance within 1s');
+    expect(Date.now() - started).toBeGreaterThanOrEqual(900);
+    // Once the socket closes, a request is admitted at once.
+    await closeAndWait(socket.socket);
+    const after = await fetch(`${base}/fn/team/chat/`);
+    expect(after.status).toBe(200);
+    expect(await after.text()).toBe('pod');
+  });
+
+  it('takes an upgrade whose client went away out of the queue, and turns away one that waited too long', async () => {
+    const holder = await upgrade(`${base}/fn/team/chat/`);
+    expect(holder.status).toBe(101);
+    if (holder.socket) opened.add(holder.socket);
+    const asked = pod.upgrades();
+    const leaving = new AbortController();
+    const gone = upgrade(`${base}/fn/team/chat/`, leaving.signal).catch((error: Error) => error.name);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    leaving.abort();
+    expect(await gone).toBe('AbortError');
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    // Had the one that left kept its place, the queue (1) would be full and this a 503 at once.
+    const started = Date.now();
+    const waited = await upgrade(`${base}/fn/team/chat/`);
+    expect(waited.status).toBe(503);
+    expect(JSON.parse(waited.body).error).toContain('had no free instance within 1s');
+    expect(Date.now() - started).toBeGreaterThanOrEqual(900);
+    await closeAndWait(holder.socket);
+    // Neither reached the function, and nothing is left in flight or waiting.
+    expect(pod.upgrades()).toBe(asked);
+    expect(requests.admissions.inFlight('team', 'chat')).toBe(0);
+    expect(requests.queueDepths()).toEqual([]);
   });
 });

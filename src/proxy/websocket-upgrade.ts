@@ -4,13 +4,15 @@
  * Upgrade and Connection headers this one hop needs, and once the function switches protocols, the
  * two sockets are joined byte for byte. The function's answer when it refuses (any status but 101)
  * goes to the client as it came. An open connection is a request in flight until either side closes:
- * it keeps its function from scaling to zero, and a rollout's drain waits for it.
+ * it keeps its function from scaling to zero, holds a slot of its concurrency limit (shared with the
+ * thread's requests), and a rollout's drain waits for it.
  */
 import type { IncomingMessage } from 'node:http';
 import { request } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { RouteResolver, RouteState } from '../core/interfaces.js';
 import { isDnsLabel } from '../core/naming.js';
+import type { AdmissionGates } from './admission-gates.js';
 import { forwardedHeaders } from './function-proxy.js';
 
 const FN_PATH = /^\/fn\/([^/?#]*)\/([^/?#]*)(.*)$/s;
@@ -22,17 +24,22 @@ export interface UpgradeProxyOptions {
   /** Where an upgrade for a function unknown here goes (the gateway thread: the main thread). */
   elsewhere?: (req: IncomingMessage, socket: Duplex, head: Buffer) => void;
   onUpstreamError?: (functionKey: string, message: string) => void;
+  /**
+   * The gates of the thread's request proxy (FunctionProxy.admissions): an open socket holds a slot
+   * of its function's concurrency as a request in flight does. Without them, sockets pass no limit.
+   */
+  admissions?: AdmissionGates;
 }
 
 /** Writes a small HTTP answer on a socket that has not been upgraded, and closes it. */
-function refuse(socket: Duplex, status: number, reason: string, message: string): void {
+function refuse(socket: Duplex, status: number, reason: string, message: string, extra = ''): void {
   if (!socket.writable) {
     socket.destroy();
     return;
   }
   const body = JSON.stringify({ error: message });
   socket.end(
-    `HTTP/1.1 ${status} ${reason}\r\ncontent-type: application/json; charset=utf-8\r\n` +
+    `HTTP/1.1 ${status} ${reason}\r\ncontent-type: application/json; charset=utf-8\r\n${extra}` +
       `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
   );
 }
@@ -89,7 +96,29 @@ export class UpgradeProxy {
     const path = rest === '' || rest.startsWith('?') ? `/${rest}` : rest;
     const headers = forwardedHeaders(req, `/fn/${ns}/${name}`);
     headers.push('connection', 'Upgrade', 'upgrade', 'websocket');
-    this.tunnel(route, `${ns}/${name}`, path, headers, socket, upgradeHead);
+    const tunnel = () => this.tunnel(route, `${ns}/${name}`, path, headers, socket, upgradeHead);
+    const { admissions } = this.options;
+    if (!route.admission || !admissions) {
+      tunnel();
+      return;
+    }
+    // As a request: admitted below the limit, queued behind the others up to the function's
+    // timeout, or a 503 now when its queue is full; admitted, it holds the slot until it closes.
+    // A client that leaves while it waits only half-closes the socket (the server allows half-open
+    // sockets), which must close to leave the queue: nothing is to be sent to it any more.
+    const leftWaiting = () => socket.destroy();
+    socket.once('end', leftWaiting);
+    admissions.admit(ns, name, route.admission, route.timeoutSec * 1000, socket, {
+      start: () => {
+        socket.off('end', leftWaiting);
+        tunnel();
+      },
+      left: () => route.release?.(),
+      turnAway: (message) => {
+        route.release?.();
+        refuse(socket, 503, 'Service Unavailable', message, 'retry-after: 1\r\n');
+      },
+    });
   }
 
   /**
@@ -116,6 +145,10 @@ export class UpgradeProxy {
       route.release?.();
     };
     const origin = new URL(picked ?? route.origin);
+    // Raw headers get no Host from node:http, and an HTTP/1.1 server may refuse a request without
+    // one (Go's does, with a 400): the upstream's own, as undici gives a proxied request. A relayed
+    // upgrade keeps the client's.
+    if (!hasHeader(headers, 'host')) headers.push('host', route.socketPath ? 'localhost' : origin.host);
     const upstream = request({
       ...(route.socketPath
         ? { socketPath: route.socketPath }
@@ -161,6 +194,11 @@ export class UpgradeProxy {
     });
     upstream.end();
   }
+}
+
+function hasHeader(raw: readonly string[], name: string): boolean {
+  for (let i = 0; i < raw.length; i += 2) if ((raw[i] as string).toLowerCase() === name) return true;
+  return false;
 }
 
 /** An answer to a refused upgrade ends its connection: hop-by-hop framing of this socket is done. */

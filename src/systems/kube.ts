@@ -107,11 +107,11 @@ export async function startKubeSystem(
   let ready = false;
   const api = { config, logger, cluster, dataPath, listener, metrics, authenticator, history, leader };
   const asyncInvocations = asyncWork.invocations;
-  const app = await modules.buildKubeApi({ ...api, isReady: () => ready, asyncInvocations });
+  const { app, admissions } = await modules.buildKubeApi({ ...api, isReady: () => ready, asyncInvocations });
   dataPath.start(term);
   builds.gc.start();
   builds.gc.request();
-  const address = await modules.listenKubeApi(app, api);
+  const address = await modules.listenKubeApi(app, { ...api, admissions });
   asyncWork.listening(address);
   await term.start({ http, namespace: config.controllerNamespace, url: address });
   ready = true;

@@ -3,7 +3,8 @@
  * Node runtime processes: headers before the first byte, events while the handler still runs, the
  * function's timeout on idle gaps only, the maximum stream duration, back-pressure from a slow
  * reader with sless's memory flat over a 200 MB body, and an open stream counting as activity for
- * scale to zero.
+ * scale to zero. And the Python and Go runtimes through /fn/: an SSE event while the handler still
+ * runs, and a client that leaves cancelling the handler.
  */
 import { randomUUID } from 'node:crypto';
 import http from 'node:http';
@@ -11,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { functionManifest, TestRepo } from '../helpers/git.js';
 import { eventually, startTestSystem, type TestSystem } from '../helpers/local-system.js';
 import { pollUntil } from '../helpers/poll-until.js';
+import { STREAM_RUNTIMES, streamFunction } from '../helpers/stream-functions.js';
 import { openStream } from '../helpers/stream-reader.js';
 
 // One handler for every function here: gates the test opens with /release, and counters the test
@@ -261,4 +263,65 @@ describe.each([
       stream.leave();
     }
   }, 60_000);
+});
+
+describe('streamed answers through /fn/ from the Python and Go runtimes', () => {
+  let repo: TestRepo;
+  let system: TestSystem;
+  const name = (runtime: string) => `streams-${runtime.replace(/[^a-z0-9]/g, '')}`;
+  const fn = (runtime: string, path: string) => `${system.url}/fn/default/${name(runtime)}${path}`;
+  const json = async (url: string) => (await fetch(url)).json() as Promise<Record<string, unknown>>;
+
+  beforeAll(async () => {
+    repo = await TestRepo.create(
+      Object.assign({}, ...STREAM_RUNTIMES.map((runtime) => streamFunction(name(runtime), runtime))),
+    );
+    system = await startTestSystem({ url: repo.dir });
+    await eventually(
+      async () => {
+        for (const runtime of STREAM_RUNTIMES)
+          if ((await system.functionStatus(name(runtime)))?.phase !== 'Ready') return false;
+        return true;
+      },
+      240_000,
+      'python and go functions deployed',
+    );
+  }, 300_000);
+
+  afterAll(async () => {
+    await system?.close();
+    await repo?.remove();
+  });
+
+  it.each(STREAM_RUNTIMES)('%s: the first event arrives while the handler still runs', async (runtime) => {
+    const id = randomUUID();
+    const stream = await openStream(fn(runtime, `/sse?id=${id}`));
+    try {
+      expect(stream.status).toBe(200);
+      expect(stream.headers['content-type']).toContain('text/event-stream');
+      await stream.until('data: first\n\n');
+      // The handler waits for the gate before its last event: the first came while it ran.
+      expect(stream.isOver()).toBe(false);
+      expect(stream.received()).toBe('data: first\n\n');
+      await json(fn(runtime, `/release?id=${id}`));
+      expect(await stream.ended()).toBe('data: first\n\ndata: last\n\n');
+    } finally {
+      stream.leave();
+    }
+  });
+
+  it.each(STREAM_RUNTIMES)('%s: a client that leaves cancels the handler', async (runtime) => {
+    const id = randomUUID();
+    const stream = await openStream(fn(runtime, `/hold?id=${id}`));
+    await stream.until('data: first\n\n');
+    expect((await json(fn(runtime, `/observed?id=${id}`))).observed).toBeNull();
+    stream.leave();
+    const observed = await pollUntil(
+      'the handler sees its client leave',
+      async () => ((await json(fn(runtime, `/observed?id=${id}`))).observed as string | null) ?? undefined,
+      10_000,
+      25,
+    );
+    expect(observed).toBe('cancelled');
+  });
 });

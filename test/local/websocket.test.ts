@@ -2,13 +2,16 @@
  * WebSockets through /fn/, from the proxy thread and from the main thread, against real Node
  * runtime processes whose handlers accept the upgrade with `ws`: an echo on the function's
  * sub-path, a refusal passed on as the function gave it, a function woken from zero by an upgrade,
- * and an open connection counting as activity for scale to zero.
+ * an open connection counting as activity for scale to zero, and as a request in flight against
+ * the function's concurrency limit. And an echo in the Python and Go runtimes, accepted with
+ * `websockets` and `github.com/coder/websocket`, which their builds install.
  */
 import { request } from 'node:http';
 import { WebSocket } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { functionManifest, TestRepo } from '../helpers/git.js';
 import { eventually, startTestSystem, type TestSystem } from '../helpers/local-system.js';
+import { STREAM_RUNTIMES, streamFunction } from '../helpers/stream-functions.js';
 import { vendoredWs } from '../helpers/vendored-ws.js';
 
 const ECHO = `
@@ -121,12 +124,16 @@ describe.each([
       'ws-idle/handler.js': NO_UPGRADE,
       'plain/function.yaml': functionManifest('plain'),
       'plain/handler.js': NO_UPGRADE,
+      'ws-limited/function.yaml': functionManifest('ws-limited', { scale: { concurrency: 1, queue: 1 } }),
+      'ws-limited/handler.js': ECHO,
+      ...vendoredWs('ws-limited'),
     });
     system = await startTestSystem({ url: repo.dir, proxyThread });
     await eventually(
       async () =>
         (await system.functionStatus('ws-echo'))?.phase === 'Ready' &&
         (await system.functionStatus('plain'))?.phase === 'Ready' &&
+        (await system.functionStatus('ws-limited'))?.phase === 'Ready' &&
         (await system.functionStatus('ws-lazy'))?.phase === 'ScaledToZero' &&
         (await system.functionStatus('ws-idle'))?.phase === 'ScaledToZero',
       60_000,
@@ -185,5 +192,97 @@ describe.each([
     }
     // Once it has closed, nothing holds it: it parks too.
     await eventually(async () => system.platform.isParked('default', 'ws-lazy'), 20_000, 'ws-lazy parked');
+  });
+
+  it('counts an open connection against spec.scale.concurrency: a request waits behind it, an upgrade over the queue is a 503', async () => {
+    const { socket } = await connect(wsUrl('ws-limited/'));
+    let waiting: Promise<Response> | undefined;
+    try {
+      // concurrency 1, queue 1: the socket holds the slot, the request takes the queue's place.
+      waiting = system.call('/fn/default/ws-limited/');
+      const settled = await Promise.race([
+        waiting.then(() => true),
+        new Promise<boolean>((r) => setTimeout(() => r(false), 500)),
+      ]);
+      expect(settled).toBe(false);
+      const over = await upgradeStatus(`${system.url}/fn/default/ws-limited/`);
+      expect(over.status).toBe(503);
+      expect(JSON.parse(over.body).error).toContain(
+        'function default/ws-limited is at its concurrency limit',
+      );
+      expect(await reply(socket, 'still mine')).toBe('still mine');
+    } finally {
+      await close(socket);
+    }
+    // The socket closed: the request that waited has the slot.
+    const res = await (waiting as Promise<Response>);
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({ ok: true });
+  });
+});
+
+describe('WebSockets through /fn/ to the Python and Go runtimes', () => {
+  let repo: TestRepo;
+  let system: TestSystem;
+  const name = (runtime: string) => `ws-${runtime.replace(/[^a-z0-9]/g, '')}`;
+
+  beforeAll(async () => {
+    repo = await TestRepo.create(
+      Object.assign({}, ...STREAM_RUNTIMES.map((runtime) => streamFunction(name(runtime), runtime))),
+    );
+    system = await startTestSystem({ url: repo.dir });
+    await eventually(
+      async () => {
+        for (const runtime of STREAM_RUNTIMES)
+          if ((await system.functionStatus(name(runtime)))?.phase !== 'Ready') return false;
+        return true;
+      },
+      240_000,
+      'python and go functions deployed',
+    );
+  }, 300_000);
+
+  afterAll(async () => {
+    await system?.close();
+    await repo?.remove();
+  });
+
+  it.each(STREAM_RUNTIMES)('%s: echoes text and binary messages, in order', async (runtime) => {
+    const url = `${system.url.replace(/^http/, 'ws')}/fn/default/${name(runtime)}/ws`;
+    // No greeting from these: the first message is the echo of the first sent.
+    const { socket, first } = await new Promise<{ socket: Socket; first: string }>((resolve, reject) => {
+      const ws = new WebSocket(url);
+      ws.binaryType = 'arraybuffer';
+      const socket: Socket = { ws, inbox: [], waiting: [] };
+      ws.addEventListener('message', (event) => {
+        const data = typeof event.data === 'string' ? event.data : Buffer.from(event.data as ArrayBuffer);
+        const taker = socket.waiting.shift();
+        if (taker) taker(data);
+        else socket.inbox.push(data);
+      });
+      ws.addEventListener(
+        'open',
+        () => void reply(socket, 'hello').then((f) => resolve({ socket, first: String(f) })),
+      );
+      ws.addEventListener(
+        'error',
+        () =>
+          void upgradeStatus(url.replace(/^ws/, 'http')).then((refused) =>
+            reject(new Error(`the upgrade failed: ${refused.status} ${refused.body}`)),
+          ),
+      );
+    });
+    try {
+      expect(first).toBe('hello');
+      const bytes = Buffer.from([0, 255, 1, 254]);
+      expect(Buffer.compare((await reply(socket, bytes)) as Buffer, bytes)).toBe(0);
+      const many = Array.from({ length: 100 }, (_, i) => `m${i}`);
+      for (const m of many) socket.ws.send(m);
+      const received: Array<string | Buffer> = [];
+      for (const _ of many) received.push(await next(socket));
+      expect(received).toEqual(many);
+    } finally {
+      await close(socket);
+    }
   });
 });

@@ -103,7 +103,7 @@ export const MUTATIONS: GuardMutation[] = [
   {
     id: 'admission-client-gone-stays-queued',
     guard: 'A queued request whose client went away leaves the queue and never reaches the function.',
-    file: 'src/proxy/function-proxy.ts',
+    file: 'src/proxy/admission-gates.ts',
     from: '      clearTimeout(timer);\n      admission.leave();\n',
     to: '      clearTimeout(timer);\n',
     tests: ['test/local/concurrency-queue.test.ts'],
@@ -1488,6 +1488,83 @@ export const MUTATIONS: GuardMutation[] = [
     from: '  const timer = setTimeout(cut, maxMs);',
     to: '  const timer = setTimeout(() => {}, maxMs);',
     tests: ['test/local/streaming.test.ts'],
+  },
+  {
+    id: 'kube-main-max-stream-default',
+    guard:
+      "The kube controller's main thread cuts a stream at SLESS_MAX_STREAM_DURATION, not at the default hour.",
+    file: 'src/systems/kube/api.ts',
+    from: '    maxStreamMs: config.maxStreamSeconds * 1000,\n',
+    to: '',
+    tests: ['test/kube/fn-limits.test.ts'],
+  },
+  {
+    id: 'kube-gateway-max-stream-default',
+    guard:
+      "The kube controller's gateway thread cuts a stream at SLESS_MAX_STREAM_DURATION, not at the default hour.",
+    file: 'src/cli/controller.ts',
+    from: '  return Gateway.start(config.host, config.port, { maxStreamMs: config.maxStreamSeconds * 1000 });',
+    to: '  return Gateway.start(config.host, config.port);',
+    tests: ['test/kube/fn-limits.test.ts'],
+  },
+  {
+    id: 'websocket-upgrade-skips-admission',
+    guard:
+      "An open WebSocket holds a slot of its function's concurrency limit: the next upgrade or request waits for it, or is a 503.",
+    file: 'src/proxy/websocket-upgrade.ts',
+    from: 'if (!route.admission || !admissions) {',
+    to: 'if (true as boolean || !route.admission || !admissions) {',
+    tests: ['src/proxy/websocket-upgrade.test.ts', 'test/local/websocket.test.ts'],
+  },
+  {
+    id: 'websocket-queued-half-close-stays',
+    guard: 'An upgrade whose client leaves while it is queued leaves the queue.',
+    file: 'src/proxy/websocket-upgrade.ts',
+    from: "    socket.once('end', leftWaiting);\n",
+    to: '',
+    tests: ['src/proxy/websocket-upgrade.test.ts'],
+  },
+  {
+    id: 'local-main-upgrades-ungated',
+    guard: "Locally, the main thread's WebSocket upgrades pass the same concurrency gates as its requests.",
+    file: 'src/systems/local/data-path.ts',
+    from: '    admissions: proxy.admissions,\n',
+    to: '',
+    tests: ['test/local/websocket.test.ts'],
+  },
+  {
+    id: 'gateway-upgrades-ungated',
+    guard: "The gateway thread's WebSocket upgrades pass the same concurrency gates as its requests.",
+    file: 'src/server/gateway/worker.ts',
+    from: '    admissions: proxy.admissions,\n',
+    to: '',
+    tests: ['test/local/websocket.test.ts', 'test/kube/fn-limits.test.ts'],
+  },
+  {
+    id: 'kube-main-upgrades-ungated',
+    guard: "On kube, the main thread's WebSocket upgrades pass the same concurrency gates as its requests.",
+    file: 'src/systems/kube/api.ts',
+    from: '    admissions: deps.admissions,\n',
+    to: '',
+    tests: ['test/kube/fn-limits.test.ts'],
+  },
+  {
+    id: 'proxy-request-body-buffered',
+    guard:
+      'A request body goes to the function as it comes, chunk by chunk, not once the client has sent all of it.',
+    file: 'src/proxy/function-proxy.ts',
+    from: 'body: this.hasBody ? this.req : undefined,',
+    to: 'body: this.hasBody ? ((async function* (r) { const all: Buffer[] = []; for await (const c of r) all.push(c as Buffer); yield Buffer.concat(all); })(this.req) as unknown as Buffer) : undefined,',
+    tests: ['src/proxy/function-proxy.test.ts'],
+  },
+  {
+    id: 'websocket-upgrade-without-host',
+    guard:
+      'An upgrade reaches the function with a Host header, without which a Go function refuses it (400).',
+    file: 'src/proxy/websocket-upgrade.ts',
+    from: "    if (!hasHeader(headers, 'host')) headers.push('host', route.socketPath ? 'localhost' : origin.host);\n",
+    to: '',
+    tests: ['test/local/websocket.test.ts'],
   },
   {
     id: 'proxy-idle-gap-unbounded',

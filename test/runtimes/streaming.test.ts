@@ -2,13 +2,13 @@
 // real child processes serving test/runtimes/fixtures/<runtime>/. A first event reaches the client
 // while its handler still waits (for a gate only the test opens), a client that leaves cancels its
 // handler, a failing stream is cut short, and whole-value answers keep their framing.
-import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
-import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { WebSocket } from 'ws';
 import { pollUntil } from '../helpers/poll-until.ts';
 import { openStream } from '../helpers/stream-reader.ts';
 import {
@@ -215,60 +215,67 @@ describe.each(RUNTIMES)('runtime $name streams', (rt) => {
 });
 
 // Node's upgrade export is run through /fn/ with ws (test/local/websocket.test.ts); Go's
-// sless.Upgrade and Python's upgrade() are checked here with a handshake written the way a library
-// writes it.
+// sless.Upgrade and Python's upgrade() are checked here with the libraries runtimes/README.md names,
+// github.com/coder/websocket (the Go fixture's go.mod, fetched by build.sh) and websockets (installed
+// here with pip --target, as a local build installs a requirements.txt).
+const pyDeps = mkdtempSync(path.join(tmpdir(), 'sless-py-ws-'));
+afterAll(() => rmSync(pyDeps, { recursive: true, force: true }));
+
 describe.each([
   { name: 'go1.21', launch: () => binaryLaunch(goBinary, 'handler.Handle') },
   {
     name: 'python3.11',
-    launch: () => interpretedLaunch('python3.11', path.join(FIXTURES_DIR, 'python3.11'), 'handler.handle'),
+    launch: () => {
+      const launch = interpretedLaunch('python3.11', path.join(FIXTURES_DIR, 'python3.11'), 'handler.handle');
+      return { ...launch, env: { ...launch.env, PYTHONPATH: pyDeps } };
+    },
   },
-])('$name hands a connection to the handler', ({ launch }) => {
+])('$name hands a connection to the handler', ({ name, launch }) => {
   let server: Running;
   beforeAll(async () => {
+    if (name === 'python3.11') {
+      const { command } = interpretedLaunch(
+        'python3.11',
+        path.join(FIXTURES_DIR, 'python3.11'),
+        'handler.handle',
+      );
+      const installed = await runToExit(
+        command,
+        ['-m', 'pip', 'install', '--target', pyDeps, 'websockets==15.0.1', '--no-input', '--quiet'],
+        {},
+        180_000,
+      );
+      expect(installed.code, installed.stderr).toBe(0);
+    }
     server = await startRuntime(launch(), BASE_ENV);
-  });
+  }, 200_000);
   afterAll(async () => {
     await server?.stop();
   });
 
-  it('switches protocols as the handler answers, past the timeout, and the bytes are the handler’s', async () => {
-    const key = randomBytes(16).toString('base64');
-    const accept = createHash('sha1').update(`${key}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`).digest('base64');
-    const sock = net.connect(server.port, '127.0.0.1');
+  it("accepts a WebSocket with the language's library, keeps it past the timeout, and echoes", async () => {
+    const ws = new WebSocket(`ws://127.0.0.1:${server.port}/ws`, { perMessageDeflate: false });
     try {
-      let data = '';
-      const waitFor = (marker: string) =>
-        new Promise<string>((resolve, reject) => {
-          const check = () => {
-            if (data.includes(marker)) {
-              sock.off('data', onData);
-              resolve(data);
-            }
-          };
-          const onData = (chunk: Buffer) => {
-            data += chunk.toString('latin1');
-            check();
-          };
-          sock.on('data', onData);
-          sock.once('error', reject);
-          check();
-        });
-      sock.write(
-        `GET /ws HTTP/1.1\r\nhost: x\r\nconnection: Upgrade\r\nupgrade: websocket\r\nsec-websocket-version: 13\r\nsec-websocket-key: ${key}\r\n\r\n`,
-      );
-      const head = await waitFor('\r\n\r\n');
-      expect(head.split('\r\n')[0]).toBe('HTTP/1.1 101 Switching Protocols');
-      expect(head).toContain(`Sec-WebSocket-Accept: ${accept}\r\n`);
-      data = '';
+      const messages: string[] = [];
+      let wake: (() => void) | undefined;
+      ws.on('message', (data) => {
+        messages.push(String(data));
+        wake?.();
+      });
+      // ws checks the handshake (the 101 and its Sec-WebSocket-Accept) before 'open'.
+      await new Promise<void>((resolve, reject) => {
+        ws.once('open', () => resolve());
+        ws.once('error', reject);
+      });
       // The timeout (1 s) passes while the connection is open: a whole-value request times out first.
       const slow = await request(`${server.url}/slow`);
       expect(slow.statusCode).toBe(504);
       await slow.body.dump();
-      sock.write('ping-1');
-      expect(await waitFor('ping-1')).toBe('ping-1');
+      ws.send('ping-1');
+      while (messages.length < 1) await new Promise<void>((resolve) => (wake = resolve));
+      expect(messages).toEqual(['ping-1']);
     } finally {
-      sock.destroy();
+      ws.terminate();
     }
   });
 });

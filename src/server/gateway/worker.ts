@@ -115,6 +115,7 @@ async function serve(): Promise<void> {
     routes: resolver,
     onUpstreamError: (fn, message) => send({ type: 'upstream-error', function: fn, message }),
     elsewhere: (req, socket, head) => relay.relayUpgrade(req, socket, head, upgrades),
+    admissions: proxy.admissions,
   });
   server.on('upgrade', (req, socket, head) => upgrades.handle(req, socket, head));
 

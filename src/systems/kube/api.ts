@@ -16,13 +16,17 @@ import { KubeFunctionLogs } from '../../platform/kube/function-logs.js';
 import { kubeWebhookSecrets } from '../../platform/kube/webhook-secrets.js';
 import type { KubeAsyncInvocations } from '../../platform/kube/wire/async.js';
 import type { KubeDataPath } from '../../platform/kube/wire/data-path.js';
+import type { AdmissionGates } from '../../proxy/admission-gates.js';
 import { observedFunctionProxy } from '../../proxy/function-proxy.js';
 import { UpgradeProxy } from '../../proxy/websocket-upgrade.js';
 import type { ClientListener } from '../../server/early-listener.js';
 import { controllerContext } from '../common.js';
 import type { KubeCluster } from './cluster.js';
 
-/** The app, with the replica report routes when the data path takes reports; not yet listening. */
+/**
+ * The app, with the replica report routes when the data path takes reports, not yet listening; and
+ * its proxy's admission gates, which WebSocket upgrades pass too.
+ */
 export async function buildKubeApi(deps: {
   config: KubeControllerConfig;
   logger: Logger;
@@ -36,20 +40,20 @@ export async function buildKubeApi(deps: {
   /** The leader's address for what followers hand over; absent without leader election. */
   leader: LeaderRoute | undefined;
   asyncInvocations: KubeAsyncInvocations | undefined;
-}): Promise<FastifyInstance> {
+}): Promise<{ app: FastifyInstance; admissions: AdmissionGates }> {
   const { config, logger, cluster, dataPath, listener, metrics, leader, asyncInvocations } = deps;
   const { http, store, term, namespaces } = cluster;
   const { leadership } = term;
+  const proxy = observedFunctionProxy({
+    routes: dataPath.routes,
+    metrics,
+    logger,
+    maxStreamMs: config.maxStreamSeconds * 1000,
+    ...(asyncInvocations ? { asyncIntake: (req, res) => void asyncInvocations.intake.handle(req, res) } : {}),
+  });
   const app = await buildApp({
     logger,
-    proxy: observedFunctionProxy({
-      routes: dataPath.routes,
-      metrics,
-      logger,
-      ...(asyncInvocations
-        ? { asyncIntake: (req, res) => void asyncInvocations.intake.handle(req, res) }
-        : {}),
-    }),
+    proxy,
     authenticator: deps.authenticator,
     ...(listener ? { listener } : {}),
     ...(leader ? { leader } : {}),
@@ -68,7 +72,7 @@ export async function buildKubeApi(deps: {
     },
   });
   if (dataPath.replicaReports) await app.register(replicaReportRoutes, { intake: dataPath.replicaReports });
-  return app;
+  return { app, admissions: proxy.admissions };
 }
 
 /** Listens (or takes the listener's bound port) and sends WebSocket upgrades on; returns the address. */
@@ -79,6 +83,8 @@ export async function listenKubeApi(
     logger: Logger;
     dataPath: KubeDataPath;
     listener: ClientListener | undefined;
+    /** The main thread's request proxy's gates (buildKubeApi's), so sockets count with its requests. */
+    admissions: AdmissionGates;
   },
 ): Promise<string> {
   const { listener, logger, dataPath } = deps;
@@ -90,6 +96,7 @@ export async function listenKubeApi(
   } else address = await app.listen({ host: deps.config.host, port: deps.config.port });
   const upgrades = new UpgradeProxy({
     routes: dataPath.routes,
+    admissions: deps.admissions,
     onUpstreamError: (fn, err) => logger.warn({ function: fn, err }, 'upstream failed'),
   });
   if (listener?.onUpgrade) listener.onUpgrade((req, socket, head) => upgrades.handle(req, socket, head));

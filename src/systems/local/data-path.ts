@@ -64,6 +64,7 @@ export async function wireLocalDataPath(deps: {
   listener?.serveEarly(FunctionProxy.matches, (req, res) => void proxy.handle(req, res));
   const upgrades = new UpgradeProxy({
     routes: platform,
+    admissions: proxy.admissions,
     onUpstreamError: (fn, err) => logger.warn({ function: fn, err }, 'upstream failed'),
   });
   listener?.onUpgrade?.((req, socket, head) => upgrades.handle(req, socket, head));
