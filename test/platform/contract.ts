@@ -745,6 +745,19 @@ export function platformContract(
         expect(await p.call('pinned')).toEqual({ status: 200, body: { version: 'v3', word: 'one' } });
         await p.settle();
         expect(await p.builds('pinned')).toBe(3);
+
+        // Pinned back and unpinned again: both commits were built, so neither needs a build.
+        expect((await p.api('POST', pinPath, { commit: second })).status).toBe(200);
+        await waitFor('pinned serves the second commit', async () => {
+          const fn = await p.fn('pinned');
+          return fn?.status?.phase === 'Ready' && fn.status.servingCommit === second;
+        });
+        expect((await p.api('DELETE', pinPath)).body).toMatchObject({ commit: third });
+        expectServing(await readyAt('pinned', third), third, third);
+        const v3 = JSON.stringify({ status: 200, body: { version: 'v3', word: 'one' } });
+        await waitFor('v3 served again', async () => JSON.stringify(await p.call('pinned')) === v3);
+        await p.settle();
+        expect(await p.builds('pinned')).toBe(3);
       },
     );
   });
