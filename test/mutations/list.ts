@@ -472,8 +472,8 @@ export const MUTATIONS: GuardMutation[] = [
     guard:
       'A FunctionJob naming a function its namespace does not have is Failed, saying so, on every platform.',
     file: 'src/reconcile/job/reconciler.ts',
-    from: '  if (!fn) {\n',
-    to: '  if (!fn && runId < 0) {\n',
+    from: "  if (!fn) {\n    record(\n      'Failed',",
+    to: "  if (!fn) {\n    record(\n      'Pending',",
     tests: ['test/platform/local.test.ts', 'test/platform/kube.test.ts'],
   },
   {
