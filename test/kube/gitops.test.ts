@@ -1,7 +1,9 @@
 /**
  * The kube platform end to end against a real kube-apiserver + etcd, S3 (versitygw) and a git server
  * (git http-backend): commits become Function objects, kaniko Jobs, S3 contexts, Deployments and
- * Services, through the same Controller as the local platform.
+ * Services, through the same Controller as the local platform. What every platform shows (Ready at a
+ * commit, env-only and code commits, failed builds, invalid manifests, a forced sync that changes
+ * nothing) is the platform contract's (test/platform/); this file keeps the kube objects behind it.
  *
  * There is no kubelet, Job controller or kaniko here: where one of them would act, the test plays its
  * part (markBuildSucceeded / markBuildFailed / markDeploymentAvailable / playHealthyKubelet in
@@ -17,7 +19,7 @@ import { GetObjectCommand } from '@aws-sdk/client-s3';
 import { list as tarList } from 'tar';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildName } from '../../src/core/naming.js';
-import type { FunctionStatus, GitSource, GitSourceStatus } from '../../src/core/resources.js';
+import type { FunctionStatus, GitSource } from '../../src/core/resources.js';
 import { type KubeSystem, startKubeSystem } from '../../src/main.js';
 import { getObject, type KubeObject, listObjects } from '../../src/platform/kube/objects.js';
 import { DEPLOYMENT, JOB, SECRET, SERVICE } from '../../src/platform/kube/resource-types.js';
@@ -53,14 +55,11 @@ describe('kube platform: GitOps loop', () => {
   let system: KubeSystem;
   let upstream: Server;
   let first: string;
-  let lastAlphaCommit = '';
   let stopKubelet: (() => void) | undefined;
 
   const push = () => git(work.dir, 'push', '--quiet', 'origin', 'main');
   const fn = async (name: string) => await system.store.get('Function', env.ns, name);
   const status = async (name: string) => (await fn(name))?.status as FunctionStatus | undefined;
-  const sourceStatus = async () =>
-    (await system.store.get('GitSource', env.ns, 'repo'))?.status as GitSourceStatus | undefined;
   const buildJobs = async (fnName: string) =>
     (
       await listObjects<KubeObject>(env.http, JOB, {
@@ -130,7 +129,9 @@ describe('kube platform: GitOps loop', () => {
     await env?.close();
   });
 
-  it('a pushed commit yields Function objects with the right spec, labels and commit annotation', async () => {
+  // The labels and annotations every platform sets are the contract's ('ready'); the finalizer that
+  // removes a function's kube objects is kube's own.
+  it('a pushed commit yields Function objects with the manifest spec and the cleanup finalizer', async () => {
     const alpha = await eventually('alpha applied', () => fn('alpha'));
     expect(alpha.spec).toMatchObject({
       runtime: 'nodejs20',
@@ -138,10 +139,6 @@ describe('kube platform: GitOps loop', () => {
       memoryMb: 256,
       env: { ZED: 'z', ALPHA: 'a' },
     });
-    expect(alpha.metadata.labels).toEqual({ 'sless.dev/source': 'repo' });
-    expect(alpha.metadata.annotations?.['sless.dev/commit']).toBe(first);
-    expect(alpha.metadata.annotations?.['sless.dev/manifest']).toBe('alpha/function.yaml#0');
-    expect(alpha.metadata.annotations?.['sless.dev/build-key']).toMatch(/^[0-9a-f]{32}$/);
     expect((alpha.metadata as { finalizers?: string[] }).finalizers).toEqual(['sless.dev/cleanup']);
     // applyPlan applies one object after the other: beta may land a moment after alpha.
     await eventually('beta applied', () => fn('beta'));
@@ -287,18 +284,6 @@ describe('kube platform: GitOps loop', () => {
     stopKubelet = playHealthyKubelet(env.http, env.ns);
   });
 
-  it('settles: no status-write loop and no new Jobs once Ready (no kaniko Job beyond the first)', async () => {
-    const before = await fn('alpha');
-    const jobs = (await buildJobs('alpha')).length + (await buildJobs('beta')).length;
-    // The positive signal: a forced sync re-plans and re-applies every object of the commit, and the
-    // controller drains its queues. Only then is "nothing changed" checked.
-    const synced = await system.controller.syncNow(env.ns, 'repo', { force: true });
-    expect(synced?.commit).toBe(first);
-    await system.controller.idle();
-    expect((await fn('alpha'))?.metadata.resourceVersion).toBe(before?.metadata.resourceVersion);
-    expect((await buildJobs('alpha')).length + (await buildJobs('beta')).length).toBe(jobs);
-  });
-
   it('prints the kubectl get functions Table view', async () => {
     const table = await env.http.request<{
       columnDefinitions: { name: string }[];
@@ -329,102 +314,24 @@ describe('kube platform: GitOps loop', () => {
     expect(alphaRow?.cells[names.indexOf('URL')]).toBe(`http://sless.test/fn/${env.ns}/alpha`);
   });
 
-  it('a commit touching one of two functions creates exactly one new Job; the other keeps its image', async () => {
-    const alphaImage = containerOf(await deployment('alpha')).image;
-    const sha = await commitAndSync({ 'beta/handler.js': nodeHandler(`return 'beta 2';`) });
-    await waitForJob(buildName('beta', sha));
-    // controller.idle() would wait for the build itself (the reconcile watches its Job). The positive
-    // signal instead: beta's status records the new commit and Building, written after its reconcile
-    // created the Job; the sync (awaited above) applied only beta, so alpha had nothing to reconcile.
-    await eventually('beta reconciled at the new commit', async () => {
-      const s = await status('beta');
-      return s?.commit === sha && s.phase === 'Building';
-    });
-    expect(await buildJobs('beta')).toHaveLength(2);
-    expect(await buildJobs('alpha')).toHaveLength(1);
-    await markBuildSucceeded(env.http, env.controllerNs, buildName('beta', sha), fakeDigest('beta-2'));
-    await eventually('beta rolled', async () => containerOf(await deployment('beta')).image.includes(sha));
-    expect(containerOf(await deployment('alpha')).image).toBe(alphaImage);
-    // alpha did not change: it is not re-applied, so it still names the commit it last changed at.
-    expect((await fn('beta'))?.metadata.annotations?.['sless.dev/commit']).toBe(sha);
-    expect((await fn('alpha'))?.metadata.annotations?.['sless.dev/commit']).toBe(first);
-  });
-
-  it('a manifest-only change updates the Deployment without a Job', async () => {
-    const before = await deployment('alpha');
-    await commitAndSync({
-      'alpha/function.yaml': functionManifest('alpha', { env: { ZED: 'z', ALPHA: 'b' }, memoryMb: 256 }),
-    });
-    await eventually('alpha env updated', async () =>
-      containerOf(await deployment('alpha')).env?.some((e) => e.name === 'ALPHA' && e.value === 'b'),
-    );
-    const after = await deployment('alpha');
-    expect(containerOf(after).image).toBe(containerOf(before).image);
-    expect(
-      specOf<{ template: { metadata: { annotations: Record<string, string> } } }>(after).template.metadata
-        .annotations['sless.dev/revision'],
-    ).not.toBe(
-      specOf<{ template: { metadata: { annotations: Record<string, string> } } }>(before).template.metadata
-        .annotations['sless.dev/revision'],
-    );
-    expect(await buildJobs('alpha')).toHaveLength(1);
-    // Ready once the new revision rolled out (the kubelet played above makes it available).
-    const revision = after?.metadata.annotations?.['sless.dev/revision'];
-    await eventually('alpha Ready at the new revision', async () => {
-      const s = await status('alpha');
-      return s?.phase === 'Ready' && s.servingRevision === revision;
-    });
-  });
-
-  it('a bad manifest sets GitSource Ready=False with file and field and leaves running objects untouched', async () => {
-    const alphaBefore = await fn('alpha');
-    const depBefore = await deployment('alpha');
-    await commitAndSync({ 'alpha/function.yaml': functionManifest('alpha', { memoryMb: 0 }) });
-    const ready = (await sourceStatus())?.conditions?.find((c) => c.type === 'Ready');
-    expect(ready?.status).toBe('False');
-    expect(ready?.reason).toBe('ValidationFailed');
-    expect(ready?.message).toContain('alpha/function.yaml');
-    expect(ready?.message).toContain('memoryMb');
-    expect((await fn('alpha'))?.metadata.resourceVersion).toBe(alphaBefore?.metadata.resourceVersion);
-    expect((await deployment('alpha'))?.metadata.resourceVersion).toBe(depBefore?.metadata.resourceVersion);
-    // Back to a good manifest for the next steps.
-    await commitAndSync({
-      'alpha/function.yaml': functionManifest('alpha', { env: { ZED: 'z', ALPHA: 'b' }, memoryMb: 256 }),
-    });
-    await eventually('source ready again', async () =>
-      (await sourceStatus())?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'),
-    );
-  });
-
-  it('a failed build keeps the old image serving and reports the failure', async () => {
-    const image = containerOf(await deployment('alpha')).image;
-    const sha = await commitAndSync({ 'alpha/handler.js': nodeHandler(`return 'alpha broken';`) });
-    lastAlphaCommit = sha;
-    await waitForJob(buildName('alpha', sha));
-    // Plays the Job controller: kaniko failed.
-    await markBuildFailed(env.http, env.controllerNs, buildName('alpha', sha), 'kaniko: RUN npm ci failed');
-    const failed = await eventually('alpha failed', async () => {
-      const s = await status('alpha');
-      return s?.phase === 'Failed' ? s : undefined;
-    });
-    expect(failed.lastBuild?.result).toBe('Failed');
-    expect(failed.lastBuild?.message).toContain('kaniko: RUN npm ci failed');
-    // Not Ready (the commit's revision will not serve) and Stalled (waiting will not build it).
-    const ready = failed.conditions?.find((c) => c.type === 'Ready');
-    expect([ready?.status, ready?.reason]).toEqual(['False', 'BuildFailed']);
-    expect(ready?.message).toMatch(/; still serving [0-9a-f]{12}-[0-9a-f]{8}$/);
-    expect(failed.conditions?.find((c) => c.type === 'Stalled')?.status).toBe('True');
-    expect(containerOf(await deployment('alpha')).image).toBe(image);
-    // Still routed to the old revision.
-    const served = await fetch(`${system.url}/fn/${env.ns}/alpha/`);
-    expect(served.status).toBe(200);
-    expect(await served.json()).toEqual({ served: '/', image });
-    // No retry loop: the failed Job is the only one for that commit.
-    await system.controller.idle();
-    expect((await buildJobs('alpha')).length).toBe(2);
-  });
-
+  // Kube only: kaniko can fail for reasons outside the code (a registry outage), so a rebuild on
+  // request makes the build Job again under its name. What a failed build shows (BuildFailed, Stalled,
+  // the old revision serving, no retry loop) is the contract's 'build-fails'.
   it('a rebuild on request replaces the failed Job (and only then) and rolls the fixed build', async () => {
+    const lastAlphaCommit = await commitAndSync({
+      'alpha/handler.js': nodeHandler(`return 'alpha broken';`),
+    });
+    await waitForJob(buildName('alpha', lastAlphaCommit));
+    // Plays the Job controller: kaniko failed.
+    await markBuildFailed(
+      env.http,
+      env.controllerNs,
+      buildName('alpha', lastAlphaCommit),
+      'kaniko: RUN npm ci failed',
+    );
+    await eventually('alpha failed', async () => (await status('alpha'))?.phase === 'Failed');
+    await system.controller.idle();
+    expect(await buildJobs('alpha')).toHaveLength(2);
     const failed = await getObject<KubeObject>(
       env.http,
       JOB,

@@ -1,8 +1,10 @@
 /**
  * The embedded GitOps loop end to end: a real git repository made with the git CLI, real builds,
  * real runtime processes and the real HTTP proxy. What every platform does (serving a pushed
- * function, env-only and code commits, failed builds, deletion) is the platform contract's
- * (test/platform/); this file keeps what it does not check.
+ * function, env-only and code commits, failed builds and rollouts, invalid manifests, deletion) is
+ * the platform contract's (test/platform/); this file keeps what only the local platform does: its
+ * own retries of a revision that fails to start, the install log in status, the runtime's own
+ * start-up error, and the status API listing.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { functionManifest, nodeHandler, TestRepo } from '../helpers/git.js';
@@ -35,10 +37,10 @@ describe('local GitOps loop', () => {
     await repo?.remove();
   });
 
-  it('a new revision that fails to start: the old one keeps serving, the Function is not Ready and says why; a fix makes it Ready', async () => {
-    const good = await system.functionStatus('alpha');
-    const oldBody = (await bodyOf(system, '/fn/default/alpha')).text;
-    expect(JSON.parse(oldBody)).toMatchObject({ fn: 'alpha', v: 1 });
+  // Local only: here the controller itself restarts a revision that fails to start, with backoff; on
+  // kube that is the kubelet's CrashLoopBackOff, and the contract's 'rollout-fails' checks what both
+  // show (RolloutFailed, the old revision serving, a fix serving).
+  it('a revision that fails to start is retried with backoff, and no write in between says Ready', async () => {
     // Every Ready the controller writes for alpha from here on, retries included.
     const written: string[] = [];
     const unsubscribe = system.store.subscribe((event) => {
@@ -51,21 +53,6 @@ describe('local GitOps loop', () => {
       await repo.commit({
         'alpha/handler.js': `throw new Error('no config at start');\n${nodeHandler('return 0;')}`,
       });
-      const failed = await eventually(
-        async () => {
-          const s = await system.functionStatus('alpha');
-          const ready = s?.conditions?.find((c) => c.type === 'Ready');
-          return s && ready?.reason === 'RolloutFailed' ? { s, ready } : undefined;
-        },
-        30_000,
-        'alpha RolloutFailed',
-      );
-      expect(failed.ready.status).toBe('False');
-      expect(failed.s.phase).toBe('Failed');
-      expect(failed.ready.message).toContain('no config at start');
-      expect(failed.ready.message).toContain(`still serving ${good?.servingRevision}`);
-      expect(failed.s.servingRevision).toBe(good?.servingRevision);
-      expect((await bodyOf(system, '/fn/default/alpha')).text).toBe(oldBody);
       // The controller retries the failed start (with backoff): once it has, twice over, no write
       // in between said Ready while the old code served.
       await eventually(
@@ -79,60 +66,24 @@ describe('local GitOps loop', () => {
     } finally {
       unsubscribe();
     }
-
+    // A fix serves again (the cases below read alpha Ready).
     const fix = await repo.commit({
       'alpha/handler.js': nodeHandler(`return { fn: 'alpha', word: process.env.WORD, v: 2 };`),
     });
-    const fixed = await eventually(
+    await eventually(
       async () => {
         const s = await system.functionStatus('alpha');
-        return s?.phase === 'Ready' && s.commit === fix ? s : undefined;
+        return s?.phase === 'Ready' && s.commit === fix;
       },
       30_000,
       'alpha Ready again',
     );
-    expect(fixed.conditions?.find((c) => c.type === 'Ready')).toMatchObject({
-      status: 'True',
-      reason: 'Serving',
-    });
-    expect(fixed.servingRevision).not.toBe(good?.servingRevision);
-    expect(JSON.parse((await bodyOf(system, '/fn/default/alpha')).text)).toEqual({
-      ...JSON.parse(oldBody),
-      v: 2,
-    });
   });
 
-  it('keeps serving the last good revision when a commit has an invalid manifest, and names file and field', async () => {
-    const good = await system.sourceStatus();
-    await repo.commit({ 'beta/function.yaml': functionManifest('beta', { memoryMb: 999999 }) });
-    const status = await eventually(
-      async () => {
-        const s = await system.sourceStatus();
-        return s?.conditions?.find((c) => c.type === 'Ready' && c.status === 'False') ? s : undefined;
-      },
-      20_000,
-      'source rejected',
-    );
-    const ready = status.conditions?.find((c) => c.type === 'Ready');
-    expect(ready?.reason).toBe('ValidationFailed');
-    expect(ready?.message).toContain('beta/function.yaml#0 spec.memoryMb: must be <= 4096');
-    expect(status.lastSyncedCommit).toBe(good?.lastSyncedCommit);
-    expect((await bodyOf(system, '/fn/default/beta')).status).toBe(200);
-    expect((await system.store.get('Function', 'default', 'beta'))?.spec).not.toHaveProperty(
-      'memoryMb',
-      999999,
-    );
-    // Fixing the manifest in a later commit recovers.
-    await repo.commit({ 'beta/function.yaml': functionManifest('beta') });
-    await eventually(
-      async () =>
-        (await system.sourceStatus())?.conditions?.find((c) => c.type === 'Ready')?.status === 'True',
-      20_000,
-      'source recovered',
-    );
-  });
-
-  it('keeps the previous revision when a dependency install fails, with the log tail in status', async () => {
+  // Local only: the local builder keeps the tail of npm's output in status; kube's kaniko log is not
+  // there to read in these tests. The contract's 'build-fails' checks the rest (BuildFailed, Stalled,
+  // the previous revision serving).
+  it('a failed dependency install leaves the log tail in status', async () => {
     await repo.commit({
       'beta/package.json': '{ "name": "beta", "dependencies": { "left-pad": ', // broken JSON: npm fails at once
       'beta/handler.js': nodeHandler(`return { fn: 'beta', v: 3 };`),
@@ -145,13 +96,12 @@ describe('local GitOps loop', () => {
       30_000,
       'failed build',
     );
-    expect(status.phase).toBe('Failed');
     expect(status.lastBuild?.message).toMatch(/npm install failed/);
     expect(status.lastBuild?.logTail).toMatch(/JSON|EJSONPARSE/i);
-    expect(status.conditions?.find((c) => c.type === 'Ready')?.message).toContain('still serving');
-    expect(JSON.parse((await bodyOf(system, '/fn/default/beta')).text)).toEqual({ fn: 'beta', v: 1 });
   });
 
+  // Local only: the runtime process reports why it cannot load the entrypoint; a kube pod would be in
+  // CrashLoopBackOff, which the contract's 'rollout-fails' covers.
   it('shows a runtime start-up error (missing module) in function status', async () => {
     await repo.commit({
       'broken/function.yaml': functionManifest('broken', { entrypoint: 'missing.handle' }),
@@ -178,6 +128,7 @@ describe('local GitOps loop', () => {
     );
   });
 
+  // The status API's listing of this system's objects (kube's own listing is kubectl's Table view).
   it('lists functions and sources through the status API', async () => {
     const functions = (await (await system.call('/v1/namespaces/default/functions')).json()) as {
       items: { metadata: { name: string }; status: { phase: string } }[];

@@ -459,6 +459,24 @@ export const MUTATIONS: GuardMutation[] = [
     tests: ['test/kube/watched-waits.test.ts'],
   },
   {
+    id: 'source-pin-ignored',
+    guard:
+      'A GitSource pinned to a commit of its branch serves that commit, not the branch head, on every platform.',
+    file: 'src/reconcile/source-sync.ts',
+    from: '  const target = pinned ?? head;\n',
+    to: '  const target = head;\n',
+    tests: ['test/platform/local.test.ts', 'test/platform/kube.test.ts'],
+  },
+  {
+    id: 'job-missing-function-not-failed',
+    guard:
+      'A FunctionJob naming a function its namespace does not have is Failed, saying so, on every platform.',
+    file: 'src/reconcile/job/reconciler.ts',
+    from: "  if (!fn) {\n    record(\n      'Failed',",
+    to: "  if (!fn) {\n    record(\n      'Pending',",
+    tests: ['test/platform/local.test.ts', 'test/platform/kube.test.ts'],
+  },
+  {
     id: 'last-error-deleted-not-cleared',
     guard: 'Once the desired revision serves, status carries no error of a revision that failed before it.',
     file: 'src/reconcile/function/reconciler.ts',

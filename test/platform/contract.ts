@@ -1,9 +1,9 @@
 /**
  * The platform contract: the behaviour users rely on from a push to what /fn/ serves, run the same
  * way against every platform (local.test.ts, kube.test.ts). A platform is driven through a small
- * PlatformUnderTest: commit, sync, read objects, call /fn/, and play what the platform leaves to
- * others (kaniko, the kubelet) where there is nobody to play it. Each case deploys functions of its
- * own, so one failing case does not take the others with it.
+ * PlatformUnderTest: commit, sync, read and apply objects, call /fn/ and the API, and play what the
+ * platform leaves to others (kaniko, the kubelet) where there is nobody to play it. Each case
+ * deploys functions of its own, so one failing case does not take the others with it.
  *
  * Golden values are the status fields a user reads (phase, conditions, commit, revision). "Nothing
  * else happened" is checked after a positive signal (a settled controller, a later run that
@@ -11,7 +11,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Condition } from '../../src/core/conditions.js';
-import type { FunctionJob, SlessFunction, Trigger } from '../../src/core/resources.js';
+import type { FunctionJob, GitSource, SlessFunction, Trigger } from '../../src/core/resources.js';
 import { pollUntil } from '../helpers/poll-until.js';
 
 /** What /fn/{ns}/{name} answered; a JSON body is parsed, any other is the text. */
@@ -20,20 +20,42 @@ export interface Served {
   body: unknown;
 }
 
+/** What a response answered, as `Served`. */
+export async function served(response: Response): Promise<Served> {
+  const text = await response.text();
+  let body: unknown = text;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    // Not JSON: the text is the body.
+  }
+  return { status: response.status, body };
+}
+
 export interface PlatformUnderTest {
   /** The namespace the platform's GitSource and functions live in. */
   readonly namespace: string;
+  /** The name of that GitSource. */
+  readonly sourceName: string;
   /** Env the contract gives the function its FunctionJob runs, so `jobRuns` can count the runs. */
   readonly jobEnv: Record<string, string>;
   /** Writes (null deletes a file or directory) and commits on the source's branch, where the platform reads it. */
   commit(files: Record<string, string | null>): Promise<string>;
   /** Makes the platform read the branch now, as a webhook would, and returns once that sync applied it. */
   sync(options?: { force?: boolean }): Promise<void>;
+  source(): Promise<GitSource | undefined>;
   fn(name: string): Promise<SlessFunction | undefined>;
   trigger(name: string): Promise<Trigger | undefined>;
   job(name: string): Promise<FunctionJob | undefined>;
+  /**
+   * Applies a FunctionJob outside git, as `kubectl apply` or the API would (a commit is refused when
+   * one of its FunctionJobs names a function the repository does not define); null deletes it.
+   */
+  applyJob(name: string, job: FunctionJob['spec'] | null): Promise<void>;
   /** GET /fn/{namespace}/{name}, through the platform's own proxy. */
   call(name: string): Promise<Served>;
+  /** A request to the platform's HTTP API (`path` from /v1/…), with a JSON body when one is given. */
+  api(method: 'POST' | 'DELETE', path: string, body?: unknown): Promise<Served>;
   /** Lets the build of `name` at `commit` succeed (kube: plays kaniko; local: the build runs by itself). */
   finishBuild(name: string, commit: string): Promise<void>;
   /**
@@ -53,7 +75,7 @@ export interface PlatformUnderTest {
   workloadGone(name: string): Promise<boolean>;
   /** Lets run `runId` of FunctionJob `job` end (kube: plays the Job controller; local: it ends by itself). */
   finishJobRun(job: string, runId: number): Promise<void>;
-  /** Times the FunctionJob `job` ran its function. */
+  /** Times the FunctionJob `job` ran its function (a run started again counts again). */
   jobRuns(job: string): Promise<number>;
   /** Resolves once the controller has nothing queued or running (no reconcile, build or rollout). */
   settle(): Promise<void>;
@@ -66,6 +88,7 @@ export type ContractCase =
   | 'env-only'
   | 'code'
   | 'build-fails'
+  | 'invalid-manifest'
   | 'rollout-fails'
   | 'cron-disabled'
   | 'http-disabled'
@@ -73,7 +96,9 @@ export type ContractCase =
   | 'answers-at-once'
   | 'recovery-clears-error'
   | 'deleted'
-  | 'job-runs';
+  | 'job-runs'
+  | 'job-missing-function'
+  | 'pinned';
 
 /** What the handler the contract commits throws at start when it is meant to crash. */
 export const CRASH_MESSAGE = 'no config at start';
@@ -219,12 +244,25 @@ export function platformContract(
         const { commit, fn } = await deploy('ready');
         expectServing(fn, commit, commit);
         expect(fn.status?.lastError).toBeUndefined();
-        expect(fn.metadata.annotations?.['sless.dev/commit']).toBe(commit);
+        // The object says where it came from: the source, the commit, the manifest and the code's build key.
+        expect(fn.metadata.labels).toEqual({ 'sless.dev/source': p.sourceName });
+        expect(fn.metadata.annotations).toMatchObject({
+          'sless.dev/commit': commit,
+          'sless.dev/manifest': 'ready/function.yaml#0',
+          'sless.dev/build-key': fn.status?.buildKey,
+        });
         expect(await p.call('ready')).toEqual({ status: 200, body: { version: 'v1', word: 'one' } });
         await p.settle();
         expect(await p.builds('ready')).toBe(1);
         // Settled means settled: the status is the one that said Ready.
-        expect((await p.fn('ready'))?.status).toEqual(fn.status);
+        const settled = await p.fn('ready');
+        expect(settled?.status).toEqual(fn.status);
+        // A forced sync re-plans and re-applies the same commit; once the controller drained its queues,
+        // nothing was written (on kube a write would move resourceVersion) and nothing was built.
+        await p.sync({ force: true });
+        await p.settle();
+        expect(await p.fn('ready')).toEqual(settled);
+        expect(await p.builds('ready')).toBe(1);
       },
     );
 
@@ -334,6 +372,40 @@ export function platformContract(
         expect(await p.call('build-fails')).toEqual({ status: 200, body: { version: 'v3', word: 'one' } });
         await p.settle();
         expect(await p.builds('build-fails')).toBe(3);
+      },
+    );
+
+    contractCase(
+      'invalid-manifest',
+      'a commit with an invalid manifest is refused naming file and field; what served serves on; a fix recovers',
+      async () => {
+        await deploy('invalid');
+        await p.settle();
+        const before = await p.fn('invalid');
+        const synced = (await p.source())?.status?.lastSyncedCommit;
+        await push({ 'invalid/function.yaml': functionManifest('invalid', { memoryMb: 999999 }) });
+        const refused = await waitFor('source refused', async () => {
+          const source = await p.source();
+          return condition(source ?? {}, 'Ready')?.status === 'False' ? source : undefined;
+        });
+        expect(condition(refused, 'Ready')).toMatchObject({ reason: 'ValidationFailed' });
+        expect(condition(refused, 'Ready')?.message).toContain(
+          'invalid/function.yaml#0 spec.memoryMb: must be <= 4096',
+        );
+        expect(refused.status?.lastSyncedCommit).toBe(synced);
+        // Nothing of the commit was applied: the Function object is the one before, and it serves.
+        expect(await p.fn('invalid')).toEqual(before);
+        expect(await p.call('invalid')).toEqual({ status: 200, body: { version: 'v1', word: 'one' } });
+
+        const fix = await push({
+          'invalid/function.yaml': functionManifest('invalid', { env: { WORD: 'one' }, memoryMb: 256 }),
+        });
+        const recovered = await waitFor('source Ready again', async () => {
+          const source = await p.source();
+          return condition(source ?? {}, 'Ready')?.status === 'True' ? source : undefined;
+        });
+        expect(recovered.status?.lastSyncedCommit).toBe(fix);
+        expect((await readyAt('invalid', fix)).spec.memoryMb).toBe(256);
       },
     );
 
@@ -593,5 +665,100 @@ export function platformContract(
       await succeeded(2);
       expect(await p.jobRuns('once')).toBe(2);
     });
+
+    contractCase(
+      'job-missing-function',
+      'a FunctionJob naming a function that does not exist is Failed, saying so',
+      async () => {
+        await p.applyJob('orphan', { function: 'ghost', runId: 1 });
+        const failed = await waitFor('orphan Failed', async () => {
+          const job = await p.job('orphan');
+          return job?.status?.phase === 'Failed' ? job : undefined;
+        });
+        expect(failed.status?.message).toBe(`function "ghost" not found in namespace ${p.namespace}`);
+        await p.applyJob('orphan', null);
+        await waitFor('orphan removed', async () => (await p.job('orphan')) === undefined);
+      },
+    );
+
+    contractCase(
+      'pinned',
+      'pinning a commit of the branch serves it again without a build and holds against new commits; unpinning serves the head',
+      async () => {
+        // Only pinned/ changes after the first commit, so the pin leaves every other case's function as it is.
+        const { commit: first, fn: atFirst } = await deploy('pinned');
+        const second = await push({ [handlerPath('pinned')]: handler('v2') });
+        await p.finishBuild('pinned', second);
+        const atSecond = await readyAt('pinned', second);
+        expect(await p.call('pinned')).toEqual({ status: 200, body: { version: 'v2', word: 'one' } });
+        expect(await p.builds('pinned')).toBe(2);
+        const pinPath = `/v1/namespaces/${p.namespace}/sources/${p.sourceName}/pin`;
+
+        const pinned = await p.api('POST', pinPath, { commit: first });
+        expect(pinned.status).toBe(200);
+        expect(pinned.body).toMatchObject({
+          outcome: 'synced',
+          commit: first,
+          source: {
+            spec: { ref: { commit: first } },
+            status: { pinnedCommit: first, lastSyncedCommit: first },
+          },
+        });
+        const back = await waitFor('pinned serves the first commit', async () => {
+          const fn = await p.fn('pinned');
+          return fn?.status?.phase === 'Ready' && fn.status.servingCommit === first ? fn : undefined;
+        });
+        // The first build's image, not a new one.
+        expect(back.status?.image).toBe(atFirst.status?.image);
+        expect(back.status?.buildKey).toBe(atFirst.status?.buildKey);
+        // The route may take a moment to follow status (see 'answers-at-once' for "at once").
+        const v1 = JSON.stringify({ status: 200, body: { version: 'v1', word: 'one' } });
+        await waitFor('v1 served again', async () => JSON.stringify(await p.call('pinned')) === v1);
+
+        // A commit that is not on the branch is refused, and the pin stays.
+        const stranger = 'f'.repeat(40);
+        expect(await p.api('POST', pinPath, { commit: stranger })).toEqual({
+          status: 400,
+          body: {
+            error: `commit: ${stranger} is not a commit of branch "main" of GitSource ${p.sourceName}`,
+          },
+        });
+        expect((await p.source())?.spec.ref).toEqual({ commit: first });
+        // A new commit on the branch does not move a pinned source.
+        const third = await p.commit({ [handlerPath('pinned')]: handler('v3') });
+        await p.sync({ force: true });
+        await p.settle();
+        expect((await p.source())?.status).toMatchObject({ pinnedCommit: first, lastSyncedCommit: first });
+        expect((await p.fn('pinned'))?.status?.servingCommit).toBe(first);
+        expect(await p.call('pinned')).toEqual({ status: 200, body: { version: 'v1', word: 'one' } });
+        expect(await p.builds('pinned')).toBe(2);
+
+        const unpinned = await p.api('DELETE', pinPath);
+        expect(unpinned.status).toBe(200);
+        expect(unpinned.body).toMatchObject({ commit: third });
+        const source = (unpinned.body as { source: GitSource }).source;
+        expect(source.spec.ref).toBeUndefined();
+        expect(source.status?.pinnedCommit).toBeUndefined();
+        await p.finishBuild('pinned', third);
+        expectServing(await readyAt('pinned', third), third, third);
+        expect((await p.fn('pinned'))?.status?.buildKey).not.toBe(atSecond.status?.buildKey);
+        expect(await p.call('pinned')).toEqual({ status: 200, body: { version: 'v3', word: 'one' } });
+        await p.settle();
+        expect(await p.builds('pinned')).toBe(3);
+
+        // Pinned back and unpinned again: both commits were built, so neither needs a build.
+        expect((await p.api('POST', pinPath, { commit: second })).status).toBe(200);
+        await waitFor('pinned serves the second commit', async () => {
+          const fn = await p.fn('pinned');
+          return fn?.status?.phase === 'Ready' && fn.status.servingCommit === second;
+        });
+        expect((await p.api('DELETE', pinPath)).body).toMatchObject({ commit: third });
+        expectServing(await readyAt('pinned', third), third, third);
+        const v3 = JSON.stringify({ status: 200, body: { version: 'v3', word: 'one' } });
+        await waitFor('v3 served again', async () => JSON.stringify(await p.call('pinned')) === v3);
+        await p.settle();
+        expect(await p.builds('pinned')).toBe(3);
+      },
+    );
   });
 }

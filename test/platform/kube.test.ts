@@ -35,7 +35,13 @@ import {
   markJobComplete,
 } from '../kube/harness.js';
 import { deploymentLags, playCrashLoopingPod } from '../kube/play.js';
-import { handlerPath, type PlatformUnderTest, platformContract, versionOfHandler } from './contract.js';
+import {
+  handlerPath,
+  type PlatformUnderTest,
+  platformContract,
+  served,
+  versionOfHandler,
+} from './contract.js';
 
 /** Short, so a crash-looping revision is RolloutFailed soon; long enough for a played rollout. */
 const ROLLOUT_DEADLINE_MS = 4000;
@@ -75,6 +81,8 @@ async function kubePlatform(): Promise<PlatformUnderTest> {
   );
   await system.store.apply(gitSource('repo', env.ns, `${gitServer.url}/fns.git`));
 
+  /** The run Jobs `jobRuns` has seen, by FunctionJob and uid. */
+  const runUids = new Set<string>();
   const buildJobs = async (name: string) =>
     (
       await listObjects<KubeObject>(env.http, JOB, {
@@ -85,6 +93,7 @@ async function kubePlatform(): Promise<PlatformUnderTest> {
 
   return {
     namespace: env.ns,
+    sourceName: 'repo',
     jobEnv: {},
     commit: async (files) => {
       const sha = await work.commit(files);
@@ -94,20 +103,30 @@ async function kubePlatform(): Promise<PlatformUnderTest> {
     sync: async (options) => {
       await system.controller.syncNow(env.ns, 'repo', options);
     },
+    source: () => system.store.get('GitSource', env.ns, 'repo'),
     fn: (name) => system.store.get('Function', env.ns, name),
     trigger: (name) => system.store.get('Trigger', env.ns, name),
     job: (name) => system.store.get('FunctionJob', env.ns, name),
-    call: async (name) => {
-      const response = await fetch(`${system.url}/fn/${env.ns}/${name}`);
-      const text = await response.text();
-      let body: unknown = text;
-      try {
-        body = JSON.parse(text);
-      } catch {
-        // Not JSON: the text is the body.
-      }
-      return { status: response.status, body };
+    applyJob: async (name, spec) => {
+      if (spec === null) await system.store.delete('FunctionJob', env.ns, name);
+      else
+        await system.store.apply({
+          apiVersion: 'sless.dev/v1alpha1',
+          kind: 'FunctionJob',
+          metadata: { name, namespace: env.ns },
+          spec,
+        });
     },
+    call: async (name) => served(await fetch(`${system.url}/fn/${env.ns}/${name}`)),
+    api: async (method, path, body) =>
+      served(
+        await fetch(`${system.url}${path}`, {
+          method,
+          ...(body === undefined
+            ? {}
+            : { headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) }),
+        }),
+      ),
     // Plays kaniko and the Job controller: the build Job completes with a digest.
     finishBuild: async (name, commit) => {
       await completeBuild(env, name, commit, `${name}@${commit}`);
@@ -145,13 +164,16 @@ async function kubePlatform(): Promise<PlatformUnderTest> {
       await eventually(`run Job ${name}`, () => getObject<KubeObject>(env.http, JOB, env.ns, name));
       await markJobComplete(env.http, env.ns, name);
     },
-    jobRuns: async (job) =>
-      (
-        await listObjects<KubeObject>(env.http, JOB, {
-          namespace: env.ns,
-          labels: { 'sless.dev/functionjob': job },
-        })
-      ).items.length,
+    // Each run Job counts once by its uid: a run Job deleted and made again under the same name is a
+    // second run, which counting the Jobs there are now would miss.
+    jobRuns: async (job) => {
+      const jobs = await listObjects<KubeObject>(env.http, JOB, {
+        namespace: env.ns,
+        labels: { 'sless.dev/functionjob': job },
+      });
+      for (const run of jobs.items) runUids.add(`${job}/${run.metadata.uid}`);
+      return [...runUids].filter((key) => key.startsWith(`${job}/`)).length;
+    },
     settle: () => system.controller.idle(),
     stop: async () => {
       stopKubelet();

@@ -10,7 +10,7 @@ import { readdir, readFile, rm } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { TestRepo, tempDir } from '../helpers/git.js';
 import { startTestSystem } from '../helpers/local-system.js';
-import { CRASH_MESSAGE, type PlatformUnderTest, platformContract } from './contract.js';
+import { CRASH_MESSAGE, type PlatformUnderTest, platformContract, served } from './contract.js';
 
 const NAMESPACE = 'default';
 
@@ -31,25 +31,36 @@ async function localPlatform(): Promise<PlatformUnderTest> {
   };
   return {
     namespace: NAMESPACE,
+    sourceName: 'test',
     jobEnv: { RUN_LOG: runLog },
     commit: (files) => repo.commit(files),
     sync: async (options) => {
       await system.controller.syncNow(NAMESPACE, 'test', options);
     },
+    source: () => system.store.get('GitSource', NAMESPACE, 'test'),
     fn: (name) => system.store.get('Function', NAMESPACE, name),
     trigger: (name) => system.store.get('Trigger', NAMESPACE, name),
     job: (name) => system.store.get('FunctionJob', NAMESPACE, name),
-    call: async (name) => {
-      const response = await system.call(`/fn/${NAMESPACE}/${name}`);
-      const text = await response.text();
-      let body: unknown = text;
-      try {
-        body = JSON.parse(text);
-      } catch {
-        // Not JSON: the text is the body.
-      }
-      return { status: response.status, body };
+    applyJob: async (name, spec) => {
+      if (spec === null) await system.store.delete('FunctionJob', NAMESPACE, name);
+      else
+        await system.store.apply({
+          apiVersion: 'sless.dev/v1alpha1',
+          kind: 'FunctionJob',
+          metadata: { name, namespace: NAMESPACE },
+          spec,
+        });
     },
+    call: async (name) => served(await system.call(`/fn/${NAMESPACE}/${name}`)),
+    api: async (method, path, body) =>
+      served(
+        await system.call(path, {
+          method,
+          ...(body === undefined
+            ? {}
+            : { headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) }),
+        }),
+      ),
     // The build runs by itself; a failing one fails because of the code committed.
     finishBuild: async () => undefined,
     failBuild: async () => 'npm install failed',
