@@ -109,6 +109,27 @@ describe('loadManifests', () => {
     ).toBe(true);
   });
 
+  it('names only the refused function, not the triggers and jobs that point at it', async () => {
+    const job = (name: string, fn: string) =>
+      stringify({
+        apiVersion: 'sless.dev/v1alpha1',
+        kind: 'FunctionJob',
+        metadata: { name },
+        spec: { function: fn },
+      });
+    expect(
+      await issuesOf({
+        'a/function.yaml': fnDoc('a', { memoryMb: 99999 }),
+        'b/function.yaml': fnDoc('b', { source: { path: '../..' } }),
+        'jobs.yaml': `${job('ja', 'a')}---\n${job('jb', 'b')}---\n${job('jg', 'ghost')}`,
+      }),
+    ).toEqual([
+      'a/function.yaml#0 spec.memoryMb: must be <= 4096',
+      'b/function.yaml#0 spec.source.path: must stay inside the repository',
+      'jobs.yaml#2 spec.function: function "ghost" is not defined in this repository',
+    ]);
+  });
+
   it('never throws, and every issue names a file, a document and a reason, whatever the YAML', async () => {
     const value = fc.oneof(
       fc.string(),

@@ -50,6 +50,8 @@ interface CheckedFile {
   ours: boolean;
   documents: readonly LoadedDocument[];
   issues: readonly ManifestIssue[];
+  /** Functions the file defines that were refused: their own issues say why. */
+  refusedFunctions?: readonly string[];
 }
 
 /**
@@ -123,6 +125,7 @@ export interface LoadOptions {
 export async function loadManifests(snapshot: SourceSnapshot, options: LoadOptions): Promise<LoadResult> {
   const issues: ManifestIssue[] = [];
   const documents: LoadedDocument[] = [];
+  const refusedFunctions = new Set<string>();
   const manifestFiles = new Set<string>();
   const root = normalizeRepoPath(options.root);
   if (root === undefined) {
@@ -148,8 +151,9 @@ export async function loadManifests(snapshot: SourceSnapshot, options: LoadOptio
     if (checked.ours) manifestFiles.add(file.path);
     documents.push(...checked.documents);
     issues.push(...checked.issues);
+    for (const name of checked.refusedFunctions ?? []) refusedFunctions.add(name);
   }
-  issues.push(...crossReferenceIssues(documents));
+  issues.push(...crossReferenceIssues(documents, refusedFunctions));
   return { documents, manifestFiles, issues };
 }
 
@@ -161,6 +165,7 @@ async function checkFile(
 ): Promise<CheckedFile> {
   const issues: ManifestIssue[] = [];
   const documents: LoadedDocument[] = [];
+  const refusedFunctions: string[] = [];
   const validate = options.validate ?? validateResource;
   let parsed = options.cache?.get(file.oid);
   // The size comes from the object header: a huge blob is refused before it is inflated. A blob in
@@ -213,6 +218,8 @@ async function checkFile(
     const found = validate(kind as KindName, record, where);
     if (found.length > 0) {
       issues.push(...found);
+      const name = (record.metadata as { name?: unknown } | undefined)?.name;
+      if (kind === 'Function' && typeof name === 'string') refusedFunctions.push(name);
       return;
     }
     const doc = record as unknown as LoadedDocument['doc'];
@@ -223,6 +230,7 @@ async function checkFile(
         field: 'metadata.namespace',
         reason: `must be omitted or "${options.namespace}" (the source's namespace)`,
       });
+      if (kind === 'Function') refusedFunctions.push(doc.metadata.name);
       return;
     }
     const loaded: LoadedDocument = { kind: kind as KindName, file: file.path, index, doc };
@@ -233,13 +241,14 @@ async function checkFile(
         : normalizeRepoPath(posix.join(posix.dirname(file.path), sourcePath));
       if (codeDir === undefined) {
         issues.push({ ...where, field: 'spec.source.path', reason: 'must stay inside the repository' });
+        refusedFunctions.push(doc.metadata.name);
         return;
       }
       loaded.codeDir = codeDir;
     }
     documents.push(loaded);
   });
-  return { ours: true, documents, issues };
+  return { ours: true, documents, issues, ...(refusedFunctions.length > 0 ? { refusedFunctions } : {}) };
 }
 
 function deepFreeze<T>(value: T): T {
@@ -250,8 +259,15 @@ function deepFreeze<T>(value: T): T {
   return value;
 }
 
-/** Names are unique per kind, and triggers and jobs name a function of the same repository. */
-function crossReferenceIssues(documents: readonly LoadedDocument[]): ManifestIssue[] {
+/**
+ * Names are unique per kind, and triggers and jobs name a function of the same repository. One that
+ * names a function the repository defines but that was refused gets no issue of its own: the
+ * function's issue is the one to fix, and a second line calling it undefined would mislead.
+ */
+function crossReferenceIssues(
+  documents: readonly LoadedDocument[],
+  refusedFunctions: ReadonlySet<string>,
+): ManifestIssue[] {
   const issues: ManifestIssue[] = [];
   const seen = new Map<string, LoadedDocument>();
   for (const d of documents) {
@@ -270,7 +286,7 @@ function crossReferenceIssues(documents: readonly LoadedDocument[]): ManifestIss
   for (const d of documents) {
     if (d.kind === 'Function') continue;
     const target = String(d.doc.spec.function);
-    if (!functions.has(target)) {
+    if (!functions.has(target) && !refusedFunctions.has(target)) {
       issues.push({
         file: d.file,
         index: d.index,

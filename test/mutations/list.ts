@@ -58,6 +58,15 @@ export const MUTATIONS: GuardMutation[] = [
     tests: ['src/platform/kube/rollout.test.ts'],
   },
   {
+    id: 'refused-function-cascades-to-its-references',
+    guard:
+      'A trigger or job naming a function that the repository defines but that was refused gets no "not defined" line of its own: only the function\'s own reason is shown.',
+    file: 'src/manifest/load.ts',
+    from: 'if (!functions.has(target) && !refusedFunctions.has(target)) {',
+    to: 'if (!functions.has(target)) {',
+    tests: ['src/manifest/load.test.ts'],
+  },
+  {
     id: 'proxy-headers-timeout-dropped',
     guard:
       "The proxy bounds the wait for a function's answer by its own timeout (timeoutSec + 1 s), even when the runtime cannot answer by itself.",
