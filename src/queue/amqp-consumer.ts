@@ -92,6 +92,10 @@ export class AmqpConsumer {
     const { channel, consumerTag } = this;
     if (channel && consumerTag) await channel.cancel(consumerTag).catch(() => undefined);
     await Promise.all(this.handling);
+    // The channel closes first, after its acks: closing only the connection let the broker requeue
+    // a message acknowledged just before (seen on RabbitMQ 3.10 as the next leader receiving it
+    // again, redelivered). A channel's close-ok comes after every frame sent on it was handled.
+    await channel?.close().catch(() => undefined);
     await this.connection?.close().catch(() => undefined);
     this.connection = undefined;
     this.channel = undefined;
