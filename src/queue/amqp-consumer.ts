@@ -3,7 +3,8 @@
  * optionally bound to an exchange, and each message delivered to the function as an HTTP POST of its
  * body. A 2xx acknowledges it; a 5xx, a timeout or no answer is retried with backoff up to
  * maxAttempts (a 4xx is final at once); then the message is published to the dead-letter exchange
- * and acknowledged, or rejected without requeue when there is none. Nothing is acknowledged before
+ * and acknowledged, or rejected without requeue when there is none (the broker then drops it unless
+ * the queue has a dead-letter policy of its own). Nothing is acknowledged before
  * its outcome, so a kill -9 leaves every message it held to the broker, which delivers it again.
  */
 import amqp, { type ChannelModel, type ConfirmChannel, type ConsumeMessage } from 'amqplib';
@@ -238,8 +239,16 @@ export class AmqpConsumer {
       // message again rather than losing it.
       await channel.waitForConfirms();
       channel.ack(message);
-    } else channel.nack(message, false, false);
+      this.lastMessage = `${at}: dead-lettered after ${attempt} attempt${attempt === 1 ? '' : 's'} (${why})`;
+    } else {
+      // Nowhere to keep it: the broker drops it, or routes it by the queue's own dead-letter policy.
+      channel.nack(message, false, false);
+      options.logger.warn(
+        { trigger: options.trigger, queue: options.queue, attempts: attempt, why },
+        'message rejected without requeue: the trigger has no deadLetterExchange',
+      );
+      this.lastMessage = `${at}: rejected without requeue after ${attempt} attempt${attempt === 1 ? '' : 's'} (${why}); no deadLetterExchange`;
+    }
     this.deadLettered++;
-    this.lastMessage = `${at}: dead-lettered after ${attempt} attempt${attempt === 1 ? '' : 's'} (${why})`;
   }
 }

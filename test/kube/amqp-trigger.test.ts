@@ -304,6 +304,13 @@ describe('amqp Triggers on kube against a real RabbitMQ', { timeout: 5 * 60_000 
     expect(letter.properties.headers?.['x-sless-last-error']).toBe('status 500');
     expect(letter.properties.headers?.['x-sless-queue']).toBe('doomed');
     expect(await depth('doomed')).toBe(0);
+    // Where failed messages end, in the status: kept on `dead` here, dropped for `jobs` (none named).
+    const deadLetters = (s: TriggerStatus) => s.conditions?.find((c) => c.type === 'DeadLetters');
+    expect(deadLetters(after)).toMatchObject({ status: 'True', reason: 'DeadLetterExchange' });
+    expect(deadLetters(await triggerStatus(systems[0] as KubeSystem, 'jobs'))).toMatchObject({
+      status: 'False',
+      reason: 'NoDeadLetterExchange',
+    });
   });
 
   it('enabled: false stops consuming and the messages stay queued; enabling again delivers them', async () => {

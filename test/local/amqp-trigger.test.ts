@@ -183,6 +183,36 @@ describe('amqp Triggers against a real RabbitMQ', { timeout: 6 * 60_000 }, () =>
     expect(await depth('doomed')).toBe(0);
   });
 
+  it('without a deadLetterExchange a failed message is rejected and dropped, as the DeadLetters condition warns', async () => {
+    await applyTrigger('dropped', { queue: 'dropped', maxAttempts: 1 });
+    const before = await consuming('dropped');
+    const warning = before.conditions?.find((c) => c.type === 'DeadLetters');
+    expect(warning).toMatchObject({ status: 'False', reason: 'NoDeadLetterExchange' });
+    expect(warning?.message).toMatch(/rejected without requeue, and RabbitMQ drops it unless queue dropped/);
+    publish('dropped', { mode: 'bad' });
+    const after = await pollUntil(
+      'the message was rejected',
+      async () => {
+        const s = await status('dropped');
+        return s.deadLettered === 1 ? s : undefined;
+      },
+      30_000,
+      50,
+    );
+    expect(after.lastMessage).toMatch(
+      /rejected without requeue after 1 attempt \(status 422\); no deadLetterExchange$/,
+    );
+    expect(after.acknowledged).toBe(0);
+    // Gone: not in its queue, and not on the dead-letter exchange of the other triggers.
+    expect(await depth('dropped')).toBe(0);
+    expect(await drain('dead-letters')).toHaveLength(0);
+    // A trigger with one says where failed messages go.
+    expect((await status('doomed')).conditions?.find((c) => c.type === 'DeadLetters')).toMatchObject({
+      status: 'True',
+      reason: 'DeadLetterExchange',
+    });
+  });
+
   it('enabled: false stops consuming and keeps the messages; enabling again delivers them', async () => {
     await applyTrigger('paused', { queue: 'paused' });
     await consuming('paused');

@@ -1684,6 +1684,15 @@ export const MUTATIONS: GuardMutation[] = [
     to: "      channel.ack(message);\n      if (verdict === 'succeeded') {",
     tests: ['test/local/amqp-trigger.test.ts'],
   },
+  {
+    id: 'amqp-no-dead-letters-condition',
+    guard:
+      'An amqp Trigger without a deadLetterExchange warns in its DeadLetters condition that failed messages are rejected and dropped; one with it names the exchange.',
+    file: 'src/reconcile/trigger/reconciler.ts',
+    from: "  if (trigger.spec.type === 'amqp') setDeadLetters(trigger, update);",
+    to: '  if (trigger.spec.function === undefined) setDeadLetters(trigger, update);',
+    tests: ['src/reconcile/trigger/reconciler.test.ts', 'test/local/amqp-trigger.test.ts'],
+  },
   // ---- Asynchronous invocations and amqp Triggers on kube (RabbitMQ) ----
   {
     id: 'kube-async-open-no-retry',
