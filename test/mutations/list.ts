@@ -1695,6 +1695,15 @@ export const MUTATIONS: GuardMutation[] = [
   },
   // ---- Asynchronous invocations and amqp Triggers on kube (RabbitMQ) ----
   {
+    id: 'kube-async-callback-guard-unwired',
+    guard:
+      'On kube too, an X-Callback-Url to a loopback, link-local or metadata address is refused with 400 before anything is stored.',
+    file: 'src/platform/kube/wire/async.ts',
+    from: '    checkCallback: (url) => checkCallbackUrl(deps.policy, url),',
+    to: '    checkCallback: async (url) => url,',
+    tests: ['test/kube/async-invocations.test.ts'],
+  },
+  {
     id: 'kube-async-open-no-retry',
     guard:
       'Opening the invocation stream tries again while the broker resets or refuses connections, so a controller starting beside a slow broker comes up.',
