@@ -125,9 +125,18 @@ export class AmqpConsumer {
       }
       this.connection = connection;
       connection.on('error', () => undefined);
-      connection.on('close', (error?: Error) => this.lost(error));
+      let channelError: Error | undefined;
+      connection.on('close', (error?: Error) => this.lost(error ?? channelError));
       const channel = await connection.createConfirmChannel();
-      channel.on('error', () => undefined);
+      channel.on('error', (error: Error) => {
+        channelError = error;
+      });
+      // The broker closed the channel (a dead letter sent to an exchange that does not exist, say):
+      // its unacknowledged messages went back to the queue and nothing more arrives on it, while the
+      // connection stays up. Closing that too reconnects, with backoff, and the status says why.
+      channel.on('close', () => {
+        if (!this.stopped && this.channel === channel) void connection.close().catch(() => undefined);
+      });
       await this.declare(connection, channel);
       await channel.prefetch(options.prefetch);
       this.channel = channel;

@@ -213,6 +213,43 @@ describe('amqp Triggers against a real RabbitMQ', { timeout: 6 * 60_000 }, () =>
     });
   });
 
+  it('a deadLetterExchange that does not exist loses nothing: the consumer reconnects until it does', async () => {
+    await applyTrigger('misrouted', {
+      queue: 'misrouted',
+      maxAttempts: 1,
+      deadLetterExchange: 'not-yet',
+    });
+    await consuming('misrouted');
+    publish('misrouted', { mode: 'bad', n: 'misrouted' });
+    // The broker closes the channel on the dead letter: the message goes back to its queue, and the
+    // consumer fails, says why and connects again (and again, with backoff).
+    const failed = await pollUntil(
+      'the consumer reports the missing exchange',
+      async () => {
+        const s = await status('misrouted');
+        return /not-yet/.test(s.lastError ?? '') ? s : undefined;
+      },
+      30_000,
+      50,
+    );
+    expect(failed.acknowledged).toBe(0);
+    await channel.assertExchange('not-yet', 'fanout', { durable: true });
+    await channel.bindQueue('dead-letters', 'not-yet', '');
+    const dead = await pollUntil(
+      'the message reached the exchange once it existed',
+      async () => {
+        const got = await drain('dead-letters');
+        return got.length > 0 ? got : undefined;
+      },
+      60_000,
+      100,
+    );
+    expect(dead.map((m) => JSON.parse(m.content.toString()).n)).toEqual(['misrouted']);
+    await consuming('misrouted');
+    expect(await depth('misrouted')).toBe(0);
+    expect(await drain('dead-letters')).toHaveLength(0);
+  });
+
   it('enabled: false stops consuming and keeps the messages; enabling again delivers them', async () => {
     await applyTrigger('paused', { queue: 'paused' });
     await consuming('paused');

@@ -1685,6 +1685,15 @@ export const MUTATIONS: GuardMutation[] = [
     tests: ['test/local/amqp-trigger.test.ts'],
   },
   {
+    id: 'amqp-closed-channel-left-consuming',
+    guard:
+      'A channel the broker closed (a dead letter to a missing exchange) reconnects the consumer, so its messages are consumed again rather than left on a dead channel.',
+    file: 'src/queue/amqp-consumer.ts',
+    from: '        if (!this.stopped && this.channel === channel) void connection.close().catch(() => undefined);',
+    to: '        if (this.stopped && this.channel !== channel) void connection.close().catch(() => undefined);',
+    tests: ['test/local/amqp-trigger.test.ts'],
+  },
+  {
     id: 'amqp-no-dead-letters-condition',
     guard:
       'An amqp Trigger without a deadLetterExchange warns in its DeadLetters condition that failed messages are rejected and dropped; one with it names the exchange.',
