@@ -4,7 +4,8 @@
  * only when their status does.
  */
 export type ConditionStatus = 'True' | 'False' | 'Unknown';
-export type ConditionType = 'Ready' | 'Reconciling' | 'Stalled' | 'ScaledToZero';
+/** `DeadLetters` (amqp Triggers): whether a message that failed is kept somewhere or dropped. */
+export type ConditionType = 'Ready' | 'Reconciling' | 'Stalled' | 'ScaledToZero' | 'DeadLetters';
 
 export interface Condition {
   type: ConditionType;

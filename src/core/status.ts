@@ -52,6 +52,10 @@ export const Reason = {
   Scheduled: 'Scheduled',
   ScheduleFailed: 'ScheduleFailed',
   FunctionNotFound: 'FunctionNotFound',
+  /** amqp: messages that failed are published to the Trigger's deadLetterExchange. */
+  DeadLetterExchange: 'DeadLetterExchange',
+  /** amqp: no deadLetterExchange, so a message that failed is rejected and the broker may drop it. */
+  NoDeadLetterExchange: 'NoDeadLetterExchange',
   // FunctionJob
   Skipped: 'Skipped',
   WaitingForBuild: 'WaitingForBuild',

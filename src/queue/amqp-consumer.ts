@@ -3,7 +3,8 @@
  * optionally bound to an exchange, and each message delivered to the function as an HTTP POST of its
  * body. A 2xx acknowledges it; a 5xx, a timeout or no answer is retried with backoff up to
  * maxAttempts (a 4xx is final at once); then the message is published to the dead-letter exchange
- * and acknowledged, or rejected without requeue when there is none. Nothing is acknowledged before
+ * and acknowledged, or rejected without requeue when there is none (the broker then drops it unless
+ * the queue has a dead-letter policy of its own). Nothing is acknowledged before
  * its outcome, so a kill -9 leaves every message it held to the broker, which delivers it again.
  */
 import amqp, { type ChannelModel, type ConfirmChannel, type ConsumeMessage } from 'amqplib';
@@ -92,6 +93,10 @@ export class AmqpConsumer {
     const { channel, consumerTag } = this;
     if (channel && consumerTag) await channel.cancel(consumerTag).catch(() => undefined);
     await Promise.all(this.handling);
+    // The channel closes first, after its acks: closing only the connection let the broker requeue
+    // a message acknowledged just before (seen on RabbitMQ 3.10 as the next leader receiving it
+    // again, redelivered). A channel's close-ok comes after every frame sent on it was handled.
+    await channel?.close().catch(() => undefined);
     await this.connection?.close().catch(() => undefined);
     this.connection = undefined;
     this.channel = undefined;
@@ -120,9 +125,18 @@ export class AmqpConsumer {
       }
       this.connection = connection;
       connection.on('error', () => undefined);
-      connection.on('close', (error?: Error) => this.lost(error));
+      let channelError: Error | undefined;
+      connection.on('close', (error?: Error) => this.lost(error ?? channelError));
       const channel = await connection.createConfirmChannel();
-      channel.on('error', () => undefined);
+      channel.on('error', (error: Error) => {
+        channelError = error;
+      });
+      // The broker closed the channel (a dead letter sent to an exchange that does not exist, say):
+      // its unacknowledged messages went back to the queue and nothing more arrives on it, while the
+      // connection stays up. Closing that too reconnects, with backoff, and the status says why.
+      channel.on('close', () => {
+        if (!this.stopped && this.channel === channel) void connection.close().catch(() => undefined);
+      });
       await this.declare(connection, channel);
       await channel.prefetch(options.prefetch);
       this.channel = channel;
@@ -234,8 +248,16 @@ export class AmqpConsumer {
       // message again rather than losing it.
       await channel.waitForConfirms();
       channel.ack(message);
-    } else channel.nack(message, false, false);
+      this.lastMessage = `${at}: dead-lettered after ${attempt} attempt${attempt === 1 ? '' : 's'} (${why})`;
+    } else {
+      // Nowhere to keep it: the broker drops it, or routes it by the queue's own dead-letter policy.
+      channel.nack(message, false, false);
+      options.logger.warn(
+        { trigger: options.trigger, queue: options.queue, attempts: attempt, why },
+        'message rejected without requeue: the trigger has no deadLetterExchange',
+      );
+      this.lastMessage = `${at}: rejected without requeue after ${attempt} attempt${attempt === 1 ? '' : 's'} (${why}); no deadLetterExchange`;
+    }
     this.deadLettered++;
-    this.lastMessage = `${at}: dead-lettered after ${attempt} attempt${attempt === 1 ? '' : 's'} (${why})`;
   }
 }

@@ -3,7 +3,12 @@
  * rabbitmq-server): a Trigger from git whose URL comes from a Secret of its namespace consumes its
  * queue on the leader; a message published invokes the function once and is acknowledged; across a
  * leader change (the leader stopped with a message in flight, the follower taking over) every
- * message published before, during and after is delivered once, none twice and none dropped.
+ * message published before, during and after is delivered once, none twice and none dropped; a
+ * function failing twice then answering is tried three times and acknowledged once; one always
+ * failing ends on the dead-letter exchange after maxAttempts; `enabled: false` stops consuming and
+ * the messages stay queued. Then two controller processes (test/kube/controller-entry.mjs): a
+ * SIGKILL of the leader while it holds messages unacknowledged loses none, the follower delivers
+ * each again and acknowledges it once.
  *
  * The kubelet is played (pods are ready at once) and the functions' pods are one local server.
  * "Nothing else happened" is read after a sentinel message: the Trigger's prefetch is 1, so the
@@ -11,29 +16,61 @@
  */
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import amqp, { type Channel, type ChannelModel } from 'amqplib';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import amqp, { type Channel, type ChannelModel, type GetMessage } from 'amqplib';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { KubeControllerConfig } from '../../src/config/kube.js';
 import type { TriggerStatus } from '../../src/core/resources.js';
 import { type KubeSystem, startKubeSystem } from '../../src/main.js';
+import { getObject, type KubeObject } from '../../src/platform/kube/objects.js';
+import { slessType } from '../../src/platform/kube/resource-types.js';
 import { kubeConfigFromInfo } from '../cluster/fixture.ts';
 import { functionManifest, git, nodeHandler } from '../helpers/git.js';
 import { type RabbitMq, startRabbitMq } from '../helpers/rabbitmq.js';
 import { type RemoteRepo, startRemoteRepo } from '../helpers/remote-repo.js';
+import { ControllerProcess, FAST_LEASE, freePort } from './controller-process.js';
 import { deployFromGit, eventually, type KubeEnv, kubeEnv, logger, playHealthyKubelet } from './harness.js';
 
 const FAST = { leaseDurationMs: 4_000, renewDeadlineMs: 3_000, retryPeriodMs: 500 };
 const QUEUE = 'jobs';
 
-const triggerManifest = () =>
-  `apiVersion: sless.dev/v1alpha1\nkind: Trigger\nmetadata:\n  name: jobs\nspec: ${JSON.stringify({
+const amqpTrigger = (name: string, spec: Record<string, unknown>) =>
+  `apiVersion: sless.dev/v1alpha1\nkind: Trigger\nmetadata:\n  name: ${name}\nspec: ${JSON.stringify({
     type: 'amqp',
     function: 'worker',
-    queue: QUEUE,
     secretRef: { name: 'rabbit' },
-    maxAttempts: 3,
-    prefetch: 1,
+    ...spec,
   })}\n`;
+const triggerManifest = () => amqpTrigger('jobs', { queue: QUEUE, maxAttempts: 3, prefetch: 1 });
+const pausedManifest = (enabled: boolean) => amqpTrigger('paused', { queue: 'paused', enabled });
+
+/** The message body says how the function answers: ok (absent), fail, or fail-until attempt `until`. */
+interface Body {
+  n?: unknown;
+  mode?: 'fail' | 'fail-until';
+  until?: number;
+}
+function answerOf(body: Body, attempt: number): number {
+  if (body.mode === 'fail') return 500;
+  if (body.mode === 'fail-until' && attempt < (body.until ?? 0)) return 503;
+  return 200;
+}
+
+/** Declares the dead-letter exchange `dead` and the queue `dead-letters` bound to it. */
+async function declareDeadLetters(channel: Channel): Promise<void> {
+  await channel.assertExchange('dead', 'fanout', { durable: true });
+  await channel.assertQueue('dead-letters', { durable: true });
+  await channel.bindQueue('dead-letters', 'dead', '');
+}
+
+/** Every message in a queue, taken (and acknowledged) by the test. */
+async function drain(channel: Channel, queue: string): Promise<GetMessage[]> {
+  const out: GetMessage[] = [];
+  for (;;) {
+    const message = await channel.get(queue, { noAck: true });
+    if (!message) return out;
+    out.push(message);
+  }
+}
 
 describe('amqp Triggers on kube against a real RabbitMQ', { timeout: 5 * 60_000 }, () => {
   let env: KubeEnv;
@@ -45,6 +82,9 @@ describe('amqp Triggers on kube against a real RabbitMQ', { timeout: 5 * 60_000 
   const systems: KubeSystem[] = [];
   /** Deliveries the pods saw, per message tag (`n` of the body). */
   const seen = new Map<string, number>();
+  /** The attempt numbers the pods saw, per message tag. */
+  const attempts = new Map<string, number[]>();
+  const log: string[] = [];
   /** Which trigger the deliveries named (the consumer's own header). */
   const triggers = new Set<string>();
   /** The pods hold this message's answer until the test releases it: in flight during the change. */
@@ -54,14 +94,21 @@ describe('amqp Triggers on kube against a real RabbitMQ', { timeout: 5 * 60_000 
     const chunks: Buffer[] = [];
     req.on('data', (chunk: Buffer) => chunks.push(chunk));
     req.on('end', () => {
-      const tag = String((JSON.parse(Buffer.concat(chunks).toString('utf8') || '{}') as { n?: unknown }).n);
+      const body = JSON.parse(Buffer.concat(chunks).toString('utf8') || '{}') as Body;
+      const tag = String(body.n);
+      const attempt = Number(req.headers['x-sless-attempt'] ?? 0);
       seen.set(tag, (seen.get(tag) ?? 0) + 1);
+      log.push(
+        `${new Date().toISOString()} ${tag}#${attempt} redelivered=${req.headers['x-sless-amqp-redelivered']}`,
+      );
+      attempts.set(tag, [...(attempts.get(tag) ?? []), attempt]);
       triggers.add(String(req.headers['x-sless-trigger']));
       const answer = () => {
-        res.writeHead(200, { 'content-type': 'application/json' });
+        res.writeHead(answerOf(body, attempt), { 'content-type': 'application/json' });
         res.end('{}');
       };
-      if (tag === HELD) held = answer;
+      // Only the first delivery is held: one sent again is answered, and counted twice below.
+      if (tag === HELD && !held) held = answer;
       else answer();
     });
   });
@@ -85,19 +132,46 @@ describe('amqp Triggers on kube against a real RabbitMQ', { timeout: 5 * 60_000 
     await system.stop();
     systems.splice(systems.indexOf(system), 1);
   };
-  const triggerStatus = async (system: KubeSystem) =>
-    ((await system.store.get('Trigger', env.ns, 'jobs'))?.status ?? {}) as TriggerStatus;
-  const publish = (n: number | string) =>
-    channel.sendToQueue(QUEUE, Buffer.from(JSON.stringify({ n })), {
+  const triggerStatus = async (system: KubeSystem, name = 'jobs') =>
+    ((await system.store.get('Trigger', env.ns, name))?.status ?? {}) as TriggerStatus;
+  const publish = (n: number | string, body: Omit<Body, 'n'> = {}, queue = QUEUE) =>
+    channel.sendToQueue(queue, Buffer.from(JSON.stringify({ n, ...body })), {
       contentType: 'application/json',
       persistent: true,
     });
-  const depth = async () => (await channel.checkQueue(QUEUE)).messageCount;
-  const consumers = async () => (await channel.checkQueue(QUEUE)).consumerCount;
+  const depth = async (queue = QUEUE) => (await channel.checkQueue(queue)).messageCount;
+  const consumers = async (queue = QUEUE) => (await channel.checkQueue(queue)).consumerCount;
+  /** The leader's status of a Trigger once `ready` holds for it. */
+  const statusWhen = (name: string, what: string, ready: (status: TriggerStatus) => boolean) =>
+    eventually(
+      `trigger ${name}: ${what}`,
+      async () => {
+        const status = await triggerStatus(systems[0] as KubeSystem, name);
+        return ready(status) ? status : undefined;
+      },
+      60_000,
+    );
+  /** Commits to the functions' repo and has the leader sync it at once. */
+  const commitAndSync = async (files: Record<string, string | null>) => {
+    await repo.push(files);
+    await (systems[0] as KubeSystem).controller.syncNow(env.ns, 'repo');
+  };
   /** Publishes a sentinel and waits until it was delivered: everything queued before it was too. */
   const sentinel = async (name: string) => {
     publish(name);
-    await eventually(`sentinel ${name} delivered`, async () => seen.has(name), 60_000);
+    await eventually(`sentinel ${name} delivered`, async () => seen.has(name), 60_000).catch(
+      async (error) => {
+        // What each side saw when it did not arrive: the pods' attempts, the queue, each replica's view.
+        const queue = await channel.checkQueue(QUEUE);
+        const views = await Promise.all(
+          systems.map(async (s) => ({ leads: s.leadership.isLeader(), status: await triggerStatus(s) })),
+        );
+        process.stderr.write(
+          `${JSON.stringify({ at: new Date().toISOString(), attempts: [...attempts], queue, views, log })}\n`,
+        );
+        throw error;
+      },
+    );
     expect(seen.get(name)).toBe(1);
   };
 
@@ -107,6 +181,7 @@ describe('amqp Triggers on kube against a real RabbitMQ', { timeout: 5 * 60_000 
     connection = await amqp.connect(broker.url);
     channel = await connection.createChannel();
     await channel.assertQueue(QUEUE, { durable: true });
+    await declareDeadLetters(channel);
     // The Trigger's URL, as an operator stores it: a Secret of the Trigger's namespace.
     await env.http.request('PATCH', `/api/v1/namespaces/${env.ns}/secrets/rabbit`, {
       query: { fieldManager: 'test-admin', force: true },
@@ -122,6 +197,17 @@ describe('amqp Triggers on kube against a real RabbitMQ', { timeout: 5 * 60_000 
       'worker/function.yaml': functionManifest('worker', {}),
       'worker/handler.js': nodeHandler(`return 'played by the local server';`),
       'worker/trigger.yaml': triggerManifest(),
+      'worker/retry.yaml': amqpTrigger('retry', {
+        queue: 'retry',
+        maxAttempts: 3,
+        deadLetterExchange: 'dead',
+      }),
+      'worker/doomed.yaml': amqpTrigger('doomed', {
+        queue: 'doomed',
+        maxAttempts: 2,
+        deadLetterExchange: 'dead',
+      }),
+      'worker/paused.yaml': pausedManifest(true),
     });
     await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
     port = (upstream.address() as AddressInfo).port;
@@ -187,5 +273,204 @@ describe('amqp Triggers on kube against a real RabbitMQ', { timeout: 5 * 60_000 
     ).toBe(true);
     expect(await depth()).toBe(0);
     expect(await consumers()).toBe(1);
+  });
+
+  it('a function failing twice then answering: 3 attempts and 1 acknowledgement', async () => {
+    await statusWhen('retry', 'consumes', (s) => s.consumer === 'consuming');
+    publish('r1', { mode: 'fail-until', until: 3 }, 'retry');
+    const after = await statusWhen('retry', 'acknowledged once', (s) => s.acknowledged === 1);
+    expect(attempts.get('r1')).toEqual([1, 2, 3]);
+    expect(after.lastMessage).toMatch(/acknowledged after 3 attempts$/);
+    expect(after.deadLettered).toBe(0);
+    expect(await depth('retry')).toBe(0);
+    expect(await drain(channel, 'dead-letters')).toHaveLength(0);
+  });
+
+  it('a function always failing: after maxAttempts the message is on the dead-letter exchange', async () => {
+    await statusWhen('doomed', 'consumes', (s) => s.consumer === 'consuming');
+    publish('d1', { mode: 'fail' }, 'doomed');
+    const after = await statusWhen('doomed', 'dead-lettered once', (s) => s.deadLettered === 1);
+    expect(attempts.get('d1')).toEqual([1, 2]);
+    expect(after.acknowledged).toBe(0);
+    expect(after.lastError).toBe('message failed 2 attempts, the last with status 500');
+    const dead = await eventually('the dead letter arrived', async () => {
+      const got = await drain(channel, 'dead-letters');
+      return got.length > 0 ? got : undefined;
+    });
+    expect(dead).toHaveLength(1);
+    const [letter] = dead as [GetMessage];
+    expect(JSON.parse(letter.content.toString()).n).toBe('d1');
+    expect(letter.properties.headers?.['x-sless-attempts']).toBe(2);
+    expect(letter.properties.headers?.['x-sless-last-error']).toBe('status 500');
+    expect(letter.properties.headers?.['x-sless-queue']).toBe('doomed');
+    expect(await depth('doomed')).toBe(0);
+    // Where failed messages end, in the status: kept on `dead` here, dropped for `jobs` (none named).
+    const deadLetters = (s: TriggerStatus) => s.conditions?.find((c) => c.type === 'DeadLetters');
+    expect(deadLetters(after)).toMatchObject({ status: 'True', reason: 'DeadLetterExchange' });
+    expect(deadLetters(await triggerStatus(systems[0] as KubeSystem, 'jobs'))).toMatchObject({
+      status: 'False',
+      reason: 'NoDeadLetterExchange',
+    });
+  });
+
+  it('enabled: false stops consuming and the messages stay queued; enabling again delivers them', async () => {
+    await statusWhen('paused', 'consumes', (s) => s.consumer === 'consuming');
+    expect(await consumers('paused')).toBe(1);
+    await commitAndSync({ 'worker/paused.yaml': pausedManifest(false) });
+    await statusWhen('paused', 'paused', (s) => s.consumer === 'paused');
+    await eventually('no consumer on the queue', async () => (await consumers('paused')) === 0);
+    for (let i = 0; i < 3; i++) publish(`p${i}`, {}, 'paused');
+    await eventually('three messages queued', async () => (await depth('paused')) === 3);
+    // A while later they are still there, and the function never saw them.
+    await new Promise((r) => setTimeout(r, 1_500));
+    expect(await depth('paused')).toBe(3);
+    expect(await consumers('paused')).toBe(0);
+    expect(['p0', 'p1', 'p2'].filter((tag) => seen.has(tag))).toEqual([]);
+    await commitAndSync({ 'worker/paused.yaml': pausedManifest(true) });
+    const after = await statusWhen('paused', 'the kept messages acknowledged', (s) => s.acknowledged === 3);
+    expect(after.consumer).toBe('consuming');
+    expect(['p0', 'p1', 'p2'].map((tag) => seen.get(tag))).toEqual([1, 1, 1]);
+    expect(await depth('paused')).toBe(0);
+  });
+});
+
+describe('an amqp Trigger on kube across a SIGKILL of the leading controller process', {
+  timeout: 5 * 60_000,
+}, () => {
+  const HELD_COUNT = 5;
+  let env: KubeEnv;
+  let repo: RemoteRepo;
+  let broker: RabbitMq;
+  let stopKubelet: (() => void) | undefined;
+  let connection: ChannelModel;
+  let channel: Channel;
+  const processes: ControllerProcess[] = [];
+  /** Per message tag: each delivery the pods saw (redelivered or not), and the 2xx they answered. */
+  const deliveries = new Map<string, { redelivered: boolean[]; answered: number }>();
+  /** While true the pods answer nothing: every message the leader takes stays unacknowledged. */
+  let holding = true;
+  const upstream = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      const tag = String((JSON.parse(Buffer.concat(chunks).toString('utf8') || '{}') as Body).n);
+      const entry = deliveries.get(tag) ?? { redelivered: [], answered: 0 };
+      deliveries.set(tag, entry);
+      entry.redelivered.push(req.headers['x-sless-amqp-redelivered'] === 'true');
+      if (holding) return;
+      entry.answered++;
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end('{}');
+    });
+  });
+  const publish = (n: number | string) =>
+    channel.sendToQueue('crash', Buffer.from(JSON.stringify({ n })), {
+      contentType: 'application/json',
+      persistent: true,
+    });
+  const queue = () => channel.checkQueue('crash');
+  const triggerStatus = async () =>
+    ((await getObject<KubeObject>(env.http, slessType('Trigger'), env.ns, 'crash'))?.status ??
+      {}) as TriggerStatus;
+  const controller = async (identity: string) => {
+    const { port } = upstream.address() as AddressInfo;
+    const p = new ControllerProcess(
+      env,
+      identity,
+      await freePort(),
+      { ...FAST_LEASE, SLESS_LEASE_NAME: 'sless-amqp-kill' },
+      `http://127.0.0.1:${port}`,
+    );
+    processes.push(p);
+    return p;
+  };
+
+  beforeAll(async () => {
+    env = await kubeEnv('kamqpkill');
+    broker = await startRabbitMq();
+    connection = await amqp.connect(broker.url);
+    channel = await connection.createChannel();
+    await channel.assertQueue('crash', { durable: true });
+    await env.http.request('PATCH', `/api/v1/namespaces/${env.ns}/secrets/rabbit`, {
+      query: { fieldManager: 'test-admin', force: true },
+      contentType: 'application/apply-patch+yaml',
+      body: {
+        apiVersion: 'v1',
+        kind: 'Secret',
+        metadata: { name: 'rabbit', namespace: env.ns },
+        stringData: { url: broker.url },
+      },
+    });
+    repo = await startRemoteRepo({
+      'worker/function.yaml': functionManifest('worker', {}),
+      'worker/handler.js': nodeHandler(`return 'played by the local server';`),
+      'worker/trigger.yaml': amqpTrigger('crash', { queue: 'crash', prefetch: 10, maxAttempts: 1 }),
+    });
+    await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
+    stopKubelet = playHealthyKubelet(env.http, env.ns);
+  });
+
+  afterEach((context) => {
+    if (context.task.result?.state !== 'fail') return;
+    process.stderr.write(`deliveries: ${JSON.stringify([...deliveries])}\n`);
+    for (const p of processes)
+      process.stderr.write(`--- last log lines of ${p.identity} ---\n${p.tail.join('\n')}\n`);
+  });
+
+  afterAll(async () => {
+    stopKubelet?.();
+    for (const p of processes) await p.dispose();
+    await connection?.close().catch(() => undefined);
+    upstream.closeAllConnections();
+    await new Promise((r) => upstream.close(r));
+    await repo?.close();
+    await broker?.stop();
+    await env?.close();
+  });
+
+  it('the messages the killed leader held unacknowledged are all delivered by the follower, each acknowledged once', async () => {
+    const a = await controller('replica-a');
+    await a.leading();
+    const b = await controller('replica-b');
+    expect(await b.ready()).toMatchObject({ holder: 'replica-a', isLeader: false });
+    await deployFromGit(env, repo.url, 'worker', await git(repo.work.dir, 'rev-parse', 'HEAD'), 60_000);
+    await eventually('the leader consumes', async () => (await queue()).consumerCount === 1, 60_000);
+    for (let n = 0; n < HELD_COUNT; n++) publish(n);
+    // All of them are out to the leader's function, none answered, none acknowledged.
+    await eventually(
+      'the leader holds every message',
+      async () => deliveries.size === HELD_COUNT && (await queue()).messageCount === 0,
+      60_000,
+    );
+    a.kill('SIGKILL');
+    await a.exited;
+    holding = false;
+    // The connection died with the messages unacknowledged: the broker keeps them for the next consumer.
+    await b.leading();
+    await eventually(
+      'every message answered by the follower',
+      async () => [...deliveries.values()].every((d) => d.answered === 1),
+      60_000,
+    );
+    // The follower consumes with prefetch 10: a sentinel published now comes after what it redelivered.
+    publish('sentinel');
+    await eventually('the sentinel answered', async () => deliveries.get('sentinel')?.answered === 1, 60_000);
+    const status = await eventually(
+      'the follower acknowledged each once',
+      async () => {
+        const s = await triggerStatus();
+        return s.acknowledged === HELD_COUNT + 1 ? s : undefined;
+      },
+      30_000,
+    );
+    expect(status.deadLettered).toBe(0);
+    for (let n = 0; n < HELD_COUNT; n++) {
+      const d = deliveries.get(String(n));
+      // Once to the killed leader, once more (marked redelivered) to the follower, answered once.
+      expect(d, `message ${n}`).toEqual({ redelivered: [false, true], answered: 1 });
+    }
+    const after = await queue();
+    expect(after.messageCount).toBe(0);
+    expect(after.consumerCount).toBe(1);
   });
 });

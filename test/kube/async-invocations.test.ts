@@ -2,9 +2,11 @@
  * Asynchronous invocations on kube against the real kube-apiserver + etcd and a real RabbitMQ
  * (Debian's rabbitmq-server), whose stream journals them: a 202 and then a success; a function
  * failing twice and then answering is tried three times; one always failing is dead-lettered; a 4xx
- * is final at once. Two hundred invocations of a function failing 30% of the time at random each end
- * succeeded or dead-lettered, none lost and none succeeding twice, across a restart of the controller
- * and across a failover from the leader to a follower that the follower's clients posted to.
+ * is final at once; a dead-lettered invocation is replayed and succeeds; a callback to a loopback,
+ * link-local or metadata address is refused with 400 and nothing stored. Two hundred invocations of
+ * a function failing 30% of the time at random each end succeeded or dead-lettered, none lost and
+ * none succeeding twice, across a restart of the controller and across a failover from the leader
+ * to a follower that the follower's clients posted to.
  *
  * The kubelet is played (pods are ready at once) and the functions' pods are one local server.
  */
@@ -51,11 +53,14 @@ describe('asynchronous invocations on kube, journaled in RabbitMQ', { timeout: 5
       else if (url.includes('/always')) status = 500;
       else if (url.includes('/teapot')) status = 418;
       else if (url.includes('/flaky')) status = Math.random() < 0.3 ? 500 : 200;
+      else if (url.includes('/healing')) status = healed ? 200 : 500;
       if (status < 300) answered2xx.set(id, (answered2xx.get(id) ?? 0) + 1);
       res.writeHead(status, { 'content-type': 'application/json' });
       res.end(JSON.stringify({ id, attempt, url }));
     });
   });
+  /** `/healing` answers 500 until the test fixes it, as a downstream outage would end. */
+  let healed = false;
   let port = 0;
 
   const start = async (identity: string): Promise<KubeSystem> => {
@@ -243,6 +248,55 @@ describe('asynchronous invocations on kube, journaled in RabbitMQ', { timeout: 5
     expect(done.result?.status).toBe(418);
     expect(seen.get(id)).toBe(1);
   });
+
+  it('a dead-lettered invocation is replayed with a fresh budget and succeeds once the function does', async () => {
+    const id = await enqueue(only, '/healing');
+    const dead = await ended(only(), id, 'dead-lettered');
+    expect(dead.attempts.map((a) => a.status)).toEqual([500, 500, 500]);
+    healed = true;
+    const replay = await api(only(), `/invocations/${id}/replay`, { method: 'POST' });
+    expect(replay.status).toBe(202);
+    const done = await ended(only(), id, 'succeeded');
+    expect(done.attempts.map((a) => a.status)).toEqual([500, 500, 500, 200]);
+    expect(JSON.parse(done.result?.body ?? '{}')).toMatchObject({ id, attempt: 4, url: '/healing' });
+    expect(seen.get(id)).toBe(4);
+    const letters = (await (await api(only(), '/dead-letters')).json()) as { items: View[] };
+    expect(letters.items.map((v) => v.id)).not.toContain(id);
+    // Succeeded is final: a second replay is refused and nothing runs again.
+    const again = await api(only(), `/invocations/${id}/replay`, { method: 'POST' });
+    expect(again.status).toBeGreaterThanOrEqual(400);
+    expect(again.status).toBeLessThan(500);
+    expect(seen.get(id)).toBe(4);
+  });
+
+  // This environment allows 127.0.0.1/32 (an admin's allowance, for the test git server); every
+  // other loopback, link-local or metadata address stays refused.
+  it.each(['http://127.0.0.2:9/result', 'http://[::1]:9/result', 'http://169.254.169.254/latest'])(
+    'a callback to %s is refused with a 400 before anything is stored',
+    async (callback) => {
+      const stored = async () => {
+        let total = 0;
+        for (const state of ['queued', 'running', 'succeeded', 'failed', 'dead-lettered'] as const) {
+          const response = await api(only(), `/invocations?state=${state}&limit=1000`);
+          total += ((await response.json()) as { items: View[] }).items.length;
+        }
+        return total;
+      };
+      const before = await stored();
+      const attemptsBefore = [...seen.values()].reduce((a, b) => a + b, 0);
+      const response = await fetch(`${only().url}/fn-async/${env.ns}/worker/hello`, {
+        method: 'POST',
+        headers: { 'x-callback-url': callback },
+        body: 'x',
+      });
+      expect(response.status).toBe(400);
+      const { error } = (await response.json()) as { error: string };
+      expect(error).toMatch(/^x-callback-url: /);
+      expect(error).toMatch(/loopback|link-local|metadata/);
+      expect(await stored()).toBe(before);
+      expect([...seen.values()].reduce((a, b) => a + b, 0)).toBe(attemptsBefore);
+    },
+  );
 
   it('200 invocations failing 30% of the time across a restart of the controller: none lost, none succeeding twice', async () => {
     let restarted: Promise<void> | undefined;

@@ -4,11 +4,13 @@
  * (`node bin/sless.js controller`, config from env) and refuses a bad S3 endpoint at startup.
  */
 import { spawn } from 'node:child_process';
-import { access, readFile } from 'node:fs/promises';
+import { access, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PACKAGE_ROOT } from '../../src/config/config.js';
+import { loadAsyncInvocations } from '../../src/config/kube.js';
 import { RUNTIME_INFO } from '../../src/core/runtimes.js';
 import type { RuntimeName } from '../../src/core/schemas.js';
 import { RUNTIME_CONTEXT_FILES } from '../../src/packaging/build-context.js';
@@ -70,6 +72,55 @@ describe('deploy/', () => {
       (x) => !['Namespace', 'ClusterRole', 'ClusterRoleBinding', 'CustomResourceDefinition'].includes(x.kind),
     ))
       expect(o.metadata.namespace, `${o.kind}/${o.metadata.name}`).toBe('sless-system');
+  });
+
+  it('RabbitMQ is opt-in: the component gives the controller SLESS_ASYNC_AMQP_URL from Secret sless-rabbitmq, and it all applies', async () => {
+    type Env = { name: string; value?: string; valueFrom?: { secretKeyRef?: { name: string; key: string } } };
+    const controllerEnv = (rendered: KubeObject[]) => {
+      const deployment = rendered.find(
+        (o) => o.kind === 'Deployment' && o.metadata.name === 'sless-controller',
+      );
+      const spec = deployment?.spec as { template: { spec: { containers: { env?: Env[] }[] } } };
+      return spec.template.spec.containers[0]?.env ?? [];
+    };
+    // By default nothing points at a broker: /fn/ stays synchronous and no Secret is required.
+    expect(controllerEnv(objects).map((e) => e.name)).not.toContain('SLESS_ASYNC_AMQP_URL');
+    expect(objects.map((o) => o.metadata.name)).not.toContain('sless-rabbitmq');
+    // An overlay as an operator writes it: deploy/ plus the component.
+    const overlay = await mkdtemp(join(tmpdir(), 'sless-overlay-'));
+    try {
+      await writeFile(
+        join(overlay, 'kustomization.yaml'),
+        `apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - ${DEPLOY_DIR}\n` +
+          `components:\n  - ${join(DEPLOY_DIR, 'components', 'rabbitmq')}\n`,
+      );
+      const rendered = await loadKustomization(overlay);
+      const containerEnv = controllerEnv(rendered);
+      const url = containerEnv.find((e) => e.name === 'SLESS_ASYNC_AMQP_URL');
+      expect(url?.value).toBeUndefined();
+      expect(url?.valueFrom?.secretKeyRef).toEqual({ name: 'sless-rabbitmq', key: 'url' });
+      // The names are the ones the controller reads, and the template's URL is one it accepts.
+      const secret = rendered.find((o) => o.kind === 'Secret' && o.metadata.name === 'sless-rabbitmq') as
+        | (KubeObject & { stringData: Record<string, string> })
+        | undefined;
+      expect(secret?.metadata.namespace).toBe('sless-system');
+      const stream = containerEnv.find((e) => e.name === 'SLESS_ASYNC_STREAM')?.value;
+      expect(
+        loadAsyncInvocations({ SLESS_ASYNC_AMQP_URL: secret?.stringData.url, SLESS_ASYNC_STREAM: stream }),
+      ).toEqual({ amqpUrl: secret?.stringData.url, stream: 'sless.invocations' });
+      // The original env is kept, and the patched Deployment and the Secret pass a dry-run apply.
+      expect(containerEnv.map((e) => e.name)).toEqual(
+        expect.arrayContaining(['SLESS_CONTROLLER_NAMESPACE', 'POD_NAME']),
+      );
+      const ns = rendered.find((o) => o.kind === 'Namespace');
+      if (ns) await apply(env.http, typeOf(ns), ns);
+      for (const object of rendered.filter(
+        (o) => o.kind === 'Deployment' || o.metadata.name === 'sless-rabbitmq',
+      ))
+        await apply<KubeObject>(env.http, typeOf(object), object, { dryRun: true });
+    } finally {
+      await rm(overlay, { recursive: true, force: true });
+    }
   });
 
   it('pins every image (a version or a digest, never :latest)', () => {

@@ -172,8 +172,12 @@ export async function completeBuild(
   digestSeed: string,
 ): Promise<string> {
   const job = buildName(fn, commit);
-  await eventually(`build Job ${job}`, () =>
-    getObject<KubeObject>(env.http, JOB, env.controllerNs, job).then((found) => found !== undefined),
+  // The sync, the manifest load and the build's start come first: on a loaded machine (a full run
+  // beside this one) that took longer than 20 s.
+  await eventually(
+    `build Job ${job}`,
+    () => getObject<KubeObject>(env.http, JOB, env.controllerNs, job).then((found) => found !== undefined),
+    60_000,
   );
   await markBuildSucceeded(env.http, env.controllerNs, job, fakeDigest(digestSeed));
   return job;

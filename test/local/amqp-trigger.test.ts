@@ -183,6 +183,73 @@ describe('amqp Triggers against a real RabbitMQ', { timeout: 6 * 60_000 }, () =>
     expect(await depth('doomed')).toBe(0);
   });
 
+  it('without a deadLetterExchange a failed message is rejected and dropped, as the DeadLetters condition warns', async () => {
+    await applyTrigger('dropped', { queue: 'dropped', maxAttempts: 1 });
+    const before = await consuming('dropped');
+    const warning = before.conditions?.find((c) => c.type === 'DeadLetters');
+    expect(warning).toMatchObject({ status: 'False', reason: 'NoDeadLetterExchange' });
+    expect(warning?.message).toMatch(/rejected without requeue, and RabbitMQ drops it unless queue dropped/);
+    publish('dropped', { mode: 'bad' });
+    const after = await pollUntil(
+      'the message was rejected',
+      async () => {
+        const s = await status('dropped');
+        return s.deadLettered === 1 ? s : undefined;
+      },
+      30_000,
+      50,
+    );
+    expect(after.lastMessage).toMatch(
+      /rejected without requeue after 1 attempt \(status 422\); no deadLetterExchange$/,
+    );
+    expect(after.acknowledged).toBe(0);
+    // Gone: not in its queue, and not on the dead-letter exchange of the other triggers.
+    expect(await depth('dropped')).toBe(0);
+    expect(await drain('dead-letters')).toHaveLength(0);
+    // A trigger with one says where failed messages go.
+    expect((await status('doomed')).conditions?.find((c) => c.type === 'DeadLetters')).toMatchObject({
+      status: 'True',
+      reason: 'DeadLetterExchange',
+    });
+  });
+
+  it('a deadLetterExchange that does not exist loses nothing: the consumer reconnects until it does', async () => {
+    await applyTrigger('misrouted', {
+      queue: 'misrouted',
+      maxAttempts: 1,
+      deadLetterExchange: 'not-yet',
+    });
+    await consuming('misrouted');
+    publish('misrouted', { mode: 'bad', n: 'misrouted' });
+    // The broker closes the channel on the dead letter: the message goes back to its queue, and the
+    // consumer fails, says why and connects again (and again, with backoff).
+    const failed = await pollUntil(
+      'the consumer reports the missing exchange',
+      async () => {
+        const s = await status('misrouted');
+        return /not-yet/.test(s.lastError ?? '') ? s : undefined;
+      },
+      30_000,
+      50,
+    );
+    expect(failed.acknowledged).toBe(0);
+    await channel.assertExchange('not-yet', 'fanout', { durable: true });
+    await channel.bindQueue('dead-letters', 'not-yet', '');
+    const dead = await pollUntil(
+      'the message reached the exchange once it existed',
+      async () => {
+        const got = await drain('dead-letters');
+        return got.length > 0 ? got : undefined;
+      },
+      60_000,
+      100,
+    );
+    expect(dead.map((m) => JSON.parse(m.content.toString()).n)).toEqual(['misrouted']);
+    await consuming('misrouted');
+    expect(await depth('misrouted')).toBe(0);
+    expect(await drain('dead-letters')).toHaveLength(0);
+  });
+
   it('enabled: false stops consuming and keeps the messages; enabling again delivers them', async () => {
     await applyTrigger('paused', { queue: 'paused' });
     await consuming('paused');

@@ -1806,7 +1806,34 @@ export const MUTATIONS: GuardMutation[] = [
     to: "      channel.ack(message);\n      if (verdict === 'succeeded') {",
     tests: ['test/local/amqp-trigger.test.ts'],
   },
+  {
+    id: 'amqp-closed-channel-left-consuming',
+    guard:
+      'A channel the broker closed (a dead letter to a missing exchange) reconnects the consumer, so its messages are consumed again rather than left on a dead channel.',
+    file: 'src/queue/amqp-consumer.ts',
+    from: '        if (!this.stopped && this.channel === channel) void connection.close().catch(() => undefined);',
+    to: '        if (this.stopped && this.channel !== channel) void connection.close().catch(() => undefined);',
+    tests: ['test/local/amqp-trigger.test.ts'],
+  },
+  {
+    id: 'amqp-no-dead-letters-condition',
+    guard:
+      'An amqp Trigger without a deadLetterExchange warns in its DeadLetters condition that failed messages are rejected and dropped; one with it names the exchange.',
+    file: 'src/reconcile/trigger/reconciler.ts',
+    from: "  if (trigger.spec.type === 'amqp') setDeadLetters(trigger, update);",
+    to: '  if (trigger.spec.function === undefined) setDeadLetters(trigger, update);',
+    tests: ['src/reconcile/trigger/reconciler.test.ts', 'test/local/amqp-trigger.test.ts'],
+  },
   // ---- Asynchronous invocations and amqp Triggers on kube (RabbitMQ) ----
+  {
+    id: 'kube-async-callback-guard-unwired',
+    guard:
+      'On kube too, an X-Callback-Url to a loopback, link-local or metadata address is refused with 400 before anything is stored.',
+    file: 'src/platform/kube/wire/async.ts',
+    from: '    checkCallback: (url) => checkCallbackUrl(deps.policy, url),',
+    to: '    checkCallback: async (url) => url,',
+    tests: ['test/kube/async-invocations.test.ts'],
+  },
   {
     id: 'kube-async-open-no-retry',
     guard:

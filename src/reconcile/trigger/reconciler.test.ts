@@ -162,6 +162,63 @@ describe('reconcileTrigger', () => {
     expect(scheduler.removed).toEqual(row.expect.removed);
   });
 
+  it('an amqp Trigger says where its failed messages end: the dead-letter exchange, or dropped', async () => {
+    const store = new MemoryStore();
+    await store.apply(functionResource('f'));
+    const amqpTrigger = (name: string, spec: Partial<Trigger['spec']>) =>
+      store.apply({
+        apiVersion: 'sless.dev/v1alpha1',
+        kind: 'Trigger',
+        metadata: { name, namespace: 'ns' },
+        spec: { type: 'amqp', function: 'f', queue: 'q', secretRef: { name: 'r' }, ...spec },
+      } as Trigger);
+    await amqpTrigger('kept', { deadLetterExchange: 'dead', maxAttempts: 2 });
+    await amqpTrigger('dropped', {});
+    const scheduler = recordingScheduler({ consumer: 'consuming' });
+    const deps = { store, scheduler, externalUrl: 'http://sless.test' };
+    const deadLetters = async (name: string) => {
+      await reconcileOnce(deps, name);
+      const status = (await store.get('Trigger', 'ns', name))?.status;
+      return {
+        ready: status?.conditions?.find((c) => c.type === 'Ready')?.status,
+        deadLetters: status?.conditions?.find((c) => c.type === 'DeadLetters'),
+      };
+    };
+    const kept = await deadLetters('kept');
+    expect(kept.ready).toBe('True');
+    expect(kept.deadLetters).toMatchObject({ status: 'True', reason: Reason.DeadLetterExchange });
+    expect(kept.deadLetters?.message).toBe(
+      'a message failing 2 attempts (or answered 4xx) is published to exchange dead',
+    );
+    // A warning, not a failure: the trigger consumes, and the condition says what happens to failures.
+    const dropped = await deadLetters('dropped');
+    expect(dropped.ready).toBe('True');
+    expect(dropped.deadLetters).toMatchObject({ status: 'False', reason: Reason.NoDeadLetterExchange });
+    expect(dropped.deadLetters?.message).toMatch(
+      /^no deadLetterExchange: a message failing 3 attempts \(or answered 4xx\) is rejected without requeue, and RabbitMQ drops it unless queue q has its own dead-letter exchange/,
+    );
+  });
+
+  it('a Trigger that is no longer amqp loses the DeadLetters condition', async () => {
+    const store = new MemoryStore();
+    await store.apply(functionResource('f'));
+    const apply = (spec: Partial<Trigger['spec']>) =>
+      store.apply({
+        apiVersion: 'sless.dev/v1alpha1',
+        kind: 'Trigger',
+        metadata: { name: 't', namespace: 'ns' },
+        spec: { function: 'f', ...spec },
+      } as Trigger);
+    const deps = { store, scheduler: recordingScheduler(), externalUrl: 'http://sless.test' };
+    await apply({ type: 'amqp', queue: 'q', secretRef: { name: 'r' } });
+    await reconcileOnce(deps, 't');
+    const types = async () => (await store.get('Trigger', 'ns', 't'))?.status?.conditions?.map((c) => c.type);
+    expect(await types()).toContain('DeadLetters');
+    await apply({ type: 'cron', schedule: '0 * * * *' });
+    await reconcileOnce(deps, 't');
+    expect(await types()).toEqual(['Ready']);
+  });
+
   it('a deleted trigger is removed from the scheduler and nothing is written', async () => {
     const store = new MemoryStore();
     const scheduler = recordingScheduler();

@@ -1,11 +1,12 @@
 /**
- * The Trigger reconciler: an http Trigger publishes its function's URL, a cron Trigger is handed to
- * the platform's scheduler. It fills the status update the reconcile runtime writes once; what the
+ * The Trigger reconciler: an http Trigger publishes its function's URL, a cron or amqp Trigger is
+ * handed to the platform's scheduler (an amqp one also says where its failed messages end). It fills the status update the reconcile runtime writes once; what the
  * scheduler observed (the next run, the last run and its result) comes back from `apply`, so the
  * scheduler never writes status itself.
  */
 import { asError } from '../../core/errors.js';
 import type { ObjectStore, TriggerScheduler } from '../../core/interfaces.js';
+import { ASYNC_DEFAULTS } from '../../core/invocations.js';
 import { functionPath } from '../../core/naming.js';
 import type { SlessFunction, Trigger, TriggerStatus } from '../../core/resources.js';
 import { Reason, type StatusUpdate } from '../../core/status.js';
@@ -65,7 +66,35 @@ export async function reconcileTrigger(
   }
   update.status.phase = ready ? (disabled ? 'Disabled' : 'Ready') : 'Failed';
   update.set('Ready', ready, reason, message);
+  if (trigger.spec.type === 'amqp') setDeadLetters(trigger, update);
+  else update.remove('DeadLetters');
   return Done;
+}
+
+/**
+ * Where an amqp Trigger's failed messages end. Without a deadLetterExchange the consumer rejects
+ * them without requeue, and RabbitMQ drops them unless the queue has a dead-letter exchange of its
+ * own, which sless cannot see: a condition says so, rather than the loss showing only in a count.
+ */
+function setDeadLetters(trigger: Trigger, update: StatusUpdate<TriggerStatus>): void {
+  const { queue, deadLetterExchange } = trigger.spec;
+  const attempts = trigger.spec.maxAttempts ?? ASYNC_DEFAULTS.maxAttempts;
+  if (deadLetterExchange)
+    update.set(
+      'DeadLetters',
+      true,
+      Reason.DeadLetterExchange,
+      `a message failing ${attempts} attempts (or answered 4xx) is published to exchange ${deadLetterExchange}`,
+    );
+  else
+    update.set(
+      'DeadLetters',
+      false,
+      Reason.NoDeadLetterExchange,
+      `no deadLetterExchange: a message failing ${attempts} attempts (or answered 4xx) is rejected ` +
+        `without requeue, and RabbitMQ drops it unless queue ${queue} has its own dead-letter ` +
+        'exchange (an x-dead-letter-exchange argument or policy)',
+    );
 }
 
 /** The Trigger is gone: its schedule goes too. */
