@@ -43,17 +43,28 @@ export async function textOf(page: Page, selector: string): Promise<string | und
 }
 
 /** Waits until the element's text satisfies `ok`; on time-out, says what the page showed last. */
-export async function waitForText(
+export function waitForText(
   page: Page,
   selector: string,
   ok: (text: string) => boolean,
   what: string,
   timeoutMs = 60_000,
 ): Promise<string> {
+  return waitForTextRead(() => textOf(page, selector), selector, ok, what, timeoutMs);
+}
+
+/** The wait of `waitForText`, over any way of reading an element's text (each browser driver has one). */
+export function waitForTextRead(
+  read: () => Promise<string | undefined>,
+  selector: string,
+  ok: (text: string) => boolean,
+  what: string,
+  timeoutMs: number,
+): Promise<string> {
   return pollUntil(
     `${what} (${selector})`,
     async () => {
-      const text = await textOf(page, selector);
+      const text = await read();
       return text !== undefined && ok(text) ? text : undefined;
     },
     timeoutMs,

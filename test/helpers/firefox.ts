@@ -5,7 +5,7 @@
  */
 import { existsSync } from 'node:fs';
 import puppeteer, { type Browser, type Page } from 'puppeteer-core';
-import { pollUntil } from './poll-until.js';
+import { waitForTextRead } from './browser.js';
 
 export const FIREFOX = process.env.SLESS_FIREFOX ?? '/usr/bin/firefox-esr';
 
@@ -44,20 +44,12 @@ export async function firefoxTextOf(page: Page, selector: string): Promise<strin
   return text?.trim();
 }
 
-export async function waitForFirefoxText(
+export function waitForFirefoxText(
   page: Page,
   selector: string,
   ok: (text: string) => boolean,
   what: string,
   timeoutMs = 60_000,
 ): Promise<string> {
-  return pollUntil(
-    `${what} (${selector})`,
-    async () => {
-      const text = await firefoxTextOf(page, selector);
-      return text !== undefined && ok(text) ? text : undefined;
-    },
-    timeoutMs,
-    100,
-  );
+  return waitForTextRead(() => firefoxTextOf(page, selector), selector, ok, what, timeoutMs);
 }
