@@ -303,6 +303,13 @@ describe('e2e on a real node: /fn/ through an API-server outage', () => {
       await leads;
       const coldFirstAnswer = await coldFirst;
       await atZero();
+      // The node can be whole before sless's watches are back (an outage shorter than the node's
+      // grace period); until they are, a function at zero is refused at once by design.
+      await eventually(
+        'sless watches the API server again',
+        async () => env.system.routes.watching(),
+        60_000,
+      );
       const scaleUps = env.system.scaler.scaleUpsOf(env.ns, COLD);
       const coldCycle = await askCold(backAt);
       const coldCycleScaleUps = env.system.scaler.scaleUpsOf(env.ns, COLD) - scaleUps;

@@ -170,6 +170,11 @@ export class KubeRouteResolver implements RouteResolver {
     }
   }
 
+  /** Whether the caches behind every route watch the API server now (not since an outage began). */
+  watching(): boolean {
+    return this.options.cache.connected();
+  }
+
   /** What this thread counted of canaries' answers since last asked. */
   takeCanaryCounts(): CanaryCounts[] {
     return this.canaries.take();
