@@ -159,3 +159,13 @@ export interface CanaryCounts {
   errors: number;
   latencies: number[];
 }
+
+/**
+ * A follower's canary counts of one report interval, on their way to the leader: `seq` strictly
+ * increases over the batches one replica takes (across its restarts too, as it follows the clock),
+ * so the leader absorbs each batch once however often it arrives.
+ */
+export interface CanaryBatch {
+  seq: number;
+  counts: CanaryCounts[];
+}

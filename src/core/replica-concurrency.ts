@@ -6,6 +6,7 @@
  * counting a few report intervals later, and one that comes back counts again from its next report.
  * Pure: reports and the time come in, sums go out.
  */
+import type { CanaryBatch } from './canary.js';
 
 export interface ReplicaReport {
   /** The reporting replica's identity (its name as a Lease candidate). */
@@ -17,6 +18,8 @@ export interface ReplicaReport {
   sentAt: number;
   /** In-flight average by function key (`namespace/name`); a function left out had none. */
   concurrency: Readonly<Record<string, number>>;
+  /** The canary counts the replica took and the leader has not acknowledged, oldest first. */
+  canaries?: readonly CanaryBatch[];
 }
 
 export type RecordOutcome = 'applied' | 'superseded';

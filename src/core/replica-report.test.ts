@@ -1,13 +1,21 @@
 /**
  * The replicas' report wire form: the signature is pinned (a golden value, so a change of the MAC's
  * input is a visible protocol change), any other key or any changed byte fails, and a malformed
- * body is refused with a reason.
+ * body is refused with a reason; canary batches travel as written, and are left out when none.
  */
 import { createHmac } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { encodeReport, parseReport, REPORT_LIMITS, signatureMatches, signReport } from './replica-report.js';
 
 const KEY = Buffer.alloc(32, 7);
+const COUNTS = {
+  key: 'ns/fn',
+  revision: 'abc123',
+  since: 1_699_999_990_000,
+  requests: 4,
+  errors: 1,
+  latencies: [3, 5.5, 2, 9],
+};
 const REPORT = { replica: 'r-b', leader: 'r-a', sentAt: 1_700_000_000_000, concurrency: { 'ns/fn': 2.5 } };
 
 describe('replica report signatures', () => {
@@ -45,6 +53,16 @@ describe('replica report signatures', () => {
 describe('parseReport', () => {
   it('reads what encodeReport wrote', () => {
     expect(parseReport(Buffer.from(encodeReport(KEY, REPORT).body))).toEqual(REPORT);
+    // No batch: no field, so a report without canary counts is byte for byte what it was before.
+    expect(encodeReport(KEY, { ...REPORT, canaries: [] }).body).toBe(encodeReport(KEY, REPORT).body);
+    const withCounts = {
+      ...REPORT,
+      canaries: [
+        { seq: 5, counts: [COUNTS] },
+        { seq: 9, counts: [] },
+      ],
+    };
+    expect(parseReport(Buffer.from(encodeReport(KEY, withCounts).body))).toEqual(withCounts);
   });
 
   const body = (patch: Record<string, unknown>) => Buffer.from(JSON.stringify({ ...REPORT, ...patch }));
@@ -71,6 +89,63 @@ describe('parseReport', () => {
         ),
       }),
       `more than ${REPORT_LIMITS.functions} functions`,
+    ],
+    [
+      'batches out of order',
+      body({
+        canaries: [
+          { seq: 9, counts: [] },
+          { seq: 9, counts: [] },
+        ],
+      }),
+      'strictly increasing seq',
+    ],
+    ['a batch without seq', body({ canaries: [{ counts: [] }] }), 'strictly increasing seq'],
+    [
+      'too many batches',
+      body({
+        canaries: Array.from({ length: REPORT_LIMITS.batches + 1 }, (_, i) => ({ seq: i + 1, counts: [] })),
+      }),
+      `at most ${REPORT_LIMITS.batches} batches`,
+    ],
+    [
+      'more errors than requests',
+      body({ canaries: [{ seq: 1, counts: [{ ...COUNTS, errors: 5 }] }] }),
+      'more errors than requests',
+    ],
+    [
+      'a fractional request count',
+      body({ canaries: [{ seq: 1, counts: [{ ...COUNTS, requests: 1.5 }] }] }),
+      'requests must be a whole number',
+    ],
+    [
+      'a negative latency',
+      body({ canaries: [{ seq: 1, counts: [{ ...COUNTS, latencies: [-1] }] }] }),
+      'latencies must be at most',
+    ],
+    [
+      'too many latencies',
+      body({
+        canaries: [
+          { seq: 1, counts: [{ ...COUNTS, latencies: Array(REPORT_LIMITS.latencies + 1).fill(1) }] },
+        ],
+      }),
+      'latencies must be at most',
+    ],
+    [
+      'a canary key without a namespace',
+      body({ canaries: [{ seq: 1, counts: [{ ...COUNTS, key: 'fn' }] }] }),
+      'namespace/name',
+    ],
+    [
+      'no revision',
+      body({ canaries: [{ seq: 1, counts: [{ ...COUNTS, revision: '' }] }] }),
+      'revision must be a name',
+    ],
+    [
+      'a zero since',
+      body({ canaries: [{ seq: 1, counts: [{ ...COUNTS, since: 0 }] }] }),
+      'since must be positive',
     ],
   ])('refuses %s', (_what, raw, message) => {
     expect(() => parseReport(raw)).toThrow(message);

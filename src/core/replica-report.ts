@@ -1,11 +1,13 @@
 /**
- * The wire form of one replica's concurrency report to the leader, and its authentication: the JSON
+ * The wire form of one replica's concurrency report to the leader (with the canary counts it took
+ * since the leader last acknowledged one, see CanaryBatch), and its authentication: the JSON
  * body is signed with HMAC-SHA256 under a key only the controller replicas hold, and the leader
  * checks the signature (in constant time) before it reads a byte of the body. The body names the
  * leader it was meant for and when it was sent, so a report captured on the network cannot be
  * replayed to another leader, nor counted long after it was sent.
  */
 import { createHmac, timingSafeEqual } from 'node:crypto';
+import type { CanaryBatch, CanaryCounts } from './canary.js';
 import { BadRequestError } from './errors.js';
 import type { RecordOutcome, ReplicaReport } from './replica-concurrency.js';
 
@@ -35,7 +37,18 @@ export interface ReplicaReportIntake {
 }
 
 /** Limits a well-formed report stays within (a body past them is refused, never truncated). */
-export const REPORT_LIMITS = { functions: 10_000, concurrency: 1_000_000, name: 253, key: 320 } as const;
+export const REPORT_LIMITS = {
+  functions: 10_000,
+  concurrency: 1_000_000,
+  name: 253,
+  key: 320,
+  /** Canary batches in one report: a follower keeps fewer unacknowledged (replica-reports.ts). */
+  batches: 64,
+  /** Canaries counted in one batch. */
+  canaries: 1_000,
+  /** Latencies of one canary in one batch: a tally's window. */
+  latencies: 2048,
+} as const;
 
 /** Keeps the MAC of these reports apart from any other use a key might be put to. */
 const DOMAIN = 'sless replica concurrency report v1\n';
@@ -62,6 +75,7 @@ export function encodeReport(key: Uint8Array, report: AddressedReport): { body: 
     leader: report.leader,
     sentAt: report.sentAt,
     concurrency: report.concurrency,
+    ...(report.canaries?.length ? { canaries: report.canaries } : {}),
   });
   return { body, signature: signReport(key, Buffer.from(body)) };
 }
@@ -70,6 +84,52 @@ function name(value: unknown, field: string): string {
   if (typeof value !== 'string' || value.length === 0 || value.length > REPORT_LIMITS.name)
     throw new BadRequestError(`report: ${field} must be a name of 1 to ${REPORT_LIMITS.name} characters`);
   return value;
+}
+
+function count(value: unknown, field: string): number {
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0)
+    throw new BadRequestError(`report: ${field} must be a whole number of 0 or more`);
+  return value;
+}
+
+function canaryCounts(raw: unknown): CanaryCounts {
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw))
+    throw new BadRequestError('report: a canary count must be an object');
+  const { key, revision, since, requests, errors, latencies } = raw as Record<string, unknown>;
+  if (typeof key !== 'string' || key.length > REPORT_LIMITS.key || !/^[^/]+\/[^/]+$/.test(key))
+    throw new BadRequestError('report: a canary count must name its function as namespace/name');
+  const counted = { requests: count(requests, 'requests'), errors: count(errors, 'errors') };
+  if (counted.errors > counted.requests)
+    throw new BadRequestError('report: a canary count has more errors than requests');
+  if (
+    !Array.isArray(latencies) ||
+    latencies.length > REPORT_LIMITS.latencies ||
+    !latencies.every((ms) => typeof ms === 'number' && Number.isFinite(ms) && ms >= 0)
+  )
+    throw new BadRequestError(
+      `report: a canary count's latencies must be at most ${REPORT_LIMITS.latencies} milliseconds of 0 or more`,
+    );
+  if (count(since, 'since') === 0) throw new BadRequestError('report: since must be positive');
+  return { key, revision: name(revision, 'revision'), since: since as number, ...counted, latencies };
+}
+
+/** The batches in order of `seq`, which strictly increases: the leader skips what it absorbed. */
+function canaryBatches(raw: unknown): CanaryBatch[] {
+  if (!Array.isArray(raw) || raw.length > REPORT_LIMITS.batches)
+    throw new BadRequestError(`report: canaries must be a list of at most ${REPORT_LIMITS.batches} batches`);
+  let last = 0;
+  return raw.map((batch: unknown) => {
+    const { seq, counts } = (typeof batch === 'object' && batch !== null ? batch : {}) as Record<
+      string,
+      unknown
+    >;
+    if (typeof seq !== 'number' || !Number.isSafeInteger(seq) || seq <= last)
+      throw new BadRequestError('report: canary batches must have positive, strictly increasing seq');
+    last = seq;
+    if (!Array.isArray(counts) || counts.length > REPORT_LIMITS.canaries)
+      throw new BadRequestError(`report: a canary batch holds at most ${REPORT_LIMITS.canaries} counts`);
+    return { seq, counts: counts.map(canaryCounts) };
+  });
 }
 
 /** Reads a body whose signature verified; a malformed one is a BadRequestError saying what is wrong. */
@@ -82,7 +142,7 @@ export function parseReport(body: Uint8Array): AddressedReport {
   }
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw))
     throw new BadRequestError('report: the body must be an object');
-  const { replica, leader, sentAt, concurrency } = raw as Record<string, unknown>;
+  const { replica, leader, sentAt, concurrency, canaries } = raw as Record<string, unknown>;
   if (typeof sentAt !== 'number' || !Number.isSafeInteger(sentAt) || sentAt <= 0)
     throw new BadRequestError('report: sentAt must be a positive integer (milliseconds)');
   if (typeof concurrency !== 'object' || concurrency === null || Array.isArray(concurrency))
@@ -105,5 +165,12 @@ export function parseReport(body: Uint8Array): AddressedReport {
       );
     counts[key] = value;
   }
-  return { replica: name(replica, 'replica'), leader: name(leader, 'leader'), sentAt, concurrency: counts };
+  const batches = canaries === undefined ? [] : canaryBatches(canaries);
+  return {
+    replica: name(replica, 'replica'),
+    leader: name(leader, 'leader'),
+    sentAt,
+    concurrency: counts,
+    ...(batches.length > 0 ? { canaries: batches } : {}),
+  };
 }

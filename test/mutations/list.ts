@@ -1336,6 +1336,32 @@ export const MUTATIONS: GuardMutation[] = [
     tests: ['test/local/canary.test.ts'],
   },
   {
+    id: 'kube-canary-follower-counts-dropped',
+    guard:
+      "On kube the leader judges a canary by every replica's answers: the counts a follower reports are absorbed into the canary's figures.",
+    file: 'src/platform/kube/replica-reports.ts',
+    from: '      for (const counts of batch.counts) this.receive(counts);',
+    to: '      for (const counts of batch.counts) void counts;',
+    tests: ['test/kube/canary-replicas.test.ts', 'src/platform/kube/replica-reports.test.ts'],
+  },
+  {
+    id: 'kube-canary-batch-counted-twice',
+    guard:
+      "A follower's canary batch that arrives again (a retried or duplicated report) is not counted twice.",
+    file: 'src/platform/kube/replica-reports.ts',
+    from: '      if (batch.seq <= through) continue;',
+    to: '      if (batch.seq < through) continue;',
+    tests: ['src/platform/kube/replica-reports.test.ts'],
+  },
+  {
+    id: 'kube-canary-counts-lost-on-failed-report',
+    guard: 'Canary counts of a report the leader did not acknowledge go in the next report, not dropped.',
+    file: 'src/platform/kube/replica-reports.ts',
+    from: '      if (answer.ok || answer.status === 400 || answer.status === 413) {',
+    to: '      if (true) {',
+    tests: ['src/platform/kube/replica-reports.test.ts'],
+  },
+  {
     id: 'canary-error-rate-ignored',
     guard: 'A canary whose 5xx rate passes maxErrorRate is rolled back.',
     file: 'src/core/canary.ts',

@@ -1,6 +1,6 @@
 /**
  * `POST /internal/v1/replica-concurrency`: where the leader takes the other replicas' concurrency
- * reports. Anyone who can reach the controller can reach this route (tenants' pods included), so a
+ * reports (and the canary counts they carry). Anyone who can reach the controller can reach this route (tenants' pods included), so a
  * report counts only when it is signed with the replicas' shared key; the signature is checked over
  * the exact bytes before the body is read, and a refused report changes nothing. It runs in its own
  * encapsulated context so that it alone keeps raw bodies.
@@ -34,7 +34,8 @@ export async function replicaReportRoutes(
     {
       bodyLimit: BODY_LIMIT,
       schema: {
-        summary: "Another controller replica's in-flight requests per function, for the leader's autoscaling",
+        summary:
+          "Another controller replica's in-flight requests per function and canary answer counts, for the leader's autoscaling and canary judging",
         description: `Signed by the controller replicas' shared key (${REPLICA_SIGNATURE_HEADER}); not for clients.`,
         tags: ['internal'],
         headers: {

@@ -2,12 +2,16 @@
  * A follower's side of the concurrency reports, against a real HTTP server playing the leader: what
  * is sent and when (only while it says something, never while leading or with no leader known, one
  * at a time), that it is signed with the replicas' key and its send times strictly increase, and that
- * a 401 makes the key be read again.
+ * a 401 makes the key be read again. Canary counts: a follower sends each take as a batch until the
+ * leader acknowledges it (a failed report's batches go in the next one, at most MAX_PENDING_BATCHES
+ * of them, and a refused one's are dropped); the leader absorbs each batch once, however often and in
+ * whatever order it arrives, and hands what it absorbed to its canaries once.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { pino } from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { CanaryCounts } from '../../core/canary.js';
 import type { LeaderInfo } from '../../core/leadership.js';
 import {
   parseReport,
@@ -16,7 +20,7 @@ import {
   signatureMatches,
 } from '../../core/replica-report.js';
 import type { KubeHttp } from './http.js';
-import { ReplicaReports } from './replica-reports.js';
+import { MAX_PENDING_BATCHES, ReplicaReports } from './replica-reports.js';
 
 const KEY = Buffer.alloc(32, 3);
 
@@ -66,8 +70,9 @@ describe('ReplicaReports, sending', () => {
     await new Promise((resolve) => server.close(resolve));
   });
 
-  const reports = () =>
+  const reports = (takeCanaryCounts?: () => Promise<CanaryCounts[]>) =>
     new ReplicaReports({
+      ...(takeCanaryCounts ? { takeCanaryCounts } : {}),
       http: {} as KubeHttp,
       logger: pino({ level: 'silent' }),
       namespace: 'sless-system',
@@ -163,5 +168,107 @@ describe('ReplicaReports, sending', () => {
     expect(sender.send(load({}), 1_003_000)).toBeUndefined();
     expect(received.map((r) => r.body.sentAt)).toEqual([1_000_000, 1_001_000, 1_002_000]);
     expect(mismatches).toBe(1);
+  });
+
+  const counts = (requests: number, errors = 0): CanaryCounts => ({
+    key: 'ns/a',
+    revision: 'r2',
+    since: 900_000,
+    requests,
+    errors,
+    latencies: Array(requests).fill(4),
+  });
+
+  it('sends each take of canary counts as a batch until the leader acknowledges it, and none while nothing was counted', async () => {
+    const takes = [[counts(3, 1)], [counts(2)], [], [counts(5)]];
+    const sender = reports(async () => takes.shift() ?? []);
+    answer = { status: 503 };
+    await sender.send(load({}), 1_000_000);
+    answer = { status: 200 };
+    await sender.send(load({}), 1_001_000);
+    // Acknowledged: nothing to say, nothing sent.
+    await sender.send(load({}), 1_002_000);
+    await sender.send(load({}), 1_003_000);
+    expect(received.map((r) => [r.body.sentAt, r.body.canaries])).toEqual([
+      [1_000_000, [{ seq: 1_000_000, counts: [counts(3, 1)] }]],
+      // The failed report's batch again, under its own seq, then this tick's.
+      [
+        1_001_000,
+        [
+          { seq: 1_000_000, counts: [counts(3, 1)] },
+          { seq: 1_001_000, counts: [counts(2)] },
+        ],
+      ],
+      [1_003_000, [{ seq: 1_003_000, counts: [counts(5)] }]],
+    ]);
+    expect(received.every((r) => r.signed)).toBe(true);
+  });
+
+  it(`keeps at most ${MAX_PENDING_BATCHES} unacknowledged batches, and drops those of a report the leader refused as malformed`, async () => {
+    const sender = reports(async () => [counts(1)]);
+    answer = { status: 503 };
+    for (let i = 0; i < MAX_PENDING_BATCHES + 5; i++) await sender.send(load({}), 1_000_000 + i);
+    const last = received.at(-1)?.body.canaries ?? [];
+    expect(last).toHaveLength(MAX_PENDING_BATCHES);
+    expect(last[0]?.seq).toBe(1_000_005);
+    answer = { status: 400 };
+    await sender.send(load({}), 2_000_000);
+    answer = { status: 200 };
+    await sender.send(load({}), 2_000_001);
+    expect(received.at(-1)?.body.canaries).toEqual([{ seq: 2_000_001, counts: [counts(1)] }]);
+  });
+});
+
+describe('ReplicaReports, the leader absorbing canary counts', () => {
+  const leaderSide = () =>
+    new ReplicaReports({
+      http: {} as KubeHttp,
+      logger: pino({ level: 'silent' }),
+      namespace: 'sless-system',
+      keySecret: 'sless-replica-key',
+      identity: 'replica-a',
+      leader: {
+        isLeader: () => true,
+        info: (): LeaderInfo => ({ identity: 'replica-a', holder: 'replica-a', isLeader: true }),
+        leaderUrl: () => undefined,
+      },
+      intervalMs: 1000,
+      key: { get: async () => KEY, mismatch: () => undefined },
+    });
+  const step = { key: 'ns/a', revision: 'r2', since: 900_000 };
+  const batch = (seq: number, requests: number, errors: number) => ({
+    seq,
+    counts: [{ ...step, requests, errors, latencies: [seq] }],
+  });
+
+  it('absorbs each batch once, whether resent, duplicated or arriving after a later report', () => {
+    const leader = leaderSide();
+    const report = (sentAt: number, canaries: ReturnType<typeof batch>[], replica = 'replica-b') => ({
+      replica,
+      sentAt,
+      concurrency: {},
+      canaries,
+    });
+    const first = report(1_000_000, [batch(10, 4, 1)]);
+    leader.record(first, 1_000_000);
+    // The same report again (a retry whose first try did arrive), and the next one resending it.
+    leader.record(first, 1_000_100);
+    leader.record(report(1_001_000, [batch(10, 4, 1), batch(11, 2, 0)]), 1_001_000);
+    // An old report arriving late, long after the held one went stale: its batch is still not new.
+    leader.record(report(1_000_500, [batch(10, 4, 1)]), 1_010_000);
+    // Another replica's batches are its own, whatever their seq.
+    leader.record(report(1_001_000, [batch(10, 1, 1)], 'replica-c'), 1_001_000);
+    expect(leader.takeReceived()).toEqual([{ ...step, requests: 7, errors: 2, latencies: [10, 11, 10] }]);
+    // Taken once: the next take has only what came after.
+    expect(leader.takeReceived()).toEqual([]);
+    leader.record(report(1_002_000, [batch(11, 2, 0), batch(12, 3, 0)]), 1_002_000);
+    expect(leader.takeReceived()).toEqual([{ ...step, requests: 3, errors: 0, latencies: [12] }]);
+  });
+
+  it('starts a term without what the last one absorbed or held', () => {
+    const leader = leaderSide();
+    leader.record({ replica: 'replica-b', sentAt: 1, concurrency: {}, canaries: [batch(10, 4, 1)] }, 1);
+    leader.clear();
+    expect(leader.takeReceived()).toEqual([]);
   });
 });

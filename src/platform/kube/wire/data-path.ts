@@ -1,9 +1,9 @@
 /**
  * The kube /fn/ data path, wired: the watch caches routing reads (Functions, Deployments, Services,
  * EndpointSlices, pods), the scaler that holds requests for a function at zero, the wait that holds
- * them for a running function with no available replica, the autoscaler with
- * the followers' reports it sums while leading, the route resolver, and the publisher that tells the
- * gateway thread its routes. Nothing here asks the API server per request.
+ * them for a running function with no available replica, the autoscaler with the followers' reports
+ * it sums while leading (and the canary counts they carry), the route resolver, and the publisher
+ * that tells the gateway thread its routes. Nothing here asks the API server per request.
  */
 import type { Logger } from 'pino';
 import type { KubeControllerConfig } from '../../../config/kube.js';
@@ -51,7 +51,10 @@ export interface KubeDataPath {
   routes: KubeRouteResolver;
   /** The leader's intake of followers' reports, with leader election only. */
   replicaReports: ReplicaReports | undefined;
-  /** What this replica's proxies (main thread and gateway thread) counted of canaries since last asked. */
+  /**
+   * What this replica's proxies (main thread and gateway thread) counted of canaries since last
+   * asked, with what followers reported of theirs while it leads.
+   */
   takeCanaryCounts(): Promise<CanaryCounts[]>;
   /** Starts the watches and the loops; each term counts only the reports sent to it. */
   start(leaderTasks: Pick<LeaderTasks, 'register'>): void;
@@ -85,7 +88,13 @@ export function wireKubeDataPath(deps: KubeDataPathDeps): KubeDataPath {
     ...(deps.idleSweepMs ? { sweepMs: deps.idleSweepMs } : {}),
     ...namespaces,
   });
-  // Followers report their in-flight requests to the leader, which adds them to its own.
+  // What this replica's own proxies counted of canaries: `routes` is set below, before any tick.
+  let routes: KubeRouteResolver | undefined;
+  const takeOwnCanaryCounts = async (): Promise<CanaryCounts[]> => [
+    ...(routes?.takeCanaryCounts() ?? []),
+    ...((await gateway?.takeCanaryCounts?.()) ?? []),
+  ];
+  // Followers report their in-flight requests and canary counts to the leader, which adds them to its own.
   const replicaReports = config.leaderElection.enabled
     ? new ReplicaReports({
         http,
@@ -95,6 +104,7 @@ export function wireKubeDataPath(deps: KubeDataPathDeps): KubeDataPath {
         identity: config.leaderElection.identity,
         leader: { ...deps.leadership, leaderUrl: deps.leaderUrl },
         intervalMs: deps.autoscaleTickMs ?? 1000,
+        takeCanaryCounts: takeOwnCanaryCounts,
       })
     : undefined;
   // Every replica counts in-flight requests; only the leader applies the decisions.
@@ -131,7 +141,7 @@ export function wireKubeDataPath(deps: KubeDataPathDeps): KubeDataPath {
         ...(deps.endpointOrigin ? { endpointOrigin: deps.endpointOrigin } : {}),
       })
     : undefined;
-  const routes = new KubeRouteResolver({
+  routes = new KubeRouteResolver({
     cache: routeCache,
     scaler,
     ...(commits ? { commits } : {}),
@@ -165,9 +175,10 @@ export function wireKubeDataPath(deps: KubeDataPathDeps): KubeDataPath {
     autoscaler,
     routes,
     replicaReports,
+    // The leader judges canaries by its own threads' counts and those its followers reported.
     takeCanaryCounts: async () => [
-      ...routes.takeCanaryCounts(),
-      ...((await gateway?.takeCanaryCounts?.()) ?? []),
+      ...(await takeOwnCanaryCounts()),
+      ...(replicaReports?.takeReceived() ?? []),
     ],
     start: (leaderTasks) => {
       if (replicaReports)
