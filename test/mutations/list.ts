@@ -1130,8 +1130,8 @@ export const MUTATIONS: GuardMutation[] = [
     guard:
       "When a follower's load is gone it tells the leader at once with one empty report, rather than leave its last load counted until that expires.",
     file: 'src/platform/kube/replica-reports.ts',
-    from: 'if (!named && !this.leaderHoldsLoad) return;',
-    to: 'if (!named) return;',
+    from: 'const due = () => named || this.leaderHoldsLoad || this.pending.length > 0;',
+    to: 'const due = () => named || this.pending.length > 0;',
     tests: ['src/platform/kube/replica-reports.test.ts'],
   },
   {
