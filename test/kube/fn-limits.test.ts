@@ -9,7 +9,7 @@
  * leaves and accepts WebSockets with `ws`; the gateway case blocks nothing, so it may run in this
  * process.
  */
-import { createServer, request, type Server } from 'node:http';
+import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { WebSocket } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -24,6 +24,7 @@ import type { Gateway } from '../../src/server/gateway/gateway.js';
 import { functionManifest, git, gitSource, nodeHandler } from '../helpers/git.js';
 import { type RemoteRepo, startRemoteRepo } from '../helpers/remote-repo.js';
 import { openStream } from '../helpers/stream-reader.js';
+import { upgradeStatus } from '../helpers/upgrade-status.js';
 import {
   eventually,
   fakeDigest,
@@ -205,33 +206,5 @@ function openSocket(url: string): Promise<WebSocket> {
     const ws = new WebSocket(url);
     ws.addEventListener('open', () => resolve(ws));
     ws.addEventListener('error', () => reject(new Error('the upgrade failed')));
-  });
-}
-
-/** The status and body a plain HTTP upgrade request gets: what a client sees when it is refused. */
-function upgradeStatus(url: string): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    const req = request(url, {
-      headers: {
-        connection: 'Upgrade',
-        upgrade: 'websocket',
-        'sec-websocket-version': '13',
-        'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==',
-      },
-    });
-    req.on('response', (res) => {
-      let body = '';
-      res.setEncoding('utf8');
-      res.on('data', (chunk: string) => {
-        body += chunk;
-      });
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
-    });
-    req.on('upgrade', (res, socket) => {
-      socket.destroy();
-      resolve({ status: res.statusCode ?? 0, body: '' });
-    });
-    req.on('error', reject);
-    req.end();
   });
 }

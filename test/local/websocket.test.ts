@@ -6,12 +6,12 @@
  * the function's concurrency limit. And an echo in the Python and Go runtimes, accepted with
  * `websockets` and `github.com/coder/websocket`, which their builds install.
  */
-import { request } from 'node:http';
 import { WebSocket } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { functionManifest, TestRepo } from '../helpers/git.js';
 import { eventually, startTestSystem, type TestSystem } from '../helpers/local-system.js';
 import { STREAM_RUNTIMES, streamFunction } from '../helpers/stream-functions.js';
+import { upgradeStatus } from '../helpers/upgrade-status.js';
 import { vendoredWs } from '../helpers/vendored-ws.js';
 
 const ECHO = `
@@ -74,34 +74,6 @@ async function close(socket: Socket): Promise<void> {
   const done = new Promise<void>((resolve) => socket.ws.addEventListener('close', () => resolve()));
   socket.ws.close();
   await done;
-}
-
-/** The status a plain HTTP upgrade request gets: what a client sees when the upgrade is refused. */
-function upgradeStatus(url: string): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    const req = request(url, {
-      headers: {
-        connection: 'Upgrade',
-        upgrade: 'websocket',
-        'sec-websocket-version': '13',
-        'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==',
-      },
-    });
-    req.on('response', (res) => {
-      let body = '';
-      res.setEncoding('utf8');
-      res.on('data', (chunk: string) => {
-        body += chunk;
-      });
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
-    });
-    req.on('upgrade', (res, sock) => {
-      sock.destroy();
-      resolve({ status: res.statusCode ?? 0, body: '' });
-    });
-    req.on('error', reject);
-    req.end();
-  });
 }
 
 describe.each([
