@@ -9,8 +9,13 @@
 import { WebSocket } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { functionManifest, TestRepo } from '../helpers/git.js';
-import { eventually, startTestSystem, type TestSystem } from '../helpers/local-system.js';
-import { STREAM_RUNTIMES, streamFunction } from '../helpers/stream-functions.js';
+import {
+  eventually,
+  startStreamRuntimes,
+  startTestSystem,
+  type TestSystem,
+} from '../helpers/local-system.js';
+import { STREAM_RUNTIMES } from '../helpers/stream-functions.js';
 import { upgradeStatus } from '../helpers/upgrade-status.js';
 import { vendoredWs } from '../helpers/vendored-ws.js';
 
@@ -199,19 +204,7 @@ describe('WebSockets through /fn/ to the Python and Go runtimes', () => {
   const name = (runtime: string) => `ws-${runtime.replace(/[^a-z0-9]/g, '')}`;
 
   beforeAll(async () => {
-    repo = await TestRepo.create(
-      Object.assign({}, ...STREAM_RUNTIMES.map((runtime) => streamFunction(name(runtime), runtime))),
-    );
-    system = await startTestSystem({ url: repo.dir });
-    await eventually(
-      async () => {
-        for (const runtime of STREAM_RUNTIMES)
-          if ((await system.functionStatus(name(runtime)))?.phase !== 'Ready') return false;
-        return true;
-      },
-      240_000,
-      'python and go functions deployed',
-    );
+    ({ repo, system } = await startStreamRuntimes(name));
   }, 300_000);
 
   afterAll(async () => {
