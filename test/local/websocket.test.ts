@@ -40,19 +40,25 @@ interface Socket {
   waiting: Array<(message: string | Buffer) => void>;
 }
 
+/** Keeps every message `ws` receives, in order, for next() to take. */
+function track(ws: WebSocket): Socket {
+  ws.binaryType = 'arraybuffer';
+  const socket: Socket = { ws, inbox: [], waiting: [] };
+  ws.addEventListener('message', (event) => {
+    const data = typeof event.data === 'string' ? event.data : Buffer.from(event.data as ArrayBuffer);
+    const taker = socket.waiting.shift();
+    if (taker) taker(data);
+    else socket.inbox.push(data);
+  });
+  return socket;
+}
+
 /** Opens a WebSocket (undici's client) and resolves with it and its first message. */
 function connect(url: string): Promise<{ socket: Socket; first: string }> {
   return new Promise((resolve, reject) => {
     const ws = new WebSocket(url);
-    ws.binaryType = 'arraybuffer';
-    const socket: Socket = { ws, inbox: [], waiting: [] };
+    const socket = track(ws);
     let opened = false;
-    ws.addEventListener('message', (event) => {
-      const data = typeof event.data === 'string' ? event.data : Buffer.from(event.data as ArrayBuffer);
-      const taker = socket.waiting.shift();
-      if (taker) taker(data);
-      else socket.inbox.push(data);
-    });
     ws.addEventListener('open', () => {
       opened = true;
       void next(socket).then((first) => resolve({ socket, first: String(first) }));
@@ -72,6 +78,17 @@ function next(socket: Socket): Promise<string | Buffer> {
 function reply(socket: Socket, message: string | Buffer): Promise<string | Buffer> {
   socket.ws.send(message);
   return next(socket);
+}
+
+/** A binary message comes back byte for byte, then `count` text messages sent at once come back in order. */
+async function expectEchoes(socket: Socket, count: number): Promise<void> {
+  const bytes = Buffer.from([0, 255, 1, 254]);
+  expect(Buffer.compare((await reply(socket, bytes)) as Buffer, bytes)).toBe(0);
+  const many = Array.from({ length: count }, (_, i) => `m${i}`);
+  for (const m of many) socket.ws.send(m);
+  const received: Array<string | Buffer> = [];
+  for (const _ of many) received.push(await next(socket));
+  expect(received).toEqual(many);
 }
 
 async function close(socket: Socket): Promise<void> {
@@ -131,14 +148,8 @@ describe.each([
         forwardedPrefix: '/fn/default/ws-echo',
       });
       expect(await reply(socket, 'hello')).toBe('hello');
-      const bytes = Buffer.from([0, 255, 1, 254]);
-      expect(Buffer.compare((await reply(socket, bytes)) as Buffer, bytes)).toBe(0);
       // Many messages each way, in order.
-      const many = Array.from({ length: 200 }, (_, i) => `m${i}`);
-      for (const m of many) socket.ws.send(m);
-      const received: Array<string | Buffer> = [];
-      for (const _ of many) received.push(await next(socket));
-      expect(received).toEqual(many);
+      await expectEchoes(socket, 200);
     } finally {
       await close(socket);
     }
@@ -217,14 +228,7 @@ describe('WebSockets through /fn/ to the Python and Go runtimes', () => {
     // No greeting from these: the first message is the echo of the first sent.
     const { socket, first } = await new Promise<{ socket: Socket; first: string }>((resolve, reject) => {
       const ws = new WebSocket(url);
-      ws.binaryType = 'arraybuffer';
-      const socket: Socket = { ws, inbox: [], waiting: [] };
-      ws.addEventListener('message', (event) => {
-        const data = typeof event.data === 'string' ? event.data : Buffer.from(event.data as ArrayBuffer);
-        const taker = socket.waiting.shift();
-        if (taker) taker(data);
-        else socket.inbox.push(data);
-      });
+      const socket = track(ws);
       ws.addEventListener(
         'open',
         () => void reply(socket, 'hello').then((f) => resolve({ socket, first: String(f) })),
@@ -239,13 +243,7 @@ describe('WebSockets through /fn/ to the Python and Go runtimes', () => {
     });
     try {
       expect(first).toBe('hello');
-      const bytes = Buffer.from([0, 255, 1, 254]);
-      expect(Buffer.compare((await reply(socket, bytes)) as Buffer, bytes)).toBe(0);
-      const many = Array.from({ length: 100 }, (_, i) => `m${i}`);
-      for (const m of many) socket.ws.send(m);
-      const received: Array<string | Buffer> = [];
-      for (const _ of many) received.push(await next(socket));
-      expect(received).toEqual(many);
+      await expectEchoes(socket, 100);
     } finally {
       await close(socket);
     }
