@@ -27,7 +27,7 @@ import { kubeConfigFromInfo } from '../cluster/fixture.ts';
 import { functionManifest, git, nodeHandler } from '../helpers/git.js';
 import { type RabbitMq, startRabbitMq } from '../helpers/rabbitmq.js';
 import { type RemoteRepo, startRemoteRepo } from '../helpers/remote-repo.js';
-import { ControllerProcess, FAST_LEASE, freePort } from './controller-process.js';
+import { type ControllerProcess, FAST_LEASE, printTails, startAgainst } from './controller-process.js';
 import { deployFromGit, eventually, type KubeEnv, kubeEnv, logger, playHealthyKubelet } from './harness.js';
 
 const FAST = { leaseDurationMs: 4_000, renewDeadlineMs: 3_000, retryPeriodMs: 500 };
@@ -372,18 +372,8 @@ describe('an amqp Trigger on kube across a SIGKILL of the leading controller pro
   const triggerStatus = async () =>
     ((await getObject<KubeObject>(env.http, slessType('Trigger'), env.ns, 'crash'))?.status ??
       {}) as TriggerStatus;
-  const controller = async (identity: string) => {
-    const { port } = upstream.address() as AddressInfo;
-    const p = new ControllerProcess(
-      env,
-      identity,
-      await freePort(),
-      { ...FAST_LEASE, SLESS_LEASE_NAME: 'sless-amqp-kill' },
-      `http://127.0.0.1:${port}`,
-    );
-    processes.push(p);
-    return p;
-  };
+  const controller = (identity: string) =>
+    startAgainst(env, upstream, processes, identity, { ...FAST_LEASE, SLESS_LEASE_NAME: 'sless-amqp-kill' });
 
   beforeAll(async () => {
     env = await kubeEnv('kamqpkill');
@@ -413,8 +403,7 @@ describe('an amqp Trigger on kube across a SIGKILL of the leading controller pro
   afterEach((context) => {
     if (context.task.result?.state !== 'fail') return;
     process.stderr.write(`deliveries: ${JSON.stringify([...deliveries])}\n`);
-    for (const p of processes)
-      process.stderr.write(`--- last log lines of ${p.identity} ---\n${p.tail.join('\n')}\n`);
+    printTails(processes);
   });
 
   afterAll(async () => {
