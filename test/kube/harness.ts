@@ -75,6 +75,20 @@ export async function putRegistrySecret(
   });
 }
 
+/** Creates or replaces an Opaque Secret from plain strings (as an operator would, with kubectl apply). */
+export async function putSecret(
+  http: KubeHttp,
+  namespace: string,
+  name: string,
+  stringData: Record<string, string>,
+): Promise<void> {
+  await http.request('PATCH', `/api/v1/namespaces/${namespace}/secrets/${name}`, {
+    query: { fieldManager: 'test-admin', force: true },
+    contentType: 'application/apply-patch+yaml',
+    body: { apiVersion: 'v1', kind: 'Secret', metadata: { name, namespace }, stringData },
+  });
+}
+
 /** Puts the pull-only source secret back as kubeEnv made it, after a test changed or deleted it. */
 export async function restorePullSecret(env: KubeEnv): Promise<void> {
   const config = Buffer.from(env.registrySecrets.pull, 'base64').toString();
