@@ -13,7 +13,6 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildName } from '../../src/core/naming.js';
-import type { FunctionStatus } from '../../src/core/resources.js';
 import { type KubeSystem, startKubeSystem } from '../../src/main.js';
 import { apply, getObject, type KubeObject } from '../../src/platform/kube/objects.js';
 import { DEPLOYMENT, JOB } from '../../src/platform/kube/resource-types.js';
@@ -23,6 +22,7 @@ import { type ApiProxy, startApiProxy } from './api-proxy.ts';
 import {
   eventually,
   fakeDigest,
+  functionStatus,
   type KubeEnv,
   kubeEnv,
   logger,
@@ -72,15 +72,7 @@ describe('kube platform: /fn/ routes from watches, through an API-server outage'
   let apiServerDown = false;
   const progress = (message: string) => process.stderr.write(`[api-outage] ${message}\n`);
 
-  const status = async (name: string) =>
-    (
-      await getObject<KubeObject>(
-        env.http,
-        { apiVersion: 'sless.dev/v1alpha1', kind: 'Function', plural: 'functions', namespaced: true },
-        env.ns,
-        name,
-      )
-    )?.status as FunctionStatus | undefined;
+  const status = (name: string) => functionStatus(env, name);
   const replicas = async (name: string) =>
     (
       (await getObject<KubeObject>(env.http, DEPLOYMENT, env.ns, name))?.spec as

@@ -16,7 +16,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocketServer } from 'ws';
 import { startControllerGateway } from '../../src/cli/controller.js';
 import { buildName } from '../../src/core/naming.js';
-import type { FunctionStatus } from '../../src/core/resources.js';
 import { type KubeSystem, startKubeSystem } from '../../src/main.js';
 import { getObject, type KubeObject } from '../../src/platform/kube/objects.js';
 import { JOB } from '../../src/platform/kube/resource-types.js';
@@ -28,6 +27,7 @@ import { upgradeStatus } from '../helpers/upgrade-status.js';
 import {
   eventually,
   fakeDigest,
+  functionStatus,
   type KubeEnv,
   kubeEnv,
   logger,
@@ -54,15 +54,7 @@ describe.each([
   /** The functions the main thread's resolver was asked for. */
   const resolvedOnMain: string[] = [];
 
-  const status = async (name: string) =>
-    (
-      await getObject<KubeObject>(
-        env.http,
-        { apiVersion: 'sless.dev/v1alpha1', kind: 'Function', plural: 'functions', namespaced: true },
-        env.ns,
-        name,
-      )
-    )?.status as FunctionStatus | undefined;
+  const status = (name: string) => functionStatus(env, name);
 
   beforeAll(async () => {
     env = await kubeEnv(proxyThread ? 'streamgw' : 'streammain');

@@ -220,6 +220,16 @@ export async function deployFromGit(
   );
 }
 
+/** A Function's status as the API server holds it, if the Function exists. */
+export async function functionStatus(
+  env: Pick<KubeEnv, 'http' | 'ns'>,
+  name: string,
+): Promise<FunctionStatus | undefined> {
+  return (await getObject<KubeObject>(env.http, slessType('Function'), env.ns, name))?.status as
+    | FunctionStatus
+    | undefined;
+}
+
 /** The replicas a function's Deployment asks for now (its spec, not its status), if it exists. */
 export async function deploymentReplicas(
   http: KubeHttp,

@@ -12,7 +12,6 @@ import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildName } from '../../src/core/naming.js';
-import type { FunctionStatus } from '../../src/core/resources.js';
 import { type KubeSystem, startKubeSystem } from '../../src/main.js';
 import { getObject, type KubeObject } from '../../src/platform/kube/objects.js';
 import { JOB } from '../../src/platform/kube/resource-types.js';
@@ -22,6 +21,7 @@ import { type RemoteRepo, startRemoteRepo } from '../helpers/remote-repo.js';
 import {
   eventually,
   fakeDigest,
+  functionStatus,
   type KubeEnv,
   kubeEnv,
   logger,
@@ -77,15 +77,7 @@ describe('kube platform: /fn/ from the gateway thread', () => {
   /** The functions the main thread's resolver was asked for. */
   const resolvedOnMain: string[] = [];
 
-  const status = async (name: string) =>
-    (
-      await getObject<KubeObject>(
-        env.http,
-        { apiVersion: 'sless.dev/v1alpha1', kind: 'Function', plural: 'functions', namespaced: true },
-        env.ns,
-        name,
-      )
-    )?.status as FunctionStatus | undefined;
+  const status = (name: string) => functionStatus(env, name);
 
   const call = async (name: string, path = '') => {
     const res = await fetch(`${system.url}/fn/${env.ns}/${name}/${path}`);
