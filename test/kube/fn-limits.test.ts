@@ -33,6 +33,7 @@ import {
   logger,
   markBuildSucceeded,
   playHealthyKubelet,
+  recordResolves,
 } from './harness.js';
 
 const MAX_STREAM = '2 s';
@@ -97,11 +98,7 @@ describe.each([
       pollMs: 100,
       ...(gateway ? { listener: gateway, gateway } : {}),
     });
-    const resolve = system.routes.resolve.bind(system.routes);
-    system.routes.resolve = (namespace, name) => {
-      resolvedOnMain.push(name);
-      return resolve(namespace, name);
-    };
+    recordResolves(system, resolvedOnMain);
     stopKubelet = playHealthyKubelet(env.http, env.ns);
     await system.store.apply(gitSource('repo', env.ns, repo.url));
     const commit = await git(repo.work.dir, 'rev-parse', 'HEAD');

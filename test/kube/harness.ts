@@ -11,6 +11,7 @@ import { pino } from 'pino';
 import { type KubeControllerConfig, loadKubeControllerConfig } from '../../src/config/kube.js';
 import { buildName } from '../../src/core/naming.js';
 import type { FunctionStatus } from '../../src/core/resources.js';
+import type { KubeSystem } from '../../src/main.js';
 import { KanikoBuilder, type KanikoBuilderOptions } from '../../src/platform/kube/build/kaniko-builder.js';
 import { KubeHttp } from '../../src/platform/kube/http.js';
 import { apply, getObject, type KubeObject } from '../../src/platform/kube/objects.js';
@@ -228,6 +229,18 @@ export async function functionStatus(
   return (await getObject<KubeObject>(env.http, slessType('Function'), env.ns, name))?.status as
     | FunctionStatus
     | undefined;
+}
+
+/**
+ * Adds each function the main thread's route resolver is asked for to `into`: a function that the
+ * gateway thread serves is never asked for there.
+ */
+export function recordResolves(system: Pick<KubeSystem, 'routes'>, into: string[]): void {
+  const resolve = system.routes.resolve.bind(system.routes);
+  system.routes.resolve = (namespace, name) => {
+    into.push(name);
+    return resolve(namespace, name);
+  };
 }
 
 /** The replicas a function's Deployment asks for now (its spec, not its status), if it exists. */

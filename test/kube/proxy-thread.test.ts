@@ -27,6 +27,7 @@ import {
   logger,
   markBuildSucceeded,
   playHealthyKubelet,
+  recordResolves,
 } from './harness.js';
 import { playEndpointSlices } from './play.js';
 
@@ -110,11 +111,7 @@ describe('kube platform: /fn/ from the gateway thread', () => {
         gateway,
       },
     );
-    const resolve = system.routes.resolve.bind(system.routes);
-    system.routes.resolve = (namespace, name) => {
-      resolvedOnMain.push(name);
-      return resolve(namespace, name);
-    };
+    recordResolves(system, resolvedOnMain);
     stopKubelet = playHealthyKubelet(env.http, env.ns);
     stopEndpoints = playEndpointSlices(env.http, env.ns, { everyMs: 200 });
     await system.store.apply(gitSource('repo', env.ns, repo.url));
