@@ -15,23 +15,19 @@ import { WebSocket } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocketServer } from 'ws';
 import { startControllerGateway } from '../../src/cli/controller.js';
-import { buildName } from '../../src/core/naming.js';
 import { type KubeSystem, startKubeSystem } from '../../src/main.js';
-import { getObject, type KubeObject } from '../../src/platform/kube/objects.js';
-import { JOB } from '../../src/platform/kube/resource-types.js';
 import type { Gateway } from '../../src/server/gateway/gateway.js';
 import { functionManifest, git, gitSource, nodeHandler } from '../helpers/git.js';
 import { type RemoteRepo, startRemoteRepo } from '../helpers/remote-repo.js';
 import { openStream } from '../helpers/stream-reader.js';
 import { upgradeStatus } from '../helpers/upgrade-status.js';
 import {
+  completeBuild,
   eventually,
-  fakeDigest,
   functionStatus,
   type KubeEnv,
   kubeEnv,
   logger,
-  markBuildSucceeded,
   playHealthyKubelet,
   recordResolves,
 } from './harness.js';
@@ -102,12 +98,7 @@ describe.each([
     stopKubelet = playHealthyKubelet(env.http, env.ns);
     await system.store.apply(gitSource('repo', env.ns, repo.url));
     const commit = await git(repo.work.dir, 'rev-parse', 'HEAD');
-    for (const fn of ['ticks', 'limited']) {
-      await eventually(`build Job of ${fn}`, () =>
-        getObject<KubeObject>(env.http, JOB, env.controllerNs, buildName(fn, commit)),
-      );
-      await markBuildSucceeded(env.http, env.controllerNs, buildName(fn, commit), fakeDigest(fn + commit));
-    }
+    for (const fn of ['ticks', 'limited']) await completeBuild(env, fn, commit, fn + commit);
     for (const fn of ['ticks', 'limited']) {
       await eventually(`${fn} Ready`, async () => (await status(fn))?.phase === 'Ready', 30_000);
       await eventually(

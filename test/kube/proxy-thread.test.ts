@@ -11,21 +11,17 @@
 import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildName } from '../../src/core/naming.js';
 import { type KubeSystem, startKubeSystem } from '../../src/main.js';
-import { getObject, type KubeObject } from '../../src/platform/kube/objects.js';
-import { JOB } from '../../src/platform/kube/resource-types.js';
 import { Gateway } from '../../src/server/gateway/gateway.js';
 import { functionManifest, git, gitSource, nodeHandler } from '../helpers/git.js';
 import { type RemoteRepo, startRemoteRepo } from '../helpers/remote-repo.js';
 import {
+  completeBuild,
   eventually,
-  fakeDigest,
   functionStatus,
   type KubeEnv,
   kubeEnv,
   logger,
-  markBuildSucceeded,
   playHealthyKubelet,
   recordResolves,
 } from './harness.js';
@@ -116,17 +112,7 @@ describe('kube platform: /fn/ from the gateway thread', () => {
     stopEndpoints = playEndpointSlices(env.http, env.ns, { everyMs: 200 });
     await system.store.apply(gitSource('repo', env.ns, repo.url));
     const commit = await git(repo.work.dir, 'rev-parse', 'HEAD');
-    for (const fn of ['steady', 'scaled', 'lazy']) {
-      await eventually(`build Job of ${fn}`, () =>
-        getObject<KubeObject>(env.http, JOB, env.controllerNs, buildName(fn, commit)),
-      );
-      await markBuildSucceeded(
-        env.http,
-        env.controllerNs,
-        buildName(fn, commit),
-        fakeDigest(`${fn}${commit}`),
-      );
-    }
+    for (const fn of ['steady', 'scaled', 'lazy']) await completeBuild(env, fn, commit, fn + commit);
     for (const fn of ['steady', 'scaled', 'lazy'])
       await eventually(`${fn} Ready`, async () => (await status(fn))?.phase === 'Ready', 30_000);
     for (const fn of ['steady', 'scaled', 'lazy'])
