@@ -1,7 +1,8 @@
 /**
  * The whole local platform for a test, started in-process as `sless dev` runs it (proxy thread by
  * default) on a free port, syncing one GitSource from the given repository, in a state directory of its
- * own (removed on close unless one was given); plus polling helpers for the status it reports.
+ * own (removed on close unless one was given); plus polling helpers for the status it reports, and one
+ * such system serving the stream function of every runtime.
  */
 import { readdir, rm } from 'node:fs/promises';
 import { homedir } from 'node:os';
@@ -11,7 +12,8 @@ import { loadLocalConfig } from '../../src/config/config.js';
 import type { FunctionStatus, GitSource, GitSourceStatus } from '../../src/core/resources.js';
 import { type LocalSystem, startLocalSystem } from '../../src/main.js';
 import { Gateway } from '../../src/server/gateway/gateway.js';
-import { gitSource, tempDir } from './git.js';
+import { gitSource, TestRepo, tempDir } from './git.js';
+import { STREAM_RUNTIMES, streamFunction } from './stream-functions.js';
 
 export const TEST_BUILD_CACHE = join(homedir(), '.cache', 'sless', 'test-build-cache');
 
@@ -156,4 +158,36 @@ export async function untilInstances(system: TestSystem, name: string, count: nu
     30_000,
     `${count} instance(s) of ${name}`,
   );
+}
+
+/**
+ * A system serving the stream function of each runtime in STREAM_RUNTIMES, named by `name`, once every
+ * one reports Ready. Their first builds install Python and Go dependencies, hence the long wait; if it
+ * fails, the system and the repository are removed here, since the caller never gets them.
+ */
+export async function startStreamRuntimes(
+  name: (runtime: string) => string,
+): Promise<{ repo: TestRepo; system: TestSystem }> {
+  const repo = await TestRepo.create(
+    Object.assign({}, ...STREAM_RUNTIMES.map((runtime) => streamFunction(name(runtime), runtime))),
+  );
+  let system: TestSystem | undefined;
+  try {
+    system = await startTestSystem({ url: repo.dir });
+    const started = system;
+    await eventually(
+      async () => {
+        for (const runtime of STREAM_RUNTIMES)
+          if ((await started.functionStatus(name(runtime)))?.phase !== 'Ready') return false;
+        return true;
+      },
+      240_000,
+      'python and go functions deployed',
+    );
+    return { repo, system };
+  } catch (error) {
+    await system?.close();
+    await repo.remove();
+    throw error;
+  }
 }

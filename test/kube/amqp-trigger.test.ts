@@ -27,8 +27,16 @@ import { kubeConfigFromInfo } from '../cluster/fixture.ts';
 import { functionManifest, git, nodeHandler } from '../helpers/git.js';
 import { type RabbitMq, startRabbitMq } from '../helpers/rabbitmq.js';
 import { type RemoteRepo, startRemoteRepo } from '../helpers/remote-repo.js';
-import { ControllerProcess, FAST_LEASE, freePort } from './controller-process.js';
-import { deployFromGit, eventually, type KubeEnv, kubeEnv, logger, playHealthyKubelet } from './harness.js';
+import { type ControllerProcess, FAST_LEASE, printTails, startAgainst } from './controller-process.js';
+import {
+  deployFromGit,
+  eventually,
+  type KubeEnv,
+  kubeEnv,
+  logger,
+  playHealthyKubelet,
+  putSecret,
+} from './harness.js';
 
 const FAST = { leaseDurationMs: 4_000, renewDeadlineMs: 3_000, retryPeriodMs: 500 };
 const QUEUE = 'jobs';
@@ -183,16 +191,7 @@ describe('amqp Triggers on kube against a real RabbitMQ', { timeout: 5 * 60_000 
     await channel.assertQueue(QUEUE, { durable: true });
     await declareDeadLetters(channel);
     // The Trigger's URL, as an operator stores it: a Secret of the Trigger's namespace.
-    await env.http.request('PATCH', `/api/v1/namespaces/${env.ns}/secrets/rabbit`, {
-      query: { fieldManager: 'test-admin', force: true },
-      contentType: 'application/apply-patch+yaml',
-      body: {
-        apiVersion: 'v1',
-        kind: 'Secret',
-        metadata: { name: 'rabbit', namespace: env.ns },
-        stringData: { url: broker.url },
-      },
-    });
+    await putSecret(env.http, env.ns, 'rabbit', { url: broker.url });
     repo = await startRemoteRepo({
       'worker/function.yaml': functionManifest('worker', {}),
       'worker/handler.js': nodeHandler(`return 'played by the local server';`),
@@ -372,18 +371,8 @@ describe('an amqp Trigger on kube across a SIGKILL of the leading controller pro
   const triggerStatus = async () =>
     ((await getObject<KubeObject>(env.http, slessType('Trigger'), env.ns, 'crash'))?.status ??
       {}) as TriggerStatus;
-  const controller = async (identity: string) => {
-    const { port } = upstream.address() as AddressInfo;
-    const p = new ControllerProcess(
-      env,
-      identity,
-      await freePort(),
-      { ...FAST_LEASE, SLESS_LEASE_NAME: 'sless-amqp-kill' },
-      `http://127.0.0.1:${port}`,
-    );
-    processes.push(p);
-    return p;
-  };
+  const controller = (identity: string) =>
+    startAgainst(env, upstream, processes, identity, { ...FAST_LEASE, SLESS_LEASE_NAME: 'sless-amqp-kill' });
 
   beforeAll(async () => {
     env = await kubeEnv('kamqpkill');
@@ -391,16 +380,7 @@ describe('an amqp Trigger on kube across a SIGKILL of the leading controller pro
     connection = await amqp.connect(broker.url);
     channel = await connection.createChannel();
     await channel.assertQueue('crash', { durable: true });
-    await env.http.request('PATCH', `/api/v1/namespaces/${env.ns}/secrets/rabbit`, {
-      query: { fieldManager: 'test-admin', force: true },
-      contentType: 'application/apply-patch+yaml',
-      body: {
-        apiVersion: 'v1',
-        kind: 'Secret',
-        metadata: { name: 'rabbit', namespace: env.ns },
-        stringData: { url: broker.url },
-      },
-    });
+    await putSecret(env.http, env.ns, 'rabbit', { url: broker.url });
     repo = await startRemoteRepo({
       'worker/function.yaml': functionManifest('worker', {}),
       'worker/handler.js': nodeHandler(`return 'played by the local server';`),
@@ -413,8 +393,7 @@ describe('an amqp Trigger on kube across a SIGKILL of the leading controller pro
   afterEach((context) => {
     if (context.task.result?.state !== 'fail') return;
     process.stderr.write(`deliveries: ${JSON.stringify([...deliveries])}\n`);
-    for (const p of processes)
-      process.stderr.write(`--- last log lines of ${p.identity} ---\n${p.tail.join('\n')}\n`);
+    printTails(processes);
   });
 
   afterAll(async () => {

@@ -12,21 +12,19 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildName } from '../../src/core/naming.js';
-import type { FunctionStatus } from '../../src/core/resources.js';
 import { type KubeSystem, startKubeSystem } from '../../src/main.js';
 import { apply, getObject, type KubeObject } from '../../src/platform/kube/objects.js';
-import { DEPLOYMENT, JOB } from '../../src/platform/kube/resource-types.js';
+import { DEPLOYMENT } from '../../src/platform/kube/resource-types.js';
 import { functionManifest, git, gitSource, nodeHandler } from '../helpers/git.js';
 import { type RemoteRepo, startRemoteRepo } from '../helpers/remote-repo.js';
 import { type ApiProxy, startApiProxy } from './api-proxy.ts';
 import {
+  completeBuild,
   eventually,
-  fakeDigest,
+  functionStatus,
   type KubeEnv,
   kubeEnv,
   logger,
-  markBuildSucceeded,
   playHealthyKubelet,
 } from './harness.js';
 import { playEndpointSlices } from './play.js';
@@ -72,15 +70,7 @@ describe('kube platform: /fn/ routes from watches, through an API-server outage'
   let apiServerDown = false;
   const progress = (message: string) => process.stderr.write(`[api-outage] ${message}\n`);
 
-  const status = async (name: string) =>
-    (
-      await getObject<KubeObject>(
-        env.http,
-        { apiVersion: 'sless.dev/v1alpha1', kind: 'Function', plural: 'functions', namespaced: true },
-        env.ns,
-        name,
-      )
-    )?.status as FunctionStatus | undefined;
+  const status = (name: string) => functionStatus(env, name);
   const replicas = async (name: string) =>
     (
       (await getObject<KubeObject>(env.http, DEPLOYMENT, env.ns, name))?.spec as
@@ -154,17 +144,7 @@ describe('kube platform: /fn/ routes from watches, through an API-server outage'
     stopEndpoints = playEndpointSlices(env.http, env.ns);
     await system.store.apply(gitSource('repo', env.ns, repo.url));
     const commit = await git(repo.work.dir, 'rev-parse', 'HEAD');
-    for (const fn of ['steady', 'lazy']) {
-      await eventually(`build Job of ${fn}`, () =>
-        getObject<KubeObject>(env.http, JOB, env.controllerNs, buildName(fn, commit)),
-      );
-      await markBuildSucceeded(
-        env.http,
-        env.controllerNs,
-        buildName(fn, commit),
-        fakeDigest(`${fn}${commit}`),
-      );
-    }
+    for (const fn of ['steady', 'lazy']) await completeBuild(env, fn, commit, fn + commit);
     for (const fn of ['steady', 'lazy'])
       await eventually(`${fn} Ready`, async () => (await status(fn))?.phase === 'Ready', 30_000);
     await eventually('steady answers', async () => (await call('steady')).status === 200);

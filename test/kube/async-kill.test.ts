@@ -10,13 +10,18 @@
  */
 import { createHash, randomInt } from 'node:crypto';
 import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { InvocationAttempt, InvocationState } from '../../src/core/invocations.js';
 import { functionManifest, git, nodeHandler } from '../helpers/git.js';
 import { type RabbitMq, startRabbitMq } from '../helpers/rabbitmq.js';
 import { type RemoteRepo, startRemoteRepo } from '../helpers/remote-repo.js';
-import { ControllerProcess, FAST_LEASE, freePort, readyz } from './controller-process.js';
+import {
+  type ControllerProcess,
+  FAST_LEASE,
+  printTails,
+  readyz,
+  startAgainst,
+} from './controller-process.js';
 import { deployFromGit, eventually, type KubeEnv, kubeEnv, playHealthyKubelet } from './harness.js';
 
 const COUNT = 1000;
@@ -69,23 +74,13 @@ describe('1,000 async invocations on kube across a SIGKILL of the leader', { tim
     });
   });
 
-  const controller = async (identity: string) => {
-    const { port } = upstream.address() as AddressInfo;
-    const p = new ControllerProcess(
-      env,
-      identity,
-      await freePort(),
-      {
-        ...FAST_LEASE,
-        SLESS_LEASE_NAME: 'sless-async-kill',
-        SLESS_ASYNC_AMQP_URL: broker.url,
-        SLESS_ASYNC_STREAM: `sless.invocations.${env.ns}`,
-      },
-      `http://127.0.0.1:${port}`,
-    );
-    processes.push(p);
-    return p;
-  };
+  const controller = (identity: string) =>
+    startAgainst(env, upstream, processes, identity, {
+      ...FAST_LEASE,
+      SLESS_LEASE_NAME: 'sless-async-kill',
+      SLESS_ASYNC_AMQP_URL: broker.url,
+      SLESS_ASYNC_STREAM: `sless.invocations.${env.ns}`,
+    });
   const api = (p: ControllerProcess, path: string) => fetch(`${p.url}/v1/namespaces/${env.ns}${path}`);
   const count = async (p: ControllerProcess, state: InvocationState) => {
     const response = await api(p, `/invocations?state=${state}&limit=1`);
@@ -108,8 +103,7 @@ describe('1,000 async invocations on kube across a SIGKILL of the leader', { tim
 
   afterEach((context) => {
     if (context.task.result?.state !== 'fail') return;
-    for (const p of processes)
-      process.stderr.write(`--- last log lines of ${p.identity} ---\n${p.tail.join('\n')}\n`);
+    printTails(processes);
   });
 
   afterAll(async () => {

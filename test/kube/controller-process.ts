@@ -4,7 +4,7 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { createServer } from 'node:http';
+import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -31,6 +31,29 @@ export async function freePort(): Promise<number> {
 export async function readyz(url: string): Promise<{ status: string; leader: LeaderInfo } | undefined> {
   const res = await fetch(`${url}/readyz`).catch(() => undefined);
   return res?.ok ? ((await res.json()) as { status: string; leader: LeaderInfo }) : undefined;
+}
+
+/**
+ * Starts a controller process whose functions' pods are all `upstream` (a server of the test's, listening)
+ * and adds it to `processes`, the list the suite disposes of and prints the logs of.
+ */
+export async function startAgainst(
+  env: KubeEnv,
+  upstream: Server,
+  processes: ControllerProcess[],
+  identity: string,
+  extraEnv: Record<string, string>,
+): Promise<ControllerProcess> {
+  const { port } = upstream.address() as AddressInfo;
+  const p = new ControllerProcess(env, identity, await freePort(), extraEnv, `http://127.0.0.1:${port}`);
+  processes.push(p);
+  return p;
+}
+
+/** Writes each process's last log lines to stderr: what a failed test needs to see. */
+export function printTails(processes: readonly ControllerProcess[]): void {
+  for (const p of processes)
+    process.stderr.write(`--- last log lines of ${p.identity} ---\n${p.tail.join('\n')}\n`);
 }
 
 export class ControllerProcess {

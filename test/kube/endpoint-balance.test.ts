@@ -34,6 +34,7 @@ import {
   logger,
   markDeploymentAvailable,
   playHealthyKubelet,
+  recordResolves,
 } from './harness.js';
 
 /** A pod played by a local server: answers its name at once, or holds `/hold` until released. */
@@ -201,11 +202,7 @@ for (const thread of [false, true]) {
           ...(gateway ? { listener: gateway, gateway } : {}),
         },
       );
-      const resolve = system.routes.resolve.bind(system.routes);
-      system.routes.resolve = (namespace, name) => {
-        resolvedOnMain.push(name);
-        return resolve(namespace, name);
-      };
+      recordResolves(system, resolvedOnMain);
       stopKubelet = playHealthyKubelet(env.http, env.ns);
       await system.store.apply(gitSource('repo', env.ns, repo.url));
       const commit = await git(repo.work.dir, 'rev-parse', 'HEAD');

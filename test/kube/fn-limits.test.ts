@@ -9,29 +9,27 @@
  * leaves and accepts WebSockets with `ws`; the gateway case blocks nothing, so it may run in this
  * process.
  */
-import { createServer, request, type Server } from 'node:http';
+import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { WebSocket } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocketServer } from 'ws';
 import { startControllerGateway } from '../../src/cli/controller.js';
-import { buildName } from '../../src/core/naming.js';
-import type { FunctionStatus } from '../../src/core/resources.js';
 import { type KubeSystem, startKubeSystem } from '../../src/main.js';
-import { getObject, type KubeObject } from '../../src/platform/kube/objects.js';
-import { JOB } from '../../src/platform/kube/resource-types.js';
 import type { Gateway } from '../../src/server/gateway/gateway.js';
 import { functionManifest, git, gitSource, nodeHandler } from '../helpers/git.js';
 import { type RemoteRepo, startRemoteRepo } from '../helpers/remote-repo.js';
 import { openStream } from '../helpers/stream-reader.js';
+import { upgradeStatus } from '../helpers/upgrade-status.js';
 import {
+  completeBuild,
   eventually,
-  fakeDigest,
+  functionStatus,
   type KubeEnv,
   kubeEnv,
   logger,
-  markBuildSucceeded,
   playHealthyKubelet,
+  recordResolves,
 } from './harness.js';
 
 const MAX_STREAM = '2 s';
@@ -53,15 +51,7 @@ describe.each([
   /** The functions the main thread's resolver was asked for. */
   const resolvedOnMain: string[] = [];
 
-  const status = async (name: string) =>
-    (
-      await getObject<KubeObject>(
-        env.http,
-        { apiVersion: 'sless.dev/v1alpha1', kind: 'Function', plural: 'functions', namespaced: true },
-        env.ns,
-        name,
-      )
-    )?.status as FunctionStatus | undefined;
+  const status = (name: string) => functionStatus(env, name);
 
   beforeAll(async () => {
     env = await kubeEnv(proxyThread ? 'streamgw' : 'streammain');
@@ -104,20 +94,11 @@ describe.each([
       pollMs: 100,
       ...(gateway ? { listener: gateway, gateway } : {}),
     });
-    const resolve = system.routes.resolve.bind(system.routes);
-    system.routes.resolve = (namespace, name) => {
-      resolvedOnMain.push(name);
-      return resolve(namespace, name);
-    };
+    recordResolves(system, resolvedOnMain);
     stopKubelet = playHealthyKubelet(env.http, env.ns);
     await system.store.apply(gitSource('repo', env.ns, repo.url));
     const commit = await git(repo.work.dir, 'rev-parse', 'HEAD');
-    for (const fn of ['ticks', 'limited']) {
-      await eventually(`build Job of ${fn}`, () =>
-        getObject<KubeObject>(env.http, JOB, env.controllerNs, buildName(fn, commit)),
-      );
-      await markBuildSucceeded(env.http, env.controllerNs, buildName(fn, commit), fakeDigest(fn + commit));
-    }
+    for (const fn of ['ticks', 'limited']) await completeBuild(env, fn, commit, fn + commit);
     for (const fn of ['ticks', 'limited']) {
       await eventually(`${fn} Ready`, async () => (await status(fn))?.phase === 'Ready', 30_000);
       await eventually(
@@ -205,33 +186,5 @@ function openSocket(url: string): Promise<WebSocket> {
     const ws = new WebSocket(url);
     ws.addEventListener('open', () => resolve(ws));
     ws.addEventListener('error', () => reject(new Error('the upgrade failed')));
-  });
-}
-
-/** The status and body a plain HTTP upgrade request gets: what a client sees when it is refused. */
-function upgradeStatus(url: string): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    const req = request(url, {
-      headers: {
-        connection: 'Upgrade',
-        upgrade: 'websocket',
-        'sec-websocket-version': '13',
-        'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==',
-      },
-    });
-    req.on('response', (res) => {
-      let body = '';
-      res.setEncoding('utf8');
-      res.on('data', (chunk: string) => {
-        body += chunk;
-      });
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
-    });
-    req.on('upgrade', (res, socket) => {
-      socket.destroy();
-      resolve({ status: res.statusCode ?? 0, body: '' });
-    });
-    req.on('error', reject);
-    req.end();
   });
 }

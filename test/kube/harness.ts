@@ -11,6 +11,7 @@ import { pino } from 'pino';
 import { type KubeControllerConfig, loadKubeControllerConfig } from '../../src/config/kube.js';
 import { buildName } from '../../src/core/naming.js';
 import type { FunctionStatus } from '../../src/core/resources.js';
+import type { KubeSystem } from '../../src/main.js';
 import { KanikoBuilder, type KanikoBuilderOptions } from '../../src/platform/kube/build/kaniko-builder.js';
 import { KubeHttp } from '../../src/platform/kube/http.js';
 import { apply, getObject, type KubeObject } from '../../src/platform/kube/objects.js';
@@ -72,6 +73,20 @@ export async function putRegistrySecret(
     metadata: { name, namespace },
     type: 'kubernetes.io/dockerconfigjson',
     data: { '.dockerconfigjson': Buffer.from(config).toString('base64') },
+  });
+}
+
+/** Creates or replaces an Opaque Secret from plain strings (as an operator would, with kubectl apply). */
+export async function putSecret(
+  http: KubeHttp,
+  namespace: string,
+  name: string,
+  stringData: Record<string, string>,
+): Promise<void> {
+  await http.request('PATCH', `/api/v1/namespaces/${namespace}/secrets/${name}`, {
+    query: { fieldManager: 'test-admin', force: true },
+    contentType: 'application/apply-patch+yaml',
+    body: { apiVersion: 'v1', kind: 'Secret', metadata: { name, namespace }, stringData },
   });
 }
 
@@ -204,6 +219,28 @@ export async function deployFromGit(
     },
     timeoutMs,
   );
+}
+
+/** A Function's status as the API server holds it, if the Function exists. */
+export async function functionStatus(
+  env: Pick<KubeEnv, 'http' | 'ns'>,
+  name: string,
+): Promise<FunctionStatus | undefined> {
+  return (await getObject<KubeObject>(env.http, slessType('Function'), env.ns, name))?.status as
+    | FunctionStatus
+    | undefined;
+}
+
+/**
+ * Adds each function the main thread's route resolver is asked for to `into`: a function that the
+ * gateway thread serves is never asked for there.
+ */
+export function recordResolves(system: Pick<KubeSystem, 'routes'>, into: string[]): void {
+  const resolve = system.routes.resolve.bind(system.routes);
+  system.routes.resolve = (namespace, name) => {
+    into.push(name);
+    return resolve(namespace, name);
+  };
 }
 
 /** The replicas a function's Deployment asks for now (its spec, not its status), if it exists. */

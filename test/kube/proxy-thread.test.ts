@@ -11,22 +11,19 @@
 import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildName } from '../../src/core/naming.js';
-import type { FunctionStatus } from '../../src/core/resources.js';
 import { type KubeSystem, startKubeSystem } from '../../src/main.js';
-import { getObject, type KubeObject } from '../../src/platform/kube/objects.js';
-import { JOB } from '../../src/platform/kube/resource-types.js';
 import { Gateway } from '../../src/server/gateway/gateway.js';
 import { functionManifest, git, gitSource, nodeHandler } from '../helpers/git.js';
 import { type RemoteRepo, startRemoteRepo } from '../helpers/remote-repo.js';
 import {
+  completeBuild,
   eventually,
-  fakeDigest,
+  functionStatus,
   type KubeEnv,
   kubeEnv,
   logger,
-  markBuildSucceeded,
   playHealthyKubelet,
+  recordResolves,
 } from './harness.js';
 import { playEndpointSlices } from './play.js';
 
@@ -77,15 +74,7 @@ describe('kube platform: /fn/ from the gateway thread', () => {
   /** The functions the main thread's resolver was asked for. */
   const resolvedOnMain: string[] = [];
 
-  const status = async (name: string) =>
-    (
-      await getObject<KubeObject>(
-        env.http,
-        { apiVersion: 'sless.dev/v1alpha1', kind: 'Function', plural: 'functions', namespaced: true },
-        env.ns,
-        name,
-      )
-    )?.status as FunctionStatus | undefined;
+  const status = (name: string) => functionStatus(env, name);
 
   const call = async (name: string, path = '') => {
     const res = await fetch(`${system.url}/fn/${env.ns}/${name}/${path}`);
@@ -118,26 +107,12 @@ describe('kube platform: /fn/ from the gateway thread', () => {
         gateway,
       },
     );
-    const resolve = system.routes.resolve.bind(system.routes);
-    system.routes.resolve = (namespace, name) => {
-      resolvedOnMain.push(name);
-      return resolve(namespace, name);
-    };
+    recordResolves(system, resolvedOnMain);
     stopKubelet = playHealthyKubelet(env.http, env.ns);
     stopEndpoints = playEndpointSlices(env.http, env.ns, { everyMs: 200 });
     await system.store.apply(gitSource('repo', env.ns, repo.url));
     const commit = await git(repo.work.dir, 'rev-parse', 'HEAD');
-    for (const fn of ['steady', 'scaled', 'lazy']) {
-      await eventually(`build Job of ${fn}`, () =>
-        getObject<KubeObject>(env.http, JOB, env.controllerNs, buildName(fn, commit)),
-      );
-      await markBuildSucceeded(
-        env.http,
-        env.controllerNs,
-        buildName(fn, commit),
-        fakeDigest(`${fn}${commit}`),
-      );
-    }
+    for (const fn of ['steady', 'scaled', 'lazy']) await completeBuild(env, fn, commit, fn + commit);
     for (const fn of ['steady', 'scaled', 'lazy'])
       await eventually(`${fn} Ready`, async () => (await status(fn))?.phase === 'Ready', 30_000);
     for (const fn of ['steady', 'scaled', 'lazy'])

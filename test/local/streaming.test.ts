@@ -10,9 +10,14 @@ import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { functionManifest, TestRepo } from '../helpers/git.js';
-import { eventually, startTestSystem, type TestSystem } from '../helpers/local-system.js';
+import {
+  eventually,
+  startStreamRuntimes,
+  startTestSystem,
+  type TestSystem,
+} from '../helpers/local-system.js';
 import { pollUntil } from '../helpers/poll-until.js';
-import { STREAM_RUNTIMES, streamFunction } from '../helpers/stream-functions.js';
+import { STREAM_RUNTIMES } from '../helpers/stream-functions.js';
 import { openStream } from '../helpers/stream-reader.js';
 
 // One handler for every function here: gates the test opens with /release, and counters the test
@@ -277,19 +282,7 @@ describe('streamed answers through /fn/ from the Python and Go runtimes', () => 
   const json = async (url: string) => (await fetch(url)).json() as Promise<Record<string, unknown>>;
 
   beforeAll(async () => {
-    repo = await TestRepo.create(
-      Object.assign({}, ...STREAM_RUNTIMES.map((runtime) => streamFunction(name(runtime), runtime))),
-    );
-    system = await startTestSystem({ url: repo.dir });
-    await eventually(
-      async () => {
-        for (const runtime of STREAM_RUNTIMES)
-          if ((await system.functionStatus(name(runtime)))?.phase !== 'Ready') return false;
-        return true;
-      },
-      240_000,
-      'python and go functions deployed',
-    );
+    ({ repo, system } = await startStreamRuntimes(name));
   }, 300_000);
 
   afterAll(async () => {

@@ -6,12 +6,17 @@
  * the function's concurrency limit. And an echo in the Python and Go runtimes, accepted with
  * `websockets` and `github.com/coder/websocket`, which their builds install.
  */
-import { request } from 'node:http';
 import { WebSocket } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { functionManifest, TestRepo } from '../helpers/git.js';
-import { eventually, startTestSystem, type TestSystem } from '../helpers/local-system.js';
-import { STREAM_RUNTIMES, streamFunction } from '../helpers/stream-functions.js';
+import {
+  eventually,
+  startStreamRuntimes,
+  startTestSystem,
+  type TestSystem,
+} from '../helpers/local-system.js';
+import { STREAM_RUNTIMES } from '../helpers/stream-functions.js';
+import { upgradeStatus } from '../helpers/upgrade-status.js';
 import { vendoredWs } from '../helpers/vendored-ws.js';
 
 const ECHO = `
@@ -35,19 +40,25 @@ interface Socket {
   waiting: Array<(message: string | Buffer) => void>;
 }
 
+/** Keeps every message `ws` receives, in order, for next() to take. */
+function track(ws: WebSocket): Socket {
+  ws.binaryType = 'arraybuffer';
+  const socket: Socket = { ws, inbox: [], waiting: [] };
+  ws.addEventListener('message', (event) => {
+    const data = typeof event.data === 'string' ? event.data : Buffer.from(event.data as ArrayBuffer);
+    const taker = socket.waiting.shift();
+    if (taker) taker(data);
+    else socket.inbox.push(data);
+  });
+  return socket;
+}
+
 /** Opens a WebSocket (undici's client) and resolves with it and its first message. */
 function connect(url: string): Promise<{ socket: Socket; first: string }> {
   return new Promise((resolve, reject) => {
     const ws = new WebSocket(url);
-    ws.binaryType = 'arraybuffer';
-    const socket: Socket = { ws, inbox: [], waiting: [] };
+    const socket = track(ws);
     let opened = false;
-    ws.addEventListener('message', (event) => {
-      const data = typeof event.data === 'string' ? event.data : Buffer.from(event.data as ArrayBuffer);
-      const taker = socket.waiting.shift();
-      if (taker) taker(data);
-      else socket.inbox.push(data);
-    });
     ws.addEventListener('open', () => {
       opened = true;
       void next(socket).then((first) => resolve({ socket, first: String(first) }));
@@ -69,39 +80,22 @@ function reply(socket: Socket, message: string | Buffer): Promise<string | Buffe
   return next(socket);
 }
 
+/** A binary message comes back byte for byte, then `count` text messages sent at once come back in order. */
+async function expectEchoes(socket: Socket, count: number): Promise<void> {
+  const bytes = Buffer.from([0, 255, 1, 254]);
+  expect(Buffer.compare((await reply(socket, bytes)) as Buffer, bytes)).toBe(0);
+  const many = Array.from({ length: count }, (_, i) => `m${i}`);
+  for (const m of many) socket.ws.send(m);
+  const received: Array<string | Buffer> = [];
+  for (const _ of many) received.push(await next(socket));
+  expect(received).toEqual(many);
+}
+
 async function close(socket: Socket): Promise<void> {
   if (socket.ws.readyState === WebSocket.CLOSED) return;
   const done = new Promise<void>((resolve) => socket.ws.addEventListener('close', () => resolve()));
   socket.ws.close();
   await done;
-}
-
-/** The status a plain HTTP upgrade request gets: what a client sees when the upgrade is refused. */
-function upgradeStatus(url: string): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    const req = request(url, {
-      headers: {
-        connection: 'Upgrade',
-        upgrade: 'websocket',
-        'sec-websocket-version': '13',
-        'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==',
-      },
-    });
-    req.on('response', (res) => {
-      let body = '';
-      res.setEncoding('utf8');
-      res.on('data', (chunk: string) => {
-        body += chunk;
-      });
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
-    });
-    req.on('upgrade', (res, sock) => {
-      sock.destroy();
-      resolve({ status: res.statusCode ?? 0, body: '' });
-    });
-    req.on('error', reject);
-    req.end();
-  });
 }
 
 describe.each([
@@ -154,14 +148,8 @@ describe.each([
         forwardedPrefix: '/fn/default/ws-echo',
       });
       expect(await reply(socket, 'hello')).toBe('hello');
-      const bytes = Buffer.from([0, 255, 1, 254]);
-      expect(Buffer.compare((await reply(socket, bytes)) as Buffer, bytes)).toBe(0);
       // Many messages each way, in order.
-      const many = Array.from({ length: 200 }, (_, i) => `m${i}`);
-      for (const m of many) socket.ws.send(m);
-      const received: Array<string | Buffer> = [];
-      for (const _ of many) received.push(await next(socket));
-      expect(received).toEqual(many);
+      await expectEchoes(socket, 200);
     } finally {
       await close(socket);
     }
@@ -227,19 +215,7 @@ describe('WebSockets through /fn/ to the Python and Go runtimes', () => {
   const name = (runtime: string) => `ws-${runtime.replace(/[^a-z0-9]/g, '')}`;
 
   beforeAll(async () => {
-    repo = await TestRepo.create(
-      Object.assign({}, ...STREAM_RUNTIMES.map((runtime) => streamFunction(name(runtime), runtime))),
-    );
-    system = await startTestSystem({ url: repo.dir });
-    await eventually(
-      async () => {
-        for (const runtime of STREAM_RUNTIMES)
-          if ((await system.functionStatus(name(runtime)))?.phase !== 'Ready') return false;
-        return true;
-      },
-      240_000,
-      'python and go functions deployed',
-    );
+    ({ repo, system } = await startStreamRuntimes(name));
   }, 300_000);
 
   afterAll(async () => {
@@ -252,14 +228,7 @@ describe('WebSockets through /fn/ to the Python and Go runtimes', () => {
     // No greeting from these: the first message is the echo of the first sent.
     const { socket, first } = await new Promise<{ socket: Socket; first: string }>((resolve, reject) => {
       const ws = new WebSocket(url);
-      ws.binaryType = 'arraybuffer';
-      const socket: Socket = { ws, inbox: [], waiting: [] };
-      ws.addEventListener('message', (event) => {
-        const data = typeof event.data === 'string' ? event.data : Buffer.from(event.data as ArrayBuffer);
-        const taker = socket.waiting.shift();
-        if (taker) taker(data);
-        else socket.inbox.push(data);
-      });
+      const socket = track(ws);
       ws.addEventListener(
         'open',
         () => void reply(socket, 'hello').then((f) => resolve({ socket, first: String(f) })),
@@ -274,13 +243,7 @@ describe('WebSockets through /fn/ to the Python and Go runtimes', () => {
     });
     try {
       expect(first).toBe('hello');
-      const bytes = Buffer.from([0, 255, 1, 254]);
-      expect(Buffer.compare((await reply(socket, bytes)) as Buffer, bytes)).toBe(0);
-      const many = Array.from({ length: 100 }, (_, i) => `m${i}`);
-      for (const m of many) socket.ws.send(m);
-      const received: Array<string | Buffer> = [];
-      for (const _ of many) received.push(await next(socket));
-      expect(received).toEqual(many);
+      await expectEchoes(socket, 100);
     } finally {
       await close(socket);
     }

@@ -5,21 +5,18 @@
  * unpin, followed logs, a keyboard-driven action, and every figure on a card held to the API answer
  * the test reads itself.
  */
-import { readFile, rm, writeFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ensureExamplesRepository } from '../../src/cli/examples-repo.js';
-import { PACKAGE_ROOT } from '../../src/config/config.js';
 import type { BuildRecord, GitSource, SlessFunction } from '../../src/core/resources.js';
-import { freePort } from '../../src/platform/local/ports.js';
 import { ago, duration, short } from '../../ui/src/format.js';
 import { launchBrowser, screenshot, textOf, waitForText, watchPage } from '../helpers/browser.js';
 import { CONTRAST_SCRIPT, type ContrastReport } from '../helpers/contrast.js';
-import { git, tempDir } from '../helpers/git.js';
-import { TEST_BUILD_CACHE } from '../helpers/local-system.js';
+import { type ExamplesDev, startExamplesDev } from '../helpers/examples-dev.js';
+import { git } from '../helpers/git.js';
 import { pollUntil } from '../helpers/poll-until.js';
-import { SlessProcess } from '../helpers/sless-process.js';
+import type { SlessProcess } from '../helpers/sless-process.js';
 
 const NS = '/v1/namespaces/default';
 const EXAMPLES = ['hello-go', 'hello-node', 'hello-python', 'ticks-node', 'time-node'];
@@ -32,7 +29,7 @@ describe('the dashboard on sless dev', { timeout: 5 * 60_000 }, () => {
   let browser: Browser;
   let page: Page;
   let problems: string[];
-  let work: string;
+  let dev: ExamplesDev | undefined;
   let repo: string;
   const commits: string[] = [];
 
@@ -51,15 +48,9 @@ describe('the dashboard on sless dev', { timeout: 5 * 60_000 }, () => {
   };
 
   beforeAll(async () => {
-    work = await tempDir('ui-dashboard');
-    repo = (await ensureExamplesRepository(join(PACKAGE_ROOT, 'examples-repo'), join(work, 'repo'))).path;
+    dev = await startExamplesDev('ui-dashboard');
+    ({ sless, repo } = dev);
     commits.push(await git(repo, 'rev-parse', 'HEAD'));
-    sless = await SlessProcess.start({
-      repo,
-      stateDir: join(work, 'state'),
-      port: await freePort(),
-      env: { SLESS_BUILD_CACHE_DIR: TEST_BUILD_CACHE },
-    });
     browser = await launchBrowser();
     page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
     problems = watchPage(page);
@@ -67,8 +58,7 @@ describe('the dashboard on sless dev', { timeout: 5 * 60_000 }, () => {
 
   afterAll(async () => {
     await browser?.close();
-    await sless?.stop('SIGTERM');
-    if (work) await rm(work, { recursive: true, force: true });
+    await dev?.close();
   });
 
   it('`sless dev` prints the dashboard URL, and the page shows the five examples Ready', async () => {

@@ -5,20 +5,17 @@
  * page error, and text contrast of at least 7:1 in the light and the dark scheme. The Chromium suite
  * covers every feature; this one proves the page is not Chromium-only.
  */
-import { readFile, rm, writeFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Browser, Page } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ensureExamplesRepository } from '../../src/cli/examples-repo.js';
-import { PACKAGE_ROOT } from '../../src/config/config.js';
 import type { SlessFunction } from '../../src/core/resources.js';
-import { freePort } from '../../src/platform/local/ports.js';
 import { short } from '../../ui/src/format.js';
 import { CONTRAST_SCRIPT, type ContrastReport } from '../helpers/contrast.js';
+import { type ExamplesDev, startExamplesDev } from '../helpers/examples-dev.js';
 import { firefoxTextOf, launchFirefox, waitForFirefoxText, watchFirefoxPage } from '../helpers/firefox.js';
-import { git, tempDir } from '../helpers/git.js';
-import { TEST_BUILD_CACHE } from '../helpers/local-system.js';
-import { SlessProcess } from '../helpers/sless-process.js';
+import { git } from '../helpers/git.js';
+import type { SlessProcess } from '../helpers/sless-process.js';
 
 const EXAMPLES = ['hello-go', 'hello-node', 'hello-python', 'ticks-node', 'time-node'];
 const card = (kind: string, name: string) => `[data-kind="${kind}"][data-name="${name}"]`;
@@ -29,18 +26,12 @@ describe('the dashboard in Firefox', { timeout: 5 * 60_000 }, () => {
   let browser: Browser;
   let page: Page;
   let problems: string[];
-  let work: string;
+  let dev: ExamplesDev | undefined;
   let repo: string;
 
   beforeAll(async () => {
-    work = await tempDir('ui-firefox');
-    repo = (await ensureExamplesRepository(join(PACKAGE_ROOT, 'examples-repo'), join(work, 'repo'))).path;
-    sless = await SlessProcess.start({
-      repo,
-      stateDir: join(work, 'state'),
-      port: await freePort(),
-      env: { SLESS_BUILD_CACHE_DIR: TEST_BUILD_CACHE },
-    });
+    dev = await startExamplesDev('ui-firefox');
+    ({ sless, repo } = dev);
     browser = await launchFirefox();
     page = await browser.newPage();
     await page.setViewport({ width: 1400, height: 1000 });
@@ -49,8 +40,7 @@ describe('the dashboard in Firefox', { timeout: 5 * 60_000 }, () => {
 
   afterAll(async () => {
     await browser?.close();
-    await sless?.stop('SIGTERM');
-    if (work) await rm(work, { recursive: true, force: true });
+    await dev?.close();
   });
 
   it('shows the five examples Ready, with the event stream live', async () => {
