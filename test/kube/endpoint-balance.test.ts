@@ -21,6 +21,7 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FunctionStatus } from '../../src/core/resources.js';
 import { type KubeSystem, startKubeSystem } from '../../src/main.js';
+import { MERGE_PATCH } from '../../src/platform/kube/http.js';
 import { apply, getObject, type KubeObject } from '../../src/platform/kube/objects.js';
 import { DEPLOYMENT, ENDPOINT_SLICE } from '../../src/platform/kube/resource-types.js';
 import { Gateway } from '../../src/server/gateway/gateway.js';
@@ -365,6 +366,36 @@ for (const thread of [false, true]) {
       }
       expect(after[old1]).toBe(0);
       expect(after[old2]).toBe(0);
+    });
+
+    it('serves a ready endpoint of the serving revision while the Deployment still says none is available', async () => {
+      stopKubelet();
+      const [kept] = NEXT as [string, string];
+      const cachedRoute = () => system.routes.cached(env.ns, 'spread');
+      const heldMessage = () => {
+        const route = cachedRoute();
+        return route.kind === 'no-replica' ? route.route.message : undefined;
+      };
+      // Its one endpoint not ready while the Deployment still counts it available...
+      await writeSlice([{ address: kept, conditions: { ready: false } }]);
+      await eventually('held for no ready endpoint', async () =>
+        heldMessage()?.endsWith('no ready endpoints'),
+      );
+      // ...then the Deployment controller says none is available, which the route cache sees...
+      await env.http.request('PATCH', `/apis/apps/v1/namespaces/${env.ns}/deployments/spread/status`, {
+        contentType: MERGE_PATCH,
+        body: { status: { readyReplicas: 0, availableReplicas: 0, unavailableReplicas: 2 } },
+      });
+      await eventually('held for no available replica', async () =>
+        heldMessage()?.endsWith('no available replicas'),
+      );
+      // ...and the endpoint is ready again before the Deployment says so: it serves at once.
+      await writeSlice([ready(kept)]);
+      await eventually('the ready endpoint serves', async () => cachedRoute().kind === 'ready', 10_000);
+      expect(await call()).toEqual({ status: 200, body: kept });
+      expect(system.routes.heldForReplica(env.ns, 'spread')).toBe(0);
+      await markDeploymentAvailable(env.http, env.ns, 'spread');
+      stopKubelet = playHealthyKubelet(env.http, env.ns);
     });
   });
 }

@@ -67,6 +67,15 @@ export const MUTATIONS: GuardMutation[] = [
     tests: ['src/manifest/load.test.ts'],
   },
   {
+    id: 'kube-route-waits-for-lagging-deployment',
+    guard:
+      "A ready endpoint of the serving revision serves even while the Deployment still says no replica is available; requests are not held until its controller catches up.",
+    file: 'src/platform/kube/routes.ts',
+    from: '    if (available === 0 && !endpoints)',
+    to: '    if (available === 0)',
+    tests: ['test/kube/endpoint-balance.test.ts'],
+  },
+  {
     id: 'proxy-headers-timeout-dropped',
     guard:
       "The proxy bounds the wait for a function's answer by its own timeout (timeoutSec + 1 s), even when the runtime cannot answer by itself.",

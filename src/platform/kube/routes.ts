@@ -219,7 +219,11 @@ export class KubeRouteResolver implements RouteResolver {
     const deployment = cache.deployment(namespace, name);
     const available =
       (deployment?.status as { availableReplicas?: number } | undefined)?.availableReplicas ?? 0;
-    if (available === 0)
+    const endpoints = this.endpointsOf(namespace, name, fn.status.servingRevision);
+    // The Deployment's count lags the pods both ways: ready endpoints of the serving revision serve
+    // even while it still says none is available (after an API server outage it caught up about 16 s
+    // after the endpoints did, with requests held all that time).
+    if (available === 0 && !endpoints)
       return {
         kind: 'no-replica',
         route: unavailable(`function ${namespace}/${name} has no available replicas`),
@@ -234,8 +238,7 @@ export class KubeRouteResolver implements RouteResolver {
         kind: 'answer',
         route: unavailable(`function ${namespace}/${name} has no Service address yet`),
       };
-    const endpoints = this.endpointsOf(namespace, name, fn.status.servingRevision);
-    // The Deployment's count lags its pods: once the slices say no pod serves (the node marked
+    // The other way: once the slices say no pod serves (the node marked
     // them not ready, say), the Service address would refuse the connection, so the request
     // waits for a replica as when none is available.
     if (!endpoints && this.usesEndpoints() && cache.servesNowhere(namespace, name))
@@ -256,7 +259,7 @@ export class KubeRouteResolver implements RouteResolver {
         timeoutSec: timeoutSecOf(fn),
         ...revisionOf(fn),
         // Over the available replicas, whichever way they are reached; each proxy limits alone.
-        ...admissionOf(fn.spec.scale, available),
+        ...admissionOf(fn.spec.scale, Math.max(available, endpoints?.length ?? 0)),
         ...(canary ? { canary } : {}),
       },
     };
