@@ -37,7 +37,7 @@ export const MUTATIONS: GuardMutation[] = [
     file: 'src/proxy/websocket-upgrade.ts',
     from: 'const origin = new URL(picked ?? route.origin);',
     to: 'const origin = new URL(route.origin);',
-    tests: ['src/proxy/websocket-upgrade.test.ts'],
+    tests: ['src/proxy/websocket-upgrade.test.ts', 'test/kube/runtime-streams.test.ts'],
   },
   {
     id: 'kube-route-sends-to-refusing-service',
@@ -1618,6 +1618,18 @@ export const MUTATIONS: GuardMutation[] = [
     from: 'body: this.hasBody ? this.req : undefined,',
     to: 'body: this.hasBody ? ((async function* (r) { const all: Buffer[] = []; for await (const c of r) all.push(c as Buffer); yield Buffer.concat(all); })(this.req) as unknown as Buffer) : undefined,',
     tests: ['src/proxy/function-proxy.test.ts'],
+  },
+  {
+    id: 'websocket-upgrade-one-way',
+    guard:
+      "Once a function accepts an upgrade, what it sends reaches the client: the tunnel joins both directions, on kube's main and gateway threads alike.",
+    file: 'src/proxy/websocket-upgrade.ts',
+    from: '      fnSocket.pipe(client);\n',
+    to: '',
+    tests: ['test/kube/runtime-streams.test.ts'],
+    // The echo cases fail within seconds, but the file then hangs (a later case or its teardown) until
+    // vitest's timeouts: cut it short.
+    timeoutMs: 150_000,
   },
   {
     id: 'websocket-upgrade-without-host',
