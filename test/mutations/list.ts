@@ -69,7 +69,7 @@ export const MUTATIONS: GuardMutation[] = [
   {
     id: 'kube-route-waits-for-lagging-deployment',
     guard:
-      "A ready endpoint of the serving revision serves even while the Deployment still says no replica is available; requests are not held until its controller catches up.",
+      'A ready endpoint of the serving revision serves even while the Deployment still says no replica is available; requests are not held until its controller catches up.',
     file: 'src/platform/kube/routes.ts',
     from: '    if (available === 0 && !endpoints)',
     to: '    if (available === 0)',
