@@ -17,7 +17,7 @@
  * at zero has been parked and started again (so the controller-manager has caught up), and past it.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { getObject, type KubeObject, listObjects } from '../../src/platform/kube/objects.js';
+import { apply, getObject, type KubeObject, listObjects } from '../../src/platform/kube/objects.js';
 import {
   DEPLOYMENT,
   ENDPOINT_SLICE,
@@ -309,6 +309,34 @@ describe('e2e on a real node: /fn/ through an API-server outage', () => {
         'sless watches the API server again',
         async () => env.system.routes.watching(),
         60_000,
+      );
+      // The node may have stayed Ready (then its pods never went not ready, and the wait above ends
+      // at once), while the controller-manager's caches still lag the restarted API server by up
+      // to a minute: a scale-up then waits past the activation timeout. Its Deployment controller
+      // syncing a new Deployment is the sign that it acts again.
+      const probe = `cm-probe-${Date.now()}`;
+      await apply(env.http, DEPLOYMENT, {
+        apiVersion: 'apps/v1',
+        kind: 'Deployment',
+        metadata: { name: probe, namespace: env.ns },
+        spec: {
+          replicas: 0,
+          selector: { matchLabels: { probe } },
+          template: {
+            metadata: { labels: { probe } },
+            spec: { containers: [{ name: 'probe', image: 'probe:never-run' }] },
+          },
+        },
+      });
+      await eventually(
+        "the controller-manager's Deployment controller acts again",
+        async () =>
+          (
+            (await getObject<KubeObject>(env.http, DEPLOYMENT, env.ns, probe))?.status as
+              | { observedGeneration?: number }
+              | undefined
+          )?.observedGeneration === 1,
+        180_000,
       );
       const scaleUps = env.system.scaler.scaleUpsOf(env.ns, COLD);
       const coldCycle = await askCold(backAt);

@@ -407,6 +407,12 @@ func Handle(ctx context.Context, event sless.Event) (any, error) {
         'live/function.yaml': functionManifest('live', { env: { WORD: 'two' }, timeoutSec: LIVE_TIMEOUT_S }),
       });
       await servedBody('live', 'live two');
+      // Until the new pod's endpoint is known, /fn/ goes to the Service, which may pick either pod:
+      // a new socket must go to the new revision, so it waits for the route to name its endpoints.
+      await eventually("the route at the new revision's endpoints", async () => {
+        const found = env.system.routes.cached(env.ns, 'live');
+        return found.kind === 'ready' && (found.route.endpoints?.length ?? 0) > 0;
+      });
       // The old pod drains: the open connection still echoes after /fn/ moved to the new revision.
       old.socket.send('ping 2');
       expect(await old.next(3)).toBe('ping 2');
