@@ -16,7 +16,15 @@ import { kubeConfigFromInfo } from '../cluster/fixture.ts';
 import { expectRolledBackInFirstStep } from '../helpers/canary-status.js';
 import { functionManifest, git, gitSource, nodeHandler } from '../helpers/git.js';
 import { type RemoteRepo, startRemoteRepo } from '../helpers/remote-repo.js';
-import { completeBuild, eventually, type KubeEnv, kubeEnv, logger, playHealthyKubelet } from './harness.js';
+import {
+  completeBuild,
+  eventually,
+  type KubeEnv,
+  kubeEnv,
+  logger,
+  playHealthyKubelet,
+  recordResolves,
+} from './harness.js';
 import { PlayedPods } from './played-pods.js';
 
 const FAST = { leaseDurationMs: 4_000, renewDeadlineMs: 3_000, retryPeriodMs: 500 };
@@ -87,11 +95,7 @@ describe('kube canary across replicas: the leader judges by the answers its foll
     };
     leader = await start('replica-a');
     follower = await start('replica-b');
-    const resolve = leader.routes.resolve.bind(leader.routes);
-    leader.routes.resolve = (namespace, name) => {
-      resolvedOnLeader.push(name);
-      return resolve(namespace, name);
-    };
+    recordResolves(leader, resolvedOnLeader);
     stopKubelet = playHealthyKubelet(env.http, env.ns);
     await leader.store.apply(gitSource('repo', env.ns, repo.url));
     const commit = await git(repo.work.dir, 'rev-parse', 'HEAD');

@@ -23,7 +23,15 @@ import { Gateway } from '../../src/server/gateway/gateway.js';
 import { expectRolledBackInFirstStep } from '../helpers/canary-status.js';
 import { functionManifest, git, gitSource, nodeHandler } from '../helpers/git.js';
 import { type RemoteRepo, startRemoteRepo } from '../helpers/remote-repo.js';
-import { completeBuild, eventually, type KubeEnv, kubeEnv, logger, playHealthyKubelet } from './harness.js';
+import {
+  completeBuild,
+  eventually,
+  type KubeEnv,
+  kubeEnv,
+  logger,
+  playHealthyKubelet,
+  recordResolves,
+} from './harness.js';
 import { PlayedPods } from './played-pods.js';
 
 const STEPS = [10, 50];
@@ -70,11 +78,7 @@ for (const thread of [false, true]) {
           ...(gateway ? { listener: gateway, gateway } : {}),
         },
       );
-      const resolve = system.routes.resolve.bind(system.routes);
-      system.routes.resolve = (namespace, name) => {
-        resolvedOnMain.push(name);
-        return resolve(namespace, name);
-      };
+      recordResolves(system, resolvedOnMain);
     };
     const status = async () => (await system.store.get('Function', env.ns, 'c'))?.status as FunctionStatus;
     const canaryDeployment = () => getObject<KubeObject>(env.http, DEPLOYMENT, env.ns, 'c-canary');

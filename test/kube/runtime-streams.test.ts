@@ -40,7 +40,15 @@ import {
   runToExit,
   startRuntime,
 } from '../runtimes/harness.js';
-import { completeBuild, eventually, type KubeEnv, kubeEnv, logger, playHealthyKubelet } from './harness.js';
+import {
+  completeBuild,
+  eventually,
+  type KubeEnv,
+  kubeEnv,
+  logger,
+  playHealthyKubelet,
+  recordResolves,
+} from './harness.js';
 
 /** Node's part of the fixture: the same paths as the Python and Go ones (test/helpers/stream-functions.ts). */
 const NODE = `
@@ -259,11 +267,7 @@ for (const thread of [false, true]) {
           ...(gateway ? { listener: gateway, gateway } : {}),
         },
       );
-      const resolve = system.routes.resolve.bind(system.routes);
-      system.routes.resolve = (namespace, name) => {
-        resolvedOnMain.push(name);
-        return resolve(namespace, name);
-      };
+      recordResolves(system, resolvedOnMain);
       stopKubelet = playHealthyKubelet(env.http, env.ns);
       await system.store.apply(gitSource('repo', env.ns, repo.url));
       const commit = await git(repo.work.dir, 'rev-parse', 'HEAD');
