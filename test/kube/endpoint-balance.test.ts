@@ -10,7 +10,8 @@
  * all in flight at once are spread evenly over them, and a not-ready or terminating endpoint gets
  * nothing; an endpoint removed from the list gets nothing more; while a new revision rolls out, its
  * pods get nothing although the slice lists them ready, until status names it serving, and from then
- * on the old revision's pods get nothing.
+ * on the old revision's pods get nothing; a pod whose Ready the control plane revoked while its
+ * containers stay ready serves while no endpoint is ready, and a pod failing its probe never does.
  *
  * There is no EndpointSlice controller, kubelet or pod network here: the test writes the slices and
  * the Pod objects (with the revision annotation the pod template gives) itself, and each endpoint
@@ -396,6 +397,54 @@ for (const thread of [false, true]) {
       expect(system.routes.heldForReplica(env.ns, 'spread')).toBe(0);
       await markDeploymentAvailable(env.http, env.ns, 'spread');
       stopKubelet = playHealthyKubelet(env.http, env.ns);
+    });
+
+    it('serves a pod whose readiness the control plane revoked while its containers stay ready, until the kubelet says they are not', async () => {
+      const [revoked, probed] = NEXT as [string, string];
+      const cachedRoute = () => system.routes.cached(env.ns, 'spread');
+      /** Plays the kubelet's and the node lifecycle controller's words on a pod's readiness. */
+      const setReadiness = (address: string, ready: 'True' | 'False', containersReady: 'True' | 'False') =>
+        env.http.request('PATCH', `/api/v1/namespaces/${env.ns}/pods/${podName(address)}/status`, {
+          contentType: MERGE_PATCH,
+          body: {
+            status: {
+              phase: 'Running',
+              conditions: [
+                { type: 'Ready', status: ready },
+                { type: 'ContainersReady', status: containersReady },
+              ],
+            },
+          },
+        });
+      // The node controller marked one pod not ready (Ready alone); the other fails its probe.
+      await setReadiness(revoked, 'False', 'True');
+      await setReadiness(probed, 'False', 'False');
+      const before = { revoked: pods.get(revoked)?.seen ?? 0, probed: pods.get(probed)?.seen ?? 0 };
+      await writeSlice([
+        { address: revoked, conditions: { ready: false, serving: false } },
+        { address: probed, conditions: { ready: false, serving: false } },
+      ]);
+      await eventually('the revoked endpoint serves', () => allAnswer((body) => body === revoked), 10_000);
+      expect(pods.get(probed)?.seen).toBe(before.probed);
+      expect(cachedRoute().kind).toBe('ready');
+      // A ready endpoint listed beside it takes every request.
+      await writeSlice([{ address: revoked, conditions: { ready: false, serving: false } }, ready(probed)]);
+      await eventually('the ready endpoint preferred', () => allAnswer((body) => body === probed), 10_000);
+      const revokedSeen = pods.get(revoked)?.seen;
+      expect(await allAnswer((body) => body === probed, 12)).toBe(true);
+      expect(pods.get(revoked)?.seen).toBe(revokedSeen);
+      expect(before.revoked).toBeLessThan(revokedSeen ?? 0);
+      // The kubelet says its containers are not ready either: alone in the list, nothing serves.
+      await writeSlice([{ address: revoked, conditions: { ready: false, serving: false } }]);
+      await setReadiness(revoked, 'False', 'False');
+      await eventually('held for no ready endpoint', async () => cachedRoute().kind === 'no-replica', 10_000);
+      const held = call();
+      await eventually('the request held', async () => system.routes.heldForReplica(env.ns, 'spread') === 1);
+      await setReadiness(revoked, 'True', 'True');
+      await writeSlice([ready(revoked)]);
+      expect(await held).toEqual({ status: 200, body: revoked });
+      await setReadiness(probed, 'True', 'True');
+      expect(stray.seen).toBe(0);
     });
   });
 }

@@ -49,6 +49,31 @@ export const MUTATIONS: GuardMutation[] = [
     tests: ['test/kube/endpoint-balance.test.ts'],
   },
   {
+    id: 'kube-route-ignores-revoked-readiness',
+    guard:
+      'Pods whose Ready the control plane revoked while the kubelet still reports their containers ready keep serving /fn/ until a ready endpoint is listed, instead of every request being held.',
+    file: 'src/platform/kube/route-cache.ts',
+    from: 'if (found.length === 0) found = notReadyAddressesOf(slices.values(), revoked);',
+    to: 'if (found.length < 0) found = notReadyAddressesOf(slices.values(), revoked);',
+    tests: ['test/kube/endpoint-balance.test.ts'],
+  },
+  {
+    id: 'kube-route-revoked-ignores-container-readiness',
+    guard: "A pod failing the kubelet's readiness probe (ContainersReady False) never serves /fn/.",
+    file: 'src/platform/kube/route-cache.ts',
+    from: "return condition('Ready') === 'False' && condition('ContainersReady') === 'True';",
+    to: "return condition('Ready') === 'False';",
+    tests: ['test/kube/endpoint-balance.test.ts'],
+  },
+  {
+    id: 'kube-route-revoked-beside-ready',
+    guard: 'While a ready endpoint of the serving revision is listed, a revoked one gets nothing.',
+    file: 'src/platform/kube/route-cache.ts',
+    from: 'if (found.length === 0) found = notReadyAddressesOf(slices.values(), revoked);',
+    to: 'found = found.concat(notReadyAddressesOf(slices.values(), revoked));',
+    tests: ['test/kube/endpoint-balance.test.ts'],
+  },
+  {
     id: 'kube-pod-reason-misses-running-crashloop',
     guard:
       "A crash-looping pod read while it runs between two crashes is still named in the Function's status, by its restarts and its last exit.",

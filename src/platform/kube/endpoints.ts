@@ -23,12 +23,32 @@ export function readyAddressesOf(
   slices: Iterable<KubeObject>,
   podAccepted?: (podName: string) => boolean,
 ): string[] {
+  return addressesOf(slices, (conditions) => conditions?.ready !== false, podAccepted);
+}
+
+/**
+ * The addresses of `slices` listed not ready but not terminating whose pod `podAccepted` takes,
+ * sorted: the endpoints whose readiness something other than their probe revoked, once the caller
+ * knows which pods those are (see route-cache.ts).
+ */
+export function notReadyAddressesOf(
+  slices: Iterable<KubeObject>,
+  podAccepted: (podName: string) => boolean,
+): string[] {
+  return addressesOf(slices, (conditions) => conditions?.ready === false, podAccepted);
+}
+
+function addressesOf(
+  slices: Iterable<KubeObject>,
+  taken: (conditions: EndpointEntry['conditions']) => boolean,
+  podAccepted?: (podName: string) => boolean,
+): string[] {
   const ready: string[] = [];
   for (const slice of slices) {
     const endpoints = (slice as { endpoints?: EndpointEntry[] }).endpoints ?? [];
     for (const endpoint of endpoints) {
       const conditions = endpoint.conditions;
-      if (conditions?.ready === false || conditions?.terminating === true) continue;
+      if (!taken(conditions) || conditions?.terminating === true) continue;
       if (podAccepted) {
         const pod = podOf(endpoint);
         if (pod === undefined || !podAccepted(pod)) continue;

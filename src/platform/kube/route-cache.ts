@@ -2,7 +2,8 @@
  * What `/fn/` routing and the scaler read of the cluster, held in memory by informers: the function
  * Deployments (available and desired replicas, the last request noted), their Services (ClusterIP),
  * their EndpointSlices (ready pod addresses) and their pods (which revision each runs: a slice lists
- * every ready pod of the Service, a rolling-out revision's too). Functions come from the store's own
+ * every ready pod of the Service, a rolling-out revision's too; and whose readiness the control plane
+ * revoked while the kubelet still reports its containers ready). Functions come from the store's own
  * watch. Nothing here asks the API server per request; with the API server gone, the last known state
  * stays.
  */
@@ -10,7 +11,7 @@ import type { Logger } from 'pino';
 import type { StoreEvent } from '../../core/interfaces.js';
 import { objectKey } from '../../core/object-key.js';
 import type { SlessFunction } from '../../core/resources.js';
-import { anyServingAddress, readyAddressesOf } from './endpoints.js';
+import { anyServingAddress, notReadyAddressesOf, readyAddressesOf } from './endpoints.js';
 import type { KubeHttp } from './http.js';
 import { Informer } from './informer.js';
 import {
@@ -69,6 +70,13 @@ export class KubeRouteCache {
   /** The revision each function pod runs (its template's annotation), by `namespace/pod`. */
   private readonly podRevisions = new Map<string, string>();
   /**
+   * Function pods, by `namespace/pod`, running and not deleted, whose Ready condition is False while
+   * their ContainersReady is True. The kubelet sets both from its probes; only the node lifecycle
+   * controller turns Ready alone to False, when a node's kubelet has not renewed its lease in time
+   * (as after an API-server restart, for up to a minute, with every container still answering).
+   */
+  private readonly readinessRevoked = new Set<string>();
+  /**
    * The ready addresses of the serving revision's pods, by `namespace/service`, read once per change
    * of the slices, of the pods known or of the revision asked for; the same array says nothing changed.
    */
@@ -113,7 +121,7 @@ export class KubeRouteCache {
       selector: LABEL_FUNCTION,
       onChange: (slice, removed) => this.indexSlice(slice, removed),
     });
-    // Only which revision a pod runs is read, and it never changes for a pod: status updates are no change.
+    // Which revision a pod runs (never changed for a pod) and whether its readiness was revoked.
     this.pods = new Informer({
       ...common,
       type: POD,
@@ -230,8 +238,11 @@ export class KubeRouteCache {
 
   /**
    * The ready endpoint addresses of the function's Service whose pods run `revision`, sorted: an
-   * endpoint whose pod is not known (not seen yet, or not named) is left out. The same array until
-   * its slices, its pods or `revision` change. Not to be changed.
+   * endpoint whose pod is not known (not seen yet, or not named) is left out. When none is ready, the
+   * not-ready ones whose pod's readiness the control plane revoked (see `readinessRevoked`): their
+   * containers still pass the kubelet's probes, and without them the function would serve nowhere
+   * until the kubelet reports again. The same array until its slices, its pods or `revision` change.
+   * Not to be changed.
    */
   servingAddresses(namespace: string, name: string, revision: string): readonly string[] {
     const key = `${namespace}/${serviceName(name)}`;
@@ -241,12 +252,11 @@ export class KubeRouteCache {
     if (cached) return cached;
     const slices = this.slicesByService.get(key);
     if (!slices) return NO_ADDRESSES;
-    const addresses = Object.freeze(
-      readyAddressesOf(
-        slices.values(),
-        (pod) => this.podRevisions.get(objectKey(namespace, pod)) === revision,
-      ),
-    );
+    const runs = (pod: string) => this.podRevisions.get(objectKey(namespace, pod)) === revision;
+    const revoked = (pod: string) => runs(pod) && this.readinessRevoked.has(objectKey(namespace, pod));
+    let found = readyAddressesOf(slices.values(), runs);
+    if (found.length === 0) found = notReadyAddressesOf(slices.values(), revoked);
+    const addresses = Object.freeze(found);
     if (!known || known.size >= 4) {
       known = new Map();
       this.servingByService.set(key, known);
@@ -287,11 +297,25 @@ export class KubeRouteCache {
     if (namespace === undefined || fn === undefined) return;
     const key = objectKey(namespace, pod.metadata.name);
     const revision = removed ? undefined : pod.metadata.annotations?.[ANNOTATION_REVISION];
-    if (this.podRevisions.get(key) === revision) return;
+    const revoked = !removed && readinessRevokedOf(pod);
+    if (this.podRevisions.get(key) === revision && this.readinessRevoked.has(key) === revoked) return;
     if (revision === undefined) this.podRevisions.delete(key);
     else this.podRevisions.set(key, revision);
+    if (revoked) this.readinessRevoked.add(key);
+    else this.readinessRevoked.delete(key);
     const service = objectKey(namespace, serviceName(fn));
     this.servingByService.delete(service);
     this.changed(namespace, fn);
   }
+}
+
+/** Running, not deleted, Ready False and ContainersReady True: see `readinessRevoked`. */
+function readinessRevokedOf(pod: KubeObject): boolean {
+  if (pod.metadata.deletionTimestamp) return false;
+  const status = pod.status as
+    | { phase?: string; conditions?: { type?: string; status?: string }[] }
+    | undefined;
+  if (status?.phase !== 'Running') return false;
+  const condition = (type: string) => status.conditions?.find((c) => c.type === type)?.status;
+  return condition('Ready') === 'False' && condition('ContainersReady') === 'True';
 }

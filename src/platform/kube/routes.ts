@@ -6,7 +6,9 @@
  * flight: kept-alive connections to the Service address stay with the pod they reached (kube-proxy
  * balances connections, not requests), so pods added under load got little of it. A slice lists a
  * rolling-out revision's ready pods too, which must get nothing before status names it serving. Until
- * an endpoint of the serving revision is known, the Service address serves, as it did before.
+ * an endpoint of the serving revision is known, the Service address serves, as it did before. When
+ * the control plane marks pods not ready that still pass the kubelet's probes (the node's lease
+ * lapsed, as after an API-server restart), their endpoints serve until a ready one is listed.
  * A function that scales to zero is reached at a ready endpoint of its Service, read the same way:
  * when it runs nothing, the request is held while the scaler starts it (see scaler.ts), and a pod
  * that just became ready is reachable at once, before kube-proxy on any node has learnt of it.
@@ -238,9 +240,9 @@ export class KubeRouteResolver implements RouteResolver {
         kind: 'answer',
         route: unavailable(`function ${namespace}/${name} has no Service address yet`),
       };
-    // The other way: once the slices say no pod serves (the node marked
-    // them not ready, say), the Service address would refuse the connection, so the request
-    // waits for a replica as when none is available.
+    // The other way: once the slices say no pod serves (and none was revoked by the control plane
+    // alone, which `endpoints` would have named), the Service address would refuse the connection,
+    // so the request waits for a replica as when none is available.
     if (!endpoints && this.usesEndpoints() && cache.servesNowhere(namespace, name))
       return {
         kind: 'no-replica',
