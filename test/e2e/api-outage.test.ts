@@ -11,7 +11,8 @@
  * What the node does after the restart is sampled and printed (the node's Ready condition, the pods'
  * readiness, the functions' ready endpoints and available replicas, the controller-manager's events):
  * the controller-manager's node health check may mark the node Unknown and its pods not ready as
- * soon as the API server answers (when the kubelet has not renewed its lease yet), and its own caches
+ * soon as the API server answers (when the kubelet has not renewed its lease yet), which /fn/ sees
+ * through (their containers still pass the kubelet's probes), and its own caches
  * stay behind the API server for about a minute more, so neither the EndpointSlice nor the Deployment
  * controller acts on it, nor on a scale-up, until then. The load runs until the node is whole again, the function
  * at zero has been parked and started again (so the controller-manager has caught up), and past it.
@@ -361,8 +362,9 @@ describe('e2e on a real node: /fn/ through an API-server outage', () => {
       const records = load.records;
       // Once the API server is back, the cluster may revoke the pods' readiness itself: the
       // controller-manager marks the node Unknown when the kubelet has not renewed its lease yet, and
-      // the Deployments report 0 available until the kubelet sets the pods ready again. /fn/ holds
-      // the requests of those seconds until a replica is available again: slow, not failed.
+      // with it every pod's Ready (not its ContainersReady), and the Deployments report 0 available
+      // until the kubelet sets the pods ready again. /fn/ keeps sending to those pods meanwhile: what
+      // it holds is only what arrives between the slices' change and the pods' (milliseconds).
       const wrong = records.filter(failed);
       const heldAfter = records.filter((r) => r.phase === 'after' && !failed(r) && r.ended - r.sent >= 1000);
       const transitions = samples.filter(
@@ -406,6 +408,11 @@ describe('e2e on a real node: /fn/ through an API-server outage', () => {
       );
       // Through the outage, the restart and the cluster's recovery nothing may fail.
       expect(wrong.slice(0, 5), 'failed /fn/ requests').toEqual([]);
+      // Held for the seconds the node's pods were not ready, they would have taken 10 s and more.
+      expect(
+        heldAfter.filter((r) => r.ended - r.sent >= 10_000).slice(0, 5),
+        'requests held after the restart',
+      ).toEqual([]);
       // The function at zero: refused at once, with the control plane named, while it was down.
       expect(coldAnswer, 'the function at zero answered before the restart').toBeDefined();
       expect(coldAnswer?.status).toBe(503);
