@@ -92,6 +92,53 @@ describe('kube controller config', () => {
     );
   });
 
+  it("reads the builds' package mirrors sorted by name, refusing unknown names, malformed values and credentials", () => {
+    expect(
+      load({
+        SLESS_BUILD_PACKAGE_MIRRORS:
+          ' PIP_INDEX_URL=http://10.0.0.5:3001/simple/ ; GOPROXY=http://10.0.0.5:3000,direct;NPM_CONFIG_REGISTRY=https://npm.mirror/ ',
+      }).buildPackageMirrors,
+    ).toEqual([
+      { name: 'GOPROXY', value: 'http://10.0.0.5:3000,direct' },
+      { name: 'NPM_CONFIG_REGISTRY', value: 'https://npm.mirror/' },
+      { name: 'PIP_INDEX_URL', value: 'http://10.0.0.5:3001/simple/' },
+    ]);
+    expect(load({}).buildPackageMirrors).toEqual([]);
+    expect(load({ SLESS_BUILD_PACKAGE_MIRRORS: 'GOSUMDB=off' }).buildPackageMirrors).toEqual([
+      { name: 'GOSUMDB', value: 'off' },
+    ]);
+    const refused = (value: string) => () => load({ SLESS_BUILD_PACKAGE_MIRRORS: value });
+    expect(refused('GOPROXY')).toThrow(
+      'SLESS_BUILD_PACKAGE_MIRRORS: "GOPROXY" is not NAME=value (e.g. GOPROXY=http://mirror:3000)',
+    );
+    expect(refused('AWS_SECRET_ACCESS_KEY=x')).toThrow(
+      'SLESS_BUILD_PACKAGE_MIRRORS: AWS_SECRET_ACCESS_KEY is not a package mirror setting; use one of GOINSECURE, GONOSUMDB, GOPRIVATE, GOPROXY, GOSUMDB, NPM_CONFIG_REGISTRY, PIP_EXTRA_INDEX_URL, PIP_INDEX_URL, PIP_TRUSTED_HOST',
+    );
+    expect(refused('GOPROXY=http://a;GOPROXY=http://b')).toThrow(
+      'SLESS_BUILD_PACKAGE_MIRRORS: GOPROXY is given twice',
+    );
+    expect(refused('PIP_INDEX_URL=file:///etc')).toThrow(
+      'SLESS_BUILD_PACKAGE_MIRRORS: PIP_INDEX_URL is not an http:// or https:// URL',
+    );
+    expect(refused('GOPROXY=direct,mirror:3000')).toThrow(
+      "SLESS_BUILD_PACKAGE_MIRRORS: GOPROXY's entry 2 is not an http:// or https:// URL",
+    );
+    // The credential is refused, and never repeated in the error.
+    const withPassword = refused('GOPROXY=http://10.0.0.5:3000|https://bot:hunter2@goproxy.corp');
+    expect(withPassword).toThrow(
+      "SLESS_BUILD_PACKAGE_MIRRORS: GOPROXY's entry 2 carries a credential, which the tenant code of every build could read; use a mirror that needs none",
+    );
+    expect(() => withPassword()).toThrow(
+      expect.objectContaining({ message: expect.not.stringContaining('hunter2') }),
+    );
+    expect(refused('NPM_CONFIG_REGISTRY=https://token@npm.corp/')).toThrow(
+      'NPM_CONFIG_REGISTRY carries a credential',
+    );
+    expect(refused('GOPRIVATE=a\u0007b')).toThrow(
+      'SLESS_BUILD_PACKAGE_MIRRORS: GOPRIVATE holds a control character',
+    );
+  });
+
   it('reads the kaniko registry map and the function route, refusing malformed values', () => {
     const config = load({
       SLESS_KANIKO_REGISTRY_MAP: 'index.docker.io=mirror.local:5000/dockerhub; gcr.io=mirror.local:5000',

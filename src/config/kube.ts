@@ -23,6 +23,7 @@ import {
   PACKAGE_ROOT,
   type TenancySettings,
 } from './config.js';
+import { type BuildEnvEntry, parsePackageMirrors } from './package-mirrors.js';
 
 export interface KubeControllerConfig {
   readonly platform: 'kube';
@@ -55,6 +56,8 @@ export interface KubeControllerConfig {
   readonly kanikoImage: string | undefined;
   /** kaniko `--registry-map` entries: `registry=mirror[/path]`, e.g. for an air-gapped cluster. */
   readonly kanikoRegistryMap: readonly string[];
+  /** Package manager settings for the builds' dependency install (see package-mirrors.ts). */
+  readonly buildPackageMirrors: readonly BuildEnvEntry[];
   /**
    * How `/fn/` reaches a function's pods: `service-dns` (`{fn}.{ns}.svc`, needs cluster DNS) or
    * `cluster-ip` (the Service's ClusterIP, read from the API: no DNS needed, e.g. a controller outside
@@ -396,6 +399,7 @@ export function loadKubeControllerConfig(
     pullSecret,
     kanikoImage: env.SLESS_KANIKO_IMAGE || undefined,
     kanikoRegistryMap: Object.freeze(parseRegistryMap(env.SLESS_KANIKO_REGISTRY_MAP)),
+    buildPackageMirrors: parsePackageMirrors(env.SLESS_BUILD_PACKAGE_MIRRORS),
     functionRoute: parseFunctionRoute(env.SLESS_FUNCTION_ROUTE),
     buildServiceAccount: env.SLESS_BUILD_SERVICE_ACCOUNT || undefined,
     stateDir: resolve(env.SLESS_STATE_DIR ?? '/tmp/sless'),

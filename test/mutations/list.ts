@@ -760,6 +760,33 @@ export const MUTATIONS: GuardMutation[] = [
 
   // ---- Kube build pods ----
   {
+    id: 'package-mirror-credential-allowed',
+    guard:
+      'A package mirror URL with a user or password in it is refused: the install step runs tenant code, which would read it.',
+    file: 'src/config/package-mirrors.ts',
+    from: '  if (url.username || url.password)\n',
+    to: '  if (url.username && url.password)\n',
+    tests: ['src/config/kube.test.ts'],
+  },
+  {
+    id: 'package-mirror-any-name',
+    guard:
+      'Only package manager settings may be given to the install step as mirrors, never another variable (a credential, a PATH).',
+    file: 'src/config/package-mirrors.ts',
+    from: '    const known = MIRROR_SETTINGS[name];\n',
+    to: '    const known = MIRROR_SETTINGS[name] ?? { urls: undefined };\n',
+    tests: ['src/config/kube.test.ts'],
+  },
+  {
+    id: 'package-mirrors-reach-kaniko',
+    guard:
+      'Package mirror settings go to the install step, not to the kaniko container that holds the push secret.',
+    file: 'src/platform/kube/build/kaniko-job.ts',
+    from: 'env: [{ name: DOCKERFILE_ENV, value: finalDockerfile(runtime) }],',
+    to: 'env: [{ name: DOCKERFILE_ENV, value: finalDockerfile(runtime) }, ...(settings.packageMirrors ?? [])],',
+    tests: ['src/platform/kube/build/kaniko-job.test.ts'],
+  },
+  {
     id: 'kube-build-token-automounted',
     guard: 'A build pod gets no service-account token.',
     file: 'src/platform/kube/build/kaniko-job.ts',

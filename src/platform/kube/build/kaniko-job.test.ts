@@ -1,7 +1,7 @@
 /**
  * The kaniko build Job: its golden arguments, registry mirrors and insecure hosts, the pod's own images
- * pulled through the registry map, and each newer runtime built on its own pinned base image with its
- * language's steps and the code as the last layer.
+ * pulled through the registry map, each newer runtime built on its own pinned base image with its
+ * language's steps and the code as the last layer, and package mirrors given to the install step only.
  */
 import { describe, expect, it } from 'vitest';
 import type { SlessFunction } from '../../../core/resources.js';
@@ -105,4 +105,37 @@ describe('kaniko arguments', () => {
       }
     },
   );
+
+  it('give the package mirror settings to the install step alone, after its own settings', () => {
+    const goFn = {
+      ...fn,
+      spec: { ...fn.spec, runtime: 'go1.21', entrypoint: 'handler.Handle' },
+    } as SlessFunction;
+    const job = kanikoJob(
+      {
+        ...settings,
+        packageMirrors: [
+          { name: 'GOPROXY', value: 'http://10.0.0.5:3000' },
+          { name: 'PIP_INDEX_URL', value: 'http://10.0.0.5:3001/simple/' },
+        ],
+      },
+      { name: 'b', fn: goFn, commit: sha, buildKey: 'k', contextUrl: 'http://c' },
+    );
+    type Container = { name: string; env?: { name: string; value?: string }[] };
+    const pod = (job.spec as { template: { spec: { initContainers: Container[]; containers: Container[] } } })
+      .template.spec;
+    expect(pod.initContainers[0]?.env).toEqual([
+      { name: 'SLESS_CONTEXT_URL', value: 'http://c' },
+      { name: 'HOME', value: '/tmp' },
+      { name: 'SLESS_ENTRYPOINT', value: 'handler.Handle' },
+      { name: 'GOCACHE', value: '/tmp/go-build' },
+      { name: 'GOPATH', value: '/tmp/go' },
+      { name: 'GOTOOLCHAIN', value: 'auto' },
+      { name: 'CGO_ENABLED', value: '0' },
+      { name: 'GOPROXY', value: 'http://10.0.0.5:3000' },
+      { name: 'PIP_INDEX_URL', value: 'http://10.0.0.5:3001/simple/' },
+    ]);
+    for (const container of pod.containers)
+      expect((container.env ?? []).map((e) => e.name)).not.toContain('GOPROXY');
+  });
 });

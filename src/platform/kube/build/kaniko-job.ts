@@ -71,6 +71,11 @@ export interface KanikoSettings {
    * air-gapped clusters, pull-through caches, and the test node whose registry holds the bases.
    */
   registryMap?: readonly string[];
+  /**
+   * Package manager settings (GOPROXY, PIP_INDEX_URL, NPM_CONFIG_REGISTRY...) for the install step
+   * alone: where build pods that reach no public registry fetch dependencies. Never credentials.
+   */
+  packageMirrors?: readonly { name: string; value: string }[];
   deadlineSeconds?: number;
   serviceAccountName?: string;
 }
@@ -252,6 +257,7 @@ export function kanikoJob(
                       { name: 'CGO_ENABLED', value: '0' },
                     ]
                   : []),
+                ...(settings.packageMirrors ?? []).map(({ name, value }) => ({ name, value })),
               ],
               securityContext: unprivileged,
               resources,

@@ -92,6 +92,7 @@ export function wireKubeBuilds(deps: KubeBuildsDeps): KubeBuilds {
     pushSecret: config.pushSecret,
     ...(config.kanikoImage ? { kanikoImage: config.kanikoImage } : {}),
     registryMap: config.kanikoRegistryMap,
+    packageMirrors: config.buildPackageMirrors,
     ...(config.buildServiceAccount ? { serviceAccountName: config.buildServiceAccount } : {}),
     ...(deps.pollMs ? { pollMs: deps.pollMs } : {}),
     changes: deps.changes,
