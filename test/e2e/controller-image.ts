@@ -27,7 +27,6 @@ import {
   rmSync,
   writeFileSync,
 } from 'node:fs';
-import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { KubeHttp } from '../../src/platform/kube/http.js';
@@ -38,7 +37,7 @@ import { contextKey } from '../cluster/image-context.ts';
 import { GATEWAY_IP, type TestNode } from '../cluster/node.ts';
 import { eventually } from '../kube/harness.js';
 import { registryDigest } from './harness.ts';
-import { startGoMirror, startNpmMirror } from './package-mirror.ts';
+import { startGoMirror, startNpmMirror, testCacheRoot } from './package-mirror.ts';
 
 export const REPO_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const DOCKERFILE = 'deploy/Dockerfile';
@@ -54,13 +53,6 @@ const NPM_MIRROR_PORT = 47873;
 const GO_MIRROR_PORT = 47874;
 /** Above this the layer cache is dropped and starts again (each new src/ adds a `npm run build` layer). */
 const LAYER_CACHE_MAX_BYTES = 2 * 1024 ** 3;
-
-function cacheRoot(): string {
-  return (
-    process.env.SLESS_TESTBIN_DIR ??
-    join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'sless', 'testbin')
-  );
-}
 
 function skopeo(args: string[]): Promise<void> {
   return new Promise((resolve, reject) => {
@@ -187,11 +179,11 @@ function diskUsage(dir: string): number {
  * directory named by what the cached `npm ci` layers depend on (older ones are removed).
  */
 async function startLayerCache(node: TestNode, key: string): Promise<{ host: string; stop: () => void }> {
-  const storage = join(cacheRoot(), `controller-layer-cache-${key}`);
-  mkdirSync(cacheRoot(), { recursive: true });
-  for (const old of readdirSync(cacheRoot()))
-    if (old.startsWith('controller-layer-cache-') && join(cacheRoot(), old) !== storage)
-      rmSync(join(cacheRoot(), old), { recursive: true, force: true });
+  const storage = join(testCacheRoot(), `controller-layer-cache-${key}`);
+  mkdirSync(testCacheRoot(), { recursive: true });
+  for (const old of readdirSync(testCacheRoot()))
+    if (old.startsWith('controller-layer-cache-') && join(testCacheRoot(), old) !== storage)
+      rmSync(join(testCacheRoot(), old), { recursive: true, force: true });
   if (diskUsage(storage) > LAYER_CACHE_MAX_BYTES) rmSync(storage, { recursive: true, force: true });
   mkdirSync(storage, { recursive: true });
   const root = join(node.root, 'layer-cache-registry');
@@ -229,7 +221,7 @@ export async function controllerImage(
   const { key, paths } = contextKey(REPO_ROOT, DOCKERFILE, [baseDigest, kaniko]);
   const tag = key.slice(0, 20);
   const destination = `${node.registryHost}/${REPOSITORY}:${tag}`;
-  const cached = join(cacheRoot(), `controller-image-${tag}`);
+  const cached = join(testCacheRoot(), `controller-image-${tag}`);
   const t0 = Date.now();
   let builtByKaniko = false;
   if (existsSync(join(cached, '.complete'))) {
@@ -244,8 +236,8 @@ export async function controllerImage(
     }
     // npm through the host: from a pod, npm's registry fails TLS here (the machine's egress re-signs it
     // with a CA only the host trusts: SELF_SIGNED_CERT_IN_CHAIN).
-    const mirror = await startNpmMirror(GATEWAY_IP, join(cacheRoot(), 'npm-tarballs'), NPM_MIRROR_PORT);
-    const goMirror = await startGoMirror(GATEWAY_IP, join(cacheRoot(), 'go-modules'), GO_MIRROR_PORT);
+    const mirror = await startNpmMirror(GATEWAY_IP, join(testCacheRoot(), 'npm-tarballs'), NPM_MIRROR_PORT);
+    const goMirror = await startGoMirror(GATEWAY_IP, join(testCacheRoot(), 'go-modules'), GO_MIRROR_PORT);
     const layerKey = createHash('sha256')
       .update(
         [DOCKERFILE, 'package.json', 'package-lock.json']
@@ -281,9 +273,9 @@ export async function controllerImage(
     ]);
     writeFileSync(join(partial, '.complete'), `${digest}\n`);
     // One image is enough: the layouts of older keys (about 100 MB each) go.
-    for (const old of readdirSync(cacheRoot()))
-      if (old.startsWith('controller-image-') && join(cacheRoot(), old) !== partial)
-        rmSync(join(cacheRoot(), old), { recursive: true, force: true });
+    for (const old of readdirSync(testCacheRoot()))
+      if (old.startsWith('controller-image-') && join(testCacheRoot(), old) !== partial)
+        rmSync(join(testCacheRoot(), old), { recursive: true, force: true });
     renameSync(partial, cached);
   }
   const digest = await registryDigest(node, REPOSITORY, tag);

@@ -4,8 +4,9 @@
  *
  * - npm (`--build-arg NPM_CONFIG_REGISTRY=…`): forwards GETs to npm's registry from the host, and keeps
  *   tarballs (immutable, named by version) in the test cache, so a later build fetches them from disk.
- * - PyPI's simple index (`--index-url …/simple/` in a requirements.txt): forwards GETs to pypi.org,
- *   nothing cached.
+ * - PyPI's simple index (`--index-url …/simple/`, or PIP_INDEX_URL): forwards GETs to pypi.org, and
+ *   the files its pages link to (on files.pythonhosted.org, rewritten to `…/files/`) from there, kept
+ *   in the test cache when a cache directory is given (immutable: named by their hash).
  * - The Go module proxy (`--build-arg GOPROXY=…`): forwards GETs to proxy.golang.org, checksum
  *   database lookups included (so GOSUMDB still checks every module), and keeps a version's .info,
  *   .mod and .zip (immutable) in the test cache.
@@ -14,7 +15,16 @@ import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { homedir } from 'node:os';
 import { join } from 'node:path';
+
+/** The machine's test cache, where mirrors keep what they fetched (and the controller image its layers). */
+export function testCacheRoot(): string {
+  return (
+    process.env.SLESS_TESTBIN_DIR ??
+    join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'sless', 'testbin')
+  );
+}
 
 export interface PackageMirror {
   url: string;
@@ -42,16 +52,36 @@ export function startGoMirror(host: string, cacheDir: string, port = 0): Promise
 }
 
 /** PyPI's simple index (pip follows its file links to files.pythonhosted.org, not through here). */
-export function startPypiMirror(host: string): Promise<PackageMirror> {
-  return startMirror(host, 'https://pypi.org', 0);
+export function startPypiMirror(host: string, cacheDir?: string): Promise<PackageMirror> {
+  return startMirror(
+    host,
+    'https://pypi.org',
+    0,
+    cacheDir ? { dir: cacheDir, path: /^\/files\// } : undefined,
+    {
+      upstreamOf: (path) =>
+        path.startsWith('/files/') ? `${PYPI_FILES}/${path.slice('/files/'.length)}` : undefined,
+      // The simple pages name each file by its absolute URL, which build pods cannot reach.
+      rewrite: (body, self) => body.replaceAll(`${PYPI_FILES}/`, `${self}files/`),
+    },
+  );
 }
+
+const PYPI_FILES = 'https://files.pythonhosted.org';
 
 async function startMirror(
   host: string,
   upstream: string,
   port: number,
   cache?: { dir: string; path: RegExp; suffix?: string },
+  routing: {
+    /** Where a path is fetched from, when not `upstream` + path. */
+    upstreamOf?: (path: string) => string | undefined;
+    /** Rewrites a text answer (HTML or JSON) for clients that reach only the mirror at `self`. */
+    rewrite?: (body: string, self: string) => string;
+  } = {},
 ): Promise<PackageMirror> {
+  let self = '';
   if (cache) mkdirSync(cache.dir, { recursive: true });
   const server: Server = createServer((req, res) => {
     const path = req.url ?? '/';
@@ -67,13 +97,16 @@ async function startMirror(
       return;
     }
     const accept = req.headers.accept;
-    fetch(`${upstream}${path}`, {
+    fetch(routing.upstreamOf?.(path) ?? `${upstream}${path}`, {
       method: req.method === 'HEAD' ? 'HEAD' : 'GET',
       headers: accept ? { accept } : {},
       signal: AbortSignal.timeout(120_000),
     })
       .then(async (upstream) => {
-        const body = Buffer.from(await upstream.arrayBuffer());
+        let body = Buffer.from(await upstream.arrayBuffer());
+        const type = upstream.headers.get('content-type') ?? '';
+        if (routing.rewrite && /html|json/.test(type))
+          body = Buffer.from(routing.rewrite(body.toString('utf8'), self));
         if (cacheable && upstream.ok) {
           const partial = `${cached}.${process.pid}`;
           writeFileSync(partial, body);
@@ -104,8 +137,9 @@ async function startMirror(
     });
   await listen(port).catch(() => listen(0));
   const { port: bound } = server.address() as AddressInfo;
+  self = `http://${host}:${bound}/`;
   return {
-    url: `http://${host}:${bound}/`,
+    url: self,
     close: () =>
       new Promise((resolve) => {
         server.closeAllConnections();

@@ -18,7 +18,6 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { WebSocket } from 'ws';
 import type { FunctionStatus } from '../../src/core/resources.js';
 import { type KubeSystem, startKubeSystem } from '../../src/main.js';
 import { apply } from '../../src/platform/kube/objects.js';
@@ -30,6 +29,7 @@ import { type RemoteRepo, startRemoteRepo } from '../helpers/remote-repo.js';
 import { streamFunction } from '../helpers/stream-functions.js';
 import { openStream } from '../helpers/stream-reader.js';
 import { vendoredWs } from '../helpers/vendored-ws.js';
+import { connectWebSocket } from '../helpers/ws-echo-client.js';
 import {
   binaryLaunch,
   buildGo,
@@ -177,47 +177,6 @@ afterAll(async () => {
   if (service) await new Promise((r) => service.close(r));
   rmSync(work, { recursive: true, force: true });
 });
-
-/** Opens a WebSocket and resolves once ws has checked the 101 and its Sec-WebSocket-Accept. */
-function connect(
-  url: string,
-): Promise<{ ws: WebSocket; next: () => Promise<{ data: string; binary: boolean }> }> {
-  return new Promise((resolve, reject) => {
-    const ws = new WebSocket(url, { perMessageDeflate: false });
-    const inbox: Array<{ data: string; binary: boolean }> = [];
-    const waiting: Array<(m: { data: string; binary: boolean }) => void> = [];
-    ws.on('message', (data, binary) => {
-      const message = { data: String(data), binary };
-      const taker = waiting.shift();
-      if (taker) taker(message);
-      else inbox.push(message);
-    });
-    const next = () => {
-      const queued = inbox.shift();
-      if (queued) return Promise.resolve(queued);
-      // An echo comes at once or never: a broken tunnel fails the case here, not at the test timeout.
-      return new Promise<{ data: string; binary: boolean }>((r, no) => {
-        const timer = setTimeout(() => no(new Error('no echo within 5 s')), 5000);
-        waiting.push((message) => {
-          clearTimeout(timer);
-          r(message);
-        });
-      });
-    };
-    const timer = setTimeout(() => {
-      ws.terminate();
-      reject(new Error('no 101 within 10 s'));
-    }, 10_000);
-    ws.once('open', () => {
-      clearTimeout(timer);
-      resolve({ ws, next });
-    });
-    ws.once('error', reject);
-    ws.once('unexpected-response', (_req, res) =>
-      reject(new Error(`the upgrade was answered ${res.statusCode}`)),
-    );
-  });
-}
 
 for (const thread of [false, true]) {
   describe(`kube /fn/ streams and WebSockets in every runtime, from the ${thread ? 'gateway' : 'main'} thread`, () => {
@@ -401,7 +360,7 @@ for (const thread of [false, true]) {
 
     it.each(RUNTIMES)('%s: a WebSocket echoes text and binary messages', async (runtime) => {
       const from = resolvedOnMain.length;
-      const { ws, next } = await connect(url(runtime, '/ws').replace(/^http/, 'ws'));
+      const { ws, next } = await connectWebSocket(url(runtime, '/ws').replace(/^http/, 'ws'));
       try {
         ws.send(`hello ${runtime}`);
         expect(await next()).toEqual({ data: `hello ${runtime}`, binary: false });
