@@ -782,8 +782,8 @@ export const MUTATIONS: GuardMutation[] = [
     guard:
       'Package mirror settings go to the install step, not to the kaniko container that holds the push secret.',
     file: 'src/platform/kube/build/kaniko-job.ts',
-    from: 'env: [{ name: DOCKERFILE_ENV, value: finalDockerfile(runtime) }],',
-    to: 'env: [{ name: DOCKERFILE_ENV, value: finalDockerfile(runtime) }, ...(settings.packageMirrors ?? [])],',
+    from: 'args: kanikoArgs(settings, fn, commit, dependencyKey),',
+    to: 'args: kanikoArgs(settings, fn, commit, dependencyKey), env: [...(settings.packageMirrors ?? [])],',
     tests: ['src/platform/kube/build/kaniko-job.test.ts'],
   },
   {
