@@ -49,6 +49,11 @@ export interface E2eOptions {
   extras?: boolean;
   /** Controller settings beyond the harness's own (e.g. SLESS_ROLLOUT_DEADLINE). */
   env?: Record<string, string>;
+  /**
+   * More settings, from servers started once the node is up (a package mirror on its bridge
+   * address); their `close` runs with the environment's.
+   */
+  withNode?: (node: TestNode) => Promise<{ env: Record<string, string>; close(): Promise<void> }>;
 }
 
 export async function startE2e(
@@ -114,6 +119,8 @@ export async function startE2e(
     await git(repo.dir, 'remote', 'add', 'origin', join(gitRoot, 'fns.git'));
     await git(repo.dir, 'push', '--quiet', 'origin', 'main');
 
+    const started = await options.withNode?.(node);
+    if (started) cleanups.push(() => started.close());
     const config = loadKubeControllerConfig(
       { host: '127.0.0.1', port: '0', namespace: controllerNs, 'watch-namespaces': ns },
       {
@@ -134,6 +141,7 @@ export async function startE2e(
         SLESS_OUTBOUND_ALLOW: '127.0.0.1/32',
         SLESS_STATE_DIR: join(gitRoot, 'state'),
         ...options.env,
+        ...started?.env,
       },
     );
     const system = await startKubeSystem(config, { logger, kubeConfig: node.kubeConfig, pollMs: 500 });
