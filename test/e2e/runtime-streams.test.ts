@@ -8,15 +8,16 @@
  * handler, which observes it, and a WebSocket echoes text and binary messages. The Node runtime's
  * streams and WebSocket on the node are node-behaviour.test.ts's.
  */
-import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 import { type KubeObject, listObjects } from '../../src/platform/kube/objects.js';
 import { POD } from '../../src/platform/kube/resource-types.js';
-import { pollUntil } from '../helpers/poll-until.js';
+import {
+  expectFirstEventBeforeTheLast,
+  expectLeavingCancelsTheHandler,
+  expectWebSocketEcho,
+} from '../helpers/stream-cases.js';
 import { STREAM_RUNTIMES, type StreamRuntime, streamFunction } from '../helpers/stream-functions.js';
-import { openStream } from '../helpers/stream-reader.js';
-import { connectWebSocket } from '../helpers/ws-echo-client.js';
 import { type E2eEnv, servedBody, startE2e } from './harness.ts';
 import { startGoMirror, startPypiMirror, testCacheRoot } from './package-mirror.ts';
 
@@ -88,53 +89,22 @@ describe('e2e on a real node: Python and Go stream and accept WebSockets through
     await env?.close();
   }, 300_000);
 
+  const target = (runtime: StreamRuntime) => ({
+    url: (path: string) => url(runtime, path),
+    json: (path: string) => json(runtime, path),
+  });
+
   it.each(STREAM_RUNTIMES)(
     '%s: the first SSE event reaches the client while the handler still runs',
-    async (runtime) => {
-      const id = randomUUID();
-      const stream = await openStream(url(runtime, `/sse?id=${id}`));
-      try {
-        expect(stream.status).toBe(200);
-        expect(stream.headers['content-type']).toContain('text/event-stream');
-        await stream.until('data: first\n\n');
-        expect(stream.received()).toBe('data: first\n\n');
-        expect(stream.isOver()).toBe(false);
-        expect(await json(runtime, `/release?id=${id}`)).toEqual({ status: 200, body: { released: id } });
-        expect(await stream.ended()).toBe('data: first\n\ndata: last\n\n');
-      } finally {
-        stream.leave();
-      }
-    },
+    (runtime) => expectFirstEventBeforeTheLast(target(runtime)),
   );
 
   it.each(STREAM_RUNTIMES)(
     '%s: a client that leaves a stream cancels the handler, which observes it',
-    async (runtime) => {
-      const id = randomUUID();
-      const stream = await openStream(url(runtime, `/hold?id=${id}`));
-      await stream.until('data: first\n\n');
-      expect((await json(runtime, `/observed?id=${id}`)).body).toEqual({ observed: null });
-      stream.leave();
-      const observed = await pollUntil(
-        'the handler observes its client leave',
-        async () =>
-          ((await json(runtime, `/observed?id=${id}`)).body?.observed as string | null) ?? undefined,
-        15_000,
-        50,
-      );
-      expect(observed).toBe('cancelled');
-    },
+    (runtime) => expectLeavingCancelsTheHandler(target(runtime), 15_000),
   );
 
-  it.each(STREAM_RUNTIMES)('%s: a WebSocket echoes text and binary messages', async (runtime) => {
-    const { ws, next } = await connectWebSocket(url(runtime, '/ws').replace(/^http/, 'ws'));
-    try {
-      ws.send(`hello ${runtime}`);
-      expect(await next()).toEqual({ data: `hello ${runtime}`, binary: false });
-      ws.send(Buffer.from('bytes'), { binary: true });
-      expect(await next()).toEqual({ data: 'bytes', binary: true });
-    } finally {
-      ws.terminate();
-    }
-  });
+  it.each(STREAM_RUNTIMES)('%s: a WebSocket echoes text and binary messages', (runtime) =>
+    expectWebSocketEcho(target(runtime), `hello ${runtime}`),
+  );
 });

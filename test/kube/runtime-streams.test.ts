@@ -11,7 +11,6 @@
  * (`endpointOrigin`). The Service address is a server that answers 502 and counts: nothing through
  * /fn/ may reach it once the endpoints are in use, so every answer came through the endpoint path.
  */
-import { randomUUID } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -24,12 +23,14 @@ import { apply } from '../../src/platform/kube/objects.js';
 import { ENDPOINT_SLICE } from '../../src/platform/kube/resource-types.js';
 import { Gateway } from '../../src/server/gateway/gateway.js';
 import { functionManifest, git, gitSource } from '../helpers/git.js';
-import { pollUntil } from '../helpers/poll-until.js';
 import { type RemoteRepo, startRemoteRepo } from '../helpers/remote-repo.js';
+import {
+  expectFirstEventBeforeTheLast,
+  expectLeavingCancelsTheHandler,
+  expectWebSocketEcho,
+} from '../helpers/stream-cases.js';
 import { streamFunction } from '../helpers/stream-functions.js';
-import { openStream } from '../helpers/stream-reader.js';
 import { vendoredWs } from '../helpers/vendored-ws.js';
-import { connectWebSocket } from '../helpers/ws-echo-client.js';
 import {
   binaryLaunch,
   buildGo,
@@ -315,24 +316,16 @@ for (const thread of [false, true]) {
       if (thread) expect(resolvedOnMain.slice(from)).toEqual([]);
     };
 
+    const target = (runtime: RuntimeName) => ({
+      url: (p: string) => url(runtime, p),
+      json: (p: string) => json(runtime, p),
+    });
+
     it.each(RUNTIMES)(
       '%s: the first SSE event reaches the client while the handler still runs',
       async (runtime) => {
         const from = resolvedOnMain.length;
-        const id = randomUUID();
-        const stream = await openStream(url(runtime, `/sse?id=${id}`));
-        try {
-          expect(stream.status).toBe(200);
-          expect(stream.headers['content-type']).toContain('text/event-stream');
-          await stream.until('data: first\n\n');
-          // The handler waits for a gate only the test opens before its last event.
-          expect(stream.received()).toBe('data: first\n\n');
-          expect(stream.isOver()).toBe(false);
-          expect(await json(runtime, `/release?id=${id}`)).toEqual({ status: 200, body: { released: id } });
-          expect(await stream.ended()).toBe('data: first\n\ndata: last\n\n');
-        } finally {
-          stream.leave();
-        }
+        await expectFirstEventBeforeTheLast(target(runtime));
         throughEndpointsOnly(from);
       },
     );
@@ -341,35 +334,14 @@ for (const thread of [false, true]) {
       '%s: a client that leaves a stream cancels the handler, which observes it',
       async (runtime) => {
         const from = resolvedOnMain.length;
-        const id = randomUUID();
-        const stream = await openStream(url(runtime, `/hold?id=${id}`));
-        await stream.until('data: first\n\n');
-        expect((await json(runtime, `/observed?id=${id}`)).body).toEqual({ observed: null });
-        stream.leave();
-        const observed = await pollUntil(
-          'the handler observes its client leave',
-          async () =>
-            ((await json(runtime, `/observed?id=${id}`)).body?.observed as string | null) ?? undefined,
-          10_000,
-          25,
-        );
-        expect(observed).toBe('cancelled');
+        await expectLeavingCancelsTheHandler(target(runtime));
         throughEndpointsOnly(from);
       },
     );
 
     it.each(RUNTIMES)('%s: a WebSocket echoes text and binary messages', async (runtime) => {
       const from = resolvedOnMain.length;
-      const { ws, next } = await connectWebSocket(url(runtime, '/ws').replace(/^http/, 'ws'));
-      try {
-        ws.send(`hello ${runtime}`);
-        expect(await next()).toEqual({ data: `hello ${runtime}`, binary: false });
-        ws.send(Buffer.from('bytes'), { binary: true });
-        expect(await next()).toEqual({ data: 'bytes', binary: true });
-      } finally {
-        // Not a closing handshake: with a broken tunnel it would never complete.
-        ws.terminate();
-      }
+      await expectWebSocketEcho(target(runtime), `hello ${runtime}`);
       throughEndpointsOnly(from);
     });
   });
