@@ -61,6 +61,11 @@ export interface BuildRequest {
   /** Files in codeDir that are sless manifests; they are not part of the build. */
   excludedFiles: ReadonlySet<string>;
   snapshot: SourceSnapshot;
+  /**
+   * Told what holds the build while it runs (a build pod that cannot pull its image, say), in words
+   * for status, and undefined once nothing does. Optional: a builder may say nothing.
+   */
+  onProgress?: (note: string | undefined) => void;
 }
 
 export interface Builder {

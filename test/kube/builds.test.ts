@@ -2,7 +2,8 @@
  * Build once, on the real API server: concurrent reconciles of one commit (across two builder
  * instances, as two controller replicas would be) give exactly one kaniko Job, and a controller that
  * restarts mid-build attaches to the Job it finds instead of creating another (a loop of
- * new Jobs per restart is what this prevents).
+ * new Jobs per restart is what this prevents). While a build runs, what holds its pod (an image the
+ * kubelet cannot pull) is said in the Function's status, and no longer once the pod moves on.
  *
  * No kaniko or Job controller runs here: markBuildSucceeded plays them (Job Complete via /status, a
  * build Pod whose terminated container message is the digest).
@@ -17,6 +18,7 @@ import type { SlessFunction } from '../../src/core/resources.js';
 import { type KubeSystem, startKubeSystem } from '../../src/main.js';
 import { loadManifests } from '../../src/manifest/load.js';
 import type { KanikoBuilder } from '../../src/platform/kube/build/kaniko-builder.js';
+import { MERGE_PATCH } from '../../src/platform/kube/http.js';
 import { KubeStore } from '../../src/platform/kube/kube-store.js';
 import { getObject, type KubeObject, listObjects } from '../../src/platform/kube/objects.js';
 import { DEPLOYMENT, JOB } from '../../src/platform/kube/resource-types.js';
@@ -177,6 +179,103 @@ describe('build once', () => {
       expect((await jobsOf('mid')).map((j) => j.metadata.uid)).toEqual([job?.metadata.uid]);
     } finally {
       await system?.stop();
+      await server.close();
+      await work.remove();
+    }
+  });
+
+  it('says in status what holds a build pod (an image it cannot pull), and stops once the pod moves on', async () => {
+    const root = await tempDir('kube-git-held');
+    await git(root, 'init', '--quiet', '--bare', '--initial-branch=main', 'r.git');
+    const server = await startGitHttpServer(root);
+    const work = await TestRepo.create({
+      'held/function.yaml': functionManifest('held'),
+      'held/handler.js': nodeHandler(`return 'held';`),
+    });
+    await git(work.dir, 'remote', 'add', 'origin', join(root, 'r.git'));
+    await git(work.dir, 'push', '--quiet', 'origin', 'main');
+    const commit = await git(work.dir, 'rev-parse', 'HEAD');
+    const system = await startKubeSystem(env.config, {
+      logger,
+      kubeConfig: env.cluster.kubeConfig,
+      pollMs: 100,
+    });
+    try {
+      await system.store.apply(gitSource('held-src', env.ns, `${server.url}/r.git`));
+      const name = buildName('held', commit);
+      await eventually('held Job', () => getObject<KubeObject>(env.http, JOB, env.controllerNs, name));
+      const ready = async () => {
+        const fn = await system.store.get('Function', env.ns, 'held');
+        const condition = fn?.status?.conditions?.find((c) => c.type === 'Ready');
+        return { phase: fn?.status?.phase, buildKey: fn?.status?.buildKey, message: condition?.message };
+      };
+      const building = await eventually('held building', async () => {
+        const found = await ready();
+        return found.phase === 'Building' && found.buildKey ? found : undefined;
+      });
+      const plain = `building ${building.buildKey?.slice(0, 12)} at ${commit.slice(0, 12)}`;
+      expect(building.message).toBe(plain);
+      // Plays the kubelet: the build pod's install step cannot pull its image.
+      const pod = `${name}-held`;
+      await env.http.request('POST', `/api/v1/namespaces/${env.controllerNs}/pods`, {
+        body: {
+          apiVersion: 'v1',
+          kind: 'Pod',
+          metadata: {
+            name: pod,
+            labels: {
+              'sless.dev/build': name,
+              'batch.kubernetes.io/job-name': name,
+              'app.kubernetes.io/component': 'build',
+              'app.kubernetes.io/managed-by': 'sless',
+            },
+          },
+          spec: {
+            restartPolicy: 'Never',
+            initContainers: [{ name: 'install', image: 'golang:1.21.13-bookworm' }],
+            containers: [{ name: 'kaniko', image: 'kaniko:test' }],
+          },
+        },
+      });
+      const initStatus = (state: Record<string, unknown>) =>
+        env.http.request('PATCH', `/api/v1/namespaces/${env.controllerNs}/pods/${pod}/status`, {
+          contentType: MERGE_PATCH,
+          body: {
+            status: {
+              phase: 'Pending',
+              initContainerStatuses: [
+                {
+                  name: 'install',
+                  image: 'golang:1.21.13-bookworm',
+                  imageID: '',
+                  ready: false,
+                  restartCount: 0,
+                  state,
+                },
+              ],
+            },
+          },
+        });
+      await initStatus({
+        waiting: { reason: 'ImagePullBackOff', message: 'Back-off pulling image "golang:1.21.13-bookworm"' },
+      });
+      await eventually('the hold in status', async () => (await ready()).message !== plain, 10_000);
+      expect(await ready()).toEqual({
+        phase: 'Building',
+        buildKey: building.buildKey,
+        message: `${plain}: pod ${pod}, container install: ImagePullBackOff: Back-off pulling image "golang:1.21.13-bookworm"`,
+      });
+      // The image came: the install step runs, and nothing holds the build.
+      await initStatus({ running: { startedAt: new Date().toISOString() } });
+      await eventually('the hold gone from status', async () => (await ready()).message === plain, 10_000);
+      expect((await ready()).phase).toBe('Building');
+      await markBuildSucceeded(env.http, env.controllerNs, name, fakeDigest('held'));
+      await eventually('held Ready', async () => (await ready()).phase === 'Ready', 30_000);
+      // Once built, no word of the hold is left anywhere in its status.
+      const fn = await system.store.get('Function', env.ns, 'held');
+      expect(JSON.stringify(fn?.status)).not.toContain('ImagePullBackOff');
+    } finally {
+      await system.stop();
       await server.close();
       await work.remove();
     }

@@ -760,6 +760,30 @@ export const MUTATIONS: GuardMutation[] = [
 
   // ---- Kube build pods ----
   {
+    id: 'build-hold-never-told',
+    guard: "What holds a running build's pod (an image it cannot pull) reaches the Function's status.",
+    file: 'src/platform/kube/build/kaniko-builder.ts',
+    from: 'onProgress?.(pods.map(buildPodHold).find((hold) => hold !== undefined));',
+    to: 'void pods;',
+    tests: ['test/kube/builds.test.ts'],
+  },
+  {
+    id: 'build-hold-never-cleared',
+    guard: 'Once nothing holds the build any more, its status says so: the old hold is not left standing.',
+    file: 'src/reconcile/runtime/in-flight.ts',
+    from: '      if (started.settled || started.note === text) return;',
+    to: '      if (started.settled || started.note === text || text === undefined) return;',
+    tests: ['test/kube/builds.test.ts'],
+  },
+  {
+    id: 'build-hold-ignores-image-pull',
+    guard: 'A build container waiting for a reason other than its ordinary course is a hold to report.',
+    file: 'src/platform/kube/build/kaniko-builder.ts',
+    from: 'if (waiting?.reason && !ORDINARY_WAITS.has(waiting.reason))',
+    to: "if (waiting?.reason && !ORDINARY_WAITS.has(waiting.reason) && container.name !== 'install')",
+    tests: ['test/kube/builds.test.ts'],
+  },
+  {
     id: 'package-mirror-credential-allowed',
     guard:
       'A package mirror URL with a user or password in it is refused: the install step runs tenant code, which would read it.',

@@ -181,7 +181,7 @@ export async function reconcileFunction(
       }
       const building = `building ${buildKey.slice(0, 12)} at ${commit.slice(0, 12)}`;
       const started = new Date().toISOString();
-      const task = deps.builds.ensure(key, buildKey, async () => {
+      const task = deps.builds.ensure(key, buildKey, async (note) => {
         const { snapshot, manifestFiles } = await deps.snapshotFor(fn);
         const request = {
           fn: builtAs,
@@ -190,13 +190,21 @@ export async function reconcileFunction(
           codeDir: annotations[ANNOTATION_CODE_DIR] ?? '',
           excludedFiles: manifestFiles,
           snapshot,
+          onProgress: note,
         };
         return deps.buildSlot
           ? deps.buildSlot(fn, () => deps.builder.build(request))
           : deps.builder.build(request);
       });
       if (task.state === 'Running') {
-        setPhase('Building', readyWhileInProgress(), Reason.Building, building);
+        // What holds the build, when something does: each change of it queues the function again.
+        const held = deps.builds.noteOf(key);
+        setPhase(
+          'Building',
+          readyWhileInProgress(),
+          Reason.Building,
+          held ? `${building}: ${held}` : building,
+        );
         if (task.started || status.lastBuild?.buildKey !== buildKey || status.lastBuild.result !== 'Running')
           status.lastBuild = { buildKey, commit, result: 'Running', startedAt: started };
         if (task.started) {

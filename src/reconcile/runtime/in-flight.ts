@@ -16,6 +16,8 @@ interface Task<T> {
   settled?: { ok: true; value: T } | { ok: false; error: Error };
   /** Asked for again while it ran: with `rerunWhenAskedAgain`, its success answers no one. */
   askedAgain?: boolean;
+  /** What holds it now, in words for status, as the work last said (see `ensure`). */
+  note?: string;
 }
 
 export interface InFlightOptions {
@@ -45,8 +47,14 @@ export class InFlight<T> {
    * The state of task `id` of `key`, starting it when nothing runs for the key. A finished task's
    * outcome is handed out once, then forgotten. While another task of the key runs, this one waits
    * (Running, not started): the end of that one re-enqueues the key, and the next call starts it.
+   * `work` is given `note`, to say what holds it (a build pod that cannot pull its image, say), or
+   * undefined once nothing does: each change re-enqueues the key, whose reconcile reads `noteOf`.
    */
-  ensure(key: string, id: string, work: () => Promise<T>): TaskState<T> {
+  ensure(
+    key: string,
+    id: string,
+    work: (note: (text: string | undefined) => void) => Promise<T>,
+  ): TaskState<T> {
     const task = this.tasks.get(key);
     if (task && !task.settled) {
       if (task.id === id) task.askedAgain = true;
@@ -57,9 +65,14 @@ export class InFlight<T> {
     const started: Task<T> = { id };
     this.tasks.set(key, started);
     this.running++;
+    const note = (text: string | undefined) => {
+      if (started.settled || started.note === text) return;
+      started.note = text;
+      if (!this.stopped && this.tasks.get(key) === started) this.onSettled(key);
+    };
     let running: Promise<T>;
     try {
-      running = Promise.resolve(work());
+      running = Promise.resolve(work(note));
     } catch (thrown) {
       running = Promise.reject(thrown);
     }
@@ -93,6 +106,12 @@ export class InFlight<T> {
     return task.settled.ok
       ? { state: 'Succeeded', value: task.settled.value }
       : { state: 'Failed', error: task.settled.error };
+  }
+
+  /** What holds the running task of `key`, as its work last said; undefined when nothing does. */
+  noteOf(key: string): string | undefined {
+    const task = this.tasks.get(key);
+    return task?.settled ? undefined : task?.note;
   }
 
   /** True while a task of `key` runs. */

@@ -76,15 +76,42 @@ export interface KanikoBuilderOptions extends KanikoSettings {
   codeLayer?: CodeLayerBuilder;
 }
 
+interface BuildContainerStatus {
+  name: string;
+  state?: {
+    waiting?: { reason?: string; message?: string };
+    terminated?: { exitCode?: number; message?: string; reason?: string; finishedAt?: string };
+  };
+}
+
 interface PodObject extends KubeObject {
   status?: {
-    containerStatuses?: {
-      name: string;
-      state?: {
-        terminated?: { exitCode?: number; message?: string; reason?: string; finishedAt?: string };
-      };
-    }[];
+    initContainerStatuses?: BuildContainerStatus[];
+    containerStatuses?: BuildContainerStatus[];
+    /** Why the scheduler has not placed it, when it has not. */
+    conditions?: { type?: string; status?: string; reason?: string; message?: string }[];
   };
+}
+
+/** Waiting reasons that are a build's ordinary course, not something holding it. */
+const ORDINARY_WAITS = new Set(['ContainerCreating', 'PodInitializing']);
+
+/**
+ * What holds a build's pod, from what the kubelet and the scheduler reported: a container waiting
+ * for a reason other than its ordinary course (`ImagePullBackOff`, `CreateContainerConfigError`...),
+ * or the pod not scheduled. Undefined while it runs as it should.
+ */
+export function buildPodHold(pod: PodObject): string | undefined {
+  const statuses = [...(pod.status?.initContainerStatuses ?? []), ...(pod.status?.containerStatuses ?? [])];
+  for (const container of statuses) {
+    const waiting = container.state?.waiting;
+    if (waiting?.reason && !ORDINARY_WAITS.has(waiting.reason))
+      return `pod ${pod.metadata.name}, container ${container.name}: ${waiting.reason}${waiting.message ? `: ${waiting.message}` : ''}`;
+  }
+  const scheduled = pod.status?.conditions?.find((c) => c.type === 'PodScheduled');
+  if (scheduled?.status === 'False')
+    return `pod ${pod.metadata.name} not scheduled: ${scheduled.reason ?? 'Unschedulable'}${scheduled.message ? `: ${scheduled.message}` : ''}`;
+  return undefined;
 }
 
 /** The image kaniko pushed, as its container's termination message reports it. */
@@ -347,7 +374,7 @@ export class KanikoBuilder implements Builder {
           job = await getObject<KubeObject>(this.options.http, JOB, ns, name);
         }
       }
-      const record = await this.waitFor(name, buildKey, startedAt);
+      const record = await this.waitFor(name, buildKey, startedAt, request.onProgress);
       this.options.onBuildFinished?.(record, fn);
       return record;
     } catch (thrown) {
@@ -375,7 +402,12 @@ export class KanikoBuilder implements Builder {
     }
   }
 
-  private async waitFor(name: string, buildKey: string, startedAt: string): Promise<BuildRecord> {
+  private async waitFor(
+    name: string,
+    buildKey: string,
+    startedAt: string,
+    onProgress: ((note: string | undefined) => void) | undefined,
+  ): Promise<BuildRecord> {
     const ns = this.options.controllerNamespace;
     const poll = this.options.pollMs ?? 2000;
     let succeededSince: number | undefined;
@@ -403,8 +435,11 @@ export class KanikoBuilder implements Builder {
         // Once kaniko exited 0 with the digest it pushed, the image is in the registry: the Job
         // controller marks the Job Complete only a second or two later, after the pod's status
         // reached it, and the rollout need not wait for that.
-        const pushed = await this.recordDigest(job, { exitedZero: true });
+        const pods = this.ownPods(job, await this.buildPods(name));
+        const pushed = await this.recordDigest(job, { exitedZero: true, pods });
         if (pushed) return this.recordOf(job, buildKey, pushed.digest, startedAt, pushed.finishedAt);
+        // Told on every read; only a change of it reaches status.
+        onProgress?.(pods.map(buildPodHold).find((hold) => hold !== undefined));
       } else {
         const reason = jobCondition(job, 'Failed');
         const logTail = await this.logTail(name);
@@ -426,13 +461,10 @@ export class KanikoBuilder implements Builder {
    */
   private async recordDigest(
     job: KubeObject,
-    options: { exitedZero?: boolean } = {},
+    options: { exitedZero?: boolean; pods?: PodObject[] } = {},
   ): Promise<PushedDigest | undefined> {
-    const pods = await this.buildPods(job.metadata.name);
+    const pods = options.pods ?? this.ownPods(job, await this.buildPods(job.metadata.name));
     for (const pod of pods) {
-      // A pod left from an earlier Job of the same name (a discarded failure) is not this build's.
-      const owner = pod.metadata.labels?.['batch.kubernetes.io/controller-uid'];
-      if (owner && job.metadata.uid && owner !== job.metadata.uid) continue;
       const terminated = pod.status?.containerStatuses?.find((c) => c.name === KANIKO_CONTAINER)?.state
         ?.terminated;
       if (options.exitedZero && terminated?.exitCode !== 0) continue;
@@ -457,6 +489,14 @@ export class KanikoBuilder implements Builder {
       }
     }
     return undefined;
+  }
+
+  /** A pod left from an earlier Job of the same name (a discarded failure) is not this build's. */
+  private ownPods(job: KubeObject, pods: PodObject[]): PodObject[] {
+    return pods.filter((pod) => {
+      const owner = pod.metadata.labels?.['batch.kubernetes.io/controller-uid'];
+      return !(owner && job.metadata.uid && owner !== job.metadata.uid);
+    });
   }
 
   private async buildPods(jobName: string): Promise<PodObject[]> {
