@@ -118,7 +118,8 @@ export type ContractCase =
   | 'secret-namespaced'
   | 'secret-rotation'
   | 'secret-key-removed'
-  | 'secret-unseen';
+  | 'secret-unseen'
+  | 'commit-url-refused';
 
 /** What the handler the contract commits throws at start when it is meant to crash. */
 export const CRASH_MESSAGE = 'no config at start';
@@ -1010,6 +1011,50 @@ export function platformContract(
           for (const form of [value, Buffer.from(value).toString('base64')])
             for (const [where, text] of haystacks)
               expect(text.includes(form), `${where} holds a secret value`).toBe(false);
+      },
+    );
+
+    contractCase(
+      'commit-url-refused',
+      '/fn/{ns}/{name}@{sha} answers 404 for a commit with no kept build or a malformed suffix, and 503 when the function is disabled',
+      async () => {
+        const manifest = functionManifest('at-commit', { env: { WORD: 'one' } });
+        const { commit } = await deploy('at-commit');
+        const noBuild = (sha: string) => ({
+          status: 404,
+          body: {
+            error: `function ${p.namespace}/at-commit has no kept build at commit ${sha}: it was never built there, or its build was removed past the build history limit`,
+          },
+        });
+        for (const sha of ['0'.repeat(12), '0'.repeat(40)])
+          expect(await p.call(`at-commit@${sha}`)).toEqual(noBuild(sha));
+        for (const bad of ['at-commit@', 'at-commit@ABCDEF012345', 'at-commit@x@y', '@abc'])
+          expect((await p.call(bad)).status, bad).toBe(404);
+        expect(await p.call(`nope@${commit}`)).toEqual({
+          status: 404,
+          // Both platforms name what was asked for, suffix and all.
+          body: { error: `unknown function ${p.namespace}/nope@${commit}` },
+        });
+
+        const trigger = triggerManifest('at-commit-off', {
+          type: 'http',
+          function: 'at-commit',
+          enabled: false,
+        });
+        await push({ 'at-commit/function.yaml': manifest + trigger });
+        await waitFor(
+          'at-commit Disabled',
+          async () => (await p.fn('at-commit'))?.status?.phase === 'Disabled',
+        );
+        const disabled = { status: 503, body: { error: `function ${p.namespace}/at-commit is disabled` } };
+        // The route may take a moment to follow status (see 'answers-at-once' for "at once").
+        await waitFor('at-commit@sha disabled', async () => {
+          return (
+            JSON.stringify(await p.call(`at-commit@${commit.slice(0, 12)}`)) === JSON.stringify(disabled)
+          );
+        });
+        for (const sha of [commit.slice(0, 12), commit])
+          expect(await p.call(`at-commit@${sha}`)).toEqual(disabled);
       },
     );
   });
