@@ -1036,6 +1036,10 @@ export function platformContract(
           body: { error: `unknown function ${p.namespace}/nope@${commit}` },
         });
 
+        // An older commit's kept build, beside the serving one: each has its own way to /fn/.
+        const head = await push({ [handlerPath('at-commit')]: handler('v2') });
+        await p.finishBuild('at-commit', head);
+        await readyAt('at-commit', head);
         const trigger = triggerManifest('at-commit-off', {
           type: 'http',
           function: 'at-commit',
@@ -1049,12 +1053,10 @@ export function platformContract(
         const disabled = { status: 503, body: { error: `function ${p.namespace}/at-commit is disabled` } };
         // The route may take a moment to follow status (see 'answers-at-once' for "at once").
         await waitFor('at-commit@sha disabled', async () => {
-          return (
-            JSON.stringify(await p.call(`at-commit@${commit.slice(0, 12)}`)) === JSON.stringify(disabled)
-          );
+          return JSON.stringify(await p.call(`at-commit@${head.slice(0, 12)}`)) === JSON.stringify(disabled);
         });
-        for (const sha of [commit.slice(0, 12), commit])
-          expect(await p.call(`at-commit@${sha}`)).toEqual(disabled);
+        for (const sha of [commit.slice(0, 12), commit, head.slice(0, 12), head])
+          expect(await p.call(`at-commit@${sha}`), sha).toEqual(disabled);
       },
     );
   });
