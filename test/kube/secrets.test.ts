@@ -2,11 +2,13 @@
  * Secrets on the kube platform against a real kube-apiserver + etcd (the kubelet and kaniko are
  * played, see harness.ts): a Function's secretRef variables and spec.secrets become secretKeyRef
  * variables and read-only Secret volumes, never values; the values' keyed hash in the pod template
- * rolls the Deployment on a rotation, with no rebuild; a SOPS Secret file in git becomes a Secret of
- * the source's namespace, decrypted with the age key from the controller namespace; a missing
- * secret, a tampered file and a file naming another namespace each say so and break nothing that
- * serves; and no value appears in any object the controller writes, an Event, a status, an API
- * answer or a log line.
+ * rolls the Deployment on a rotation; a SOPS Secret file in git becomes a Secret of the source's
+ * namespace, decrypted with the age key from the controller namespace; a missing secret makes no
+ * Deployment and records an Event; a tampered file and a file naming another namespace each say so
+ * and break nothing that serves; and no value appears in any object the controller writes, an
+ * Event, a status, an API answer or a log line. What every platform does with a secret (missing, a
+ * missing key, another namespace's, a rotation serving the new value without a build) is the
+ * platform contract's (test/platform/contract.ts).
  */
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
@@ -15,8 +17,8 @@ import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FunctionStatus, GitSourceStatus } from '../../src/core/resources.js';
 import { type KubeSystem, startKubeSystem } from '../../src/main.js';
-import { getObject, type KubeObject, listObjects } from '../../src/platform/kube/objects.js';
-import { DEPLOYMENT, JOB, SECRET } from '../../src/platform/kube/resource-types.js';
+import { getObject, type KubeObject } from '../../src/platform/kube/objects.js';
+import { DEPLOYMENT, SECRET } from '../../src/platform/kube/resource-types.js';
 import { functionManifest, git, gitSource, nodeHandler, TestRepo, tempDir } from '../helpers/git.js';
 import { startGitHttpServer } from '../helpers/git-http-server.js';
 import { ageKey, SOPS, secretYaml, sopsAvailable, sopsEncrypt } from '../helpers/sops.js';
@@ -147,44 +149,16 @@ describe.skipIf(!sopsAvailable())('kube platform: secrets', () => {
     expect(template.metadata.annotations?.['sless.dev/secrets-hash']).toMatch(/^[0-9a-f]{16}$/);
   });
 
-  it('a rotation changes the pod template, so the Deployment rolls, with no rebuild', async () => {
+  it("a rotation changes the pod template's secrets hash, so the Deployment rolls", async () => {
     const before = await deployment('pay');
     const hash = templateOf(before).metadata.annotations?.['sless.dev/secrets-hash'];
-    const revision = (await status('pay'))?.servingRevision;
     await putSecret('payments', { stripe: STRIPE_2, other: 'x' });
     const after = await eventually('template rolled', async () => {
       const d = await deployment('pay');
       return templateOf(d).metadata.annotations?.['sless.dev/secrets-hash'] !== hash ? d : undefined;
     });
     expect(after.metadata.generation).toBeGreaterThan(before?.metadata.generation ?? 0);
-    await eventually('Ready on the new revision', async () => {
-      const s = await status('pay');
-      return s?.phase === 'Ready' && s.servingRevision !== revision;
-    });
-    const jobs = await listObjects<KubeObject>(env.http, JOB, {
-      namespace: env.controllerNs,
-      labels: { 'sless.dev/function': 'pay' },
-    });
-    expect(jobs.items).toHaveLength(1);
-  });
-
-  it('a key removed from the Secret: SecretNotFound naming secret and key, and the Deployment is left as it serves', async () => {
-    const before = await deployment('pay');
-    const serving = (await status('pay'))?.servingRevision;
-    // A JSON patch: an apply of stringData without the key would leave data.stripe in place.
-    await env.http.request('PATCH', `/api/v1/namespaces/${env.ns}/secrets/payments`, {
-      contentType: 'application/json-patch+json',
-      body: [{ op: 'remove', path: '/data/stripe' }],
-    });
-    await eventually('key missing', async () => (await ready('pay'))?.reason === 'SecretNotFound');
-    const condition = await ready('pay');
-    expect(condition?.status).toBe('False');
-    expect(condition?.message).toContain(`secret "payments" has no key "stripe" in namespace ${env.ns}`);
-    expect(condition?.message).toContain(`still serving ${serving}`);
-    expect((await deployment('pay'))?.metadata.generation).toBe(before?.metadata.generation);
-    await putSecret('payments', { stripe: STRIPE_2, other: 'x' });
-    await eventually('Ready again', async () => (await status('pay'))?.phase === 'Ready');
-    expect((await status('pay'))?.servingRevision).toBe(serving);
+    expect(templateOf(after).metadata.annotations?.['sless.dev/secrets-hash']).toMatch(/^[0-9a-f]{16}$/);
   });
 
   it('a SOPS Secret in git becomes a Secret of the source namespace, decrypted with the operator key', async () => {
@@ -196,11 +170,8 @@ describe.skipIf(!sopsAvailable())('kube platform: secrets', () => {
     await eventually('gitsecret Ready', async () => (await status('gitsecret'))?.phase === 'Ready');
   });
 
-  it('a reference never resolves in another namespace; a missing one is SecretNotFound with an Event', async () => {
+  it('a reference to a Secret only the controller namespace has makes no Deployment and records an Event', async () => {
     await eventually('stranger waits', async () => (await ready('stranger'))?.reason === 'SecretNotFound');
-    expect((await ready('stranger'))?.message).toContain(
-      `secret "sless-registry-push" not found in namespace ${env.ns}`,
-    );
     expect(await deployment('stranger')).toBeUndefined();
     await eventually('SecretNotFound Event', async () => {
       const events = await env.http.request<{ items: { reason: string }[] }>(

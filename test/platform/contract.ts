@@ -9,6 +9,7 @@
  * else happened" is checked after a positive signal (a settled controller, a later run that
  * finished), never after a sleep, and nothing here is timed.
  */
+import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Condition } from '../../src/core/conditions.js';
 import type { FunctionJob, GitSource, SlessFunction, Trigger } from '../../src/core/resources.js';
@@ -55,7 +56,21 @@ export interface PlatformUnderTest {
   /** GET /fn/{namespace}/{name}, through the platform's own proxy. */
   call(name: string): Promise<Served>;
   /** A request to the platform's HTTP API (`path` from /v1/…), with a JSON body when one is given. */
-  api(method: 'POST' | 'DELETE', path: string, body?: unknown): Promise<Served>;
+  api(method: 'GET' | 'POST' | 'DELETE', path: string, body?: unknown): Promise<Served>;
+  /** A namespace other than `namespace` where `setSecret` may put a Secret, for the functions of `namespace` not to see. */
+  readonly otherNamespace: string;
+  /**
+   * Makes the Secret `name` hold exactly these keys, as its owner would (kube: the Secret object;
+   * local: the secrets store, through its API), in `namespace` unless another is named.
+   */
+  setSecret(name: string, data: Record<string, string>, namespace?: string): Promise<void>;
+  /** Every line sless logged so far (at debug level). */
+  logged(): string;
+  /**
+   * Everything the platform keeps, outside its secrets store, that someone other than a function
+   * may read (local: the state directory; kube: the objects the controller writes and its Events).
+   */
+  stored(): Promise<string>;
   /** Lets the build of `name` at `commit` succeed (kube: plays kaniko; local: the build runs by itself). */
   finishBuild(name: string, commit: string): Promise<void>;
   /**
@@ -98,7 +113,13 @@ export type ContractCase =
   | 'deleted'
   | 'job-runs'
   | 'job-missing-function'
-  | 'pinned';
+  | 'pinned'
+  | 'secret-missing'
+  | 'secret-namespaced'
+  | 'secret-rotation'
+  | 'secret-key-removed'
+  | 'secret-unseen'
+  | 'commit-url-refused';
 
 /** What the handler the contract commits throws at start when it is meant to crash. */
 export const CRASH_MESSAGE = 'no config at start';
@@ -139,6 +160,12 @@ function triggerManifest(name: string, spec: Record<string, unknown>): string {
 function jobManifest(name: string, fn: string, runId: number): string {
   return `apiVersion: sless.dev/v1alpha1\nkind: FunctionJob\nmetadata:\n  name: ${name}\nspec: ${JSON.stringify({ function: fn, runId, event: { n: runId } })}\n`;
 }
+
+/** A value no golden, log line or object holds by chance: a stand-in for a real credential. */
+const secretValue = (what: string) => `sk_${what}_${randomBytes(12).toString('hex')}`;
+
+/** The env of a function whose WORD comes from key `key` of Secret `name`. */
+const wordFrom = (name: string, key = 'word') => ({ WORD: { secretRef: { name, key } } });
 
 /** Polls until `check` returns a value (not undefined or false); the last error says what was seen. */
 export function waitFor<T>(
@@ -758,6 +785,278 @@ export function platformContract(
         await waitFor('v3 served again', async () => JSON.stringify(await p.call('pinned')) === v3);
         await p.settle();
         expect(await p.builds('pinned')).toBe(3);
+      },
+    );
+
+    /** `fnName` waiting for a secret, its Ready message starting with `missing`. */
+    const waitingForSecret = (fnName: string, missing: string) =>
+      waitFor(`${fnName} SecretNotFound: ${missing}`, async () => {
+        const fn = await p.fn(fnName);
+        const ready = fn && condition(fn, 'Ready');
+        return ready?.reason === 'SecretNotFound' && ready.message.startsWith(missing) ? fn : undefined;
+      });
+
+    /** Until `fnName` answers `word` (the route may take a moment to follow status), then that it does. */
+    const servesWord = async (fnName: string, version: string, word: string) => {
+      const expected = { status: 200, body: { version, word } };
+      await waitFor(`${fnName} serves its secret's new value`, async () => {
+        return JSON.stringify(await p.call(fnName)) === JSON.stringify(expected);
+      });
+      expect(await p.call(fnName)).toEqual(expected);
+    };
+
+    /** The status of a function waiting for a secret: Failed, Reconciling (not Stalled), naming it. */
+    const expectWaiting = (fn: SlessFunction, commit: string, missing: string, serving?: string) => {
+      const generation = fn.metadata.generation;
+      expect(fn.status).toMatchObject({
+        phase: 'Failed',
+        observedGeneration: generation,
+        commit,
+        lastError: missing,
+      });
+      expect(fn.status?.servingRevision).toBe(serving);
+      expect(condition(fn, 'Ready')).toMatchObject({
+        status: 'False',
+        reason: 'SecretNotFound',
+        message: serving ? `${missing}; still serving ${serving}` : missing,
+        observedGeneration: generation,
+      });
+      // Waiting, not stuck: the secret may be set at any moment, and setting it is all it takes.
+      expect(condition(fn, 'Reconciling')).toMatchObject({ status: 'True', reason: 'SecretNotFound' });
+      expect(condition(fn, 'Stalled')).toBeUndefined();
+    };
+
+    contractCase(
+      'secret-missing',
+      "a function whose Secret is missing is not Ready, naming it, and serves the Secret's value once it is set",
+      async () => {
+        const commit = await push({
+          'vault/function.yaml': functionManifest('vault', { env: wordFrom('vault-words') }),
+          [handlerPath('vault')]: handler('v1'),
+        });
+        await p.finishBuild('vault', commit);
+        const missing = `secret "vault-words" not found in namespace ${p.namespace}`;
+        expectWaiting(await waitingForSecret('vault', missing), commit, missing);
+        // Nothing was rolled out without the secret: nothing serves.
+        expect((await p.call('vault')).status).toBe(503);
+
+        const value = secretValue('vault');
+        await p.setSecret('vault-words', { word: value });
+        const fn = await readyAt('vault', commit);
+        expectServing(fn, commit, commit);
+        expect(fn.status?.lastError).toBeUndefined();
+        await servesWord('vault', 'v1', value);
+        await p.settle();
+        expect(await p.builds('vault')).toBe(1);
+      },
+    );
+
+    contractCase(
+      'secret-namespaced',
+      "a secretRef resolves in the function's own namespace only: a Secret of that name elsewhere is not found",
+      async () => {
+        await p.setSecret('elsewhere', { word: secretValue('elsewhere') }, p.otherNamespace);
+        const commit = await push({
+          'stranger/function.yaml': functionManifest('stranger', { env: wordFrom('elsewhere') }),
+          [handlerPath('stranger')]: handler('v1'),
+        });
+        await p.finishBuild('stranger', commit);
+        const missing = `secret "elsewhere" not found in namespace ${p.namespace}`;
+        expectWaiting(await waitingForSecret('stranger', missing), commit, missing);
+        // Once its own namespace has one, the function serves that one's value, not the other's.
+        const own = secretValue('own');
+        await p.setSecret('elsewhere', { word: own });
+        expectServing(await readyAt('stranger', commit), commit, commit);
+        await servesWord('stranger', 'v1', own);
+      },
+    );
+
+    contractCase(
+      'secret-rotation',
+      'a rotated Secret rolls a new revision out serving the new value, without a build or a new generation',
+      async () => {
+        const first = secretValue('first');
+        const second = secretValue('second');
+        await p.setSecret('rotated-words', { word: first });
+        const commit = await push({
+          'rotated/function.yaml': functionManifest('rotated', { env: wordFrom('rotated-words') }),
+          [handlerPath('rotated')]: handler('v1'),
+        });
+        await p.finishBuild('rotated', commit);
+        const before = await readyAt('rotated', commit);
+        expectServing(before, commit, commit);
+        await servesWord('rotated', 'v1', first);
+
+        await p.setSecret('rotated-words', { word: second });
+        const after = await waitFor('rotated Ready on a new revision', async () => {
+          const fn = await p.fn('rotated');
+          return fn?.status?.phase === 'Ready' &&
+            fn.status.servingRevision !== before.status?.servingRevision &&
+            condition(fn, 'Ready')?.status === 'True'
+            ? fn
+            : undefined;
+        });
+        expectServing(after, commit, commit);
+        // The spec is as it was: the same generation and build, a new revision because the values changed.
+        expect(after.metadata.generation).toBe(before.metadata.generation);
+        expect(after.status?.buildKey).toBe(before.status?.buildKey);
+        expect(after.status?.image).toBe(before.status?.image);
+        await servesWord('rotated', 'v1', second);
+        await p.settle();
+        expect(await p.builds('rotated')).toBe(1);
+      },
+    );
+
+    contractCase(
+      'secret-key-removed',
+      'a key removed from a Secret: not Ready, naming secret and key, while the old revision serves; the key back serves it again',
+      async () => {
+        const value = secretValue('kept');
+        await p.setSecret('keyed-words', { word: value, other: 'x' });
+        const commit = await push({
+          'keyed/function.yaml': functionManifest('keyed', { env: wordFrom('keyed-words') }),
+          [handlerPath('keyed')]: handler('v1'),
+        });
+        await p.finishBuild('keyed', commit);
+        const before = await readyAt('keyed', commit);
+        const serving = before.status?.servingRevision;
+        await servesWord('keyed', 'v1', value);
+
+        await p.setSecret('keyed-words', { other: 'x' });
+        const missing = `secret "keyed-words" has no key "word" in namespace ${p.namespace}`;
+        const waiting = await waitingForSecret('keyed', missing);
+        expectWaiting(waiting, commit, missing, serving);
+        expect(waiting.status).toMatchObject({ servingCommit: commit, image: before.status?.image });
+        // Nothing was rolled out without the key: the revision that has it serves on.
+        expect(await p.call('keyed')).toEqual({ status: 200, body: { version: 'v1', word: value } });
+
+        await p.setSecret('keyed-words', { word: value, other: 'x' });
+        const back = await readyAt('keyed', commit);
+        expectServing(back, commit, commit);
+        // The same values as before: the same revision, not a new one.
+        expect(back.status?.servingRevision).toBe(serving);
+        expect(back.status?.lastError).toBeUndefined();
+        expect(await p.call('keyed')).toEqual({ status: 200, body: { version: 'v1', word: value } });
+        await p.settle();
+        expect(await p.builds('keyed')).toBe(1);
+      },
+    );
+
+    contractCase(
+      'secret-unseen',
+      "a Secret's values appear in no status, API answer, log line of sless or anything the platform keeps",
+      async () => {
+        const first = secretValue('first');
+        const second = secretValue('second');
+        const third = secretValue('third');
+        const stranger = secretValue('stranger');
+        // Everything a value goes through: missing, set, rotated, a key removed, set again.
+        const commit = await push({
+          'hidden/function.yaml': functionManifest('hidden', {
+            env: { ...wordFrom('hidden-words'), PLAIN: 'visible' },
+          }),
+          [handlerPath('hidden')]: handler('v1'),
+        });
+        await p.finishBuild('hidden', commit);
+        await waitingForSecret('hidden', `secret "hidden-words" not found in namespace ${p.namespace}`);
+        await p.setSecret('hidden-words', { word: first });
+        await p.setSecret('hidden-words', { word: stranger }, p.otherNamespace);
+        const atFirst = await readyAt('hidden', commit);
+        await servesWord('hidden', 'v1', first);
+        await p.setSecret('hidden-words', { word: second, other: third });
+        await servesWord('hidden', 'v1', second);
+        await p.setSecret('hidden-words', { other: third });
+        await waitingForSecret(
+          'hidden',
+          `secret "hidden-words" has no key "word" in namespace ${p.namespace}`,
+        );
+        await p.setSecret('hidden-words', { word: second, other: third });
+        await waitFor('hidden Ready again', async () => {
+          const fn = await p.fn('hidden');
+          return (
+            fn?.status?.phase === 'Ready' && fn.status.servingRevision !== atFirst.status?.servingRevision
+          );
+        });
+        await p.settle();
+
+        const ns = `/v1/namespaces/${p.namespace}`;
+        const answers: string[] = [];
+        for (const path of [
+          `${ns}/functions/hidden`,
+          `${ns}/functions`,
+          `${ns}/functions/hidden/builds?tail=200`,
+          `${ns}/functions/hidden/logs?tail=200`,
+          `${ns}/sources`,
+          `${ns}/secrets`,
+          `${ns}/secrets/hidden-words`,
+          `/v1/namespaces/${p.otherNamespace}/secrets`,
+          '/metrics',
+        ])
+          answers.push(`${path} ${JSON.stringify(await p.api('GET', path))}`);
+        const logged = p.logged();
+        const stored = await p.stored();
+        // The scan reads where the function shows: the API names it, sless logged its sync and the
+        // platform keeps it, plain variable and all.
+        expect(answers.join('\n')).toContain('hidden-words');
+        expect(logged).toContain('source synced');
+        expect(stored).toContain('hidden');
+        const haystacks: [string, string][] = [
+          ['status', JSON.stringify(await p.fn('hidden'))],
+          ['the source', JSON.stringify(await p.source())],
+          ['API answers', answers.join('\n')],
+          ['sless log lines', logged],
+          ['what the platform keeps', stored],
+        ];
+        for (const value of [first, second, third, stranger])
+          for (const form of [value, Buffer.from(value).toString('base64')])
+            for (const [where, text] of haystacks)
+              expect(text.includes(form), `${where} holds a secret value`).toBe(false);
+      },
+    );
+
+    contractCase(
+      'commit-url-refused',
+      '/fn/{ns}/{name}@{sha} answers 404 for a commit with no kept build or a malformed suffix, and 503 when the function is disabled',
+      async () => {
+        const manifest = functionManifest('at-commit', { env: { WORD: 'one' } });
+        const { commit } = await deploy('at-commit');
+        const noBuild = (sha: string) => ({
+          status: 404,
+          body: {
+            error: `function ${p.namespace}/at-commit has no kept build at commit ${sha}: it was never built there, or its build was removed past the build history limit`,
+          },
+        });
+        for (const sha of ['0'.repeat(12), '0'.repeat(40)])
+          expect(await p.call(`at-commit@${sha}`)).toEqual(noBuild(sha));
+        for (const bad of ['at-commit@', 'at-commit@ABCDEF012345', 'at-commit@x@y', '@abc'])
+          expect((await p.call(bad)).status, bad).toBe(404);
+        expect(await p.call(`nope@${commit}`)).toEqual({
+          status: 404,
+          // Both platforms name what was asked for, suffix and all.
+          body: { error: `unknown function ${p.namespace}/nope@${commit}` },
+        });
+
+        // An older commit's kept build, beside the serving one: each has its own way to /fn/.
+        const head = await push({ [handlerPath('at-commit')]: handler('v2') });
+        await p.finishBuild('at-commit', head);
+        await readyAt('at-commit', head);
+        const trigger = triggerManifest('at-commit-off', {
+          type: 'http',
+          function: 'at-commit',
+          enabled: false,
+        });
+        await push({ 'at-commit/function.yaml': manifest + trigger });
+        await waitFor(
+          'at-commit Disabled',
+          async () => (await p.fn('at-commit'))?.status?.phase === 'Disabled',
+        );
+        const disabled = { status: 503, body: { error: `function ${p.namespace}/at-commit is disabled` } };
+        // The route may take a moment to follow status (see 'answers-at-once' for "at once").
+        await waitFor('at-commit@sha disabled', async () => {
+          return JSON.stringify(await p.call(`at-commit@${head.slice(0, 12)}`)) === JSON.stringify(disabled);
+        });
+        for (const sha of [commit.slice(0, 12), commit, head.slice(0, 12), head])
+          expect(await p.call(`at-commit@${sha}`), sha).toEqual(disabled);
       },
     );
   });

@@ -11,17 +11,21 @@
  *   (`originOf`) that answers as the function's available pods would, `{ version, word }`: the
  *   version of the handler at the commit its image was built from (the image tag) and the WORD of
  *   its container's env, from the Deployment template the kubelet last made available;
- * - the Job controller for FunctionJob runs (finishJobRun: markJobComplete).
+ * - the Job controller for FunctionJob runs (finishJobRun: markJobComplete);
+ * - the kubelet's reading of secretKeyRef variables at container start: a pod whose Secret or key is
+ *   missing does not start (the Deployment stays unavailable), as CreateContainerConfigError would.
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
+import { Writable } from 'node:stream';
 import { ListObjectsV2Command } from '@aws-sdk/client-s3';
+import { pino } from 'pino';
 import { buildName } from '../../src/core/naming.js';
 import { type KubeSystem, startKubeSystem } from '../../src/main.js';
 import { MERGE_PATCH } from '../../src/platform/kube/http.js';
 import { getObject, type KubeObject, listObjects } from '../../src/platform/kube/objects.js';
-import { DEPLOYMENT, JOB, POD, SERVICE, slessType } from '../../src/platform/kube/resource-types.js';
+import { DEPLOYMENT, JOB, POD, SECRET, SERVICE, slessType } from '../../src/platform/kube/resource-types.js';
 import { git, gitSource, TestRepo, tempDir } from '../helpers/git.js';
 import { startGitHttpServer } from '../helpers/git-http-server.js';
 import {
@@ -29,7 +33,6 @@ import {
   eventually,
   type KubeEnv,
   kubeEnv,
-  logger,
   markBuildFailed,
   markDeploymentAvailable,
   markJobComplete,
@@ -48,7 +51,7 @@ const ROLLOUT_DEADLINE_MS = 4000;
 
 interface Container {
   image: string;
-  env?: { name: string; value?: string }[];
+  env?: { name: string; value?: string; valueFrom?: { secretKeyRef?: { name: string; key: string } } }[];
 }
 interface DeploymentSpec {
   replicas?: number;
@@ -75,9 +78,21 @@ async function kubePlatform(): Promise<PlatformUnderTest> {
   const upstream = await startUpstream(available, work);
   const stopKubelet = playKubelet(env, available, crashLooping);
   const port = (upstream.address() as AddressInfo).port;
+  const logLines: string[] = [];
+  const capture = new Writable({
+    write(chunk, _encoding, done) {
+      logLines.push(String(chunk));
+      done();
+    },
+  });
   const system: KubeSystem = await startKubeSystem(
     { ...env.config, rolloutDeadlineMs: ROLLOUT_DEADLINE_MS },
-    { logger, kubeConfig: env.cluster.kubeConfig, originOf: () => `http://127.0.0.1:${port}`, pollMs: 100 },
+    {
+      logger: pino({ level: 'debug' }, capture),
+      kubeConfig: env.cluster.kubeConfig,
+      originOf: () => `http://127.0.0.1:${port}`,
+      pollMs: 100,
+    },
   );
   await system.store.apply(gitSource('repo', env.ns, `${gitServer.url}/fns.git`));
 
@@ -127,6 +142,50 @@ async function kubePlatform(): Promise<PlatformUnderTest> {
             : { headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) }),
         }),
       ),
+    // The controller namespace: there since install, and the place a tenant's functions must not reach.
+    otherNamespace: env.controllerNs,
+    // As its owner would: the whole Secret replaced (an apply of stringData would keep removed keys).
+    setSecret: async (name, data, namespace = env.ns) => {
+      const body = {
+        apiVersion: 'v1',
+        kind: 'Secret',
+        metadata: { name, namespace },
+        data: Object.fromEntries(
+          Object.entries(data).map(([k, v]) => [k, Buffer.from(v).toString('base64')]),
+        ),
+      };
+      const existing = await getObject<KubeObject>(env.http, SECRET, namespace, name);
+      if (!existing) await env.http.request('POST', `/api/v1/namespaces/${namespace}/secrets`, { body });
+      else
+        await env.http.request('PUT', `/api/v1/namespaces/${namespace}/secrets/${name}`, {
+          body: {
+            ...body,
+            metadata: { ...body.metadata, resourceVersion: existing.metadata.resourceVersion },
+          },
+        });
+    },
+    logged: () => logLines.join(''),
+    // Secrets are left out: they are the store. Everything else the controller writes or records.
+    stored: async () => {
+      const objects: string[] = [];
+      for (const ns of [env.ns, env.controllerNs])
+        for (const path of [
+          `/apis/apps/v1/namespaces/${ns}/deployments`,
+          `/api/v1/namespaces/${ns}/services`,
+          `/api/v1/namespaces/${ns}/events`,
+          `/api/v1/namespaces/${ns}/pods`,
+          `/apis/batch/v1/namespaces/${ns}/jobs`,
+          `/apis/batch/v1/namespaces/${ns}/cronjobs`,
+          `/api/v1/namespaces/${ns}/configmaps`,
+          `/apis/coordination.k8s.io/v1/namespaces/${ns}/leases`,
+          `/apis/sless.dev/v1alpha1/namespaces/${ns}/functions`,
+          `/apis/sless.dev/v1alpha1/namespaces/${ns}/gitsources`,
+          `/apis/sless.dev/v1alpha1/namespaces/${ns}/triggers`,
+          `/apis/sless.dev/v1alpha1/namespaces/${ns}/functionjobs`,
+        ])
+          objects.push(JSON.stringify(await env.http.request('GET', path)));
+      return objects.join('\n');
+    },
     // Plays kaniko and the Job controller: the build Job completes with a digest.
     finishBuild: async (name, commit) => {
       await completeBuild(env, name, commit, `${name}@${commit}`);
@@ -241,14 +300,13 @@ function playKubelet(
             await playCrashLoop(env, deployment, revision);
             continue;
           }
-          await markDeploymentAvailable(env.http, env.ns, name, deployment);
           const container = spec.template.spec.containers[0];
+          // The kubelet reads a secretKeyRef at container start; without the Secret or the key, no pod starts.
+          const word = container && (await wordOf(env, container));
+          if (word === undefined && (spec.replicas ?? 1) > 0) continue;
+          await markDeploymentAvailable(env.http, env.ns, name, deployment);
           if ((spec.replicas ?? 1) === 0 || !container) available.delete(name);
-          else
-            available.set(name, {
-              image: container.image,
-              word: container.env?.find((e) => e.name === 'WORD')?.value ?? null,
-            });
+          else available.set(name, { image: container.image, word: word ?? null });
           // The pods of other revisions are gone once this one is rolled out.
           await removePods(env, name);
         }
@@ -261,6 +319,24 @@ function playKubelet(
   return () => {
     stopped = true;
   };
+}
+
+/**
+ * The WORD a container of `env.ns` starts with: its value, or its secretKeyRef read now, as the
+ * kubelet reads it; null when there is none, undefined when the Secret or its key is missing.
+ */
+async function wordOf(env: KubeEnv, container: Container): Promise<string | null | undefined> {
+  const variable = container.env?.find((e) => e.name === 'WORD');
+  const ref = variable?.valueFrom?.secretKeyRef;
+  if (!ref) return variable?.value ?? null;
+  const secret = await getObject<KubeObject & { data?: Record<string, string> }>(
+    env.http,
+    SECRET,
+    env.ns,
+    ref.name,
+  );
+  const value = secret?.data?.[ref.key];
+  return value === undefined ? undefined : Buffer.from(value, 'base64').toString('utf8');
 }
 
 /**

@@ -8,16 +8,51 @@
  */
 import { readdir, readFile, rm } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
+import { Writable } from 'node:stream';
+import { pino } from 'pino';
 import { TestRepo, tempDir } from '../helpers/git.js';
 import { startTestSystem } from '../helpers/local-system.js';
 import { CRASH_MESSAGE, type PlatformUnderTest, platformContract, served } from './contract.js';
 
 const NAMESPACE = 'default';
+const OTHER_NAMESPACE = 'other';
+
+/** Every file under `dir`, depth first. */
+async function* walk(dir: string): AsyncGenerator<string> {
+  for (const entry of await readdir(dir, { withFileTypes: true })) {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) yield* walk(path);
+    else if (entry.isFile()) yield path;
+  }
+}
 
 async function localPlatform(): Promise<PlatformUnderTest> {
   const runLog = join(await tempDir('contract-runs'), 'runs.txt');
   const repo = await TestRepo.create({ 'README.md': 'the platform contract commits here\n' });
-  const system = await startTestSystem({ url: repo.dir, sandbox: 'off' });
+  const logLines: string[] = [];
+  const capture = new Writable({
+    write(chunk, _encoding, done) {
+      logLines.push(String(chunk));
+      done();
+    },
+  });
+  const system = await startTestSystem({
+    url: repo.dir,
+    sandbox: 'off',
+    logger: pino({ level: 'debug' }, capture),
+  });
+  const request = async (method: string, path: string, body?: unknown) =>
+    served(
+      await system.call(path, {
+        method,
+        ...(body === undefined
+          ? {}
+          : { headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) }),
+      }),
+    );
+  // The other namespace exists before the contract puts a secret there, as a user's would.
+  const ensured = await request('POST', `/v1/namespaces/${OTHER_NAMESPACE}/ensure`);
+  if (ensured.status >= 300) throw new Error(`ensure ${OTHER_NAMESPACE}: ${JSON.stringify(ensured)}`);
   /** Successful builds: one directory per build key (fewer than the history limit of 5 here). */
   const succeeded = async (name: string) => {
     const entries = await readdir(join(system.stateDir, 'builds', NAMESPACE, name)).catch(() => []);
@@ -52,15 +87,23 @@ async function localPlatform(): Promise<PlatformUnderTest> {
         });
     },
     call: async (name) => served(await system.call(`/fn/${NAMESPACE}/${name}`)),
-    api: async (method, path, body) =>
-      served(
-        await system.call(path, {
-          method,
-          ...(body === undefined
-            ? {}
-            : { headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) }),
-        }),
-      ),
+    api: request,
+    otherNamespace: OTHER_NAMESPACE,
+    // As `sless secret set` does: the whole secret, through the API, into the sealed store.
+    setSecret: async (name, data, namespace = NAMESPACE) => {
+      const answer = await request('PUT', `/v1/namespaces/${namespace}/secrets/${name}`, {
+        stringData: data,
+      });
+      if (answer.status >= 300) throw new Error(`set secret ${namespace}/${name}: ${JSON.stringify(answer)}`);
+    },
+    logged: () => logLines.join(''),
+    // The sealed store is under it too: sealed, it holds no value in any form the contract looks for.
+    stored: async () => {
+      const files: string[] = [];
+      for await (const path of walk(system.stateDir))
+        files.push(`${path}\n${(await readFile(path)).toString('latin1')}`);
+      return files.join('\n');
+    },
     // The build runs by itself; a failing one fails because of the code committed.
     finishBuild: async () => undefined,
     failBuild: async () => 'npm install failed',
