@@ -2247,16 +2247,16 @@ export const MUTATIONS: GuardMutation[] = [
     id: 'lb-not-ready-endpoint-picked',
     guard: 'An endpoint whose ready condition is false never gets a request.',
     file: 'src/platform/kube/endpoints.ts',
-    from: 'if (conditions?.ready === false || conditions?.terminating === true) continue;',
-    to: 'if (conditions?.terminating === true) continue;',
+    from: 'return addressesOf(slices, (conditions) => conditions?.ready !== false, podAccepted);',
+    to: 'return addressesOf(slices, () => true, podAccepted);',
     tests: ['test/kube/endpoint-balance.test.ts'],
   },
   {
     id: 'lb-terminating-endpoint-picked',
     guard: 'A terminating endpoint never gets a request, even with its ready condition left out.',
     file: 'src/platform/kube/endpoints.ts',
-    from: 'if (conditions?.ready === false || conditions?.terminating === true) continue;',
-    to: 'if (conditions?.ready === false) continue;',
+    from: 'if (!taken(conditions) || conditions?.terminating === true) continue;',
+    to: 'if (!taken(conditions)) continue;',
     tests: ['test/kube/endpoint-balance.test.ts'],
   },
   {
@@ -2299,8 +2299,8 @@ export const MUTATIONS: GuardMutation[] = [
     guard:
       "Only endpoints whose pod runs the serving revision get requests: a rolling-out revision's ready pods get none before status names it serving.",
     file: 'src/platform/kube/route-cache.ts',
-    from: '(pod) => this.podRevisions.get(objectKey(namespace, pod)) === revision',
-    to: '() => true',
+    from: 'const runs = (pod: string) => this.podRevisions.get(objectKey(namespace, pod)) === revision;',
+    to: 'const runs = (_pod: string) => true;',
     tests: ['test/kube/endpoint-balance.test.ts'],
   },
   {
