@@ -16,7 +16,7 @@ import type { InvocationAttempt, InvocationState } from '../../src/core/invocati
 import { freePort } from '../../src/platform/local/ports.js';
 import { GATEWAY_IP } from '../cluster/node.ts';
 import { functionManifest } from '../helpers/git.js';
-import { type RabbitMq, startRabbitMq } from '../helpers/rabbitmq.js';
+import { amqpTriggerYaml, type RabbitMq, startRabbitMq } from '../helpers/rabbitmq.js';
 import { eventually, putSecret } from '../kube/harness.js';
 import { type E2eEnv, servedBody, startE2e } from './harness.ts';
 
@@ -56,14 +56,6 @@ exports.handle = async (event) => {
   return { n: body.n ?? null, attempt, pod: os.hostname() };
 };
 `;
-
-const trigger = (name: string, spec: Record<string, unknown>) =>
-  `apiVersion: sless.dev/v1alpha1\nkind: Trigger\nmetadata:\n  name: ${name}\nspec: ${JSON.stringify({
-    type: 'amqp',
-    function: 'worker',
-    secretRef: { name: 'rabbit' },
-    ...spec,
-  })}\n`;
 
 interface View {
   id: string;
@@ -125,7 +117,7 @@ describe('e2e on a real node: async invocations and an amqp Trigger against Rabb
           env: { RECORD_URL: `http://${GATEWAY_IP}:${port}/` },
         }),
         'worker/handler.js': HANDLER,
-        'worker/jobs.yaml': trigger('jobs', {
+        'worker/jobs.yaml': amqpTriggerYaml('jobs', {
           queue: QUEUE,
           maxAttempts: 3,
           prefetch: 1,

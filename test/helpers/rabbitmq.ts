@@ -174,3 +174,16 @@ export async function startRabbitMq(): Promise<RabbitMq> {
     }
   }
 }
+
+/**
+ * An amqp Trigger of the function `worker`, as a repository holds it, whose broker URL is the `url` of
+ * the Secret `rabbit` in its namespace.
+ */
+export function amqpTriggerYaml(name: string, spec: Record<string, unknown>): string {
+  return `apiVersion: sless.dev/v1alpha1\nkind: Trigger\nmetadata:\n  name: ${name}\nspec: ${JSON.stringify({
+    type: 'amqp',
+    function: 'worker',
+    secretRef: { name: 'rabbit' },
+    ...spec,
+  })}\n`;
+}

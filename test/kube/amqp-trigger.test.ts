@@ -25,7 +25,7 @@ import { getObject, type KubeObject } from '../../src/platform/kube/objects.js';
 import { slessType } from '../../src/platform/kube/resource-types.js';
 import { kubeConfigFromInfo } from '../cluster/fixture.ts';
 import { functionManifest, git, nodeHandler } from '../helpers/git.js';
-import { type RabbitMq, startRabbitMq } from '../helpers/rabbitmq.js';
+import { amqpTriggerYaml, type RabbitMq, startRabbitMq } from '../helpers/rabbitmq.js';
 import { type RemoteRepo, startRemoteRepo } from '../helpers/remote-repo.js';
 import { type ControllerProcess, FAST_LEASE, printTails, startAgainst } from './controller-process.js';
 import {
@@ -41,15 +41,8 @@ import {
 const FAST = { leaseDurationMs: 4_000, renewDeadlineMs: 3_000, retryPeriodMs: 500 };
 const QUEUE = 'jobs';
 
-const amqpTrigger = (name: string, spec: Record<string, unknown>) =>
-  `apiVersion: sless.dev/v1alpha1\nkind: Trigger\nmetadata:\n  name: ${name}\nspec: ${JSON.stringify({
-    type: 'amqp',
-    function: 'worker',
-    secretRef: { name: 'rabbit' },
-    ...spec,
-  })}\n`;
-const triggerManifest = () => amqpTrigger('jobs', { queue: QUEUE, maxAttempts: 3, prefetch: 1 });
-const pausedManifest = (enabled: boolean) => amqpTrigger('paused', { queue: 'paused', enabled });
+const triggerManifest = () => amqpTriggerYaml('jobs', { queue: QUEUE, maxAttempts: 3, prefetch: 1 });
+const pausedManifest = (enabled: boolean) => amqpTriggerYaml('paused', { queue: 'paused', enabled });
 
 /** The message body says how the function answers: ok (absent), fail, or fail-until attempt `until`. */
 interface Body {
@@ -196,12 +189,12 @@ describe('amqp Triggers on kube against a real RabbitMQ', { timeout: 5 * 60_000 
       'worker/function.yaml': functionManifest('worker', {}),
       'worker/handler.js': nodeHandler(`return 'played by the local server';`),
       'worker/trigger.yaml': triggerManifest(),
-      'worker/retry.yaml': amqpTrigger('retry', {
+      'worker/retry.yaml': amqpTriggerYaml('retry', {
         queue: 'retry',
         maxAttempts: 3,
         deadLetterExchange: 'dead',
       }),
-      'worker/doomed.yaml': amqpTrigger('doomed', {
+      'worker/doomed.yaml': amqpTriggerYaml('doomed', {
         queue: 'doomed',
         maxAttempts: 2,
         deadLetterExchange: 'dead',
@@ -384,7 +377,7 @@ describe('an amqp Trigger on kube across a SIGKILL of the leading controller pro
     repo = await startRemoteRepo({
       'worker/function.yaml': functionManifest('worker', {}),
       'worker/handler.js': nodeHandler(`return 'played by the local server';`),
-      'worker/trigger.yaml': amqpTrigger('crash', { queue: 'crash', prefetch: 10, maxAttempts: 1 }),
+      'worker/trigger.yaml': amqpTriggerYaml('crash', { queue: 'crash', prefetch: 10, maxAttempts: 1 }),
     });
     await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
     stopKubelet = playHealthyKubelet(env.http, env.ns);
