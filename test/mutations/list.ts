@@ -1480,7 +1480,7 @@ export const MUTATIONS: GuardMutation[] = [
       "A new commit during a canary starts over from the serving revision: the running canary is aborted and the newer revision's takes its place.",
     file: 'src/reconcile/function/canary-step.ts',
     from: '  if (live && live.revision !== revision) {',
-    to: '  if (live && live.revision !== revision && false) {',
+    to: '  if (live && live.revision === serving) {',
     tests: ['test/kube/canary.test.ts'],
   },
   {
