@@ -1484,6 +1484,15 @@ export const MUTATIONS: GuardMutation[] = [
     tests: ['test/kube/canary.test.ts'],
   },
   {
+    id: 'kube-canary-gateway-counts-dropped',
+    guard:
+      "On kube, a replica's canary counts include what its gateway thread counted, so a follower serving on that thread reports them to the leader.",
+    file: 'src/platform/kube/wire/data-path.ts',
+    from: '    ...((await gateway?.takeCanaryCounts?.()) ?? []),',
+    to: '    ...[],',
+    tests: ['test/kube/canary-replicas.test.ts'],
+  },
+  {
     id: 'canary-restart-starts-over',
     guard: 'After kill -9 a canary resumes at the step it was in, as its status recorded it.',
     file: 'src/reconcile/function/canary-step.ts',
