@@ -6,10 +6,14 @@
  * Deployment deleted; a good one is promoted through every step, the function's own Deployment rolls
  * to it and the canary's is deleted. Stopped mid-step without a word (as kill -9 leaves it), the
  * controller that starts next deletes the orphan canary Deployment, sets the canary up again at the
- * step its status names, and promotes it; meanwhile every answer is one of the two revisions.
+ * step its status names, and promotes it; meanwhile every answer is one of the two revisions. A
+ * revision that answers no error but slower than maxP99Ms is rolled back on its p99 alone, the
+ * stable one serving throughout. A new commit mid-canary starts over from the serving revision: the
+ * running canary's Deployment is replaced by the newer revision's, at the first step's share.
  *
  * There is no kubelet, Deployment or EndpointSlice controller here: the test plays them (see
- * played-pods.ts: each pod answers its VERSION, and 500 to every FAIL_EVERY-th request). A new
+ * played-pods.ts: each pod answers its VERSION, and 500 to every FAIL_EVERY-th request, each
+ * DELAY_MS late). A new
  * revision is a new VERSION in function.yaml: no build.
  */
 import { createServer, type Server } from 'node:http';
@@ -39,11 +43,18 @@ const STEPS = [10, 50];
 const GOLDEN: Record<number, number> = { 10: 200, 50: 1000 };
 /** Long enough for 2,000 requests on a busy machine; the test checks that no step ended mid-batch. */
 const STEP_SECONDS = 25;
-const manifest = (version: string, env: Record<string, string> = {}) =>
+const manifest = (version: string, env: Record<string, string> = {}, canary: Record<string, number> = {}) =>
   functionManifest('c', {
     env: { VERSION: version, ...env },
-    rollout: { canary: { steps: STEPS, stepSeconds: STEP_SECONDS, maxErrorRate: 0.05 } },
+    rollout: { canary: { steps: STEPS, stepSeconds: STEP_SECONDS, maxErrorRate: 0.05, ...canary } },
   });
+
+interface KubeEvent {
+  reason: string;
+  type: string;
+  message: string;
+  involvedObject: { name: string };
+}
 
 interface Tally {
   total: number;
@@ -100,10 +111,31 @@ for (const thread of [false, true]) {
       return tally;
     };
     const share = (tally: Tally, version: string) => ((tally.byBody.get(version) ?? 0) * 100) / tally.total;
-    const push = async (version: string, extra: Record<string, string> = {}) => {
-      await repo.push({ 'c/function.yaml': manifest(version, extra) });
+    const push = async (
+      version: string,
+      extra: Record<string, string> = {},
+      canary: Record<string, number> = {},
+    ) => {
+      await repo.push({ 'c/function.yaml': manifest(version, extra, canary) });
       await system.controller.syncNow(env.ns, 'repo');
     };
+    /** The namespace's Events about the function. */
+    const events = async () =>
+      (
+        await env.http.request<{ items: KubeEvent[] }>('GET', `/api/v1/namespaces/${env.ns}/events`)
+      ).items.filter((e) => e.involvedObject.name === 'c');
+    /** The one body the function answers now (no canary splits it). */
+    const servingBody = async () => {
+      const tally = await send(50);
+      expect(tally.errors).toBe(0);
+      expect(tally.byBody.size).toBe(1);
+      return [...tally.byBody.keys()][0] as string;
+    };
+    /** The revisions the played pods run. */
+    const podRevisions = async () =>
+      (await listObjects<KubeObject>(env.http, POD, { namespace: env.ns })).items.map(
+        (p) => p.metadata.annotations?.['sless.dev/revision'],
+      );
     /** The canary step `step` in status, and this replica's routes (both threads) splitting at its weight. */
     const atStep = async (step: number) => {
       const at = await eventually(
@@ -320,5 +352,160 @@ for (const thread of [false, true]) {
         await eventually('every request to v4', async () => share(await send(100), 'v4') === 100);
       },
     );
+    it('rolls back a revision whose p99 passes maxP99Ms though it answers no error, the stable one serving throughout', async () => {
+      const before = await status();
+      const stable = before.servingRevision;
+      const stableBody = await servingBody();
+      await push('v5', { DELAY_MS: '400' }, { maxP99Ms: 150 });
+      const started = await eventually(
+        'canary of v5',
+        async () => {
+          const canary = (await status())?.canary;
+          return canary?.phase === 'Progressing' && canary.revision !== before.canary?.revision && canary;
+        },
+        60_000,
+      );
+      expect(started.stableRevision).toBe(stable);
+      const seen: Tally = { total: 0, byBody: new Map(), errors: 0 };
+      await eventually(
+        'rolled back',
+        async () => {
+          const tally = await send(64);
+          seen.total += tally.total;
+          seen.errors += tally.errors;
+          for (const [body, n] of tally.byBody) seen.byBody.set(body, (seen.byBody.get(body) ?? 0) + n);
+          return (await status()).canary?.phase === 'RolledBack';
+        },
+        60_000,
+      );
+      // Slow, never wrong: no answer was an error, and each came from the stable revision or the canary.
+      expect(seen.errors).toBe(0);
+      expect([...seen.byBody.keys()].sort()).toEqual([stableBody, 'v5'].sort());
+      const s = await status();
+      const canary = s.canary;
+      expect(canary).toMatchObject({
+        phase: 'RolledBack',
+        revision: started.revision,
+        stableRevision: stable,
+        step: 0,
+        weight: STEPS[0],
+      });
+      expect(canary?.figures?.errors).toBe(0);
+      expect(canary?.figures?.errorRate).toBe(0);
+      const requests = canary?.figures?.requests as number;
+      expect(requests).toBeGreaterThanOrEqual(20);
+      // Every canary answer took the pod's 400 ms at least, so the p99 does too.
+      const p99 = canary?.figures?.p99Ms as number;
+      expect(p99).toBeGreaterThanOrEqual(400);
+      const message = canary?.message as string;
+      const words = message.match(
+        new RegExp(
+          `^canary ${started.revision} rolled back at 10% \\(step 1 of 2\\): p99 over 150 ms: 0 of ${requests} answers were 5xx \\(0\\.0%\\), p99 (\\d+) ms$`,
+        ),
+      );
+      expect(words, message).not.toBeNull();
+      // The message rounds the p99 it judged to whole milliseconds, status to tenths.
+      expect(Math.abs(Number(words?.[1]) - p99)).toBeLessThanOrEqual(1);
+      expect(s.servingRevision).toBe(stable);
+      expect(s.phase).toBe('Failed');
+      expect(s.conditions?.find((c) => c.type === 'Ready')).toMatchObject({
+        status: 'False',
+        reason: 'CanaryRolledBack',
+        message: `${message}; still serving ${stable}`,
+      });
+      expect(s.conditions?.find((c) => c.type === 'Stalled')).toMatchObject({
+        status: 'True',
+        reason: 'CanaryRolledBack',
+        message,
+      });
+      await eventually('the CanaryRolledBack Event', async () =>
+        (await events()).find((e) => e.reason === 'CanaryRolledBack' && e.message === message),
+      );
+      expect(
+        (await events()).find((e) => e.reason === 'CanaryRolledBack' && e.message === message)?.type,
+      ).toBe('Warning');
+      // The canary's Deployment and pod are gone, every request goes to the stable revision, and
+      // nothing else happened.
+      expect(await canaryDeployment()).toBeUndefined();
+      await eventually('only pods of the stable revision', async () => {
+        const revisions = await podRevisions();
+        return revisions.length > 0 && revisions.every((r) => r === stable);
+      });
+      const after = await send(300);
+      expect(after.errors).toBe(0);
+      expect([...after.byBody.keys()]).toEqual([stableBody]);
+      expect((await status()).canary).toMatchObject({
+        phase: 'RolledBack',
+        revision: started.revision,
+        message,
+      });
+      expect((await status()).servingRevision).toBe(stable);
+      expect(serviceSeen).toBe(0);
+    });
+
+    it('a new commit during a canary starts over from the serving revision: its canary replaces the running one', async () => {
+      const before = await status();
+      const stable = before.servingRevision;
+      const stableBody = await servingBody();
+      await push('v6');
+      const first = await eventually(
+        'canary of v6',
+        async () => {
+          const canary = (await status())?.canary;
+          return canary?.phase === 'Progressing' && canary.revision !== before.canary?.revision && canary;
+        },
+        60_000,
+      );
+      // The rolled-back canary before it stalled the function; a new revision in progress ends that.
+      expect((await status()).conditions?.find((c) => c.type === 'Stalled')).toBeUndefined();
+      await atStep(0);
+      const firstDeployment = await canaryDeployment();
+      expect(firstDeployment?.metadata.annotations?.['sless.dev/revision']).toBe(first.revision);
+      expect(share(await send(200), 'v6')).toBe(STEPS[0]);
+
+      await push('v7');
+      const second = await eventually(
+        'canary of v7',
+        async () => {
+          const canary = (await status())?.canary;
+          return canary?.phase === 'Progressing' && canary.revision !== first.revision && canary;
+        },
+        60_000,
+      );
+      expect(second).toMatchObject({ stableRevision: stable, step: 0, weight: STEPS[0] });
+      expect(second.message).toBeUndefined();
+      expect((await status()).servingRevision).toBe(stable);
+      await eventually('the routes split to v7', async () => {
+        const found = system.routes.cached(env.ns, 'c');
+        return found.kind === 'ready' && found.route.canary?.revision === second.revision;
+      });
+      await atStep(0);
+      // The running canary's Deployment was deleted and one of the newer revision set up in its place.
+      const replaced = await canaryDeployment();
+      expect(replaced?.metadata.uid).toBeDefined();
+      expect(replaced?.metadata.uid).not.toBe(firstDeployment?.metadata.uid);
+      expect(replaced?.metadata.annotations?.['sless.dev/revision']).toBe(second.revision);
+      await eventually('no pod of v6 left', async () => {
+        const revisions = await podRevisions();
+        return revisions.includes(second.revision) && !revisions.includes(first.revision) && revisions;
+      });
+      expect((await podRevisions()).sort()).toEqual([stable, second.revision].sort());
+      // v6 is gone from the split: only the serving revision and v7 answer, at v7's share.
+      const tally = await send(200);
+      expect(tally.errors).toBe(0);
+      expect([...tally.byBody.keys()].sort()).toEqual([stableBody, 'v7'].sort());
+      expect(share(tally, 'v7')).toBe(STEPS[0]);
+      const s = await status();
+      expect(s.canary).toMatchObject({ phase: 'Progressing', revision: second.revision, step: 0 });
+      expect(s.conditions?.find((c) => c.type === 'Reconciling')).toMatchObject({
+        status: 'True',
+        reason: 'CanaryProgressing',
+        message: `canary ${second.revision}: 10% of requests (step 1 of 2) beside ${stable}`,
+      });
+      const started = (await events()).filter((e) => e.reason === 'CanaryProgressing').map((e) => e.message);
+      expect(started).toContain(`starting canary ${first.revision} beside ${stable} at 10%`);
+      expect(started).toContain(`starting canary ${second.revision} beside ${stable} at 10%`);
+      expect(serviceSeen).toBe(0);
+    });
   });
 }

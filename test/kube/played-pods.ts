@@ -2,8 +2,8 @@
  * The kubelet, Deployment and EndpointSlice controllers as the canary tests play them for function
  * `c`: each Deployment with replicas gets one Pod object (its template's labels and revision
  * annotation) and one local HTTP server playing that pod, which answers its template's VERSION
- * variable and 500 to every FAIL_EVERY-th request; the Service's EndpointSlice lists every such pod
- * ready.
+ * variable and 500 to every FAIL_EVERY-th request, each DELAY_MS late when set; the Service's
+ * EndpointSlice lists every such pod ready.
  */
 import { createHash } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
@@ -103,14 +103,20 @@ export class PlayedPods {
     const env = new Map((template.spec.containers[0]?.env ?? []).map((e) => [e.name, e.value ?? '']));
     const version = env.get('VERSION') ?? '?';
     const failEvery = Number(env.get('FAIL_EVERY') ?? 0);
+    const delayMs = Number(env.get('DELAY_MS') ?? 0);
     let served = 0;
     const server = createServer((req, res) => {
       req.resume();
       served++;
-      if (failEvery > 0 && served % failEvery === 0) {
-        res.statusCode = 500;
-        res.end('boom');
-      } else res.end(version);
+      const failed = failEvery > 0 && served % failEvery === 0;
+      const answer = () => {
+        if (failed) {
+          res.statusCode = 500;
+          res.end('boom');
+        } else res.end(version);
+      };
+      if (delayMs > 0) setTimeout(answer, delayMs);
+      else answer();
     });
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     const pod: FakePod = {

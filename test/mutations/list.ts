@@ -1490,6 +1490,33 @@ export const MUTATIONS: GuardMutation[] = [
     tests: ['test/kube/canary.test.ts'],
   },
   {
+    id: 'kube-canary-latencies-dropped',
+    guard:
+      "On kube, the leader judges a canary's p99 by the latencies its proxy threads measured: a revision slower than maxP99Ms is rolled back though it answers no error.",
+    file: 'src/platform/kube/canaries.ts',
+    from: '      live.tally.absorb(count.requests, count.errors, count.latencies);',
+    to: '      live.tally.absorb(count.requests, count.errors, []);',
+    tests: ['test/kube/canary.test.ts'],
+  },
+  {
+    id: 'canary-newer-revision-keeps-old-canary',
+    guard:
+      "A new commit during a canary starts over from the serving revision: the running canary is aborted and the newer revision's takes its place.",
+    file: 'src/reconcile/function/canary-step.ts',
+    from: '  if (live && live.revision !== revision) {',
+    to: '  if (live && live.revision === serving) {',
+    tests: ['test/kube/canary.test.ts'],
+  },
+  {
+    id: 'kube-canary-gateway-counts-dropped',
+    guard:
+      "On kube, a replica's canary counts include what its gateway thread counted, so a follower serving on that thread reports them to the leader.",
+    file: 'src/platform/kube/wire/data-path.ts',
+    from: '    ...((await gateway?.takeCanaryCounts?.()) ?? []),',
+    to: '    ...[],',
+    tests: ['test/kube/canary-replicas.test.ts'],
+  },
+  {
     id: 'canary-restart-starts-over',
     guard: 'After kill -9 a canary resumes at the step it was in, as its status recorded it.',
     file: 'src/reconcile/function/canary-step.ts',
