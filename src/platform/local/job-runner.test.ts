@@ -99,6 +99,25 @@ describe('LocalJobRunner', () => {
     expect(outcome.outputTail).toContain('bad input');
   });
 
+  it("names the handler's error in the message of a run that failed with an error result", async () => {
+    // As the one-shot runtime answers a handler that threw: a 500 result whose body names the error.
+    const long = 'x'.repeat(300);
+    const { runner } = make(
+      `console.log('SLESS_RESULT ' + JSON.stringify({ statusCode: 500, body: { error: 'no such customer 42\\nat line 3' } })); process.exit(1)`,
+    );
+    expect(await runner.run(job(5), fnWith(), BUILD)).toMatchObject({
+      phase: 'Failed',
+      exitCode: 1,
+      message: 'run 5 failed with exit code 1: no such customer 42',
+    });
+    const { runner: longer } = make(
+      `console.log('SLESS_RESULT ' + JSON.stringify({ statusCode: 500, body: { error: '${long}' } })); process.exit(1)`,
+    );
+    expect((await longer.run(job(6), fnWith(), BUILD)).message).toBe(
+      `run 6 failed with exit code 1: ${'x'.repeat(200)}…`,
+    );
+  });
+
   it('fails a run whose runtime cannot start, saying so', async () => {
     const { runner } = make('', '/nonexistent/sless-runtime');
     const outcome = await runner.run(job(1), fnWith(), BUILD);

@@ -16,6 +16,20 @@ import { SecretFiles, type SecretSource } from './secret-files.js';
 
 const RESULT_PREFIX = 'SLESS_RESULT ';
 const TAIL_BYTES = 4096;
+/** How much of a handler's error a failed run's message repeats (the whole of it is in `result`). */
+const REASON_CHARS = 200;
+
+/**
+ * `: {error}` when the one-shot runtime answered with an error body (what the handler threw), so the
+ * status message says why a run failed, not only its exit code.
+ */
+function reasonOf(result: unknown): string {
+  const body = (result as { body?: unknown } | undefined)?.body;
+  const error = (body as { error?: unknown } | undefined)?.error;
+  if (typeof error !== 'string' || error.trim() === '') return '';
+  const line = error.trim().split('\n')[0] ?? '';
+  return `: ${line.length > REASON_CHARS ? `${line.slice(0, REASON_CHARS)}…` : line}`;
+}
 /** The run is still Running in status: the controller starts it again when sless starts. */
 const STOPPING = 'sless is stopping: the run starts again when sless starts';
 
@@ -157,7 +171,7 @@ export class LocalJobRunner implements JobRunner {
             message ??
             (ok
               ? `run ${job.spec.runId} succeeded`
-              : `run ${job.spec.runId} failed with exit code ${exitCode}`),
+              : `run ${job.spec.runId} failed with exit code ${exitCode}${reasonOf(result)}`),
         });
       };
       child.once('error', (error) => void finish(undefined, `cannot start the runtime: ${error.message}`));
