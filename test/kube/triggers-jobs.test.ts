@@ -1,8 +1,8 @@
 /**
  * Cron Triggers → CronJobs, enabled:false → 0 replicas in place and a suspended CronJob, and the
  * `run-{job}-{runId}` Job a FunctionJob run is, on the real API server. What every platform shows
- * (a run per runId and no more, runId 0 Skipped, a missing function Failed, Disabled and 503) is the
- * platform contract's (test/platform/).
+ * (a run per runId and no more, runId 0 Skipped, a missing function Failed, a failed run Failed and
+ * final, Disabled and 503) is the platform contract's (test/platform/).
  *
  * No kubelet, Job controller or kaniko: markBuildSucceeded and markJobComplete play their parts.
  */
@@ -22,7 +22,6 @@ import {
   kubeEnv,
   logger,
   markJobComplete,
-  markJobFailed,
   playHealthyKubelet,
   specOf,
 } from './harness.js';
@@ -152,18 +151,6 @@ describe('kube triggers and jobs', () => {
   });
 
   // Kube only: the Job controller reports the failure (played here); its message reaches status.
-  it('a run Job that fails makes the FunctionJob Failed with the Job condition message', async () => {
-    await commitAndSync({ 'tick/job.yaml': job(3) });
-    await eventually('run-once-3', () => getObject<KubeObject>(env.http, JOB, env.ns, 'run-once-3'));
-    // Plays the Job controller: the one-shot run failed.
-    await markJobFailed(env.http, env.ns, 'run-once-3', 'Job has reached the specified backoff limit');
-    const failed = await eventually('run 3 Failed', async () => {
-      const j = await fjob();
-      return j?.status?.observedRunId === 3 && j.status.phase === 'Failed' ? j : undefined;
-    });
-    expect(failed.status?.message).toContain('backoff limit');
-  });
-
   // Kube only: how a disabled function is held (replicas 0 on the same Deployment, the CronJob
   // suspended). The Disabled phase and the 503 are the contract's ('cron-disabled').
   it('enabled:false scales the Deployment to 0 in place and suspends the CronJob', async () => {

@@ -446,6 +446,14 @@ export const MUTATIONS: GuardMutation[] = [
     to: "if (phase !== 'Running') continue;",
     tests: ['src/reconcile/build-gc.test.ts', 'test/local/build-gc.test.ts'],
   },
+  {
+    id: 'gc-history-limit-off-by-one',
+    guard: 'Build GC keeps exactly the newest SLESS_BUILD_HISTORY finished builds, on both platforms.',
+    file: 'src/reconcile/build-gc.ts',
+    from: 'new Set(finished.slice(0, limit))',
+    to: 'new Set(finished.slice(0, limit + 1))',
+    tests: ['src/reconcile/build-gc.test.ts', 'test/platform/local.test.ts', 'test/platform/kube.test.ts'],
+  },
 
   // ---- Syncs, builds and the reconcile runtime ----
   {

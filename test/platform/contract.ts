@@ -84,12 +84,23 @@ export interface PlatformUnderTest {
    * words the RolloutFailed message contains.
    */
   rollouts(name: string, outcome: 'available' | 'crashLoop'): Promise<string>;
-  /** Builds of `name` that ran (succeeded or failed), each counted once. */
+  /**
+   * Builds of `name` the platform keeps (succeeded or failed): one per build that ran, until the
+   * build history limit removes the oldest.
+   */
   builds(name: string): Promise<number>;
+  /** Finished builds kept per function besides those serving or pinned (`SLESS_BUILD_HISTORY`). */
+  readonly buildHistory: number;
   /** Nothing of the function is left on the platform: no object (finalizers ran), no workload, no builds. */
   workloadGone(name: string): Promise<boolean>;
   /** Lets run `runId` of FunctionJob `job` end (kube: plays the Job controller; local: it ends by itself). */
   finishJobRun(job: string, runId: number): Promise<void>;
+  /**
+   * Lets run `runId` of FunctionJob `job` fail, the contract having given it an event its function
+   * throws on (kube: plays the Job controller giving up; local: the run fails by itself). Returns words
+   * the FunctionJob's failure message contains.
+   */
+  failJobRun(job: string, runId: number): Promise<string>;
   /** Times the FunctionJob `job` ran its function (a run started again counts again). */
   jobRuns(job: string): Promise<number>;
   /** Resolves once the controller has nothing queued or running (no reconcile, build or rollout). */
@@ -119,10 +130,16 @@ export type ContractCase =
   | 'secret-rotation'
   | 'secret-key-removed'
   | 'secret-unseen'
-  | 'commit-url-refused';
+  | 'commit-url-refused'
+  | 'build-history'
+  | 'logs-refused'
+  | 'job-fails';
 
 /** What the handler the contract commits throws at start when it is meant to crash. */
 export const CRASH_MESSAGE = 'no config at start';
+
+/** What the handler throws in a job run whose event has `fail: true`. */
+export const RUN_FAILURE_MESSAGE = 'the run was asked to fail';
 
 /** The handler of `name`, at the path the contract commits it. */
 export const handlerPath = (name: string) => `${name}/handler.js`;
@@ -130,13 +147,14 @@ export const handlerPath = (name: string) => `${name}/handler.js`;
 /**
  * A Node handler answering `{ version, word }`: the code's version and the WORD of its environment,
  * which together tell which revision serves. A job run (SLESS_EVENT set) appends a line to RUN_LOG
- * when the environment names one.
+ * when the environment names one, and then throws when its event has `fail: true`.
  */
 export function handler(version: string, options: { crashOnStart?: boolean } = {}): string {
   return [
     options.crashOnStart ? `throw new Error('${CRASH_MESSAGE}');` : '',
     'exports.handle = async (event) => {',
     "  if (process.env.SLESS_EVENT && process.env.RUN_LOG) require('node:fs').appendFileSync(process.env.RUN_LOG, JSON.stringify(event.body) + '\\n');",
+    `  if (process.env.SLESS_EVENT && event.body && event.body.fail) throw new Error('${RUN_FAILURE_MESSAGE}');`,
     `  return { version: '${version}', word: process.env.WORD ?? null };`,
     '};',
     '',
@@ -157,8 +175,8 @@ function triggerManifest(name: string, spec: Record<string, unknown>): string {
   return `---\napiVersion: sless.dev/v1alpha1\nkind: Trigger\nmetadata:\n  name: ${name}\nspec: ${JSON.stringify(spec)}\n`;
 }
 
-function jobManifest(name: string, fn: string, runId: number): string {
-  return `apiVersion: sless.dev/v1alpha1\nkind: FunctionJob\nmetadata:\n  name: ${name}\nspec: ${JSON.stringify({ function: fn, runId, event: { n: runId } })}\n`;
+function jobManifest(name: string, fn: string, runId: number, event: Record<string, unknown> = {}): string {
+  return `apiVersion: sless.dev/v1alpha1\nkind: FunctionJob\nmetadata:\n  name: ${name}\nspec: ${JSON.stringify({ function: fn, runId, event: { job: name, n: runId, ...event } })}\n`;
 }
 
 /** A value no golden, log line or object holds by chance: a stand-in for a real credential. */
@@ -1057,6 +1075,103 @@ export function platformContract(
         });
         for (const sha of [commit.slice(0, 12), commit, head.slice(0, 12), head])
           expect(await p.call(`at-commit@${sha}`), sha).toEqual(disabled);
+      },
+    );
+    contractCase(
+      'build-history',
+      'past the build history limit the oldest build goes and its commit URL answers 404; the newest stay, nothing is rebuilt',
+      async () => {
+        const limit = p.buildHistory;
+        const { commit: oldest } = await deploy('hist');
+        let head = oldest;
+        // One build more than the limit: the newest of them serves, so none is kept for serving alone.
+        for (let version = 2; version <= limit + 1; version++) {
+          head = await push({ [handlerPath('hist')]: handler(`v${version}`) });
+          await p.finishBuild('hist', head);
+          await readyAt('hist', head);
+        }
+        const gone = (sha: string) => ({
+          status: 404,
+          body: {
+            error: `function ${p.namespace}/hist has no kept build at commit ${sha}: it was never built there, or its build was removed past the build history limit`,
+          },
+        });
+        // Not called before it goes: a call at a kept commit starts that build, which then serves and stays.
+        await waitFor('the oldest build collected', async () => (await p.builds('hist')) === limit);
+        for (const sha of [oldest.slice(0, 12), oldest])
+          expect(await p.call(`hist@${sha}`)).toEqual(gone(sha));
+        await p.settle();
+        expect(await p.builds('hist')).toBe(limit);
+        expect(await p.call('hist')).toEqual({
+          status: 200,
+          body: { version: `v${limit + 1}`, word: 'one' },
+        });
+        // A forced sync of the same head builds nothing and collects nothing more.
+        await p.sync({ force: true });
+        await p.settle();
+        expect(await p.builds('hist')).toBe(limit);
+        expect((await p.fn('hist'))?.status?.servingCommit).toBe(head);
+      },
+    );
+    contractCase(
+      'logs-refused',
+      'the logs API answers 404 for an unknown function and 400, naming the field, for a bad tail or follow',
+      async () => {
+        await deploy('logs-bad');
+        const logs = `/v1/namespaces/${p.namespace}/functions`;
+        const seen: Record<string, Served> = {};
+        for (const query of [
+          'nope/logs',
+          'logs-bad/logs?tail=-1',
+          'logs-bad/logs?tail=x',
+          'logs-bad/logs?tail=10001',
+          'logs-bad/logs?follow=maybe',
+        ])
+          seen[query] = await p.api('GET', `${logs}/${query}`);
+        const refused = (error: string) => ({ status: 400, body: { error } });
+        expect(seen).toEqual({
+          'nope/logs': { status: 404, body: { error: `Function ${p.namespace}/nope not found` } },
+          'logs-bad/logs?tail=-1': refused('querystring.tail: must be >= 0'),
+          'logs-bad/logs?tail=x': refused('querystring.tail: must be integer'),
+          'logs-bad/logs?tail=10001': refused('querystring.tail: must be <= 10000'),
+          'logs-bad/logs?follow=maybe': refused('querystring.follow: must be boolean'),
+        });
+      },
+    );
+    contractCase(
+      'job-fails',
+      'a FunctionJob run whose function fails is Failed, saying why; it is not run again for its runId, and the next runId runs',
+      async () => {
+        const manifest = functionManifest('job-bad', { env: { WORD: 'one', ...p.jobEnv } });
+        const first = await push({
+          'job-bad/function.yaml': manifest,
+          [handlerPath('job-bad')]: handler('v1'),
+          'job-bad/job.yaml': jobManifest('doomed', 'job-bad', 1, { fail: true }),
+        });
+        await p.finishBuild('job-bad', first);
+        await readyAt('job-bad', first);
+        const words = await p.failJobRun('doomed', 1);
+        const failed = await waitFor('run 1 Failed', async () => {
+          const job = await p.job('doomed');
+          return job?.status?.observedRunId === 1 && job.status.phase === 'Failed' ? job : undefined;
+        });
+        expect(failed.status?.message).toContain(words);
+        expect(condition(failed, 'Ready')).toMatchObject({ status: 'False', reason: 'Failed' });
+        expect(await p.jobRuns('doomed')).toBe(1);
+        // The function itself still serves: a failed run is the run's, not the function's.
+        expect(await p.call('job-bad')).toEqual({ status: 200, body: { version: 'v1', word: 'one' } });
+
+        // Failed is final for that runId: a forced sync runs nothing; run 2 (not asked to fail)
+        // succeeding is the signal that everything before it was seen.
+        await p.sync({ force: true });
+        await push({ 'job-bad/job.yaml': jobManifest('doomed', 'job-bad', 2) });
+        await p.finishJobRun('doomed', 2);
+        const succeeded = await waitFor('run 2 Succeeded', async () => {
+          const job = await p.job('doomed');
+          return job?.status?.observedRunId === 2 && job.status.phase === 'Succeeded' ? job : undefined;
+        });
+        expect(condition(succeeded, 'Ready')).toMatchObject({ status: 'True', reason: 'Succeeded' });
+        expect(await p.jobRuns('doomed')).toBe(2);
       },
     );
   });

@@ -21,6 +21,7 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { ListObjectsV2Command } from '@aws-sdk/client-s3';
 import { pino } from 'pino';
+import { DEFAULT_BUILD_HISTORY } from '../../src/config/config.js';
 import { buildName } from '../../src/core/naming.js';
 import { type KubeSystem, startKubeSystem } from '../../src/main.js';
 import { MERGE_PATCH } from '../../src/platform/kube/http.js';
@@ -36,6 +37,7 @@ import {
   markBuildFailed,
   markDeploymentAvailable,
   markJobComplete,
+  markJobFailed,
 } from '../kube/harness.js';
 import { deploymentLags, playCrashLoopingPod } from '../kube/play.js';
 import {
@@ -48,6 +50,8 @@ import {
 
 /** Short, so a crash-looping revision is RolloutFailed soon; long enough for a played rollout. */
 const ROLLOUT_DEADLINE_MS = 4000;
+/** The build history limit the contract's platform runs with: sless's default. */
+const BUILD_HISTORY = DEFAULT_BUILD_HISTORY;
 
 interface Container {
   image: string;
@@ -86,7 +90,7 @@ async function kubePlatform(): Promise<PlatformUnderTest> {
     },
   });
   const system: KubeSystem = await startKubeSystem(
-    { ...env.config, rolloutDeadlineMs: ROLLOUT_DEADLINE_MS },
+    { ...env.config, rolloutDeadlineMs: ROLLOUT_DEADLINE_MS, buildHistory: BUILD_HISTORY },
     {
       logger: pino({ level: 'debug' }, capture),
       kubeConfig: env.cluster.kubeConfig,
@@ -204,6 +208,7 @@ async function kubePlatform(): Promise<PlatformUnderTest> {
       return 'CrashLoopBackOff';
     },
     builds: async (name) => (await buildJobs(name)).length,
+    buildHistory: BUILD_HISTORY,
     workloadGone: async (name) => {
       const contexts = await env.s3.send(
         new ListObjectsV2Command({ Bucket: env.bucket, Prefix: `contexts/${env.ns}/${name}/` }),
@@ -222,6 +227,13 @@ async function kubePlatform(): Promise<PlatformUnderTest> {
       const name = `run-${job}-${runId}`;
       await eventually(`run Job ${name}`, () => getObject<KubeObject>(env.http, JOB, env.ns, name));
       await markJobComplete(env.http, env.ns, name);
+    },
+    // Plays the Job controller: the run's pod failed past its backoff limit.
+    failJobRun: async (job, runId) => {
+      const name = `run-${job}-${runId}`;
+      await eventually(`run Job ${name}`, () => getObject<KubeObject>(env.http, JOB, env.ns, name));
+      await markJobFailed(env.http, env.ns, name, 'Job has reached the specified backoff limit');
+      return 'backoff limit';
     },
     // Each run Job counts once by its uid: a run Job deleted and made again under the same name is a
     // second run, which counting the Jobs there are now would miss.

@@ -10,12 +10,21 @@ import { readdir, readFile, rm } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
+import { DEFAULT_BUILD_HISTORY } from '../../src/config/config.js';
 import { TestRepo, tempDir } from '../helpers/git.js';
 import { startTestSystem } from '../helpers/local-system.js';
-import { CRASH_MESSAGE, type PlatformUnderTest, platformContract, served } from './contract.js';
+import {
+  CRASH_MESSAGE,
+  type PlatformUnderTest,
+  platformContract,
+  RUN_FAILURE_MESSAGE,
+  served,
+} from './contract.js';
 
 const NAMESPACE = 'default';
 const OTHER_NAMESPACE = 'other';
+/** The build history limit the contract's platform runs with: sless's default. */
+const BUILD_HISTORY = DEFAULT_BUILD_HISTORY;
 
 /** Every file under `dir`, depth first. */
 async function* walk(dir: string): AsyncGenerator<string> {
@@ -39,6 +48,7 @@ async function localPlatform(): Promise<PlatformUnderTest> {
   const system = await startTestSystem({
     url: repo.dir,
     sandbox: 'off',
+    env: { SLESS_BUILD_HISTORY: String(BUILD_HISTORY) },
     logger: pino({ level: 'debug' }, capture),
   });
   const request = async (method: string, path: string, body?: unknown) =>
@@ -53,7 +63,7 @@ async function localPlatform(): Promise<PlatformUnderTest> {
   // The other namespace exists before the contract puts a secret there, as a user's would.
   const ensured = await request('POST', `/v1/namespaces/${OTHER_NAMESPACE}/ensure`);
   if (ensured.status >= 300) throw new Error(`ensure ${OTHER_NAMESPACE}: ${JSON.stringify(ensured)}`);
-  /** Successful builds: one directory per build key (fewer than the history limit of 5 here). */
+  /** Successful builds: one directory per build key, the history limit's newest and those in use. */
   const succeeded = async (name: string) => {
     const entries = await readdir(join(system.stateDir, 'builds', NAMESPACE, name)).catch(() => []);
     return entries.filter((e) => !e.includes('.staging-'));
@@ -110,13 +120,20 @@ async function localPlatform(): Promise<PlatformUnderTest> {
     // A crashing handler crashes by itself.
     rollouts: async () => CRASH_MESSAGE,
     builds: async (name) => (await succeeded(name)).length + (await failed(name)).length,
+    buildHistory: BUILD_HISTORY,
     workloadGone: async (name) =>
       system.platform.currentRevision(NAMESPACE, name) === undefined &&
       (await succeeded(name)).length === 0 &&
       (await failed(name)).length === 0,
-    // A run ends by itself.
+    // A run ends by itself, and fails by itself when its handler throws.
     finishJobRun: async () => undefined,
-    jobRuns: async () => (await readFile(runLog, 'utf8').catch(() => '')).split('\n').filter(Boolean).length,
+    failJobRun: async () => RUN_FAILURE_MESSAGE,
+    // Each run appends its event, which names its FunctionJob, to the one log every job's function shares.
+    jobRuns: async (job) =>
+      (await readFile(runLog, 'utf8').catch(() => ''))
+        .split('\n')
+        .filter(Boolean)
+        .filter((line) => (JSON.parse(line) as { job?: string }).job === job).length,
     settle: () => system.controller.idle(),
     stop: async () => {
       await system.close();
