@@ -447,6 +447,14 @@ export const MUTATIONS: GuardMutation[] = [
     tests: ['src/reconcile/build-gc.test.ts', 'test/local/build-gc.test.ts'],
   },
   {
+    id: 'rebuild-keeps-remembered-failure',
+    guard: "The API's rebuild forgets the failed build it asks to retry, so the function is built again.",
+    file: 'src/reconcile/controller.ts',
+    from: '    const key = objectKey(namespace, name);\n    this.failedBuilds.delete(key);\n',
+    to: '    const key = objectKey(namespace, name);\n',
+    tests: ['test/platform/local.test.ts', 'test/platform/kube.test.ts'],
+  },
+  {
     id: 'gc-history-limit-off-by-one',
     guard: 'Build GC keeps exactly the newest SLESS_BUILD_HISTORY finished builds, on both platforms.',
     file: 'src/reconcile/build-gc.ts',

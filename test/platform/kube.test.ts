@@ -198,7 +198,12 @@ async function kubePlatform(): Promise<PlatformUnderTest> {
     failBuild: async (name, commit) => {
       const message = 'kaniko: RUN npm ci failed';
       const job = buildName(name, commit);
-      await eventually(`build Job ${job}`, () => getObject<KubeObject>(env.http, JOB, env.controllerNs, job));
+      // The Job of this build, not one that already failed: a rebuild makes it again under its name.
+      await eventually(`build Job ${job}`, async () => {
+        const found = await getObject<KubeObject>(env.http, JOB, env.controllerNs, job);
+        const conditions = (found?.status as { conditions?: { type: string }[] } | undefined)?.conditions;
+        return found && !conditions?.some((c) => c.type === 'Failed' || c.type === 'Complete');
+      });
       await markBuildFailed(env.http, env.controllerNs, job, message);
       return message;
     },
