@@ -18,12 +18,22 @@
 //   notice kaniko exited → new function pod created (the controller sees the build, rolls the Deployment),
 //   probe  container started → the pod's Ready condition (the part of "ready" the probes decide),
 //   kaniko kaniko's container started → exited (the part of "build" kaniko itself takes),
+//   before the Job created → the build pod's first container started (the Job controller, the
+//          scheduler, the kubelet's sandbox and volumes),
+//   install the install step's container started → exited (context download, unpack, npm install),
+//   sanitize sless's sanitize step started → exited,
+//   gaps   between those containers: one exited → the next started (the kubelet's own pace),
 //   complete kaniko exited → the Job controller marks the Job Complete (the controller no longer
 //          waits for it: it reads the digest from the kaniko container's termination message).
 // Also: the node fixture's start time and the first builds (kaniko cache cold) of this run.
 // Run: npx tsx bench/node-commit-to-serve.ts
 import { CodeLayerRecords } from '../src/platform/kube/build/code-layer-records.js';
-import { KANIKO_CONTAINER, LABEL_BUILD } from '../src/platform/kube/build/kaniko-job.js';
+import {
+  INSTALL_CONTAINER,
+  KANIKO_CONTAINER,
+  LABEL_BUILD,
+  SANITIZE_CONTAINER,
+} from '../src/platform/kube/build/kaniko-job.js';
 import { getObject, type KubeObject, listObjects } from '../src/platform/kube/objects.js';
 import { JOB, POD } from '../src/platform/kube/resource-types.js';
 import { callFunction, type E2eEnv, startE2e } from '../test/e2e/harness.ts';
@@ -48,6 +58,10 @@ interface Row {
   probe: number;
   kaniko: number;
   complete: number;
+  before: number;
+  install: number;
+  sanitize: number;
+  gaps: number;
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -106,6 +120,10 @@ async function codeLayerRun(env: E2eEnv, records: CodeLayerRecords, i: number): 
     probe: pod.ready - pod.started,
     kaniko: Number.NaN,
     complete: Number.NaN,
+    before: Number.NaN,
+    install: Number.NaN,
+    sanitize: Number.NaN,
+    gaps: Number.NaN,
   };
 }
 
@@ -141,16 +159,23 @@ async function kanikoRun(env: E2eEnv, i: number): Promise<Row> {
       labels: { [LABEL_BUILD]: job.metadata.name },
     })
   ).items[0];
-  const kaniko = (
-    buildPod?.status as
-      | {
-          containerStatuses?: {
-            name: string;
-            state?: { terminated?: { startedAt?: string; finishedAt?: string } };
-          }[];
-        }
-      | undefined
-  )?.containerStatuses?.find((c) => c.name === KANIKO_CONTAINER)?.state?.terminated;
+  interface Terminated {
+    name: string;
+    state?: { terminated?: { startedAt?: string; finishedAt?: string } };
+  }
+  const podStatus = buildPod?.status as
+    | { initContainerStatuses?: Terminated[]; containerStatuses?: Terminated[] }
+    | undefined;
+  const ran = (statuses: Terminated[] | undefined, name: string) => {
+    const terminated = statuses?.find((c) => c.name === name)?.state?.terminated;
+    return {
+      started: Date.parse(terminated?.startedAt ?? ''),
+      finished: Date.parse(terminated?.finishedAt ?? ''),
+    };
+  };
+  const install = ran(podStatus?.initContainerStatuses, INSTALL_CONTAINER);
+  const sanitize = ran(podStatus?.initContainerStatuses, SANITIZE_CONTAINER);
+  const kaniko = podStatus?.containerStatuses?.find((c) => c.name === KANIKO_CONTAINER)?.state?.terminated;
   const kanikoStarted = Date.parse(kaniko?.startedAt ?? '');
   const pushed = Date.parse(kaniko?.finishedAt ?? '');
   const pod = await podTimes(env, 'slow');
@@ -164,6 +189,10 @@ async function kanikoRun(env: E2eEnv, i: number): Promise<Row> {
     probe: pod.ready - pod.started,
     kaniko: pushed - kanikoStarted,
     complete: jobDone - pushed,
+    before: install.started - jobCreated,
+    install: install.finished - install.started,
+    sanitize: sanitize.finished - sanitize.started,
+    gaps: sanitize.started - install.finished + (kanikoStarted - sanitize.finished),
   };
 }
 
@@ -212,6 +241,9 @@ async function main(): Promise<void> {
   }
   console.log(
     `  (kaniko ${col(slow, 'kaniko')} of build; the Job marked Complete ${col(slow, 'complete')} after kaniko exited)`,
+  );
+  console.log(
+    `  (build: before the pod's first container ${col(slow, 'before')}, install ${col(slow, 'install')}, sanitize ${col(slow, 'sanitize')}, gaps between containers ${col(slow, 'gaps')}, kaniko ${col(slow, 'kaniko')})`,
   );
   console.log(
     `code layer / kaniko, commit → served: ${(med(fast, 'total') / med(slow, 'total')).toFixed(2)}; build alone: ${(med(fast, 'build') / med(slow, 'build')).toFixed(2)}`,
