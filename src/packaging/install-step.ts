@@ -39,7 +39,10 @@ const DOWNLOAD: Readonly<Record<RuntimeFamily, string>> = {
 const INSTALL: Readonly<Record<RuntimeFamily, string>> = {
   node: [
     'cd /workspace/code',
-    'if [ -f package.json ]; then if [ -f package-lock.json ] || [ -f npm-shrinkwrap.json ]; then npm ci --omit=dev --no-audit --no-fund; else npm install --omit=dev --no-audit --no-fund; fi; fi',
+    // No update check: HOME is fresh in every build pod, so npm would ask the registry for its own
+    // latest version each time and wait for the answer before it exits (about 10 s where egress is
+    // slow or closed), after the install itself took half a second.
+    'if [ -f package.json ]; then if [ -f package-lock.json ] || [ -f npm-shrinkwrap.json ]; then npm ci --omit=dev --no-audit --no-fund --no-update-notifier; else npm install --omit=dev --no-audit --no-fund --no-update-notifier; fi; fi',
     // The installed packages become a layer of their own, below the code: a commit that changes only
     // code keeps that layer (see finalDockerfile).
     'mkdir -p /workspace/deps',

@@ -272,7 +272,8 @@ export class LocalBuilder implements Builder {
     toolchain: Extract<Toolchain, { found: true }>,
   ): Step[] {
     const code = join(staging, 'code');
-    const quiet = ['--no-audit', '--no-fund', '--loglevel=error'];
+    // No update check: it would ask the registry for npm's latest version and wait for the answer.
+    const quiet = ['--no-audit', '--no-fund', '--no-update-notifier', '--loglevel=error'];
     switch (RUNTIME_INFO[runtime].family) {
       case 'node':
         if (!existsSync(join(code, 'package.json'))) return [];
