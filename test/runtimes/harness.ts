@@ -95,11 +95,36 @@ function childEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
   return env;
 }
 
-/** Spawns a runtime server on a free port and waits until GET /healthz answers 200. */
+/** How often a runtime is started again on another port when a parallel test took the free one first. */
+const PORT_TAKEN_RETRIES = 5;
+/** How each runtime says its port is taken: Node's EADDRINUSE, Python's and Go's words. */
+const PORT_TAKEN = /cannot listen on .*(EADDRINUSE|address already in use)/i;
+
+/**
+ * Spawns a runtime server on a free port and waits until GET /healthz answers 200. The port is free
+ * when chosen but may be taken by a parallel test before the runtime binds it: a runtime that says
+ * EADDRINUSE is started again on another one.
+ */
 export async function startRuntime(
   launch: Launch,
   env: Record<string, string> = {},
   timeoutMs = 15_000,
+): Promise<Running> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startRuntimeOnce(launch, env, timeoutMs);
+    } catch (error) {
+      if (!(error instanceof PortTakenError) || attempt >= PORT_TAKEN_RETRIES) throw error;
+    }
+  }
+}
+
+class PortTakenError extends Error {}
+
+async function startRuntimeOnce(
+  launch: Launch,
+  env: Record<string, string>,
+  timeoutMs: number,
 ): Promise<Running> {
   const port = await freePort();
   const proc = spawn(launch.command, launch.args, {
@@ -119,7 +144,8 @@ export async function startRuntime(
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     if (exited !== undefined) {
-      throw new Error(`${launch.command} exited with ${exited} before becoming healthy:\n${stderr}`);
+      const message = `${launch.command} exited with ${exited} before becoming healthy:\n${stderr}`;
+      throw PORT_TAKEN.test(stderr) ? new PortTakenError(message) : new Error(message);
     }
     try {
       const res = await fetch(`${url}/healthz`);
