@@ -181,6 +181,9 @@ function jobManifest(name: string, fn: string, runId: number, event: Record<stri
   return `apiVersion: sless.dev/v1alpha1\nkind: FunctionJob\nmetadata:\n  name: ${name}\nspec: ${JSON.stringify({ function: fn, runId, event: { job: name, n: runId, ...event } })}\n`;
 }
 
+/** A package.json cut off mid-way: the install step fails on it at once, on every platform. */
+const brokenPackageJson = (name: string) => `{ "name": "${name}", "dependencies": { "left-pad": `;
+
 /** A value no golden, log line or object holds by chance: a stand-in for a real credential. */
 const secretValue = (what: string) => `sk_${what}_${randomBytes(12).toString('hex')}`;
 
@@ -253,6 +256,13 @@ export function platformContract(
       await p.finishBuild(fnName, commit);
       return { commit, fn: await readyAt(fnName, commit) };
     };
+
+    /** FunctionJob `name` once run `runId` ended in `phase`. */
+    const runEnded = (name: string, runId: number, phase: 'Succeeded' | 'Failed') =>
+      waitFor(`${name} run ${runId} ${phase}`, async () => {
+        const job = await p.job(name);
+        return job?.status?.observedRunId === runId && job.status.phase === phase ? job : undefined;
+      });
 
     /** The status of a Function that serves what `commit` asks for, with code built at `builtAt`. */
     const expectServing = (fn: SlessFunction, commit: string, builtAt: string) => {
@@ -368,8 +378,7 @@ export function platformContract(
         const { commit: good, fn: before } = await deploy('build-fails');
         const served = before.status?.servingRevision;
         const commit = await push({
-          // Broken JSON: the install step fails at once.
-          'build-fails/package.json': '{ "name": "build-fails", "dependencies": { "left-pad": ',
+          'build-fails/package.json': brokenPackageJson('build-fails'),
           [handlerPath('build-fails')]: handler('v2'),
         });
         const words = await p.failBuild('build-fails', commit);
@@ -690,11 +699,7 @@ export function platformContract(
       expect(await p.jobRuns('once')).toBe(0);
       expect(condition(skipped, 'Ready')).toMatchObject({ status: 'True', reason: 'Skipped' });
 
-      const succeeded = (runId: number) =>
-        waitFor(`run ${runId} Succeeded`, async () => {
-          const job = await p.job('once');
-          return job?.status?.observedRunId === runId && job.status.phase === 'Succeeded' ? job : undefined;
-        });
+      const succeeded = (runId: number) => runEnded('once', runId, 'Succeeded');
       await push({ 'job-fn/job.yaml': jobManifest('once', 'job-fn', 1) });
       await p.finishJobRun('once', 1);
       const one = await succeeded(1);
@@ -1153,10 +1158,7 @@ export function platformContract(
         await p.finishBuild('job-bad', first);
         await readyAt('job-bad', first);
         const words = await p.failJobRun('doomed', 1);
-        const failed = await waitFor('run 1 Failed', async () => {
-          const job = await p.job('doomed');
-          return job?.status?.observedRunId === 1 && job.status.phase === 'Failed' ? job : undefined;
-        });
+        const failed = await runEnded('doomed', 1, 'Failed');
         expect(failed.status?.message).toContain(words);
         expect(condition(failed, 'Ready')).toMatchObject({ status: 'False', reason: 'Failed' });
         expect(await p.jobRuns('doomed')).toBe(1);
@@ -1168,21 +1170,19 @@ export function platformContract(
         await p.sync({ force: true });
         await push({ 'job-bad/job.yaml': jobManifest('doomed', 'job-bad', 2) });
         await p.finishJobRun('doomed', 2);
-        const succeeded = await waitFor('run 2 Succeeded', async () => {
-          const job = await p.job('doomed');
-          return job?.status?.observedRunId === 2 && job.status.phase === 'Succeeded' ? job : undefined;
-        });
+        const succeeded = await runEnded('doomed', 2, 'Succeeded');
         expect(condition(succeeded, 'Ready')).toMatchObject({ status: 'True', reason: 'Succeeded' });
         expect(await p.jobRuns('doomed')).toBe(2);
       },
     );
+
     contractCase(
       'rebuild',
       'a failed build is final for its code until a rebuild is asked for; then it builds once more, while the old revision serves',
       async () => {
         await deploy('rebuild');
         const commit = await push({
-          'rebuild/package.json': '{ "name": "rebuild", "dependencies": { "left-pad": ',
+          'rebuild/package.json': brokenPackageJson('rebuild'),
           [handlerPath('rebuild')]: handler('v2'),
         });
         await p.failBuild('rebuild', commit);

@@ -110,6 +110,13 @@ async function kubePlatform(): Promise<PlatformUnderTest> {
       })
     ).items;
 
+  /** The name of run `runId`'s Job of FunctionJob `job`, once the controller made it. */
+  const runJob = async (job: string, runId: number) => {
+    const name = `run-${job}-${runId}`;
+    await eventually(`run Job ${name}`, () => getObject<KubeObject>(env.http, JOB, env.ns, name));
+    return name;
+  };
+
   return {
     namespace: env.ns,
     sourceName: 'repo',
@@ -229,15 +236,16 @@ async function kubePlatform(): Promise<PlatformUnderTest> {
     },
     // Plays the Job controller: the one-shot run finished.
     finishJobRun: async (job, runId) => {
-      const name = `run-${job}-${runId}`;
-      await eventually(`run Job ${name}`, () => getObject<KubeObject>(env.http, JOB, env.ns, name));
-      await markJobComplete(env.http, env.ns, name);
+      await markJobComplete(env.http, env.ns, await runJob(job, runId));
     },
     // Plays the Job controller: the run's pod failed past its backoff limit.
     failJobRun: async (job, runId) => {
-      const name = `run-${job}-${runId}`;
-      await eventually(`run Job ${name}`, () => getObject<KubeObject>(env.http, JOB, env.ns, name));
-      await markJobFailed(env.http, env.ns, name, 'Job has reached the specified backoff limit');
+      await markJobFailed(
+        env.http,
+        env.ns,
+        await runJob(job, runId),
+        'Job has reached the specified backoff limit',
+      );
       return 'backoff limit';
     },
     // Each run Job counts once by its uid: a run Job deleted and made again under the same name is a
