@@ -12,11 +12,12 @@
 //          kaniko started, base unpacked, built, pushed; code layer: the layer made and pushed),
 //   pull   new function pod created → its container started (scheduling, the kubelet's image pull,
 //          container start),
-//   ready  container started → the new body is served through /fn/ (readiness probe, endpoints,
-//          kube-proxy, the controller's status).
+//   ready  container started → the new body is served through /fn/ (the pod answering /healthz when
+//          asked by the controller and the proxy, the controller's status).
 // and, on further lines for kaniko, parts the four leave out or lump together:
 //   notice kaniko exited → new function pod created (the controller sees the build, rolls the Deployment),
-//   probe  container started → the pod's Ready condition (the part of "ready" the probes decide),
+//   probe  container started → the kubelet calls the pod Ready (its probes; /fn/ no longer waits for
+//          this, so it may be longer than "ready"),
 //   kaniko kaniko's container started → exited (the part of "build" kaniko itself takes),
 //   before the Job created → the build pod's first container started (the Job controller, the
 //          scheduler, the kubelet's sandbox and volumes),
@@ -76,27 +77,34 @@ async function served(env: E2eEnv, name: string, body: string, deadlineMs = 600_
   }
 }
 
-/** The newest function pod's times: created, container started, Ready. */
+/**
+ * The newest function pod's times: created, container started, and when the kubelet called it Ready,
+ * which /fn/ no longer waits for (the pod is asked itself), so it may come after the body was served.
+ */
 async function podTimes(env: E2eEnv, name: string) {
-  const pods = (
-    await listObjects<KubeObject>(env.http, POD, {
-      namespace: env.ns,
-      labels: { 'sless.dev/function': name },
-    })
-  ).items.sort((a, b) =>
-    (b.metadata.creationTimestamp ?? '').localeCompare(a.metadata.creationTimestamp ?? ''),
-  );
-  const pod = pods[0];
-  const status = pod?.status as
-    | { containerStatuses?: { state?: { running?: { startedAt?: string } } }[]; conditions?: Condition[] }
-    | undefined;
-  return {
-    created: Date.parse(pod?.metadata.creationTimestamp ?? ''),
-    started: Date.parse(status?.containerStatuses?.[0]?.state?.running?.startedAt ?? ''),
-    ready: Date.parse(
-      status?.conditions?.find((c) => c.type === 'Ready' && c.status === 'True')?.lastTransitionTime ?? '',
-    ),
-  };
+  for (let tries = 0; ; tries++) {
+    const pods = (
+      await listObjects<KubeObject>(env.http, POD, {
+        namespace: env.ns,
+        labels: { 'sless.dev/function': name },
+      })
+    ).items.sort((a, b) =>
+      (b.metadata.creationTimestamp ?? '').localeCompare(a.metadata.creationTimestamp ?? ''),
+    );
+    const pod = pods[0];
+    const status = pod?.status as
+      | { containerStatuses?: { state?: { running?: { startedAt?: string } } }[]; conditions?: Condition[] }
+      | undefined;
+    const times = {
+      created: Date.parse(pod?.metadata.creationTimestamp ?? ''),
+      started: Date.parse(status?.containerStatuses?.[0]?.state?.running?.startedAt ?? ''),
+      ready: Date.parse(
+        status?.conditions?.find((c) => c.type === 'Ready' && c.status === 'True')?.lastTransitionTime ?? '',
+      ),
+    };
+    if (!Number.isNaN(times.ready) || tries >= 40) return times;
+    await sleep(250);
+  }
 }
 
 /** One code-only commit of `hello`, built as a code layer (no Job). */
@@ -236,7 +244,7 @@ async function main(): Promise<void> {
       `  sync ${col(rows, 'sync')}, build ${col(rows, 'build')}, pull ${col(rows, 'pull')}, ready ${col(rows, 'ready')}`,
     );
     console.log(
-      `  (notice ${col(rows, 'notice')} between build and pull; probe ${col(rows, 'probe')} of ready)`,
+      `  (notice ${col(rows, 'notice')} between build and pull; the kubelet's Ready ${col(rows, 'probe')} after the container started)`,
     );
   }
   console.log(

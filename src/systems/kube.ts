@@ -55,6 +55,7 @@ export async function startKubeSystem(
     changes,
     imagePullSecrets: config.imagePullSecrets,
     deploymentOf: (ns, name) => dataPath.routeCache.deployment(ns, name),
+    answeringPods: dataPath.routeCache,
     prepareNamespace: (ns) => namespaces.prepare(ns),
     rolloutDeadlineMs: config.rolloutDeadlineMs,
     ...(options.pollMs ? { pollMs: options.pollMs } : {}),

@@ -11,7 +11,10 @@
  * nothing; an endpoint removed from the list gets nothing more; while a new revision rolls out, its
  * pods get nothing although the slice lists them ready, until status names it serving, and from then
  * on the old revision's pods get nothing; a pod whose Ready the control plane revoked while its
- * containers stay ready serves while no endpoint is ready, and a pod failing its probe never does.
+ * containers stay ready serves while no endpoint is ready, and a pod failing its probe never does;
+ * a new revision whose every wanted pod runs and answers /healthz serves at once (status names it
+ * serving, and its pods take the requests), before the kubelet, the slices or the Deployment say so,
+ * and not while one of them still refuses.
  *
  * There is no EndpointSlice controller, kubelet or pod network here: the test writes the slices and
  * the Pod objects (with the revision annotation the pod template gives) itself, and each endpoint
@@ -47,14 +50,17 @@ interface Pod {
   held: ServerResponse[];
   /** Every request it got. */
   seen: number;
+  /** Whether its runtime answers /healthz yet (it answers 503 until then). */
+  healthy: boolean;
 }
 
 async function startPod(name: string): Promise<Pod> {
-  const pod: Pod = { name, server: createServer(), port: 0, held: [], seen: 0 };
+  const pod: Pod = { name, server: createServer(), port: 0, held: [], seen: 0, healthy: true };
   pod.server.on('request', (req, res) => {
     req.resume();
     pod.seen++;
-    if (req.url?.endsWith('/hold')) pod.held.push(res);
+    if (req.url === '/healthz' && !pod.healthy) res.writeHead(503).end();
+    else if (req.url?.endsWith('/hold')) pod.held.push(res);
     else res.end(name);
   });
   await new Promise<void>((r) => pod.server.listen(0, '127.0.0.1', r));
@@ -70,6 +76,8 @@ const TERMINATING = '10.1.0.5';
 const TERMINATING_UNSAID = '10.1.0.6';
 /** The pods of the revision that rolls out in the last case. */
 const NEXT = ['10.1.0.7', '10.1.0.8'];
+/** The pods of a third revision, started and answering before the kubelet calls them ready. */
+const STARTED = ['10.1.0.9', '10.1.0.10', '10.1.0.11'];
 const N = 12;
 
 /** The Pod object behind an address, as the slice's targetRef names it. */
@@ -445,6 +453,97 @@ for (const thread of [false, true]) {
       expect(await held).toEqual({ status: 200, body: revoked });
       await setReadiness(probed, 'True', 'True');
       expect(stray.seen).toBe(0);
+    });
+
+    it("moves to a new revision's pods once each answers, before the kubelet, the slices or the Deployment say it is ready", async () => {
+      stopKubelet();
+      const before = await servingRevision();
+      const [old1] = NEXT as [string];
+      await writeSlice([ready(old1)]);
+      await eventually('the serving pod in use', () => allAnswer((body) => body === old1), 10_000);
+      // Two replicas: the rollout waits for both to answer.
+      await repo.push({
+        'spread/function.yaml': functionManifest('spread', { env: { ROLL: '3' }, replicas: 2 }),
+      });
+      await system.controller.syncNow(env.ns, 'repo');
+      const rolling = await eventually('the third revision rolling out', async () => {
+        const deployment = await getObject<KubeObject>(env.http, DEPLOYMENT, env.ns, 'spread');
+        const revision = deployment?.metadata.annotations?.['sless.dev/revision'];
+        return revision && revision !== before ? deployment : undefined;
+      });
+      const third = rolling.metadata.annotations?.['sless.dev/revision'] as string;
+      const wanted = (rolling.spec as { replicas?: number }).replicas ?? 1;
+      expect(wanted).toBe(2);
+      // The Deployment controller saw the new template and made the new pods; the old one still runs.
+      await env.http.request('PATCH', `/apis/apps/v1/namespaces/${env.ns}/deployments/spread/status`, {
+        contentType: MERGE_PATCH,
+        body: {
+          status: {
+            observedGeneration: rolling.metadata.generation,
+            replicas: wanted + 1,
+            updatedReplicas: wanted,
+            readyReplicas: 1,
+            availableReplicas: 1,
+          },
+        },
+      });
+      const started = STARTED.slice(0, wanted);
+      for (const address of started) {
+        const pod = await startPod(address);
+        pod.healthy = false;
+        pods.set(address, pod);
+        await createPod(address, third);
+        // Played kubelet: the container runs, its probe has not passed.
+        await env.http.request('PATCH', `/api/v1/namespaces/${env.ns}/pods/${podName(address)}/status`, {
+          contentType: MERGE_PATCH,
+          body: {
+            status: {
+              phase: 'Running',
+              podIP: address,
+              podIPs: [{ ip: address }],
+              conditions: [{ type: 'Ready', status: 'False' }],
+              containerStatuses: [
+                {
+                  name: 'function',
+                  image: 'function:test',
+                  imageID: '',
+                  ready: false,
+                  restartCount: 0,
+                  state: { running: { startedAt: new Date().toISOString() } },
+                },
+              ],
+            },
+          },
+        });
+      }
+      const startedPods = started.map((address) => pods.get(address) as Pod);
+      // Asked, twice each, and refused: the old revision serves on.
+      await eventually(
+        'the started pods asked',
+        async () => startedPods.every((pod) => pod.seen >= 2),
+        10_000,
+      );
+      expect(await servingRevision()).toBe(before);
+      expect(await allAnswer((body) => body === old1)).toBe(true);
+      // All but the last answer: still not every wanted replica.
+      for (const pod of startedPods.slice(0, -1)) pod.healthy = true;
+      const last = startedPods.at(-1) as Pod;
+      const lastSeen = last.seen;
+      await eventually('the last pod asked again', async () => last.seen >= lastSeen + 2, 10_000);
+      expect(await servingRevision()).toBe(before);
+      last.healthy = true;
+      await eventually('the third revision serving', async () => (await servingRevision()) === third, 10_000);
+      const fn = await system.store.get('Function', env.ns, 'spread');
+      expect((fn?.status as FunctionStatus | undefined)?.phase).toBe('Ready');
+      // Served by the new pods, which no slice lists yet.
+      await eventually('the started pods in use', () => allAnswer((body) => started.includes(body)), 10_000);
+      expect(await allAnswer((body) => started.includes(body), 12)).toBe(true);
+      // Nothing played the kubelet's or the Deployment controller's "ready": it came from the pods.
+      const deployment = await getObject<KubeObject>(env.http, DEPLOYMENT, env.ns, 'spread');
+      expect((deployment?.status as { availableReplicas?: number } | undefined)?.availableReplicas).toBe(1);
+      expect(stray.seen).toBe(0);
+      await markDeploymentAvailable(env.http, env.ns, 'spread');
+      stopKubelet = playHealthyKubelet(env.http, env.ns);
     });
   });
 }

@@ -53,8 +53,8 @@ export const MUTATIONS: GuardMutation[] = [
     guard:
       'Pods whose Ready the control plane revoked while the kubelet still reports their containers ready keep serving /fn/ until a ready endpoint is listed, instead of every request being held.',
     file: 'src/platform/kube/route-cache.ts',
-    from: 'if (found.length === 0) found = notReadyAddressesOf(slices.values(), revoked);',
-    to: 'if (found.length < 0) found = notReadyAddressesOf(slices.values(), revoked);',
+    from: 'if (found.length === 0) found = notReadyAddressesOf(slices?.values() ?? [], revoked);',
+    to: 'if (found.length < 0) found = notReadyAddressesOf(slices?.values() ?? [], revoked);',
     tests: ['test/kube/endpoint-balance.test.ts'],
   },
   {
@@ -69,9 +69,52 @@ export const MUTATIONS: GuardMutation[] = [
     id: 'kube-route-revoked-beside-ready',
     guard: 'While a ready endpoint of the serving revision is listed, a revoked one gets nothing.',
     file: 'src/platform/kube/route-cache.ts',
-    from: 'if (found.length === 0) found = notReadyAddressesOf(slices.values(), revoked);',
-    to: 'found = found.concat(notReadyAddressesOf(slices.values(), revoked));',
+    from: 'if (found.length === 0) found = notReadyAddressesOf(slices?.values() ?? [], revoked);',
+    to: 'found = found.concat(notReadyAddressesOf(slices?.values() ?? [], revoked));',
     tests: ['test/kube/endpoint-balance.test.ts'],
+  },
+  {
+    id: 'kube-route-ignores-answering-pods',
+    guard:
+      "/fn/ moves to a new revision's pods once they answer /healthz, before the slices list them ready.",
+    file: 'src/platform/kube/route-cache.ts',
+    from: 'let found = [...new Set([...ready, ...this.starting.answering(namespace, name, revision)])].sort();',
+    to: 'let found = ready;',
+    tests: ['test/kube/endpoint-balance.test.ts'],
+  },
+  {
+    id: 'kube-rollout-waits-for-kubelet-ready',
+    guard:
+      'A rollout whose every wanted replica answers is done, before the kubelet and the Deployment controller say so.',
+    file: 'src/platform/kube/workloads.ts',
+    from: "(progress.state === 'progressing' && this.answers(deployment, revision))",
+    to: "(progress.state === 'progressing' && this.answers(deployment, revision) && !deployment)",
+    tests: ['test/kube/endpoint-balance.test.ts'],
+  },
+  {
+    id: 'kube-rollout-done-on-first-answer',
+    guard: 'An early end of a rollout waits for every replica the Deployment wants to answer, not the first.',
+    file: 'src/platform/kube/workloads.ts',
+    from: "this.answeringPods.answeringPods(namespace ?? '', fn, revision) >= wanted",
+    to: "this.answeringPods.answeringPods(namespace ?? '', fn, revision) >= 1",
+    tests: ['test/kube/endpoint-balance.test.ts'],
+  },
+  {
+    id: 'starting-pod-overrules-kubelet',
+    guard:
+      'Once the kubelet called a pod Ready, its later "not ready" stands: the pod is not asked and not served.',
+    file: 'src/platform/kube/starting-pods.ts',
+    from: '    } else if (tracked.seenReady) {',
+    to: '    } else if (tracked.seenReady && !tracked) {',
+    tests: ['src/platform/kube/starting-pods.test.ts'],
+  },
+  {
+    id: 'starting-pod-kept-after-restart',
+    guard: 'A pod whose container restarted is asked again before it serves.',
+    file: 'src/platform/kube/starting-pods.ts',
+    from: 'tracked.revision !== revision || tracked.restarts !== restarts',
+    to: 'tracked.revision !== revision',
+    tests: ['src/platform/kube/starting-pods.test.ts'],
   },
   {
     id: 'kube-pod-reason-misses-running-crashloop',

@@ -23,6 +23,7 @@ import {
 } from './labels.js';
 import type { KubeObject } from './objects.js';
 import { DEPLOYMENT, ENDPOINT_SLICE, POD, SERVICE } from './resource-types.js';
+import { StartingPods, type StartingPodsOptions } from './starting-pods.js';
 import { serviceName } from './workload-manifests.js';
 
 /** The store's side: Functions as its watch last saw them. */
@@ -49,6 +50,8 @@ export interface RouteCacheOptions {
   /** Whether Services are watched too (only the ClusterIP route reads them). */
   services?: boolean;
   retryMs?: number;
+  /** How a started pod is asked whether it answers yet (see starting-pods.ts). */
+  startingPods?: StartingPodsOptions;
 }
 
 const FUNCTION_SELECTOR = `${LABEL_MANAGED_BY}=${MANAGED_BY},${LABEL_COMPONENT}=function`;
@@ -76,6 +79,8 @@ export class KubeRouteCache {
    * (as after an API-server restart, for up to a minute, with every container still answering).
    */
   private readonly readinessRevoked = new Set<string>();
+  /** The pods that answer, by function and revision, before the kubelet's probe said so too. */
+  private readonly starting: StartingPods;
   /**
    * The ready addresses of the serving revision's pods, by `namespace/service`, read once per change
    * of the slices, of the pods known or of the revision asked for; the same array says nothing changed.
@@ -86,6 +91,11 @@ export class KubeRouteCache {
 
   constructor(options: RouteCacheOptions) {
     this.functions = options.functions;
+    this.starting = new StartingPods(options.startingPods);
+    this.starting.onChange((namespace, fn) => {
+      this.servingByService.delete(objectKey(namespace, serviceName(fn)));
+      this.changed(namespace, fn);
+    });
     const common = {
       http: options.http,
       logger: options.logger,
@@ -146,6 +156,7 @@ export class KubeRouteCache {
     this.services?.stop();
     this.slices.stop();
     this.pods.stop();
+    this.starting.stop();
   }
 
   /**
@@ -237,12 +248,13 @@ export class KubeRouteCache {
   }
 
   /**
-   * The ready endpoint addresses of the function's Service whose pods run `revision`, sorted: an
-   * endpoint whose pod is not known (not seen yet, or not named) is left out. When none is ready, the
-   * not-ready ones whose pod's readiness the control plane revoked (see `readinessRevoked`): their
-   * containers still pass the kubelet's probes, and without them the function would serve nowhere
-   * until the kubelet reports again. The same array until its slices, its pods or `revision` change.
-   * Not to be changed.
+   * The addresses of the function's pods that run `revision` and take requests, sorted: the ready
+   * endpoints of its Service whose pod is known to run it (one not seen yet, or not named, is left
+   * out), and the pods that answer already while the kubelet and the slices have yet to say so (see
+   * starting-pods.ts). When none does, the not-ready endpoints whose pod's readiness the control plane
+   * revoked (see `readinessRevoked`): their containers still pass the kubelet's probes, and without
+   * them the function would serve nowhere until the kubelet reports again. The same array until its
+   * slices, its pods or `revision` change. Not to be changed.
    */
   servingAddresses(namespace: string, name: string, revision: string): readonly string[] {
     const key = `${namespace}/${serviceName(name)}`;
@@ -251,18 +263,28 @@ export class KubeRouteCache {
     const cached = known?.get(revision);
     if (cached) return cached;
     const slices = this.slicesByService.get(key);
-    if (!slices) return NO_ADDRESSES;
     const runs = (pod: string) => this.podRevisions.get(objectKey(namespace, pod)) === revision;
     const revoked = (pod: string) => runs(pod) && this.readinessRevoked.has(objectKey(namespace, pod));
-    let found = readyAddressesOf(slices.values(), runs);
-    if (found.length === 0) found = notReadyAddressesOf(slices.values(), revoked);
-    const addresses = Object.freeze(found);
+    const ready = readyAddressesOf(slices?.values() ?? [], runs);
+    let found = [...new Set([...ready, ...this.starting.answering(namespace, name, revision)])].sort();
+    if (found.length === 0) found = notReadyAddressesOf(slices?.values() ?? [], revoked);
+    const addresses = found.length === 0 ? NO_ADDRESSES : Object.freeze(found);
     if (!known || known.size >= 4) {
       known = new Map();
       this.servingByService.set(key, known);
     }
     known.set(revision, addresses);
     return addresses;
+  }
+
+  /** Told whenever the pods of a function that answer change (see starting-pods.ts). */
+  onPodsAnswering(listener: (namespace: string, fn: string) => void): () => void {
+    return this.starting.onChange(listener);
+  }
+
+  /** How many pods of `fn` running `revision` answer now (see starting-pods.ts). */
+  answeringPods(namespace: string, fn: string, revision: string): number {
+    return this.starting.answering(namespace, fn, revision).length;
   }
 
   private changed(namespace: string | undefined, name: string | undefined): void {
@@ -292,6 +314,7 @@ export class KubeRouteCache {
   }
 
   private indexPod(pod: KubeObject, removed: boolean): void {
+    this.starting.observe(pod, removed);
     const namespace = pod.metadata.namespace;
     const fn = pod.metadata.labels?.[LABEL_FUNCTION];
     if (namespace === undefined || fn === undefined) return;

@@ -2,7 +2,8 @@
  * `/fn/{ns}/{name}` → the function's pods, only while a revision serves (`status.servingRevision`,
  * whatever Ready says of the newest revision), and while its Deployment has an available replica. An
  * always-on function's requests go to the ready endpoints of its Service (from its EndpointSlices)
- * whose pods run the serving revision, each to the one with the fewest of this proxy's requests in
+ * whose pods run the serving revision (and to its pods that answer before the kubelet calls them
+ * ready, see starting-pods.ts), each to the one with the fewest of this proxy's requests in
  * flight: kept-alive connections to the Service address stay with the pod they reached (kube-proxy
  * balances connections, not requests), so pods added under load got little of it. A slice lists a
  * rolling-out revision's ready pods too, which must get nothing before status names it serving. Until

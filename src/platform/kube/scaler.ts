@@ -44,6 +44,7 @@ import { deleteObject, type KubeObject, listObjects } from './objects.js';
 import { DEPLOYMENT, ENDPOINT_SLICE, objectPath, POD, SERVICE } from './resource-types.js';
 import { podFailureReason, replicasOwners } from './rollout.js';
 import type { KubeRouteCache } from './route-cache.js';
+import { healthzAnswers } from './starting-pods.js';
 import { serviceName } from './workload-manifests.js';
 
 /** The field manager of `spec.replicas` once a function scaled: never the controller's own. */
@@ -352,13 +353,7 @@ export class KubeScaler {
       .sort();
     for (const ip of candidates) {
       const origin = this.options.podOrigin?.(ip) ?? addressOrigin(ip);
-      const answered = await fetch(`${origin}/healthz`, { signal: AbortSignal.timeout(500) })
-        .then(async (res) => {
-          await res.body?.cancel();
-          return res.status === 200;
-        })
-        .catch(() => false);
-      if (answered) return origin;
+      if (await healthzAnswers(origin)) return origin;
     }
     return undefined;
   }

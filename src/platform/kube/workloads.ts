@@ -7,6 +7,7 @@ import { RolloutError } from '../../core/errors.js';
 import type { CanaryControl, WorkloadObservation, WorkloadPlatform } from '../../core/interfaces.js';
 import { type BuildRecord, FIELD_MANAGER, type SlessFunction } from '../../core/resources.js';
 import { KubeCanaries } from './canaries.js';
+import { canaryName } from './canary-manifests.js';
 import { type ChangeSignal, deploymentKey } from './change-signal.js';
 import type { KubeHttp } from './http.js';
 import {
@@ -19,8 +20,12 @@ import {
 import { apply, deleteObject, getObject, type KubeObject, listObjects } from './objects.js';
 import { DEPLOYMENT, POD, SERVICE } from './resource-types.js';
 import { podFailureReason, replicasManagedElsewhere, replicasOwners, rolloutProgress } from './rollout.js';
+import type { KubeRouteCache } from './route-cache.js';
 import { idleSecondsOf, scalerOwnsReplicas } from './scaler.js';
 import { deploymentFor, serviceFor, serviceName } from './workload-manifests.js';
+
+/** The pods of a revision that answer, and word when they change (the route cache's, see starting-pods.ts). */
+type AnsweringPods = Pick<KubeRouteCache, 'answeringPods' | 'onPodsAnswering'>;
 
 /** With Deployment changes signalled, a rollout still reads its Deployment this often. */
 const ROLLOUT_FALLBACK_MS = 10_000;
@@ -33,6 +38,7 @@ export class KubeWorkloads implements WorkloadPlatform {
   private readonly pollMs: number;
   private readonly changes: ChangeSignal | undefined;
   private readonly deploymentOf: ((namespace: string, name: string) => KubeObject | undefined) | undefined;
+  private readonly answeringPods: AnsweringPods | undefined;
   /** Canary rollouts, given the route cache and the proxies' counts; absent: every rollout at once. */
   readonly canaries: KubeCanaries | undefined;
   readonly canary: CanaryControl | undefined;
@@ -53,6 +59,12 @@ export class KubeWorkloads implements WorkloadPlatform {
     changes?: ChangeSignal;
     /** A function's Deployment as a watch cache holds it, for what status reports of it. */
     deploymentOf?: (namespace: string, name: string) => KubeObject | undefined;
+    /**
+     * How many pods of a function's revision answer now, the kubelet's probe or not (see
+     * starting-pods.ts): a rollout whose every new replica answers is done, and `/fn/` moves to it,
+     * before the kubelet and the Deployment controller have said so.
+     */
+    answeringPods?: AnsweringPods;
     /** With these, `spec.rollout.canary` splits requests between two Deployments. */
     canaries?: {
       logger: import('pino').Logger;
@@ -61,6 +73,11 @@ export class KubeWorkloads implements WorkloadPlatform {
     };
   }) {
     this.deploymentOf = options.deploymentOf;
+    this.answeringPods = options.answeringPods;
+    // A rollout waits on its Deployment's key: a pod of it that starts answering is such a change.
+    options.answeringPods?.onPodsAnswering((namespace, fn) => {
+      for (const name of [fn, canaryName(fn)]) this.changes?.notify(deploymentKey(namespace, name));
+    });
     this.changes = options.changes;
     this.http = options.http;
     this.imagePullSecrets = options.imagePullSecrets ?? [];
@@ -164,7 +181,11 @@ export class KubeWorkloads implements WorkloadPlatform {
       // Not a verdict on the revision: the retry applies it again.
       if (!deployment) throw new Error(`Deployment ${namespace}/${name} disappeared during its rollout`);
       const progress = rolloutProgress(deployment);
-      if (progress.state === 'done') return;
+      if (
+        progress.state === 'done' ||
+        (progress.state === 'progressing' && this.answers(deployment, revision))
+      )
+        return;
       if (progress.state === 'failed' || Date.now() >= deadline) {
         const pods = await listObjects<KubeObject>(this.http, POD, {
           namespace,
@@ -180,6 +201,22 @@ export class KubeWorkloads implements WorkloadPlatform {
       }
       await (moved ?? new Promise((resolve) => setTimeout(resolve, this.pollMs)));
     }
+  }
+
+  /**
+   * Whether every replica the Deployment wants runs `revision` and answers: the rollout is done as far
+   * as requests go, although the old replicas are still being scaled down.
+   */
+  private answers(deployment: KubeObject, revision: string): boolean {
+    if (!this.answeringPods) return false;
+    const { namespace, name, annotations, labels } = deployment.metadata;
+    const generation = deployment.metadata.generation ?? 1;
+    const status = (deployment as { status?: { observedGeneration?: number } }).status;
+    if ((status?.observedGeneration ?? 0) < generation || annotations?.[ANNOTATION_REVISION] !== revision)
+      return false;
+    const wanted = (deployment.spec as { replicas?: number } | undefined)?.replicas ?? 1;
+    const fn = labels?.[LABEL_FUNCTION] ?? name;
+    return wanted > 0 && this.answeringPods.answeringPods(namespace ?? '', fn, revision) >= wanted;
   }
 
   /**

@@ -71,6 +71,8 @@ export function wireKubeDataPath(deps: KubeDataPathDeps): KubeDataPath {
     logger,
     functions: store,
     services: config.functionRoute === 'cluster-ip',
+    // A started pod is asked where its endpoint would be reached.
+    ...(deps.endpointOrigin ? { startingPods: { origin: deps.endpointOrigin } } : {}),
     ...namespaces,
   });
   // Every replica holds requests and scales up; only the leader scales idle functions down.
