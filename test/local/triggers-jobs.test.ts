@@ -136,3 +136,51 @@ describe('cron triggers and function jobs (local)', () => {
     await eventually(async () => (await workerRuns()) > before, 10_000, 'cron running again');
   });
 });
+
+// A run's outcome outlives the controller that saw it: after a restart the FunctionJob's Failed is
+// read back from the state directory and is final for its runId, as kube's run Job is by its name.
+describe('a failed FunctionJob run across a restart (local)', () => {
+  it('is not run again for its runId after a restart; the next runId runs once', async () => {
+    const runLog = join(await tempDir('runlog'), 'runs.txt');
+    const stateDir = await tempDir('job-restart-state');
+    const doomed = (runId: number, fail: boolean) =>
+      `---\napiVersion: sless.dev/v1alpha1\nkind: FunctionJob\nmetadata:\n  name: doomed\nspec: ${JSON.stringify({ function: 'flaky', event: { n: runId, fail }, runId })}\n`;
+    const repo = await TestRepo.create({
+      'flaky/function.yaml': functionManifest('flaky', { env: { RUN_LOG: runLog } }) + doomed(1, true),
+      'flaky/handler.js': nodeHandler(`
+        if (process.env.SLESS_EVENT) require('node:fs').appendFileSync(process.env.RUN_LOG, JSON.stringify(event.body) + '\\n');
+        if (process.env.SLESS_EVENT && event.body.fail) throw new Error('asked to fail');
+        return { ok: true };
+      `),
+    });
+    const runs = async () => (await readFile(runLog, 'utf8').catch(() => '')).split('\n').filter(Boolean);
+    const jobPhase = async (system: TestSystem, runId: number) => {
+      const status = (await system.store.get('FunctionJob', 'default', 'doomed'))?.status;
+      return status?.observedRunId === runId ? status.phase : undefined;
+    };
+    let system = await startTestSystem({ url: repo.dir, sandbox: 'off', stateDir });
+    try {
+      await eventually(async () => (await jobPhase(system, 1)) === 'Failed', 30_000, 'run 1 failed');
+      expect(await runs()).toEqual(['{"n":1,"fail":true}']);
+      await system.close();
+      system = await startTestSystem({ url: repo.dir, sandbox: 'off', stateDir });
+      await eventually(
+        async () => (await system.functionStatus('flaky'))?.phase === 'Ready',
+        30_000,
+        'flaky ready after the restart',
+      );
+      // Everything the restart queued was reconciled; run 1 is still the Failed one it was.
+      await system.controller.idle();
+      expect(await jobPhase(system, 1)).toBe('Failed');
+      await repo.commit({
+        'flaky/function.yaml': functionManifest('flaky', { env: { RUN_LOG: runLog } }) + doomed(2, false),
+      });
+      await system.controller.syncNow('default', 'test');
+      await eventually(async () => (await jobPhase(system, 2)) === 'Succeeded', 30_000, 'run 2 succeeded');
+      expect(await runs()).toEqual(['{"n":1,"fail":true}', '{"n":2,"fail":false}']);
+    } finally {
+      await system.close();
+      await repo.remove();
+    }
+  });
+});

@@ -570,6 +570,14 @@ export const MUTATIONS: GuardMutation[] = [
     tests: ['test/platform/local.test.ts', 'test/platform/kube.test.ts'],
   },
   {
+    id: 'job-failed-run-rerun',
+    guard: 'A FunctionJob run that failed is final for its runId, also after a restart of sless.',
+    file: 'src/reconcile/job/reconciler.ts',
+    from: "const finished = current.phase === 'Succeeded' || current.phase === 'Failed';",
+    to: "const finished = current.phase === 'Succeeded';",
+    tests: ['test/local/triggers-jobs.test.ts'],
+  },
+  {
     id: 'job-missing-function-not-failed',
     guard:
       'A FunctionJob naming a function its namespace does not have is Failed, saying so, on every platform.',
