@@ -39,6 +39,13 @@ describe('kube controller config', () => {
     expect(() => load({ SLESS_PROXY_THREAD: 'yes' })).toThrow('--proxy-thread: "yes" must be on or off');
   });
 
+  it('pre-pulls only when SLESS_PREPULL says true, refusing anything but true or false', () => {
+    expect(load({}).prepull).toBe(false);
+    expect(load({ SLESS_PREPULL: 'true' }).prepull).toBe(true);
+    expect(load({ SLESS_PREPULL: ' false ' }).prepull).toBe(false);
+    expect(() => load({ SLESS_PREPULL: 'yes' })).toThrow('SLESS_PREPULL: "yes" must be true or false');
+  });
+
   it('cuts streams at SLESS_MAX_STREAM_DURATION or --max-stream-duration (the flag wins), 1h unless set', () => {
     expect(load({}).maxStreamSeconds).toBe(3600);
     expect(load({ SLESS_MAX_STREAM_DURATION: '90s' }).maxStreamSeconds).toBe(90);

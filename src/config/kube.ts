@@ -107,6 +107,12 @@ export interface KubeControllerConfig {
    */
   readonly codeLayer: boolean;
   /**
+   * Whether the leader keeps a DaemonSet that pulls the kaniko image and the base image of each
+   * runtime in use onto every node before builds and pods need them (`SLESS_PREPULL`, default false:
+   * it holds those images on every node, which the operator must allow; deploy/components/prepull).
+   */
+  readonly prepull: boolean;
+  /**
    * `on` (default): `sless controller` proxies `/fn/` from a thread of its own (the gateway), as the
    * local platform does, away from the main thread's garbage-collection pauses; functions that scale
    * to zero, and whatever is not ready, still go to the main thread. `off`: all of `/fn/` from the main thread.
@@ -424,6 +430,7 @@ export function loadKubeControllerConfig(
     sopsAgeSecret: env.SLESS_SOPS_AGE_SECRET || 'sless-sops-age',
     sopsBinary: env.SLESS_SOPS_BINARY || 'sops',
     codeLayer: !(env.SLESS_CODE_LAYER?.trim() && !booleanSetting(env.SLESS_CODE_LAYER, 'SLESS_CODE_LAYER')),
+    prepull: booleanSetting(env.SLESS_PREPULL, 'SLESS_PREPULL'),
     proxyThread: proxyThread === 'on',
     maxStreamSeconds: loadMaxStreamSeconds(flags['max-stream-duration'], env),
     asyncInvocations: loadAsyncInvocations(env),

@@ -123,6 +123,42 @@ describe('deploy/', () => {
     }
   });
 
+  it('pre-pulling is opt-in: the component sets SLESS_PREPULL=true, which the controller reads, and it all applies', async () => {
+    const controllerEnv = (rendered: KubeObject[]) => {
+      const deployment = rendered.find(
+        (o) => o.kind === 'Deployment' && o.metadata.name === 'sless-controller',
+      );
+      const spec = deployment?.spec as {
+        template: { spec: { containers: { env?: { name: string; value?: string }[] }[] } };
+      };
+      return spec.template.spec.containers[0]?.env ?? [];
+    };
+    expect(controllerEnv(objects).map((e) => e.name)).not.toContain('SLESS_PREPULL');
+    const overlay = await mkdtemp(join(tmpdir(), 'sless-overlay-'));
+    try {
+      await writeFile(
+        join(overlay, 'kustomization.yaml'),
+        `apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - ${DEPLOY_DIR}\n` +
+          `components:\n  - ${join(DEPLOY_DIR, 'components', 'prepull')}\n`,
+      );
+      const rendered = await loadKustomization(overlay);
+      const value = controllerEnv(rendered).find((e) => e.name === 'SLESS_PREPULL')?.value;
+      expect(value).toBe('true');
+      const roles = rendered.filter(
+        (o) => o.kind === 'Role' && o.metadata.name === 'sless-controller-prepull',
+      );
+      expect(roles.map((o) => o.metadata.namespace)).toEqual(['sless-system']);
+      const ns = rendered.find((o) => o.kind === 'Namespace');
+      if (ns) await apply(env.http, typeOf(ns), ns);
+      for (const object of rendered.filter(
+        (o) => o.kind === 'Deployment' || o.metadata.name.includes('prepull'),
+      ))
+        await apply<KubeObject>(env.http, typeOf(object), object, { dryRun: true });
+    } finally {
+      await rm(overlay, { recursive: true, force: true });
+    }
+  });
+
   it('pins every image (a version or a digest, never :latest)', () => {
     const all = images(objects);
     expect(all.length).toBeGreaterThan(0);

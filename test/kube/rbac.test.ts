@@ -13,15 +13,18 @@ import { Writable } from 'node:stream';
 import { KubeConfig } from '@kubernetes/client-node';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { StoreEvent } from '../../src/core/interfaces.js';
 import type { SlessFunction } from '../../src/core/resources.js';
 import { type KubeSystem, startKubeSystem } from '../../src/main.js';
 import { KubeCodeVerdicts } from '../../src/platform/kube/code-verdicts.js';
 import { KubeApiError, KubeHttp } from '../../src/platform/kube/http.js';
 import { KubeNamespaces } from '../../src/platform/kube/namespaces.js';
-import { apply, getObject } from '../../src/platform/kube/objects.js';
+import { apply, getObject, type KubeObject } from '../../src/platform/kube/objects.js';
+import { PREPULL_NAME, PrepullKeeper, prepullDaemonSet } from '../../src/platform/kube/prepull.js';
 import { ReplicaKey } from '../../src/platform/kube/replica-key.js';
 import {
   CRONJOB,
+  DAEMON_SET,
   DEPLOYMENT,
   JOB,
   NAMESPACE,
@@ -321,6 +324,93 @@ describe('RBAC of deploy/', () => {
     expect(two).toEqual(one);
     const stored = await getObject<SecretObject>(env.http, SECRET, env.controllerNs, 'sless-replica-key');
     expect(Buffer.from(stored?.data?.key ?? '', 'base64')).toEqual(one);
+  });
+
+  it('pre-pull: by default the controller may only delete its DaemonSet; with the component it keeps it as the runtimes in use change', async () => {
+    const settings = { controllerNamespace: env.controllerNs };
+    const daemonSets = `/apis/apps/v1/namespaces/${env.controllerNs}/daemonsets`;
+    const prepull = prepullDaemonSet(settings, ['node:20.20.2-bookworm-slim']);
+    const other = { ...prepull, metadata: { ...prepull.metadata, name: 'not-prepull' } };
+    expect(await denied(apply(asController, DAEMON_SET, prepull))).toBe(403);
+    expect(await denied(asController.request('GET', `${daemonSets}/${PREPULL_NAME}`))).toBe(403);
+    // Allowed, and there is none: 404, not 403.
+    expect(await denied(asController.request('DELETE', `${daemonSets}/${PREPULL_NAME}`))).toBe(404);
+    expect(await denied(asController.request('DELETE', `${daemonSets}/not-prepull`))).toBe(403);
+
+    for (const o of await loadKustomization(join(DEPLOY_DIR, 'components', 'prepull')))
+      await apply(env.http, typeOf(o), { ...o, metadata: { ...o.metadata, namespace: env.controllerNs } });
+    await eventually('the component binding effective', async () => {
+      return (await denied(asController.request('GET', `${daemonSets}/${PREPULL_NAME}`))) === 404;
+    });
+    // The Functions the keeper reads, as the store's watch would tell them.
+    const functions = new Map<string, SlessFunction>();
+    const listeners = new Set<(event: StoreEvent) => void>();
+    const setFunction = (name: string, runtime: SlessFunction['spec']['runtime'] | undefined) => {
+      const fn = {
+        apiVersion: 'sless.dev/v1alpha1',
+        kind: 'Function',
+        metadata: { name, namespace: env.ns },
+        spec: { runtime, entrypoint: 'handler.handle' },
+      } as SlessFunction;
+      if (runtime) functions.set(name, fn);
+      else functions.delete(name);
+      for (const listener of listeners)
+        listener({ type: runtime ? 'MODIFIED' : 'DELETED', object: fn, statusOnly: false });
+    };
+    const lines: string[] = [];
+    const keeper = new PrepullKeeper({
+      http: asController,
+      logger: pino(
+        { level: 'info' },
+        new Writable({ write: (c, _e, done) => done(void lines.push(String(c))) }),
+      ),
+      enabled: true,
+      settings,
+      functions: {
+        cached: (_kind, keep) => {
+          for (const fn of functions.values()) keep(fn);
+          return [];
+        },
+        subscribe: (listener) => {
+          listeners.add(listener);
+          return () => listeners.delete(listener);
+        },
+      },
+    });
+    const images = async () => {
+      const ds = await getObject<KubeObject>(env.http, DAEMON_SET, env.controllerNs, PREPULL_NAME);
+      const spec = ds?.spec as { template: { spec: { initContainers: { image: string }[] } } } | undefined;
+      return spec?.template.spec.initContainers.map((c) => c.image);
+    };
+    setFunction('a', 'nodejs20');
+    keeper.start();
+    try {
+      await eventually('the DaemonSet applied', async () => (await images())?.length === 2);
+      expect((await images())?.slice(1)).toEqual(['node:20.20.2-bookworm-slim']);
+      setFunction('b', 'python3.11');
+      await eventually('python pulled too', async () => (await images())?.length === 3);
+      expect((await images())?.slice(1)).toEqual([
+        'node:20.20.2-bookworm-slim',
+        'python:3.11.13-slim-bookworm',
+      ]);
+      setFunction('a', undefined);
+      setFunction('b', undefined);
+      await eventually(
+        'no runtime in use: the DaemonSet deleted',
+        async () => (await images()) === undefined,
+      );
+    } finally {
+      await keeper.stop();
+    }
+    expect(lines.join('')).not.toMatch(/not kept/);
+    // Still only its own: another DaemonSet may not be changed or deleted.
+    expect(await denied(asController.request('DELETE', `${daemonSets}/not-prepull`))).toBe(403);
+    await apply(env.http, DAEMON_SET, other);
+    expect(
+      await denied(
+        apply(asController, DAEMON_SET, { ...other, metadata: { ...other.metadata, labels: {} } }),
+      ),
+    ).toBe(403);
   });
 
   it('denies what the controller must never do', async () => {

@@ -14,6 +14,12 @@ export const DEPLOYMENT: ResourceType = {
   plural: 'deployments',
   namespaced: true,
 };
+export const DAEMON_SET: ResourceType = {
+  apiVersion: 'apps/v1',
+  kind: 'DaemonSet',
+  plural: 'daemonsets',
+  namespaced: true,
+};
 export const SERVICE: ResourceType = {
   apiVersion: 'v1',
   kind: 'Service',

@@ -1,21 +1,23 @@
 /**
  * What only the leader runs besides the control loop, registered with the leader term: the drift
  * watch (an owned Deployment, Service or CronJob edited or deleted by hand is put back), the build
- * watch (a build Job that moves wakes the build waiting on it), the commit status reporter and the
- * sweep of orphan canary Deployments.
+ * watch (a build Job that moves wakes the build waiting on it), the commit status reporter, the
+ * sweep of orphan canary Deployments and the pre-pull DaemonSet.
  */
 import type { Logger } from 'pino';
 import { commitStatusReporter } from '../../../commitstatus/wire.js';
 import type { KubeControllerConfig } from '../../../config/kube.js';
-import type { ObjectStore } from '../../../core/interfaces.js';
+import type { ObjectStore, StoreEvent } from '../../../core/interfaces.js';
 import type { LeaderTasks } from '../../../core/leadership.js';
 import type { ReconcileRequests } from '../../../core/reconcile-requests.js';
+import type { SlessFunction } from '../../../core/resources.js';
 import type { GuardedHttpClient } from '../../../source/guarded-http.js';
 import { BuildWatch } from '../build/build-watch.js';
 import type { KubeCanaries } from '../canaries.js';
 import type { ChangeSignal } from '../change-signal.js';
 import { DriftWatch } from '../drift-watch.js';
 import type { KubeHttp } from '../http.js';
+import { PrepullKeeper } from '../prepull.js';
 import { KubeSourceReaderFactory } from '../source-readers.js';
 
 export function registerKubeLeaderWork(deps: {
@@ -23,7 +25,10 @@ export function registerKubeLeaderWork(deps: {
   http: KubeHttp;
   config: KubeControllerConfig;
   logger: Logger;
-  store: ObjectStore;
+  store: ObjectStore & {
+    cached(kind: 'Function', keep: (fn: SlessFunction) => boolean): SlessFunction[] | undefined;
+    subscribe(listener: (event: StoreEvent) => void): () => void;
+  };
   requests: ReconcileRequests;
   changes: ChangeSignal;
   gitHttp: GuardedHttpClient;
@@ -65,6 +70,21 @@ export function registerKubeLeaderWork(deps: {
       canaries.beginTerm();
       return () => canaries.endTerm();
     });
+  leaderTasks.register('pre-pull', () => {
+    const keeper = new PrepullKeeper({
+      http,
+      logger,
+      enabled: config.prepull,
+      settings: {
+        controllerNamespace: config.controllerNamespace,
+        ...(config.kanikoImage ? { kanikoImage: config.kanikoImage } : {}),
+        registryMap: config.kanikoRegistryMap,
+      },
+      functions: deps.store,
+    });
+    keeper.start();
+    return () => void keeper.stop();
+  });
   leaderTasks.register('build watch', () => {
     const watch = new BuildWatch({ http, logger, controllerNamespace: config.controllerNamespace, changes });
     watch.start();
