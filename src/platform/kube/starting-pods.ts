@@ -52,6 +52,8 @@ export interface StartingPodsOptions {
 
 export class StartingPods {
   private readonly pods = new Map<string, Tracked>();
+  /** The same entries by `namespace/function`: the route cache asks per function. */
+  private readonly byFunction = new Map<string, Set<Tracked>>();
   private readonly listeners = new Set<PodsAnsweringListener>();
   private readonly probe: (origin: string) => Promise<boolean>;
   private readonly origin: (address: string) => string;
@@ -94,6 +96,13 @@ export class StartingPods {
       if (tracked) this.forget(key, tracked);
       tracked = { namespace, fn, revision, ip, restarts, answers: false, seenReady: false, probing: false };
       this.pods.set(key, tracked);
+      const fnKey = objectKey(namespace, fn);
+      let ofFunction = this.byFunction.get(fnKey);
+      if (!ofFunction) {
+        ofFunction = new Set();
+        this.byFunction.set(fnKey, ofFunction);
+      }
+      ofFunction.add(tracked);
     }
     const ready = status.conditions?.find((c) => c.type === 'Ready')?.status === 'True';
     if (ready) {
@@ -112,9 +121,8 @@ export class StartingPods {
   /** The addresses of the pods of `fn` running `revision` that answer, sorted. */
   answering(namespace: string, fn: string, revision: string): string[] {
     const found: string[] = [];
-    for (const pod of this.pods.values())
-      if (pod.answers && pod.namespace === namespace && pod.fn === fn && pod.revision === revision)
-        found.push(pod.ip);
+    for (const pod of this.byFunction.get(objectKey(namespace, fn)) ?? [])
+      if (pod.answers && pod.revision === revision) found.push(pod.ip);
     return found.sort();
   }
 
@@ -122,6 +130,7 @@ export class StartingPods {
     this.stopped = true;
     for (const pod of this.pods.values()) this.stopProbing(pod);
     this.pods.clear();
+    this.byFunction.clear();
     this.listeners.clear();
   }
 
@@ -154,6 +163,10 @@ export class StartingPods {
   private forget(key: string, tracked: Tracked): void {
     this.stopProbing(tracked);
     this.pods.delete(key);
+    const fnKey = objectKey(tracked.namespace, tracked.fn);
+    const ofFunction = this.byFunction.get(fnKey);
+    ofFunction?.delete(tracked);
+    if (ofFunction?.size === 0) this.byFunction.delete(fnKey);
     if (tracked.answers) this.tell(tracked);
   }
 
