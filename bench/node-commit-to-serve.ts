@@ -1,8 +1,8 @@
 // Commit to serving on the real node (test/cluster/node.ts; root only): from `git commit` + push to the
-// first /fn/ response with the new body, for a code-only change of a Node function without
-// dependencies, through both build paths in the same run, alternating:
-//   code layer  `hello` (no package.json): the controller pushes the earlier image with a new code
-//               layer, no Job;
+// first /fn/ response with the new body, for a code-only change of a function without dependencies,
+// through both build paths in the same run, alternating:
+//   code layer  `hello` (Node, no package.json) and `snake` (Python, no requirements.txt): the
+//               controller pushes the earlier image with a new code layer, no Job;
 //   kaniko      `slow` (a package.json without a lock file, which the code-layer path refuses):
 //               a kaniko Job, kaniko cache warm, as every code change was built before.
 // Median of RUNS (default 5) each, broken down into
@@ -107,17 +107,41 @@ async function podTimes(env: E2eEnv, name: string) {
   }
 }
 
-/** One code-only commit of `hello`, built as a code layer (no Job). */
-async function codeLayerRun(env: E2eEnv, records: CodeLayerRecords, i: number): Promise<Row> {
+/** A function the code-layer path builds: its handler file and the body a version answers. */
+interface CodeLayerTarget {
+  name: string;
+  file: string;
+  handler: (version: string) => string;
+}
+
+const NODE_TARGET: CodeLayerTarget = {
+  name: 'hello',
+  file: 'hello/handler.js',
+  handler: (version) => nodeHandler(`return '${version}';`),
+};
+const PYTHON_TARGET: CodeLayerTarget = {
+  name: 'snake',
+  file: 'snake/handler.py',
+  handler: (version) => `def handle(event, context):\n    return "${version}"\n`,
+};
+
+/** One code-only commit of `target`, built as a code layer (no Job). */
+async function codeLayerRun(
+  env: E2eEnv,
+  records: CodeLayerRecords,
+  target: CodeLayerTarget,
+  i: number,
+): Promise<Row> {
   const start = Date.now();
-  const sha = await env.commit({ 'hello/handler.js': nodeHandler(`return 'v${i}';`) });
-  await served(env, 'hello', `v${i}`);
+  const version = `${target.name}-v${i}`;
+  const sha = await env.commit({ [target.file]: target.handler(version) });
+  await served(env, target.name, version);
   const end = Date.now();
-  const record = (await records.list({ namespace: env.ns, name: 'hello' })).find((r) => r.commit === sha);
-  if (!record) throw new Error(`hello@${sha}: built without the code-layer path (no record)`);
+  const record = (await records.list({ namespace: env.ns, name: target.name })).find((r) => r.commit === sha);
+  if (!record) throw new Error(`${target.name}@${sha}: built without the code-layer path (no record)`);
   const began = Date.parse(record.startedAt);
   const pushed = Date.parse(record.builtAt);
-  const pod = await podTimes(env, 'hello');
+  const pod = await podTimes(env, target.name);
   return {
     total: end - start,
     sync: began - start,
@@ -208,7 +232,9 @@ async function main(): Promise<void> {
   const t0 = performance.now();
   const env = await startE2e('bench', {
     'hello/function.yaml': functionManifest('hello'),
-    'hello/handler.js': nodeHandler(`return 'v0';`),
+    [NODE_TARGET.file]: NODE_TARGET.handler('hello-v0'),
+    'snake/function.yaml': functionManifest('snake', { runtime: 'python3.11', entrypoint: 'handler.handle' }),
+    [PYTHON_TARGET.file]: PYTHON_TARGET.handler('snake-v0'),
     // No lock file: each install may resolve other versions, so every build of it goes to kaniko.
     'slow/function.yaml': functionManifest('slow'),
     'slow/package.json': '{"name":"slow","version":"1.0.0"}\n',
@@ -216,16 +242,23 @@ async function main(): Promise<void> {
   });
   const startMs = performance.now() - t0;
   const firstMs = performance.now();
-  await Promise.all([served(env, 'hello', 'v0'), served(env, 'slow', 's0')]);
+  await Promise.all([
+    served(env, 'hello', 'hello-v0'),
+    served(env, 'snake', 'snake-v0'),
+    served(env, 'slow', 's0'),
+  ]);
   const firstServe = performance.now() - firstMs;
 
   const records = new CodeLayerRecords(env.http, env.controllerNs);
   const fast: Row[] = [];
+  const python: Row[] = [];
   const slow: Row[] = [];
   for (let i = 1; i <= RUNS; i++) {
     // Alternating, so that a machine busier in one half of the run weighs on both paths alike.
-    fast.push(await codeLayerRun(env, records, i));
+    fast.push(await codeLayerRun(env, records, NODE_TARGET, i));
     process.stderr.write(`run ${i} code layer: ${JSON.stringify(fast.at(-1))}\n`);
+    python.push(await codeLayerRun(env, records, PYTHON_TARGET, i));
+    process.stderr.write(`run ${i} python:     ${JSON.stringify(python.at(-1))}\n`);
     slow.push(await kanikoRun(env, i));
     process.stderr.write(`run ${i} kaniko:     ${JSON.stringify(slow.at(-1))}\n`);
   }
@@ -234,9 +267,10 @@ async function main(): Promise<void> {
   const med = (rows: Row[], k: keyof Row) => median(rows.map((r) => r[k]));
   const col = (rows: Row[], k: keyof Row) => `${(med(rows, k) / 1000).toFixed(1)} s`;
   console.log(`node fixture start (this run):                    ${(startMs / 1000).toFixed(1)} s`);
-  console.log(`first builds and serves, both with kaniko (cold): ${(firstServe / 1000).toFixed(1)} s`);
+  console.log(`first builds and serves, all three with kaniko:    ${(firstServe / 1000).toFixed(1)} s`);
   for (const [label, rows] of [
     ['code layer (no Job)', fast],
+    ['code layer, Python (no Job)', python],
     ['kaniko Job', slow],
   ] as const) {
     console.log(`${label}: commit → new body served, median of ${RUNS}: ${col(rows, 'total')}`);
