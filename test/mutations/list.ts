@@ -117,6 +117,24 @@ export const MUTATIONS: GuardMutation[] = [
     tests: ['src/platform/kube/starting-pods.test.ts'],
   },
   {
+    id: 'prepull-container-root',
+    guard:
+      'The pre-pull DaemonSet runs every container as non-root, without privilege escalation or a token.',
+    file: 'src/platform/kube/prepull.ts',
+    from: '    runAsNonRoot: true,\n',
+    to: '',
+    tests: ['src/platform/kube/prepull.test.ts'],
+  },
+  {
+    id: 'prepull-ignores-runtime-change',
+    guard:
+      'The pre-pull DaemonSet follows the runtimes in use: a new runtime is pulled, none left deletes it.',
+    file: 'src/platform/kube/prepull.ts',
+    from: "if (event.object.kind === 'Function' && !event.statusOnly) this.schedule(COALESCE_MS);",
+    to: "if (event.object.kind === 'Function' && !event.statusOnly && !event) this.schedule(COALESCE_MS);",
+    tests: ['test/kube/rbac.test.ts'],
+  },
+  {
     id: 'kube-pod-reason-misses-running-crashloop',
     guard:
       "A crash-looping pod read while it runs between two crashes is still named in the Function's status, by its restarts and its last exit.",
