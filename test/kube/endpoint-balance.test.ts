@@ -38,6 +38,7 @@ import {
   kubeEnv,
   logger,
   markDeploymentAvailable,
+  markPodStarted,
   playHealthyKubelet,
   recordResolves,
 } from './harness.js';
@@ -494,27 +495,7 @@ for (const thread of [false, true]) {
         pods.set(address, pod);
         await createPod(address, third);
         // Played kubelet: the container runs, its probe has not passed.
-        await env.http.request('PATCH', `/api/v1/namespaces/${env.ns}/pods/${podName(address)}/status`, {
-          contentType: MERGE_PATCH,
-          body: {
-            status: {
-              phase: 'Running',
-              podIP: address,
-              podIPs: [{ ip: address }],
-              conditions: [{ type: 'Ready', status: 'False' }],
-              containerStatuses: [
-                {
-                  name: 'function',
-                  image: 'function:test',
-                  imageID: '',
-                  ready: false,
-                  restartCount: 0,
-                  state: { running: { startedAt: new Date().toISOString() } },
-                },
-              ],
-            },
-          },
-        });
+        await markPodStarted(env.http, env.ns, podName(address), address);
       }
       const startedPods = started.map((address) => pods.get(address) as Pod);
       // Asked, twice each, and refused: the old revision serves on.

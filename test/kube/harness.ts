@@ -25,6 +25,7 @@ import {
   markBuildSucceeded,
   markDeploymentAvailable,
   markJobComplete,
+  markPodStarted,
   playHealthyKubelet,
   playKanikoPushed,
 } from './play.ts';
@@ -36,6 +37,7 @@ export {
   markBuildSucceeded,
   markDeploymentAvailable,
   markJobComplete,
+  markPodStarted,
   playHealthyKubelet,
   playKanikoPushed,
 };

@@ -284,3 +284,36 @@ export async function playCrashLoopingPod(
     },
   });
 }
+
+/**
+ * Plays the kubelet: pod `name`'s one container started at `ip`, and no probe has passed yet (Ready
+ * False), as a pod is between its container's start and its first successful readiness probe.
+ */
+export async function markPodStarted(
+  http: KubeHttp,
+  namespace: string,
+  name: string,
+  ip: string,
+): Promise<void> {
+  await http.request('PATCH', `/api/v1/namespaces/${namespace}/pods/${name}/status`, {
+    contentType: MERGE_PATCH,
+    body: {
+      status: {
+        phase: 'Running',
+        podIP: ip,
+        podIPs: [{ ip }],
+        conditions: [{ type: 'Ready', status: 'False' }],
+        containerStatuses: [
+          {
+            name: 'function',
+            image: 'function:test',
+            imageID: '',
+            ready: false,
+            restartCount: 0,
+            state: { running: { startedAt: now() } },
+          },
+        ],
+      },
+    },
+  });
+}

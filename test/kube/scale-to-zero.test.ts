@@ -16,7 +16,6 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { buildName } from '../../src/core/naming.js';
 import { FIELD_MANAGER, type FunctionStatus, type SlessFunction } from '../../src/core/resources.js';
 import { type KubeSystem, startKubeSystem } from '../../src/main.js';
-import { MERGE_PATCH } from '../../src/platform/kube/http.js';
 import { LABEL_COMPONENT, LABEL_FUNCTION } from '../../src/platform/kube/labels.js';
 import { getObject, type KubeObject } from '../../src/platform/kube/objects.js';
 import { CRONJOB, DEPLOYMENT, ENDPOINT_SLICE, JOB } from '../../src/platform/kube/resource-types.js';
@@ -31,6 +30,7 @@ import {
   kubeEnv,
   logger,
   markBuildSucceeded,
+  markPodStarted,
   playHealthyKubelet,
 } from './harness.js';
 import { playEndpointSlices } from './play.js';
@@ -289,25 +289,7 @@ describe('kube platform: scale to zero with /fn/ as the activator', () => {
           spec: { containers: [{ name: 'function', image: 'function:test' }] },
         },
       });
-      await env.http.request('PATCH', `/api/v1/namespaces/${env.ns}/pods/${pod}/status`, {
-        contentType: MERGE_PATCH,
-        body: {
-          status: {
-            phase: 'Running',
-            podIP: '10.96.8.8',
-            containerStatuses: [
-              {
-                name: 'function',
-                image: 'function:test',
-                imageID: '',
-                ready: false,
-                restartCount: 0,
-                state: { running: { startedAt: new Date().toISOString().replace(/\.\d+Z$/, 'Z') } },
-              },
-            ],
-          },
-        },
-      });
+      await markPodStarted(env.http, env.ns, pod, '10.96.8.8');
       expect(await activated).toBe(upstreamOrigin);
       expect(probed).toContain('10.96.8.8');
     } finally {

@@ -10,8 +10,8 @@ import type { Logger } from 'pino';
 import type { StoreEvent } from '../../core/interfaces.js';
 import type { SlessFunction } from '../../core/resources.js';
 import type { RuntimeName } from '../../core/schemas.js';
-import { INSTALL_IMAGES, INSTALL_UID } from '../../packaging/install-step.js';
-import { KANIKO_IMAGE, mirroredImage } from './build/kaniko-job.js';
+import { INSTALL_IMAGES } from '../../packaging/install-step.js';
+import { KANIKO_IMAGE, mirroredImage, UNPRIVILEGED } from './build/kaniko-job.js';
 import type { KubeHttp } from './http.js';
 import { LABEL_COMPONENT, LABEL_MANAGED_BY, MANAGED_BY } from './labels.js';
 import { apply, deleteObject, type KubeObject } from './objects.js';
@@ -44,15 +44,7 @@ export function prepullImages(runtimes: Iterable<RuntimeName>, settings: Prepull
 /** The DaemonSet that pulls `bases` (runtime base images, each with a shell) and the kaniko image. */
 export function prepullDaemonSet(settings: PrepullSettings, bases: readonly string[]): KubeObject {
   const labels = { [LABEL_COMPONENT]: 'prepull', [LABEL_MANAGED_BY]: MANAGED_BY };
-  const securityContext = {
-    runAsUser: INSTALL_UID,
-    runAsGroup: INSTALL_UID,
-    runAsNonRoot: true,
-    allowPrivilegeEscalation: false,
-    readOnlyRootFilesystem: true,
-    capabilities: { drop: ['ALL'] },
-    seccompProfile: { type: 'RuntimeDefault' },
-  };
+  const securityContext = { ...UNPRIVILEGED, readOnlyRootFilesystem: true };
   const resources = { requests: { cpu: '1m', memory: '8Mi' }, limits: { memory: '32Mi' } };
   const pull = (name: string, image: string, command: string[]) => ({
     name,

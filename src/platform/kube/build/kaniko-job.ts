@@ -179,6 +179,16 @@ function normalizeRegistry(host: string): string {
   return host === 'docker.io' || host === 'registry-1.docker.io' ? 'index.docker.io' : host;
 }
 
+/** A container's security context for sless's own steps and the tenant's install: no root, no privilege. */
+export const UNPRIVILEGED = Object.freeze({
+  runAsUser: INSTALL_UID,
+  runAsGroup: INSTALL_UID,
+  runAsNonRoot: true,
+  allowPrivilegeEscalation: false,
+  capabilities: Object.freeze({ drop: Object.freeze(['ALL']) }),
+  seccompProfile: Object.freeze({ type: 'RuntimeDefault' }),
+});
+
 export function kanikoJob(
   settings: KanikoSettings,
   options: {
@@ -205,14 +215,7 @@ export function kanikoJob(
     ...(dependencyKey ? { [LABEL_DEPENDENCY_KEY]: dependencyKey } : {}),
   };
   const resources = { requests: { cpu: '500m', memory: '512Mi' }, limits: { memory: '2Gi' } };
-  const unprivileged = {
-    runAsUser: INSTALL_UID,
-    runAsGroup: INSTALL_UID,
-    runAsNonRoot: true,
-    allowPrivilegeEscalation: false,
-    capabilities: { drop: ['ALL'] },
-    seccompProfile: { type: 'RuntimeDefault' },
-  };
+  const unprivileged = UNPRIVILEGED;
   return {
     apiVersion: 'batch/v1',
     kind: 'Job',
