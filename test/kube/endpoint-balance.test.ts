@@ -516,6 +516,8 @@ for (const thread of [false, true]) {
       await eventually('the third revision serving', async () => (await servingRevision()) === third, 10_000);
       const fn = await system.store.get('Function', env.ns, 'spread');
       expect((fn?.status as FunctionStatus | undefined)?.phase).toBe('Ready');
+      // What answers is what status counts, though the Deployment says one replica is ready.
+      expect((fn?.status as FunctionStatus | undefined)?.instances).toEqual({ desired: 2, ready: 2 });
       // Served by the new pods, which no slice lists yet.
       await eventually('the started pods in use', () => allAnswer((body) => started.includes(body)), 10_000);
       expect(await allAnswer((body) => started.includes(body), 12)).toBe(true);

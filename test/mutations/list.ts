@@ -117,6 +117,15 @@ export const MUTATIONS: GuardMutation[] = [
     tests: ['src/platform/kube/starting-pods.test.ts'],
   },
   {
+    id: 'kube-instances-ignore-answering-pods',
+    guard:
+      "A Function's ready instances count its pods that answer, as /fn/ does, not only those the kubelet called ready.",
+    file: 'src/platform/kube/workloads.ts',
+    from: 'ready: Math.max(status?.readyReplicas ?? 0, answering)',
+    to: 'ready: Math.max(status?.readyReplicas ?? 0, 0 * answering)',
+    tests: ['test/kube/endpoint-balance.test.ts'],
+  },
+  {
     id: 'prepull-container-root',
     guard:
       'The pre-pull DaemonSet runs every container as non-root, without privilege escalation or a token.',

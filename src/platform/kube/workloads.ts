@@ -108,12 +108,20 @@ export class KubeWorkloads implements WorkloadPlatform {
     if (!deployment || deployment.metadata.deletionTimestamp) return undefined;
     const spec = deployment.spec as { replicas?: number } | undefined;
     const status = deployment.status as { readyReplicas?: number } | undefined;
-    return { instances: { desired: spec?.replicas ?? 1, ready: status?.readyReplicas ?? 0 } };
+    // A pod that answers serves before the kubelet calls it ready (see starting-pods.ts).
+    const revision = deployment.metadata.annotations?.[ANNOTATION_REVISION];
+    const answering = revision
+      ? (this.answeringPods?.answeringPods(fn.metadata.namespace, fn.metadata.name, revision) ?? 0)
+      : 0;
+    return {
+      instances: { desired: spec?.replicas ?? 1, ready: Math.max(status?.readyReplicas ?? 0, answering) },
+    };
   }
 
   /**
-   * Applies Service and Deployment, then waits until the Deployment controller rolled the revision
-   * out: every replica updated and available. The old pods serve meanwhile (maxUnavailable 0), and
+   * Applies Service and Deployment, then waits until the revision serves: every replica updated and
+   * available as the Deployment controller says, or every replica it wants running the revision and
+   * answering already (see `answers`). The old pods serve meanwhile (maxUnavailable 0), and
    * keep serving when the new ones never become available, which rejects with a RolloutError naming
    * the pods' reason. Applying what is already there changes nothing, so this also repairs drift: a
    * Deployment or Service deleted or edited by hand is put back.
