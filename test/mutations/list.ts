@@ -109,6 +109,15 @@ export const MUTATIONS: GuardMutation[] = [
     tests: ['src/platform/kube/starting-pods.test.ts'],
   },
   {
+    id: 'starting-pod-asked-past-startup',
+    guard:
+      "A pod past its startup probe is the kubelet's to judge: sless does not ask it, so a failing probe keeps it out.",
+    file: 'src/platform/kube/starting-pods.ts',
+    from: 'status.containerStatuses?.some((c) => c.started !== true)',
+    to: 'status.containerStatuses?.some((c) => c.started !== true || c)',
+    tests: ['src/platform/kube/starting-pods.test.ts'],
+  },
+  {
     id: 'starting-pod-kept-after-restart',
     guard: 'A pod whose container restarted is asked again before it serves.',
     file: 'src/platform/kube/starting-pods.ts',

@@ -37,6 +37,8 @@ function pod(
     restarts?: number;
     revision?: string;
     terminating?: boolean;
+    /** The kubelet's startup probe passed. */
+    started?: boolean;
   } = {},
 ): KubeObject {
   return {
@@ -57,6 +59,7 @@ function pod(
         {
           state: options.running === false ? { waiting: { reason: 'CrashLoopBackOff' } } : { running: {} },
           restartCount: options.restarts ?? 0,
+          started: options.started ?? false,
         },
       ],
     },
@@ -119,6 +122,25 @@ describe('StartingPods', () => {
     // Not asked: a probe would overrule the kubelet's.
     await new Promise((r) => setImmediate(r));
     expect(asked.get('10.0.0.4')).toBeUndefined();
+    pods.stop();
+  });
+
+  it('leaves a pod past its startup probe to the kubelet: not asked while it is not Ready', async () => {
+    const { pods, told, nextChange } = tracker();
+    up.add('10.0.4.1');
+    up.add('10.0.4.2');
+    // First seen (a restarted controller) past its startup probe and not ready: the kubelet's call.
+    pods.observe(pod('k', '10.0.4.1', { started: true }), false);
+    // A pod still starting, seen after it: asked, and its answer is the signal both were handled.
+    const answered = nextChange();
+    pods.observe(pod('l', '10.0.4.2'), false);
+    await answered;
+    expect(pods.answering('ns', 'f', 'r2')).toEqual(['10.0.4.2']);
+    expect(asked.get('10.0.4.1')).toBeUndefined();
+    expect(told).toEqual(['ns/f']);
+    // An answering pod stays while the kubelet passes it from startup into readiness probing.
+    pods.observe(pod('l', '10.0.4.2', { started: true }), false);
+    expect(pods.answering('ns', 'f', 'r2')).toEqual(['10.0.4.2']);
     pods.stop();
   });
 

@@ -3,8 +3,8 @@
  * ones that started and answer `/healthz` when asked directly, before the kubelet's probe said so.
  * The kubelet probes at 1 s granularity and the EndpointSlice follows after that; a rollout need not
  * wait for either to move `/fn/` to a new pod that already answers (Knative's activator probes pods
- * itself for the same reason). Once the kubelet has called a pod Ready, its verdict is the one kept:
- * a pod it then calls not ready is not asked again.
+ * itself for the same reason). A pod is asked only while its startup probe has not passed; once the
+ * kubelet has called it Ready, or passed it into readiness probing, its verdict is the one kept.
  */
 import { objectKey } from '../../core/object-key.js';
 import { addressOrigin } from './endpoints.js';
@@ -25,7 +25,7 @@ interface PodStatus {
   phase?: string;
   podIP?: string;
   conditions?: { type?: string; status?: string }[];
-  containerStatuses?: { state?: { running?: unknown }; restartCount?: number }[];
+  containerStatuses?: { state?: { running?: unknown }; restartCount?: number; started?: boolean }[];
 }
 
 interface Tracked {
@@ -113,7 +113,13 @@ export class StartingPods {
       // The kubelet took its readiness back: its probe failed, so asking again would overrule it.
       this.stopProbing(tracked);
       this.set(tracked, false);
-    } else if (!tracked.answers && tracked.probingSince === undefined) {
+    } else if (
+      !tracked.answers &&
+      tracked.probingSince === undefined &&
+      // Only while the kubelet's startup probe has yet to pass: once it has, readiness is the
+      // kubelet's to judge (a pod first seen by a restarted controller, failing its probe, stays out).
+      status.containerStatuses?.some((c) => c.started !== true)
+    ) {
       this.ask(key, tracked);
     }
   }
