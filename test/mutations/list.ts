@@ -144,6 +144,15 @@ export const MUTATIONS: GuardMutation[] = [
     tests: ['src/platform/kube/prepull.test.ts'],
   },
   {
+    id: 'prepull-gives-up-before-list',
+    guard:
+      'A leader that starts before the store has listed its Functions still applies the pre-pull DaemonSet.',
+    file: 'src/platform/kube/prepull.ts',
+    from: 'if (cached === undefined) return this.schedule(COALESCE_MS);',
+    to: 'if (cached === undefined) return;',
+    tests: ['test/kube/rbac.test.ts'],
+  },
+  {
     id: 'prepull-ignores-runtime-change',
     guard:
       'The pre-pull DaemonSet follows the runtimes in use: a new runtime is pulled, none left deletes it.',

@@ -174,8 +174,8 @@ export class PrepullKeeper {
       runtimes.add(fn.spec.runtime);
       return false;
     });
-    // Not listed yet: the first list's events schedule this again.
-    if (cached === undefined) return;
+    // Not listed yet: looked at again shortly.
+    if (cached === undefined) return this.schedule(COALESCE_MS);
     const bases = prepullImages(runtimes, this.options.settings);
     const wanted = JSON.stringify(bases);
     if (wanted === this.applied) return;
