@@ -150,6 +150,8 @@ describe.skipIf(!sopsAvailable())('kube platform: secrets', () => {
   });
 
   it("a rotation changes the pod template's secrets hash, so the Deployment rolls", async () => {
+    // Quiet first: then only the Secret watch can queue pay again, and the roll below is its doing.
+    await system.controller.idle();
     const before = await deployment('pay');
     const hash = templateOf(before).metadata.annotations?.['sless.dev/secrets-hash'];
     await putSecret('payments', { stripe: STRIPE_2, other: 'x' });
