@@ -181,13 +181,15 @@ async function compile(root: string): Promise<Outcome> {
 
 /**
  * Whether the entry's tests run compiled code: the proxy thread (every startTestSystem that keeps
- * its default), the CLI (bin/sless.js) or a started sless process. Otherwise vitest runs src/ itself
+ * its default), the CLI (bin/sless.js) or a started sless or controller process. Otherwise vitest runs src/ itself
  * and compiling again would only cost time. `SLESS_MUTATE_COMPILE=1` compiles for every entry.
  */
 function needsDist(root: string, m: GuardMutation): boolean {
   if (process.env.SLESS_MUTATE_COMPILE === '1' || m.file.startsWith('ui/')) return true;
   return m.tests.some((test) =>
-    /startTestSystem|sless-process|bin\/sless|Gateway\.start/.test(readFileSync(join(root, test), 'utf8')),
+    /startTestSystem|sless-process|controller-process|bin\/sless|Gateway\.start/.test(
+      readFileSync(join(root, test), 'utf8'),
+    ),
   );
 }
 
