@@ -268,7 +268,12 @@ describe('kube platform: a URL per commit', () => {
     expect(await getObject(env.http, JOB, env.controllerNs, buildName('f', sha(0)))).toBeDefined();
     const name = commitDeploymentName('f', sha(0));
     await eventually('f@A deleted after idle', async () => (await deployment(name)) === undefined, 30_000);
-    expect(await getObject(env.http, SERVICE, env.ns, name)).toBeUndefined();
+    // The sweep deletes the Deployment first (at the resourceVersion it read), then the Service.
+    await eventually(
+      "f@A's Service deleted with it",
+      async () => (await getObject(env.http, SERVICE, env.ns, name)) === undefined,
+      10_000,
+    );
     await system.gc.collect();
     expect(await getObject(env.http, JOB, env.controllerNs, buildName('f', sha(0)))).toBeUndefined();
     const gone = await call(`f@${sha(0).slice(0, 12)}`);
