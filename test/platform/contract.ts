@@ -13,6 +13,11 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Condition } from '../../src/core/conditions.js';
 import type { FunctionJob, GitSource, SlessFunction, Trigger } from '../../src/core/resources.js';
+import {
+  type ChatCompletionsServer,
+  sentCode,
+  startChatCompletionsServer,
+} from '../helpers/chat-completions-server.js';
 import { pollUntil } from '../helpers/poll-until.js';
 
 /** What /fn/{ns}/{name} answered; a JSON body is parsed, any other is the text. */
@@ -135,7 +140,37 @@ export type ContractCase =
   | 'build-history'
   | 'logs-refused'
   | 'job-fails'
-  | 'rebuild';
+  | 'rebuild'
+  | 'code-refused'
+  | 'code-check-unavailable';
+
+/**
+ * The code security gate every contract platform runs with: an endpoint speaking the chat-completions
+ * wire format (no model runs here), which the contract starts before the platform and answers from
+ * the code it is sent. A platform passes `url` and `apiKey` as its operator's settings would.
+ */
+export interface ContractCodeGate {
+  readonly url: string;
+  readonly apiKey: string;
+}
+
+/** Code holding this word is refused by the contract's gate, with `UNSAFE_REASON`. */
+const UNSAFE_MARKER = 'xmrig';
+const UNSAFE_REASON = 'runs the xmrig cryptocurrency miner';
+const SAFE_REASON = 'an ordinary handler';
+/** Code holding this word finds the gate's endpoint failing (HTTP 500). */
+const GATE_DOWN_MARKER = 'gate-endpoint-overloaded';
+/** A stand-in for an operator's key to the endpoint: it must reach the endpoint and nothing else. */
+const GATE_API_KEY = `sk-contract-gate-${randomBytes(8).toString('hex')}`;
+
+/**
+ * A file the contract commits beside a handler: the gate sees `marker` in the function's code, and the
+ * contract tells the function's checks from others' by its name.
+ */
+const gateNote = (fnName: string, marker: string) => ({
+  [`${fnName}/note.js`]: `// ${gateNoteTitle(fnName)}: this module would start ${marker}\nmodule.exports = {};\n`,
+});
+const gateNoteTitle = (fnName: string) => `code of ${fnName}`;
 
 /** What the handler the contract commits throws at start when it is meant to crash. */
 export const CRASH_MESSAGE = 'no config at start';
@@ -205,12 +240,16 @@ const condition = (fn: { status?: { conditions?: Condition[] } }, type: string) 
 /** Registers the contract's cases against the platform `setUp` starts (once, for all cases). */
 export function platformContract(
   name: string,
-  setUp: () => Promise<PlatformUnderTest>,
+  setUp: (gate: ContractCodeGate) => Promise<PlatformUnderTest>,
   /** Cases this platform does not pass, each with the difference from the contract it shows. */
   differences: Partial<Record<ContractCase, string>> = {},
 ): void {
   describe(`platform contract: ${name}`, () => {
     let p: PlatformUnderTest;
+    let gate: ChatCompletionsServer;
+    /** Requests the gate had for the code of `fnName` (code committed with its `gateNote`). */
+    const checksOf = (fnName: string) =>
+      gate.requests.filter((r) => sentCode(r).includes(`// ${gateNoteTitle(fnName)}:`));
     const contractCase = (id: ContractCase, title: string, body: () => Promise<void>) => {
       // SLESS_CONTRACT_ALL=1 runs the skipped cases too: to see whether a difference is still there.
       const difference = process.env.SLESS_CONTRACT_ALL === '1' ? undefined : differences[id];
@@ -220,10 +259,18 @@ export function platformContract(
 
     // One platform for every case (a kube one is a cluster-backed system).
     beforeAll(async () => {
-      p = await setUp();
+      gate = await startChatCompletionsServer();
+      gate.answer = (request) => {
+        const code = sentCode(request);
+        if (code.includes(GATE_DOWN_MARKER)) return { status: 500, body: '{"error":"upstream overloaded"}' };
+        if (code.includes(UNSAFE_MARKER)) return { verdict: { safe: false, reason: UNSAFE_REASON } };
+        return { verdict: { safe: true, reason: SAFE_REASON } };
+      };
+      p = await setUp({ url: gate.url, apiKey: GATE_API_KEY });
     });
     afterAll(async () => {
       await p?.stop();
+      await gate?.close();
     });
 
     /** Commits the files and has the platform read them. */
@@ -1229,6 +1276,130 @@ export function platformContract(
         // Asked once, built once: settled, the second failure is the last build, and it stays so.
         await p.settle();
         expect((await p.fn('rebuild'))?.status?.lastBuild).toEqual(again.status?.lastBuild);
+      },
+    );
+
+    contractCase(
+      'code-refused',
+      'code the gate calls unsafe is never built: CodeValidationFailed, the old revision serves, and the code is sent once',
+      async () => {
+        const name = 'code-refused';
+        const { commit: good, fn: before } = await deploy(name, gateNote(name, 'nothing'));
+        const served = before.status?.servingRevision;
+        expect(before.status?.lastBuild?.codeCheck).toEqual({ result: 'Passed', message: SAFE_REASON });
+        expect(checksOf(name)).toHaveLength(1);
+        // The operator's key goes to the endpoint it is for.
+        expect(checksOf(name)[0]?.headers.authorization).toBe(`Bearer ${GATE_API_KEY}`);
+
+        const commit = await push({ [handlerPath(name)]: handler('v2'), ...gateNote(name, UNSAFE_MARKER) });
+        const refused = await waitFor(`${name} CodeValidationFailed`, async () => {
+          const fn = await p.fn(name);
+          return fn?.status?.commit === commit && condition(fn, 'Ready')?.reason === 'CodeValidationFailed'
+            ? fn
+            : undefined;
+        });
+        const status = refused.status ?? {};
+        const generation = refused.metadata.generation;
+        const message = `code validation failed: ${UNSAFE_REASON}`;
+        expect(status.buildKey).not.toBe(before.status?.buildKey);
+        expect(status).toMatchObject({
+          phase: 'Failed',
+          observedGeneration: generation,
+          commit,
+          servingRevision: served,
+          servingCommit: good,
+          lastError: message,
+        });
+        expect(status.lastBuild).toEqual({
+          result: 'Failed',
+          buildKey: status.buildKey,
+          commit,
+          message,
+          codeCheck: { result: 'Refused', message: UNSAFE_REASON },
+          startedAt: expect.any(String),
+          finishedAt: expect.any(String),
+        });
+        expect(condition(refused, 'Ready')).toMatchObject({
+          status: 'False',
+          reason: 'CodeValidationFailed',
+          message: `${message}; still serving ${served}`,
+          observedGeneration: generation,
+        });
+        expect(condition(refused, 'Stalled')).toMatchObject({
+          status: 'True',
+          reason: 'CodeValidationFailed',
+          message,
+          observedGeneration: generation,
+        });
+        expect(await p.call(name)).toEqual({ status: 200, body: { version: 'v1', word: 'one' } });
+        // The API says why, as status does.
+        const shown = await p.api('GET', `/v1/namespaces/${p.namespace}/functions/${name}`);
+        expect(shown.status).toBe(200);
+        expect((shown.body as { status?: { lastError?: string } }).status?.lastError).toBe(message);
+        // Nothing was built for the refused code, and it was sent once.
+        await p.settle();
+        expect(await p.builds(name)).toBe(1);
+        expect(checksOf(name)).toHaveLength(2);
+        expect((await p.fn(name))?.status?.lastBuild).toEqual(status.lastBuild);
+
+        // A rebuild reports the refusal afresh, without sending the same code again.
+        expect(await p.api('POST', `/v1/namespaces/${p.namespace}/functions/${name}/rebuild`)).toEqual({
+          status: 202,
+          body: { status: 'rebuild requested' },
+        });
+        const again = await waitFor(`${name} refused again`, async () => {
+          const build = (await p.fn(name))?.status?.lastBuild;
+          return build?.result === 'Failed' && build.startedAt !== status.lastBuild?.startedAt
+            ? build
+            : undefined;
+        });
+        expect(again).toMatchObject({ result: 'Failed', message, codeCheck: { result: 'Refused' } });
+        await p.settle();
+        expect(checksOf(name)).toHaveLength(2);
+        expect(await p.builds(name)).toBe(1);
+        expect(await p.call(name)).toEqual({ status: 200, body: { version: 'v1', word: 'one' } });
+
+        // Safe code at the next commit builds and serves: the refusal holds nothing back.
+        const fix = await push({ [handlerPath(name)]: handler('v3'), ...gateNote(name, 'nothing else') });
+        await p.finishBuild(name, fix);
+        const fixed = await readyAt(name, fix);
+        expectServing(fixed, fix, fix);
+        expect(fixed.status?.lastBuild?.codeCheck).toEqual({ result: 'Passed', message: SAFE_REASON });
+        expect(await p.call(name)).toEqual({ status: 200, body: { version: 'v3', word: 'one' } });
+        expect(checksOf(name)).toHaveLength(3);
+      },
+    );
+
+    contractCase(
+      'code-check-unavailable',
+      'a failing gate endpoint lets the build go on, with a warning in status and the log and the key in neither',
+      async () => {
+        const name = 'code-check-unavailable';
+        const { commit, fn } = await deploy(name, gateNote(name, GATE_DOWN_MARKER));
+        expectServing(fn, commit, commit);
+        const unavailable = {
+          result: 'Unavailable',
+          message: 'code check unavailable: endpoint answered HTTP 500',
+        };
+        expect(fn.status?.lastBuild?.codeCheck).toEqual(unavailable);
+        expect(await p.call(name)).toEqual({ status: 200, body: { version: 'v1', word: 'one' } });
+        const warnings = p
+          .logged()
+          .split('\n')
+          .filter(Boolean)
+          .map((line) => JSON.parse(line) as { level: number; msg: string })
+          .filter((line) => line.level === 40)
+          .map((line) => line.msg);
+        expect(warnings).toContain(`${unavailable.message}; building without a verdict`);
+        expect(checksOf(name)).toHaveLength(1);
+        expect(checksOf(name)[0]?.headers.authorization).toBe(`Bearer ${GATE_API_KEY}`);
+        // Served code is not checked again by a forced sync; the key is in no log and nothing stored.
+        await p.sync({ force: true });
+        await p.settle();
+        expect(checksOf(name)).toHaveLength(1);
+        expect(await p.builds(name)).toBe(1);
+        expect(p.logged()).not.toContain(GATE_API_KEY);
+        expect(await p.stored()).not.toContain(GATE_API_KEY);
       },
     );
   });

@@ -21,6 +21,7 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { ListObjectsV2Command } from '@aws-sdk/client-s3';
 import { pino } from 'pino';
+import { loadCodeGateSettings } from '../../src/config/code-gate.js';
 import { DEFAULT_BUILD_HISTORY } from '../../src/config/config.js';
 import { buildName } from '../../src/core/naming.js';
 import { type KubeSystem, startKubeSystem } from '../../src/main.js';
@@ -41,6 +42,7 @@ import {
 } from '../kube/harness.js';
 import { deploymentLags, playCrashLoopingPod } from '../kube/play.js';
 import {
+  type ContractCodeGate,
   handlerPath,
   type PlatformUnderTest,
   platformContract,
@@ -68,7 +70,7 @@ interface Pods {
   word: string | null;
 }
 
-async function kubePlatform(): Promise<PlatformUnderTest> {
+async function kubePlatform(gate: ContractCodeGate): Promise<PlatformUnderTest> {
   const env: KubeEnv = await kubeEnv('contract');
   const root = await tempDir('contract-git');
   await git(root, 'init', '--quiet', '--bare', '--initial-branch=main', 'fns.git');
@@ -90,7 +92,17 @@ async function kubePlatform(): Promise<PlatformUnderTest> {
     },
   });
   const system: KubeSystem = await startKubeSystem(
-    { ...env.config, rolloutDeadlineMs: ROLLOUT_DEADLINE_MS, buildHistory: BUILD_HISTORY },
+    {
+      ...env.config,
+      rolloutDeadlineMs: ROLLOUT_DEADLINE_MS,
+      buildHistory: BUILD_HISTORY,
+      codeGate: loadCodeGateSettings({
+        LLM_ENABLED: 'true',
+        LLM_ENDPOINT: gate.url,
+        LLM_API_KEY: gate.apiKey,
+        LLM_TIMEOUT: '5s',
+      }),
+    },
     {
       logger: pino({ level: 'debug' }, capture),
       kubeConfig: env.cluster.kubeConfig,

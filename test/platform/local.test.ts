@@ -14,6 +14,7 @@ import { DEFAULT_BUILD_HISTORY } from '../../src/config/config.js';
 import { TestRepo, tempDir } from '../helpers/git.js';
 import { startTestSystem } from '../helpers/local-system.js';
 import {
+  type ContractCodeGate,
   CRASH_MESSAGE,
   type PlatformUnderTest,
   platformContract,
@@ -35,7 +36,7 @@ async function* walk(dir: string): AsyncGenerator<string> {
   }
 }
 
-async function localPlatform(): Promise<PlatformUnderTest> {
+async function localPlatform(gate: ContractCodeGate): Promise<PlatformUnderTest> {
   const runLog = join(await tempDir('contract-runs'), 'runs.txt');
   const repo = await TestRepo.create({ 'README.md': 'the platform contract commits here\n' });
   const logLines: string[] = [];
@@ -48,7 +49,13 @@ async function localPlatform(): Promise<PlatformUnderTest> {
   const system = await startTestSystem({
     url: repo.dir,
     sandbox: 'off',
-    env: { SLESS_BUILD_HISTORY: String(BUILD_HISTORY) },
+    env: {
+      SLESS_BUILD_HISTORY: String(BUILD_HISTORY),
+      SLESS_LLM_ENABLED: 'true',
+      LLM_ENDPOINT: gate.url,
+      LLM_API_KEY: gate.apiKey,
+      LLM_TIMEOUT: '5s',
+    },
     logger: pino({ level: 'debug' }, capture),
   });
   const request = async (method: string, path: string, body?: unknown) =>
