@@ -2663,13 +2663,4 @@ export const MUTATIONS: GuardMutation[] = [
     to: "    if (check.result === 'Refused' && verdict.startedAt >= attempt) {",
     tests: ['test/platform/local.test.ts', 'test/platform/kube.test.ts'],
   },
-  {
-    id: 'code-gate-refusal-asked-again',
-    guard:
-      "The same code is sent to the gate's endpoint once: a refusal is a verdict, kept for its build key like a pass.",
-    file: 'src/gate/code-gate.ts',
-    from: "if (known && known.check.result !== 'Unavailable') return Promise.resolve(known);",
-    to: "if (known && known.check.result === 'Passed') return Promise.resolve(known);",
-    tests: ['test/platform/local.test.ts', 'test/platform/kube.test.ts'],
-  },
 ];
