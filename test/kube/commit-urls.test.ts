@@ -21,6 +21,7 @@ import { type KubeSystem, startKubeSystem } from '../../src/main.js';
 import { commitDeploymentName } from '../../src/platform/kube/commit-manifests.js';
 import { apply, getObject, type KubeObject, listObjects } from '../../src/platform/kube/objects.js';
 import { DEPLOYMENT, ENDPOINT_SLICE, JOB, SERVICE } from '../../src/platform/kube/resource-types.js';
+import { watchCollection } from '../../src/platform/kube/watch.js';
 import { functionManifest, git, gitSource, nodeHandler } from '../helpers/git.js';
 import { type RemoteRepo, startRemoteRepo } from '../helpers/remote-repo.js';
 import {
@@ -243,14 +244,40 @@ describe('kube platform: a URL per commit', () => {
   });
 
   it('runs at most three commit revisions of a function, the least recently used deleted first', async () => {
+    // Every change to g's commit Deployments, in the API server's order: a sweep that trims soon
+    // after would hide a fourth that ran beside the other three from a look at the end.
+    const running = new Set<string>();
+    let most = 0;
+    const watching = new AbortController();
+    const from = await env.http.request<KubeObject>('GET', `/apis/apps/v1/namespaces/${env.ns}/deployments`, {
+      query: { labelSelector: 'sless.dev/commit-of=g' },
+    });
+    const watched = watchCollection(
+      env.http,
+      `/apis/apps/v1/namespaces/${env.ns}/deployments`,
+      { labelSelector: 'sless.dev/commit-of=g', resourceVersion: from.metadata.resourceVersion },
+      (phase, object) => {
+        if (phase === 'ADDED') running.add(object.metadata.name);
+        if (phase === 'DELETED') running.delete(object.metadata.name);
+        most = Math.max(most, running.size);
+      },
+      watching.signal,
+    );
     for (const i of [0, 1, 2, 3]) {
       const r = await call(`g@${sha(i).slice(0, 12)}`);
       expect(r.status).toBe(200);
       expect(r.body.deployment).toBe(commitDeploymentName('g', sha(i)));
     }
     const newest = [1, 2, 3].map((i) => commitDeploymentName('g', sha(i))).sort();
-    // Room was made before the fourth started, not a sweep later.
     expect(await commitDeployments('g')).toEqual(newest);
+    await eventually(
+      'the watch caught up',
+      async () => JSON.stringify([...running].sort()) === JSON.stringify(newest),
+    );
+    watching.abort();
+    await watched;
+    // Room was made before the fourth started, not a sweep later.
+    expect(most).toBe(3);
     expect(await getObject(env.http, SERVICE, env.ns, commitDeploymentName('g', sha(0)))).toBeUndefined();
     // g's revisions are far from idle: they stay.
     await new Promise((r) => setTimeout(r, 1000));

@@ -2642,7 +2642,7 @@ export const MUTATIONS: GuardMutation[] = [
     file: 'src/platform/kube/commit-revisions.ts',
     from: "if (fn.status?.phase === 'Disabled') return",
     to: "if (fn.status?.phase === 'Disabled' && !fn) return",
-    tests: ['test/kube/commit-urls.test.ts'],
+    tests: ['test/kube/commit-urls.test.ts', 'test/platform/kube.test.ts'],
   },
   {
     id: 'kube-commit-room-not-made',
