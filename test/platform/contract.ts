@@ -1384,6 +1384,8 @@ export function platformContract(
           message: 'code check unavailable: endpoint answered HTTP 500',
         };
         expect(fn.status?.lastBuild?.codeCheck).toEqual(unavailable);
+        // The route may take a moment to follow status (see 'answers-at-once' for "at once").
+        await waitFor(`${name} served`, async () => (await p.call(name)).status === 200);
         expect(await p.call(name)).toEqual({ status: 200, body: { version: 'v1', word: 'one' } });
         const warnings = p
           .logged()
