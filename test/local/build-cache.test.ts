@@ -5,7 +5,7 @@
  */
 
 import { existsSync } from 'node:fs';
-import { cp, mkdir, stat } from 'node:fs/promises';
+import { cp, mkdir, readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { functionManifest, TestRepo, tempDir } from '../helpers/git.js';
@@ -63,6 +63,10 @@ describe('build caches across sandbox modes', () => {
     if (existsSync(warm)) await cp(warm, join(namespaceCache, 'go-build'), { recursive: true });
     else await mkdir(join(namespaceCache, 'go-build'));
 
+    // Go disables a cache it cannot write and builds on without it: only new entries show it was used.
+    const cached = async () => (await readdir(join(namespaceCache, 'go-build'), { recursive: true })).length;
+    const entriesBefore = await cached();
+
     await repo.commit(goFunction('go-second', 'sandboxed'));
     system = await startTestSystem({ url: repo.dir, buildCacheDir: cacheDir });
     await system.controller.syncNow('default', 'test');
@@ -77,5 +81,6 @@ describe('build caches across sandbox modes', () => {
     expect(status.phase, JSON.stringify(status.conditions)).toBe('Ready');
     expect(await (await system.call('/fn/default/go-second')).json()).toEqual({ word: 'sandboxed' });
     expect(status.isolation).toMatch(/^sandboxed \(bubblewrap/);
+    expect(await cached()).toBeGreaterThan(entriesBefore);
   });
 });
