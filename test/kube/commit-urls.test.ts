@@ -20,7 +20,14 @@ import { noKeptBuildMessage } from '../../src/core/revision-ref.js';
 import { type KubeSystem, startKubeSystem } from '../../src/main.js';
 import { commitDeploymentName } from '../../src/platform/kube/commit-manifests.js';
 import { apply, getObject, type KubeObject, listObjects } from '../../src/platform/kube/objects.js';
-import { DEPLOYMENT, ENDPOINT_SLICE, JOB, SERVICE } from '../../src/platform/kube/resource-types.js';
+import {
+  collectionPath,
+  DEPLOYMENT,
+  ENDPOINT_SLICE,
+  JOB,
+  labelSelector,
+  SERVICE,
+} from '../../src/platform/kube/resource-types.js';
 import { watchCollection } from '../../src/platform/kube/watch.js';
 import { functionManifest, git, gitSource, nodeHandler } from '../helpers/git.js';
 import { type RemoteRepo, startRemoteRepo } from '../helpers/remote-repo.js';
@@ -246,16 +253,15 @@ describe('kube platform: a URL per commit', () => {
   it('runs at most three commit revisions of a function, the least recently used deleted first', async () => {
     // Every change to g's commit Deployments, in the API server's order: a sweep that trims soon
     // after would hide a fourth that ran beside the other three from a look at the end.
-    const running = new Set<string>();
-    let most = 0;
+    const ofG = { 'sless.dev/commit-of': 'g' };
+    const from = await listObjects<KubeObject>(env.http, DEPLOYMENT, { namespace: env.ns, labels: ofG });
+    const running = new Set(from.items.map((d) => d.metadata.name));
+    let most = running.size;
     const watching = new AbortController();
-    const from = await env.http.request<KubeObject>('GET', `/apis/apps/v1/namespaces/${env.ns}/deployments`, {
-      query: { labelSelector: 'sless.dev/commit-of=g' },
-    });
     const watched = watchCollection(
       env.http,
-      `/apis/apps/v1/namespaces/${env.ns}/deployments`,
-      { labelSelector: 'sless.dev/commit-of=g', resourceVersion: from.metadata.resourceVersion },
+      collectionPath(DEPLOYMENT, env.ns),
+      { labelSelector: labelSelector(ofG), resourceVersion: from.metadata?.resourceVersion },
       (phase, object) => {
         if (phase === 'ADDED') running.add(object.metadata.name);
         if (phase === 'DELETED') running.delete(object.metadata.name);
