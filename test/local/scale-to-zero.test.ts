@@ -1,4 +1,8 @@
-/** Opt-in scale to zero on the local platform, with a real runtime process. */
+/**
+ * Opt-in scale to zero on the local platform, with a real runtime process: what the platform contract
+ * (test/platform) does not cover, which is the process itself, the proxy thread's counts, the
+ * platform-wide default and a cron Trigger at zero.
+ */
 import { rm } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { functionManifest, nodeHandler, TestRepo, tempDir } from '../helpers/git.js';
@@ -28,8 +32,10 @@ describe('scale to zero (local)', () => {
     await repo?.remove();
   });
 
-  it('stops the process after idleSeconds and holds the next requests until it is back', async () => {
-    const first = (await (await system.call('/fn/default/lazy')).json()) as { instance: string };
+  // Parking, the held requests' one start and what status says are the platform contract's
+  // 'scale-to-zero' case; this is what only the local platform has: an OS process to stop.
+  it('stops the idle process itself, not just its route, and the next request starts another', async () => {
+    await system.call('/fn/default/lazy');
     const firstPid = system.platform.processId('default', 'lazy') ?? 0;
     expect(firstPid).toBeGreaterThan(0);
     await eventually(async () => system.platform.isParked('default', 'lazy'), 10_000, 'parked');
@@ -45,34 +51,8 @@ describe('scale to zero (local)', () => {
       10_000,
       'idle process gone',
     );
-    // Concurrent requests while parked: all wait for one start, none fails.
-    const responses = await Promise.all(Array.from({ length: 5 }, () => system.call('/fn/default/lazy')));
-    expect(responses.map((r) => r.status)).toEqual([200, 200, 200, 200, 200]);
-    const instances = new Set(
-      await Promise.all(responses.map(async (r) => ((await r.json()) as { instance: string }).instance)),
-    );
-    expect(instances.size).toBe(1);
-    expect(instances.has(first.instance)).toBe(false);
-    expect(system.platform.isParked('default', 'lazy')).toBe(false);
-    const running = await eventually(
-      async () => {
-        const s = await system.functionStatus('lazy');
-        return s?.phase === 'Ready' ? s : undefined;
-      },
-      10_000,
-      'status Ready while it runs',
-    );
-    expect(running.conditions?.find((c) => c.type === 'ScaledToZero')?.status).toBe('False');
-    expect(running.instances).toEqual({ desired: 1, ready: 1 });
-    const parked = await eventually(
-      async () => {
-        const s = await system.functionStatus('lazy');
-        return s?.phase === 'ScaledToZero' ? s : undefined;
-      },
-      10_000,
-      'status ScaledToZero once idle',
-    );
-    expect(parked.instances).toEqual({ desired: 0, ready: 0 });
+    expect((await system.call('/fn/default/lazy')).status).toBe(200);
+    expect(system.platform.processId('default', 'lazy')).not.toBe(firstPid);
   });
 
   it('stays up while requests keep coming through the proxy thread, which the main thread never sees', async () => {

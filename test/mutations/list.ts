@@ -1205,6 +1205,31 @@ export const MUTATIONS: GuardMutation[] = [
     tests: ['test/kube/scale-to-zero.test.ts'],
   },
   {
+    id: 'kube-apply-takes-replicas-from-scaler',
+    guard:
+      "The controller's apply leaves a scale-to-zero function's replicas to the scaler once it has scaled them: a new revision at zero stays at zero.",
+    file: 'src/platform/kube/workloads.ts',
+    from: '      else delete spec.replicas;\n    } else if',
+    to: '    } else if',
+    tests: ['test/platform/kube.test.ts', 'test/kube/scale-to-zero.test.ts'],
+  },
+  {
+    id: 'scaled-to-zero-condition-kept-while-running',
+    guard: 'A function woken from zero says so: its ScaledToZero condition turns False while it runs.',
+    file: 'src/reconcile/function/reconciler.ts',
+    from: "    if (atZero === false) update.set('ScaledToZero', 'False', Reason.Serving, 'running');\n",
+    to: '',
+    tests: ['test/platform/local.test.ts', 'test/platform/kube.test.ts'],
+  },
+  {
+    id: 'scaled-to-zero-condition-outlives-opt-out',
+    guard: 'A function that stops scaling to zero loses its ScaledToZero condition.',
+    file: 'src/reconcile/function/reconciler.ts',
+    from: "  if (atZero === undefined) update.remove('ScaledToZero');\n",
+    to: '',
+    tests: ['test/platform/local.test.ts', 'test/platform/kube.test.ts'],
+  },
+  {
     id: 'replica-wait-skipped',
     guard:
       "An always-on function's requests are held while its Deployment reports no available replica, not refused at once.",
@@ -1677,7 +1702,16 @@ export const MUTATIONS: GuardMutation[] = [
     file: 'src/platform/local/local-platform.ts',
     from: 'desired: slot.enabled && (running || !slot.parked) ? Math.max(slot.desiredInstances ?? 1, 1) : 0,',
     to: 'desired: slot.enabled ? Math.max(slot.desiredInstances ?? 1, 1) : 0,',
-    tests: ['test/local/scale-to-zero.test.ts'],
+    tests: ['test/platform/local.test.ts'],
+  },
+  {
+    id: 'local-commit-at-zero-starts',
+    guard:
+      'A new revision of a function the local platform parked at zero is parked too: nothing starts for it until a request comes.',
+    file: 'src/platform/local/local-platform.ts',
+    from: 'if (options.enabled && !slot.current && this.idleSecondsOf(fn) !== undefined) {',
+    to: 'if (options.enabled && !slot.current && !slot.parked && this.idleSecondsOf(fn) !== undefined) {',
+    tests: ['test/platform/local.test.ts', 'test/local/scale-to-zero.test.ts'],
   },
   // ---- Per-namespace caches ----
   {

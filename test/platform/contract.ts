@@ -43,8 +43,11 @@ export interface PlatformUnderTest {
   readonly namespace: string;
   /** The name of that GitSource. */
   readonly sourceName: string;
-  /** Env the contract gives the function its FunctionJob runs, so `jobRuns` can count the runs. */
-  readonly jobEnv: Record<string, string>;
+  /**
+   * Env the contract gives a function whose job runs (`jobRuns`) or starts (`starts`) this platform
+   * counts from what the function writes (local: RUN_LOG); empty where the platform counts otherwise.
+   */
+  readonly countingEnv: Record<string, string>;
   /** Writes (null deletes a file or directory) and commits on the source's branch, where the platform reads it. */
   commit(files: Record<string, string | null>): Promise<string>;
   /** Makes the platform read the branch now, as a webhook would, and returns once that sync applied it. */
@@ -109,6 +112,16 @@ export interface PlatformUnderTest {
   failJobRun(job: string, runId: number): Promise<string>;
   /** Times the FunctionJob `job` ran its function (a run started again counts again). */
   jobRuns(job: string): Promise<number>;
+  /**
+   * Instances of `name` running now (local: its runtime process, none while parked; kube: the pods
+   * played for its Deployment, which the played EndpointSlice lists once they run).
+   */
+  running(name: string): Promise<number>;
+  /**
+   * Instances of `name` started so far, by a rollout or a request (local: the starts its handler, written
+   * with `instance`, logged; kube: the pods the played kubelet made for its Deployment).
+   */
+  starts(name: string): Promise<number>;
   /** Resolves once the controller has nothing queued or running (no reconcile, build or rollout). */
   settle(): Promise<void>;
   stop(): Promise<void>;
@@ -142,7 +155,8 @@ export type ContractCase =
   | 'job-fails'
   | 'rebuild'
   | 'code-refused'
-  | 'code-check-unavailable';
+  | 'code-check-unavailable'
+  | 'scale-to-zero';
 
 /**
  * The code security gate every contract platform runs with: an endpoint speaking the chat-completions
@@ -181,21 +195,37 @@ export const RUN_FAILURE_MESSAGE = 'the run was asked to fail';
 /** The handler of `name`, at the path the contract commits it. */
 export const handlerPath = (name: string) => `${name}/handler.js`;
 
+/** What a handler written with `instance` holds: an id it draws once, when its instance starts. */
+const INSTANCE_ID = "const INSTANCE = require('node:crypto').randomUUID();";
+/** And what it does then: a line in RUN_LOG, when its environment names one, for `starts` to count. */
+const START_LINE =
+  "if (process.env.RUN_LOG) require('node:fs').appendFileSync(process.env.RUN_LOG, JSON.stringify({ started: process.env.SLESS_FUNCTION_NAME, instance: INSTANCE }) + '\\n');";
+
 /**
  * A Node handler answering `{ version, word }`: the code's version and the WORD of its environment,
- * which together tell which revision serves. A job run (SLESS_EVENT set) appends a line to RUN_LOG
- * when the environment names one, and then throws when its event has `fail: true`.
+ * which together tell which revision serves; with `instance`, also the id its instance drew at start,
+ * which tells one start from another, and which it logs to RUN_LOG. A job run (SLESS_EVENT set)
+ * appends a line to RUN_LOG when the environment names one, and then throws when its event has `fail: true`.
  */
-export function handler(version: string, options: { crashOnStart?: boolean } = {}): string {
+export function handler(
+  version: string,
+  options: { crashOnStart?: boolean; instance?: boolean } = {},
+): string {
   return [
     options.crashOnStart ? `throw new Error('${CRASH_MESSAGE}');` : '',
+    ...(options.instance ? [INSTANCE_ID, START_LINE] : []),
     'exports.handle = async (event) => {',
     "  if (process.env.SLESS_EVENT && process.env.RUN_LOG) require('node:fs').appendFileSync(process.env.RUN_LOG, JSON.stringify(event.body) + '\\n');",
     `  if (process.env.SLESS_EVENT && event.body && event.body.fail) throw new Error('${RUN_FAILURE_MESSAGE}');`,
-    `  return { version: '${version}', word: process.env.WORD ?? null };`,
+    `  return { version: '${version}', word: process.env.WORD ?? null${options.instance ? ', instance: INSTANCE' : ''} };`,
     '};',
     '',
   ].join('\n');
+}
+
+/** Whether a handler the contract wrote answers with its instance's id (see `handler`). */
+export function handlerReportsInstance(source: string): boolean {
+  return source.includes(INSTANCE_ID);
 }
 
 /** The version a handler the contract wrote answers with (a stand-in for a pod reads it from the code). */
@@ -745,7 +775,7 @@ export function platformContract(
     );
 
     contractCase('job-runs', 'a FunctionJob runs once per runId; runId 0 runs nothing', async () => {
-      const manifest = functionManifest('job-fn', { env: { WORD: 'one', ...p.jobEnv } });
+      const manifest = functionManifest('job-fn', { env: { WORD: 'one', ...p.countingEnv } });
       const first = await push({
         'job-fn/function.yaml': manifest,
         [handlerPath('job-fn')]: handler('v1'),
@@ -1211,7 +1241,7 @@ export function platformContract(
       'job-fails',
       'a FunctionJob run whose function fails is Failed, saying why; it is not run again for its runId, and the next runId runs',
       async () => {
-        const manifest = functionManifest('job-bad', { env: { WORD: 'one', ...p.jobEnv } });
+        const manifest = functionManifest('job-bad', { env: { WORD: 'one', ...p.countingEnv } });
         const first = await push({
           'job-bad/function.yaml': manifest,
           [handlerPath('job-bad')]: handler('v1'),
@@ -1404,6 +1434,108 @@ export function platformContract(
         expect(await p.builds(name)).toBe(1);
         expect(p.logged()).not.toContain(GATE_API_KEY);
         expect(await p.stored()).not.toContain(GATE_API_KEY);
+      },
+    );
+    contractCase(
+      'scale-to-zero',
+      'a function idle for idleSeconds rests at zero, still Ready; requests share one start; a commit at zero stays there',
+      async () => {
+        const name = 'scale-to-zero';
+        const manifest = (scaleToZero: boolean) =>
+          functionManifest(name, {
+            env: { WORD: 'one', ...p.countingEnv },
+            ...(scaleToZero ? { scaleToZero: { idleSeconds: 2 } } : {}),
+          });
+        /** The Function once it rests at zero at `commit`, serving code built at `builtAt`. */
+        const atZero = async (commit: string, builtAt: string) => {
+          const fn = await waitFor(`${name} at zero at ${commit.slice(0, 12)}`, async () => {
+            const found = await p.fn(name);
+            return found?.status?.phase === 'ScaledToZero' &&
+              found.status.commit === commit &&
+              condition(found, 'Ready')?.observedGeneration === found.metadata.generation
+              ? found
+              : undefined;
+          });
+          const status = fn.status ?? {};
+          const generation = fn.metadata.generation;
+          expect(status).toMatchObject({ observedGeneration: generation, commit, servingCommit: builtAt });
+          // Still Ready: `kubectl wait --for=condition=Ready` holds, and the next request starts it.
+          expect(condition(fn, 'Ready')).toMatchObject({
+            status: 'True',
+            reason: 'ScaledToZero',
+            message: `serving ${status.servingRevision} (built at ${builtAt.slice(0, 12)}); scaled to zero, the next request starts it`,
+            observedGeneration: generation,
+          });
+          expect(condition(fn, 'ScaledToZero')).toMatchObject({
+            status: 'True',
+            reason: 'ScaledToZero',
+            message: 'nothing runs until the next request',
+          });
+          expect(condition(fn, 'Stalled')).toBeUndefined();
+          expect(status.instances).toEqual({ desired: 0, ready: 0 });
+          // Status follows what runs, so nothing does once it says so.
+          expect(await p.running(name)).toBe(0);
+          return fn;
+        };
+        const instanceOf = (answer: Served) => (answer.body as { instance?: string }).instance ?? '';
+
+        const first = await push({
+          [`${name}/function.yaml`]: manifest(true),
+          [handlerPath(name)]: handler('v1', { instance: true }),
+        });
+        await p.finishBuild(name, first);
+        const resting = await atZero(first, first);
+        // Whether it ran once before it first rested is the platform's; what follows is counted from here.
+        const started = await p.starts(name);
+
+        // Five requests at once while nothing runs: each is held for the one start, none is refused.
+        const woken = await Promise.all(Array.from({ length: 5 }, () => p.call(name)));
+        const instance = instanceOf(woken[0] as Served);
+        expect(instance).toMatch(/^[0-9a-f-]{36}$/);
+        expect(woken).toEqual(Array(5).fill({ status: 200, body: { version: 'v1', word: 'one', instance } }));
+        // Requests coming more often than idleSeconds keep that instance up, and status says it runs.
+        const running = await waitFor(`${name} Ready while it runs`, async () => {
+          const answer = await p.call(name);
+          expect(answer).toEqual({ status: 200, body: { version: 'v1', word: 'one', instance } });
+          const fn = await p.fn(name);
+          return fn?.status?.phase === 'Ready' ? fn : undefined;
+        });
+        expect(running.status?.servingRevision).toBe(resting.status?.servingRevision);
+        expect(condition(running, 'Ready')).toMatchObject({ status: 'True', reason: 'Serving' });
+        expect(condition(running, 'ScaledToZero')).toMatchObject({
+          status: 'False',
+          reason: 'Serving',
+          message: 'running',
+        });
+        expect(running.status?.instances).toEqual({ desired: 1, ready: 1 });
+        expect(await p.running(name)).toBe(1);
+        expect(await p.starts(name)).toBe(started + 1);
+        // Left alone, it rests again.
+        await atZero(first, first);
+
+        // A code commit while it rests is built and rolled out at zero: nothing starts for it.
+        const second = await push({ [handlerPath(name)]: handler('v2', { instance: true }) });
+        await p.finishBuild(name, second);
+        const moved = await atZero(second, second);
+        expect(moved.status?.servingRevision).not.toBe(resting.status?.servingRevision);
+        await p.settle();
+        expect(await p.running(name)).toBe(0);
+        expect(await p.starts(name)).toBe(started + 1);
+        expect(await p.builds(name)).toBe(2);
+        // The next request starts the new code, in an instance of its own.
+        const next = await p.call(name);
+        expect(next).toMatchObject({ status: 200, body: { version: 'v2', word: 'one' } });
+        expect(instanceOf(next)).not.toBe(instance);
+        expect(await p.starts(name)).toBe(started + 2);
+
+        // A function that stops scaling to zero runs all the time again, with no ScaledToZero condition.
+        const third = await push({ [`${name}/function.yaml`]: manifest(false) });
+        const always = await readyAt(name, third);
+        expectServing(always, third, second);
+        expect(condition(always, 'ScaledToZero')).toBeUndefined();
+        expect(await p.running(name)).toBe(1);
+        await p.settle();
+        expect(await p.builds(name)).toBe(2);
       },
     );
   });

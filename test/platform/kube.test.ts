@@ -13,8 +13,11 @@
  *   its container's env, from the Deployment template the kubelet last made available;
  * - the Job controller for FunctionJob runs (finishJobRun: markJobComplete);
  * - the kubelet's reading of secretKeyRef variables at container start: a pod whose Secret or key is
- *   missing does not start (the Deployment stays unavailable), as CreateContainerConfigError would.
+ *   missing does not start (the Deployment stays unavailable), as CreateContainerConfigError would;
+ * - the EndpointSlice controller: each Deployment's slice lists one ready endpoint once its pods
+ *   run, and none from before they stop (a function at zero is woken once its endpoint is ready).
  */
+import { randomUUID } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -26,8 +29,16 @@ import { DEFAULT_BUILD_HISTORY } from '../../src/config/config.js';
 import { buildName } from '../../src/core/naming.js';
 import { type KubeSystem, startKubeSystem } from '../../src/main.js';
 import { MERGE_PATCH } from '../../src/platform/kube/http.js';
-import { getObject, type KubeObject, listObjects } from '../../src/platform/kube/objects.js';
-import { DEPLOYMENT, JOB, POD, SECRET, SERVICE, slessType } from '../../src/platform/kube/resource-types.js';
+import { apply, getObject, type KubeObject, listObjects } from '../../src/platform/kube/objects.js';
+import {
+  DEPLOYMENT,
+  ENDPOINT_SLICE,
+  JOB,
+  POD,
+  SECRET,
+  SERVICE,
+  slessType,
+} from '../../src/platform/kube/resource-types.js';
 import { git, gitSource, TestRepo, tempDir } from '../helpers/git.js';
 import { startGitHttpServer } from '../helpers/git-http-server.js';
 import {
@@ -44,6 +55,7 @@ import { deploymentLags, playCrashLoopingPod } from '../kube/play.js';
 import {
   type ContractCodeGate,
   handlerPath,
+  handlerReportsInstance,
   type PlatformUnderTest,
   platformContract,
   served,
@@ -64,10 +76,15 @@ interface DeploymentSpec {
   template: { metadata?: { annotations?: Record<string, string> }; spec: { containers: Container[] } };
 }
 
-/** What the available pods of a function run: the template of the Deployment they came from. */
+/**
+ * What the available pods of a function run: the template of the Deployment they came from, how many
+ * there are, and the id their handler drew when they started (pods made again draw another).
+ */
 interface Pods {
   image: string;
   word: string | null;
+  replicas: number;
+  instance: string;
 }
 
 async function kubePlatform(gate: ContractCodeGate): Promise<PlatformUnderTest> {
@@ -80,9 +97,11 @@ async function kubePlatform(gate: ContractCodeGate): Promise<PlatformUnderTest> 
   await git(work.dir, 'push', '--quiet', 'origin', 'main');
 
   const available = new Map<string, Pods>();
+  /** Pods the played kubelet started, by function: one per start of a revision or from zero. */
+  const started = new Map<string, number>();
   const crashLooping = new Set<string>();
   const upstream = await startUpstream(available, work);
-  const stopKubelet = playKubelet(env, available, crashLooping);
+  const stopKubelet = playKubelet(env, available, started, crashLooping);
   const port = (upstream.address() as AddressInfo).port;
   const logLines: string[] = [];
   const capture = new Writable({
@@ -108,6 +127,8 @@ async function kubePlatform(gate: ContractCodeGate): Promise<PlatformUnderTest> 
       kubeConfig: env.cluster.kubeConfig,
       originOf: () => `http://127.0.0.1:${port}`,
       pollMs: 100,
+      // Idle functions are looked for often, so one that rests at zero does so soon after idleSeconds.
+      idleSweepMs: 200,
     },
   );
   await system.store.apply(gitSource('repo', env.ns, `${gitServer.url}/fns.git`));
@@ -132,7 +153,7 @@ async function kubePlatform(gate: ContractCodeGate): Promise<PlatformUnderTest> 
   return {
     namespace: env.ns,
     sourceName: 'repo',
-    jobEnv: {},
+    countingEnv: {},
     commit: async (files) => {
       const sha = await work.commit(files);
       await git(work.dir, 'push', '--quiet', 'origin', 'main');
@@ -262,6 +283,8 @@ async function kubePlatform(gate: ContractCodeGate): Promise<PlatformUnderTest> 
     },
     // Each run Job counts once by its uid: a run Job deleted and made again under the same name is a
     // second run, which counting the Jobs there are now would miss.
+    running: async (name) => available.get(name)?.replicas ?? 0,
+    starts: async (name) => started.get(name) ?? 0,
     jobRuns: async (job) => {
       const jobs = await listObjects<KubeObject>(env.http, JOB, {
         namespace: env.ns,
@@ -298,7 +321,14 @@ async function startUpstream(available: ReadonlyMap<string, Pods>, work: TestRep
       return;
     }
     git(work.dir, 'show', `${commit}:${handlerPath(name)}`).then(
-      (source) => res.end(JSON.stringify({ version: versionOfHandler(source) ?? null, word: pods.word })),
+      (source) =>
+        res.end(
+          JSON.stringify({
+            version: versionOfHandler(source) ?? null,
+            word: pods.word,
+            ...(handlerReportsInstance(source) ? { instance: pods.instance } : {}),
+          }),
+        ),
       (error: unknown) => {
         res.statusCode = 502;
         res.end(JSON.stringify({ error: String(error) }));
@@ -318,6 +348,7 @@ async function startUpstream(available: ReadonlyMap<string, Pods>, work: TestRep
 function playKubelet(
   env: KubeEnv,
   available: Map<string, Pods>,
+  started: Map<string, number>,
   crashLooping: ReadonlySet<string>,
 ): () => void {
   let stopped = false;
@@ -340,10 +371,22 @@ function playKubelet(
           const container = spec.template.spec.containers[0];
           // The kubelet reads a secretKeyRef at container start; without the Secret or the key, no pod starts.
           const word = container && (await wordOf(env, container));
-          if (word === undefined && (spec.replicas ?? 1) > 0) continue;
+          const replicas = spec.replicas ?? 1;
+          if (word === undefined && replicas > 0) continue;
+          // Pods stopping leave their endpoint first; pods starting are listed once they run.
+          if (replicas === 0 || !container) await publishEndpoint(env, deployment, false);
           await markDeploymentAvailable(env.http, env.ns, name, deployment);
-          if ((spec.replicas ?? 1) === 0 || !container) available.delete(name);
-          else available.set(name, { image: container.image, word: word ?? null });
+          if (replicas === 0 || !container) available.delete(name);
+          else {
+            available.set(name, {
+              image: container.image,
+              word: word ?? null,
+              replicas,
+              instance: randomUUID(),
+            });
+            started.set(name, (started.get(name) ?? 0) + 1);
+            await publishEndpoint(env, deployment, true);
+          }
           // The pods of other revisions are gone once this one is rolled out.
           await removePods(env, name);
         }
@@ -398,6 +441,24 @@ async function playCrashLoop(env: KubeEnv, deployment: KubeObject, revision: str
   const pod = `${name}-${revision}`;
   if (await getObject(env.http, POD, env.ns, pod)) return;
   await playCrashLoopingPod(env.http, env.ns, pod, name, revision);
+}
+
+/** Plays the EndpointSlice controller for `deployment`'s Service: one ready endpoint, or none. */
+async function publishEndpoint(env: KubeEnv, deployment: KubeObject, ready: boolean): Promise<void> {
+  const name = deployment.metadata.name;
+  await apply(env.http, ENDPOINT_SLICE, {
+    apiVersion: 'discovery.k8s.io/v1',
+    kind: 'EndpointSlice',
+    metadata: {
+      name: `${name}-played`,
+      namespace: env.ns,
+      // As the EndpointSlice controller does: the Service's labels, and its name.
+      labels: { ...deployment.metadata.labels, 'kubernetes.io/service-name': name },
+    },
+    addressType: 'IPv4',
+    endpoints: ready ? [{ addresses: ['10.96.7.7'], conditions: { ready: true } }] : [],
+    ports: [{ name: 'http', port: 8080, protocol: 'TCP' }],
+  });
 }
 
 async function removePods(env: KubeEnv, name: string): Promise<void> {

@@ -81,10 +81,16 @@ async function localPlatform(gate: ContractCodeGate): Promise<PlatformUnderTest>
     const data = text ? ((JSON.parse(text) as { data?: Record<string, unknown> }).data ?? {}) : {};
     return Object.keys(data).filter((key) => key.startsWith(`${NAMESPACE}/${name}/`));
   };
+  /** What functions wrote to RUN_LOG: job runs' events and instance starts, a JSON object a line. */
+  const runLogLines = async () =>
+    (await readFile(runLog, 'utf8').catch(() => ''))
+      .split('\n')
+      .filter(Boolean)
+      .map((line) => JSON.parse(line) as { job?: string; started?: string });
   return {
     namespace: NAMESPACE,
     sourceName: 'test',
-    jobEnv: { RUN_LOG: runLog },
+    countingEnv: { RUN_LOG: runLog },
     commit: (files) => repo.commit(files),
     sync: async (options) => {
       await system.controller.syncNow(NAMESPACE, 'test', options);
@@ -136,11 +142,14 @@ async function localPlatform(gate: ContractCodeGate): Promise<PlatformUnderTest>
     finishJobRun: async () => undefined,
     failJobRun: async () => RUN_FAILURE_MESSAGE,
     // Each run appends its event, which names its FunctionJob, to the one log every job's function shares.
-    jobRuns: async (job) =>
-      (await readFile(runLog, 'utf8').catch(() => ''))
-        .split('\n')
-        .filter(Boolean)
-        .filter((line) => (JSON.parse(line) as { job?: string }).job === job).length,
+    jobRuns: async (job) => (await runLogLines()).filter((line) => line.job === job).length,
+    // A handler written with `instance` logs each start to the same file, naming its function.
+    starts: async (name) => (await runLogLines()).filter((line) => line.started === name).length,
+    // A parked function keeps no process; an awake one runs one.
+    running: async (name) =>
+      !system.platform.isParked(NAMESPACE, name) && system.platform.processId(NAMESPACE, name) !== undefined
+        ? 1
+        : 0,
     settle: () => system.controller.idle(),
     stop: async () => {
       await system.close();
