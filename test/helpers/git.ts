@@ -20,8 +20,12 @@ const GIT_ENV = {
   GIT_CONFIG_NOSYSTEM: '1',
 };
 
-export async function git(cwd: string, ...args: string[]): Promise<string> {
-  const { stdout } = await exec('git', args, { cwd, env: { ...process.env, ...GIT_ENV } });
+export function git(cwd: string, ...args: string[]): Promise<string> {
+  return gitWith(cwd, {}, ...args);
+}
+
+async function gitWith(cwd: string, env: Record<string, string>, ...args: string[]): Promise<string> {
+  const { stdout } = await exec('git', args, { cwd, env: { ...process.env, ...GIT_ENV, ...env } });
   return stdout.trim();
 }
 
@@ -61,6 +65,33 @@ export class TestRepo {
     await git(this.dir, 'add', '--all');
     await git(this.dir, 'commit', '--quiet', '--allow-empty', '-m', message);
     return git(this.dir, 'rev-parse', 'HEAD');
+  }
+
+  /**
+   * Commits a tree of exactly `files` as the head of `branch`, a history of its own, without touching
+   * the work tree, the index or the branch checked out; returns the new commit id.
+   */
+  async commitBranch(
+    branch: string,
+    files: Record<string, string>,
+    message = `on ${branch}`,
+  ): Promise<string> {
+    const scratch = await tempDir('branch');
+    try {
+      const env = { GIT_INDEX_FILE: join(scratch, 'index') };
+      for (const [index, [path, content]] of Object.entries(files).entries()) {
+        const file = join(scratch, `blob-${index}`);
+        await writeFile(file, content);
+        const blob = await gitWith(this.dir, env, 'hash-object', '-w', file);
+        await gitWith(this.dir, env, 'update-index', '--add', '--cacheinfo', `100644,${blob},${path}`);
+      }
+      const tree = await gitWith(this.dir, env, 'write-tree');
+      const commit = await git(this.dir, 'commit-tree', tree, '-m', message);
+      await git(this.dir, 'update-ref', `refs/heads/${branch}`, commit);
+      return commit;
+    } finally {
+      await rm(scratch, { recursive: true, force: true });
+    }
   }
 
   async remove(): Promise<void> {

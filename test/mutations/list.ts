@@ -2545,7 +2545,7 @@ export const MUTATIONS: GuardMutation[] = [
     file: 'src/reconcile/apply-plan.ts',
     from: 'for (const object of objects) if (inScope(object)) existing.set(refKey(refOf(object)), object);',
     to: 'for (const object of objects) existing.set(refKey(refOf(object)), object);',
-    tests: ['src/reconcile/apply-plan.test.ts', 'test/local/previews.test.ts'],
+    tests: ['src/reconcile/apply-plan.test.ts', 'test/platform/local.test.ts', 'test/platform/kube.test.ts'],
   },
   {
     id: 'preview-scope-takeover',
@@ -2563,7 +2563,12 @@ export const MUTATIONS: GuardMutation[] = [
     file: 'src/reconcile/preview-sync.ts',
     from: 'if (kept.has(fn.metadata.labels?.[LABEL_PREVIEW] as string)) continue;',
     to: 'continue;',
-    tests: ['src/reconcile/preview-sync.test.ts', 'test/local/previews.test.ts'],
+    tests: [
+      'src/reconcile/preview-sync.test.ts',
+      'test/platform/local.test.ts',
+      'test/platform/kube.test.ts',
+      'test/local/previews.test.ts',
+    ],
   },
   {
     id: 'preview-list-failure-prunes',
@@ -2597,7 +2602,7 @@ export const MUTATIONS: GuardMutation[] = [
     file: 'src/platform/kube/routes.ts',
     from: "    if (ref?.kind === 'label') return this.resolvePreview(namespace, fnName, ref.label);\n",
     to: '',
-    tests: ['test/kube/previews.test.ts'],
+    tests: ['test/platform/kube.test.ts'],
   },
   {
     id: 'preview-gc-drops-preview-build',
@@ -2614,7 +2619,7 @@ export const MUTATIONS: GuardMutation[] = [
     file: 'src/reconcile/function/reconciler.ts',
     from: '  const builtAs = buildOwnerOf(fn);',
     to: '  const builtAs = fn;',
-    tests: ['test/local/previews.test.ts', 'test/kube/previews.test.ts'],
+    tests: ['test/platform/local.test.ts', 'test/platform/kube.test.ts'],
   },
   {
     id: 'preview-quota-ignored',

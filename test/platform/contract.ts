@@ -50,6 +50,11 @@ export interface PlatformUnderTest {
   readonly countingEnv: Record<string, string>;
   /** Writes (null deletes a file or directory) and commits on the source's branch, where the platform reads it. */
   commit(files: Record<string, string | null>): Promise<string>;
+  /**
+   * Pushes `branch` with a tree of exactly `files` and a history of its own (not main's), or deletes
+   * it (null); returns the commit. The source previews the branches `PREVIEW_BRANCHES` matches.
+   */
+  pushBranch(branch: string, files: Record<string, string> | null): Promise<string | undefined>;
   /** Makes the platform read the branch now, as a webhook would, and returns once that sync applied it. */
   sync(options?: { force?: boolean }): Promise<void>;
   source(): Promise<GitSource | undefined>;
@@ -156,7 +161,8 @@ export type ContractCase =
   | 'rebuild'
   | 'code-refused'
   | 'code-check-unavailable'
-  | 'scale-to-zero';
+  | 'scale-to-zero'
+  | 'preview';
 
 /**
  * The code security gate every contract platform runs with: an endpoint speaking the chat-completions
@@ -185,6 +191,12 @@ const gateNote = (fnName: string, marker: string) => ({
   [`${fnName}/note.js`]: `// ${gateNoteTitle(fnName)}: this module would start ${marker}\nmodule.exports = {};\n`,
 });
 const gateNoteTitle = (fnName: string) => `code of ${fnName}`;
+
+/**
+ * The branch previews every contract platform's GitSource has (spec.previews): the branches matched,
+ * and the idle time after which a preview rests at zero.
+ */
+export const PREVIEWS = { branches: ['preview/*'], idleSeconds: 2 };
 
 /** What the handler the contract commits throws at start when it is meant to crash. */
 export const CRASH_MESSAGE = 'no config at start';
@@ -316,6 +328,22 @@ export function platformContract(
         const fn = await p.fn(fnName);
         const ready = fn && condition(fn, 'Ready');
         return fn?.status?.phase === 'Ready' &&
+          fn.status.commit === commit &&
+          ready?.status === 'True' &&
+          ready.observedGeneration === fn.metadata.generation
+          ? fn
+          : undefined;
+      });
+
+    /**
+     * Ready (condition) at this commit, whether it runs now or rests at zero (phase Ready or
+     * ScaledToZero): for a function that scales to zero, when a platform starts it is its own.
+     */
+    const servingAt = (fnName: string, commit: string) =>
+      waitFor(`${fnName} serving at ${commit.slice(0, 12)}`, async () => {
+        const fn = await p.fn(fnName);
+        const ready = fn && condition(fn, 'Ready');
+        return (fn?.status?.phase === 'Ready' || fn?.status?.phase === 'ScaledToZero') &&
           fn.status.commit === commit &&
           ready?.status === 'True' &&
           ready.observedGeneration === fn.metadata.generation
@@ -1536,6 +1564,125 @@ export function platformContract(
         expect(await p.running(name)).toBe(1);
         await p.settle();
         expect(await p.builds(name)).toBe(2);
+      },
+    );
+    contractCase(
+      'preview',
+      'a previewed branch serves at name@label beside main, with one build for its one change, and goes with the branch',
+      async () => {
+        const [name, peer] = ['preview', 'preview-peer'];
+        // The label is the whole branch name, lower case, each run of other characters one `-`.
+        const [branch, label] = ['preview/Try-It', 'preview-try-it'];
+        const [previewName, peerPreviewName] = [`${name}--${label}`, `${peer}--${label}`];
+        const manifests = {
+          [`${name}/function.yaml`]: functionManifest(name, { env: { WORD: 'one' } }),
+          [`${peer}/function.yaml`]: functionManifest(peer, { env: { WORD: 'one' } }),
+        };
+        const main = await push({
+          ...manifests,
+          [handlerPath(name)]: handler('v1'),
+          [handlerPath(peer)]: handler('v1'),
+        });
+        await p.finishBuild(name, main);
+        await p.finishBuild(peer, main);
+        await readyAt(name, main);
+        await readyAt(peer, main);
+        await p.settle();
+        const mainObjects = async () =>
+          Promise.all([name, peer].map(async (n) => ({ ...(await p.fn(n)), status: undefined })));
+        const mainBefore = await mainObjects();
+
+        // The branch changes one function's code and leaves the other's as main has it.
+        const commit = (await p.pushBranch(branch, {
+          ...manifests,
+          [handlerPath(name)]: handler('v2'),
+          [handlerPath(peer)]: handler('v1'),
+        })) as string;
+        await p.sync();
+        await p.finishBuild(name, commit);
+        const preview = await servingAt(previewName, commit);
+        expect(preview.metadata.labels).toMatchObject({
+          'sless.dev/preview': label,
+          'sless.dev/preview-of': name,
+        });
+        expect(preview.metadata.annotations).toMatchObject({ 'sless.dev/preview-branch': branch });
+        expect(preview.status).toMatchObject({ commit, servingCommit: commit });
+        const peerPreview = await servingAt(peerPreviewName, commit);
+        // The unchanged function's preview runs main's build: same code, same build key.
+        expect(peerPreview.status).toMatchObject({ servingCommit: main });
+        expect(peerPreview.status?.buildKey).toBe((await p.fn(peer))?.status?.buildKey);
+        await waitFor(
+          `${name}@${label} served`,
+          async () => (await p.call(`${name}@${label}`)).status === 200,
+        );
+        expect(await p.call(`${name}@${label}`)).toEqual({
+          status: 200,
+          body: { version: 'v2', word: 'one' },
+        });
+        expect(await p.call(`${peer}@${label}`)).toEqual({
+          status: 200,
+          body: { version: 'v1', word: 'one' },
+        });
+        expect(await p.call(name)).toEqual({ status: 200, body: { version: 'v1', word: 'one' } });
+        const source = await p.source();
+        expect(source?.status?.previews).toEqual([
+          {
+            branch,
+            label,
+            commit,
+            urls: [`/fn/${p.namespace}/${name}@${label}`, `/fn/${p.namespace}/${peer}@${label}`],
+          },
+        ]);
+        expect(source?.status?.previewErrors).toEqual([]);
+        // One build for the one change, kept under the previewed function's name; main's objects unwritten.
+        await p.settle();
+        expect([await p.builds(name), await p.builds(peer)]).toEqual([2, 1]);
+        expect([await p.builds(previewName), await p.builds(peerPreviewName)]).toEqual([0, 0]);
+        expect(await mainObjects()).toEqual(mainBefore);
+        // A push to main leaves the previews' objects alone: main's apply does not see them, so it
+        // neither prunes nor rewrites them.
+        const identity = async () =>
+          Promise.all(
+            [previewName, peerPreviewName].map(async (n) => {
+              const { uid, generation } = (await p.fn(n))?.metadata ?? {};
+              return { uid, generation };
+            }),
+          );
+        const previewsBefore = await identity();
+        // A file outside every function's directory: main's commit moves, no function of it changes.
+        await push({ [`notes/${name}.md`]: 'no function reads this\n' });
+        await p.settle();
+        expect(await identity()).toEqual(previewsBefore);
+        expect(await mainObjects()).toEqual(mainBefore);
+
+        // A label no branch has is a 404 that says so.
+        const missing = await p.call(`${name}@nope`);
+        expect(missing.status).toBe(404);
+        expect((missing.body as { error?: string }).error).toMatch(
+          new RegExp(`${p.namespace}/${name} has no branch preview "nope"`),
+        );
+
+        // Idle previews rest at zero while main runs, and the next request wakes one.
+        await waitFor(`${previewName} at rest`, async () => (await p.running(previewName)) === 0);
+        expect(await p.running(name)).toBe(1);
+        expect(await p.call(`${name}@${label}`)).toEqual({
+          status: 200,
+          body: { version: 'v2', word: 'one' },
+        });
+
+        // The branch deleted: its Functions and workloads go, and main serves on as it did.
+        await p.pushBranch(branch, null);
+        await p.sync();
+        await waitFor(
+          'the previews gone',
+          async () => (await p.workloadGone(previewName)) && (await p.workloadGone(peerPreviewName)),
+        );
+        expect((await p.source())?.status?.previews).toEqual([]);
+        expect((await p.call(`${name}@${label}`)).status).toBe(404);
+        expect(await p.call(name)).toEqual({ status: 200, body: { version: 'v1', word: 'one' } });
+        await p.settle();
+        expect(await mainObjects()).toEqual(mainBefore);
+        expect([await p.builds(name), await p.builds(peer)]).toEqual([2, 1]);
       },
     );
   });

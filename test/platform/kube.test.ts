@@ -27,6 +27,7 @@ import { pino } from 'pino';
 import { loadCodeGateSettings } from '../../src/config/code-gate.js';
 import { DEFAULT_BUILD_HISTORY } from '../../src/config/config.js';
 import { buildName } from '../../src/core/naming.js';
+import { previewFunctionName } from '../../src/core/previews.js';
 import { type KubeSystem, startKubeSystem } from '../../src/main.js';
 import { MERGE_PATCH } from '../../src/platform/kube/http.js';
 import { apply, getObject, type KubeObject, listObjects } from '../../src/platform/kube/objects.js';
@@ -57,6 +58,7 @@ import {
   handlerPath,
   handlerReportsInstance,
   type PlatformUnderTest,
+  PREVIEWS,
   platformContract,
   served,
   versionOfHandler,
@@ -131,7 +133,7 @@ async function kubePlatform(gate: ContractCodeGate): Promise<PlatformUnderTest> 
       idleSweepMs: 200,
     },
   );
-  await system.store.apply(gitSource('repo', env.ns, `${gitServer.url}/fns.git`));
+  await system.store.apply(gitSource('repo', env.ns, `${gitServer.url}/fns.git`, { previews: PREVIEWS }));
 
   /** The run Jobs `jobRuns` has seen, by FunctionJob and uid. */
   const runUids = new Set<string>();
@@ -157,6 +159,16 @@ async function kubePlatform(gate: ContractCodeGate): Promise<PlatformUnderTest> 
     commit: async (files) => {
       const sha = await work.commit(files);
       await git(work.dir, 'push', '--quiet', 'origin', 'main');
+      return sha;
+    },
+    pushBranch: async (branch, files) => {
+      if (!files) {
+        await git(work.dir, 'push', '--quiet', 'origin', '--delete', branch);
+        await git(work.dir, 'update-ref', '-d', `refs/heads/${branch}`);
+        return undefined;
+      }
+      const sha = await work.commitBranch(branch, files);
+      await git(work.dir, 'push', '--quiet', '--force', 'origin', branch);
       return sha;
     },
     sync: async (options) => {
@@ -311,9 +323,12 @@ async function kubePlatform(gate: ContractCodeGate): Promise<PlatformUnderTest> 
  */
 async function startUpstream(available: ReadonlyMap<string, Pods>, work: TestRepo): Promise<Server> {
   const server = createServer((req, res) => {
-    // The proxy names the function in X-Forwarded-Prefix: /fn/{ns}/{name}.
-    const name = String(req.headers['x-forwarded-prefix'] ?? '').split('/')[3] ?? '';
-    const pods = available.get(name);
+    // The proxy names the function in X-Forwarded-Prefix: /fn/{ns}/{name}, or {name}@{label} for a
+    // branch preview, whose pods are its own Deployment's and whose code is at the function's path.
+    const [name = '', label] = (String(req.headers['x-forwarded-prefix'] ?? '').split('/')[3] ?? '').split(
+      '@',
+    );
+    const pods = available.get(label ? previewFunctionName(name, label) : name);
     const commit = pods && /:([0-9a-f]{40})@sha256:/.exec(pods.image)?.[1];
     if (!pods || !commit) {
       res.statusCode = 502;

@@ -11,12 +11,13 @@ import { dirname, join } from 'node:path';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { DEFAULT_BUILD_HISTORY } from '../../src/config/config.js';
-import { TestRepo, tempDir } from '../helpers/git.js';
+import { git, TestRepo, tempDir } from '../helpers/git.js';
 import { startTestSystem } from '../helpers/local-system.js';
 import {
   type ContractCodeGate,
   CRASH_MESSAGE,
   type PlatformUnderTest,
+  PREVIEWS,
   platformContract,
   RUN_FAILURE_MESSAGE,
   served,
@@ -49,6 +50,7 @@ async function localPlatform(gate: ContractCodeGate): Promise<PlatformUnderTest>
   const system = await startTestSystem({
     url: repo.dir,
     sandbox: 'off',
+    previews: PREVIEWS,
     env: {
       SLESS_BUILD_HISTORY: String(BUILD_HISTORY),
       SLESS_LLM_ENABLED: 'true',
@@ -92,6 +94,12 @@ async function localPlatform(gate: ContractCodeGate): Promise<PlatformUnderTest>
     sourceName: 'test',
     countingEnv: { RUN_LOG: runLog },
     commit: (files) => repo.commit(files),
+    // The system reads the repository itself, so a branch is there once its ref is.
+    pushBranch: async (branch, files) => {
+      if (files) return repo.commitBranch(branch, files);
+      await git(repo.dir, 'update-ref', '-d', `refs/heads/${branch}`);
+      return undefined;
+    },
     sync: async (options) => {
       await system.controller.syncNow(NAMESPACE, 'test', options);
     },
