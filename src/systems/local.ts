@@ -34,6 +34,8 @@ export interface LocalSystem {
   state: LocalState;
   /** Build garbage collection past the history limit. */
   gc: BuildCollector;
+  /** Sets the instances of functions with spec.scale from their in-flight requests, tick by tick. */
+  autoscaler: LocalAutoscaler;
   url: string;
   stop(): Promise<void>;
 }
@@ -113,6 +115,7 @@ export async function startLocalSystem(
     store,
     controller,
     platform,
+    autoscaler,
     builder,
     scheduler,
     state,

@@ -260,24 +260,7 @@ export async function deploymentReplicas(
   return (deployment?.spec as { replicas?: number } | undefined)?.replicas;
 }
 
-/** Resolves after the autoscaler has made `times` more passes (its own timer's or anyone's). */
-export async function afterTicks(
-  autoscaler: { tick(now?: number): Promise<void> },
-  times: number,
-): Promise<void> {
-  const tick = autoscaler.tick.bind(autoscaler);
-  let seen = 0;
-  try {
-    await new Promise<void>((resolve) => {
-      autoscaler.tick = async (now?: number) => {
-        await tick(now);
-        if (++seen >= times) resolve();
-      };
-    });
-  } finally {
-    Reflect.deleteProperty(autoscaler, 'tick');
-  }
-}
+export { afterTicks } from '../helpers/after-ticks.js';
 
 /** The image a function's Deployment runs now, if it exists. */
 export async function deploymentImage(

@@ -1277,7 +1277,7 @@ export const MUTATIONS: GuardMutation[] = [
     file: 'src/core/autoscale.ts',
     from: '  desired = Math.min(Math.max(desired, settings.min), settings.max);\n',
     to: '  desired = Math.max(desired, settings.min);\n',
-    tests: ['src/core/autoscale.test.ts'],
+    tests: ['src/core/autoscale.test.ts', 'test/platform/local.test.ts', 'test/platform/kube.test.ts'],
   },
   {
     id: 'autoscale-panic-drops-stable',

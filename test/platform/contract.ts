@@ -127,6 +127,21 @@ export interface PlatformUnderTest {
    * with `instance`, logged; kube: the pods the played kubelet made for its Deployment).
    */
   starts(name: string): Promise<number>;
+  /**
+   * Requests that reached the handler of `name`, written with `hold`, and were held there so far
+   * (local: the lines that handler logged; kube: the requests the stand-in pods hold).
+   */
+  held(name: string): Promise<number>;
+  /**
+   * Lets every request the handlers written with `hold` hold answer, and those that come later answer
+   * at once (local: the gate file beside RUN_LOG, which every such handler waits for).
+   */
+  release(name: string): Promise<void>;
+  /**
+   * Resolves once the platform's autoscaler has looked at the load, pass by pass, for at least `ms`
+   * more: long enough, given a function's stable window, for it to have acted on the load as it is.
+   */
+  autoscalerWatched(ms: number): Promise<void>;
   /** Resolves once the controller has nothing queued or running (no reconcile, build or rollout). */
   settle(): Promise<void>;
   stop(): Promise<void>;
@@ -162,7 +177,8 @@ export type ContractCase =
   | 'code-refused'
   | 'code-check-unavailable'
   | 'scale-to-zero'
-  | 'preview';
+  | 'preview'
+  | 'autoscale';
 
 /**
  * The code security gate every contract platform runs with: an endpoint speaking the chat-completions
@@ -216,23 +232,42 @@ const START_LINE =
 /**
  * A Node handler answering `{ version, word }`: the code's version and the WORD of its environment,
  * which together tell which revision serves; with `instance`, also the id its instance drew at start,
- * which tells one start from another, and which it logs to RUN_LOG. A job run (SLESS_EVENT set)
+ * which tells one start from another, and which it logs to RUN_LOG; with `hold`, it holds each
+ * request until the contract releases it (`release`). A job run (SLESS_EVENT set)
  * appends a line to RUN_LOG when the environment names one, and then throws when its event has `fail: true`.
  */
 export function handler(
   version: string,
-  options: { crashOnStart?: boolean; instance?: boolean } = {},
+  options: { crashOnStart?: boolean; instance?: boolean; hold?: boolean } = {},
 ): string {
   return [
     options.crashOnStart ? `throw new Error('${CRASH_MESSAGE}');` : '',
     ...(options.instance ? [INSTANCE_ID, START_LINE] : []),
     'exports.handle = async (event) => {',
+    ...(options.hold ? HOLD_LINES : []),
     "  if (process.env.SLESS_EVENT && process.env.RUN_LOG) require('node:fs').appendFileSync(process.env.RUN_LOG, JSON.stringify(event.body) + '\\n');",
     `  if (process.env.SLESS_EVENT && event.body && event.body.fail) throw new Error('${RUN_FAILURE_MESSAGE}');`,
     `  return { version: '${version}', word: process.env.WORD ?? null${options.instance ? ', instance: INSTANCE' : ''} };`,
     '};',
     '',
   ].join('\n');
+}
+
+/**
+ * What a handler written with `hold` does with a request (not a job run's event) until the file beside
+ * RUN_LOG, `RUN_LOG.open`, exists: logs it to RUN_LOG and waits for that file.
+ */
+const HOLD_LINES = [
+  "  if (process.env.RUN_LOG && !process.env.SLESS_EVENT && !require('node:fs').existsSync(process.env.RUN_LOG + '.open')) {",
+  "    const fs = require('node:fs');",
+  "    fs.appendFileSync(process.env.RUN_LOG, JSON.stringify({ held: process.env.SLESS_FUNCTION_NAME }) + '\\n');",
+  "    while (!fs.existsSync(process.env.RUN_LOG + '.open')) await new Promise((r) => setTimeout(r, 20));",
+  '  }',
+];
+
+/** Whether a handler the contract wrote holds its requests until released (see `handler`). */
+export function handlerHolds(source: string): boolean {
+  return source.includes(HOLD_LINES[0] as string);
 }
 
 /** Whether a handler the contract wrote answers with its instance's id (see `handler`). */
@@ -1683,6 +1718,58 @@ export function platformContract(
         await p.settle();
         expect(await mainObjects()).toEqual(mainBefore);
         expect([await p.builds(name), await p.builds(peer)]).toEqual([2, 1]);
+      },
+    );
+    contractCase(
+      'autoscale',
+      'requests in flight over the target scale a function out, no further than max, and back to min after',
+      async () => {
+        const name = 'autoscale';
+        const instances = async () => (await p.fn(name))?.status?.instances;
+        const commit = await push({
+          [`${name}/function.yaml`]: functionManifest(name, {
+            env: { WORD: 'one', ...p.countingEnv },
+            scale: { min: 1, max: 3, target: 1, stableWindowSec: 6 },
+          }),
+          [handlerPath(name)]: handler('v1', { hold: true }),
+        });
+        await p.finishBuild(name, commit);
+        expectServing(await readyAt(name, commit), commit, commit);
+        expect(await p.running(name)).toBe(1);
+
+        // Three held in flight at target 1 ask for three instances.
+        const first = Array.from({ length: 3 }, () => p.call(name));
+        await waitFor(`${name} at 3 instances`, async () => {
+          const now = await instances();
+          return now?.desired === 3 && now.ready === 3;
+        });
+        expect(await p.running(name)).toBe(3);
+        // Five at max 3: still three, once all five are inside a handler.
+        const more = Array.from({ length: 2 }, () => p.call(name));
+        await waitFor('five requests held', async () => (await p.held(name)) === 5);
+        // The autoscaler has seen the five for a whole stable window.
+        await p.autoscalerWatched(6_000);
+        expect(await instances()).toEqual({ desired: 3, ready: 3 });
+        expect(await p.running(name)).toBe(3);
+        await p.release(name);
+        expect(await Promise.all([...first, ...more])).toEqual(
+          Array(5).fill({ status: 200, body: { version: 'v1', word: 'one' } }),
+        );
+
+        // The load gone: back to min after the stable window, every request answered.
+        await waitFor(
+          `${name} back at 1 instance`,
+          async () => {
+            const now = await instances();
+            return now?.desired === 1 && now.ready === 1;
+          },
+          60_000,
+        );
+        expect(await p.running(name)).toBe(1);
+        expect(await p.call(name)).toEqual({ status: 200, body: { version: 'v1', word: 'one' } });
+        await p.settle();
+        expect(await p.builds(name)).toBe(1);
+        expect(await p.held(name)).toBe(5);
       },
     );
   });

@@ -40,6 +40,7 @@ import {
   SERVICE,
   slessType,
 } from '../../src/platform/kube/resource-types.js';
+import { afterTicks } from '../helpers/after-ticks.js';
 import { git, gitSource, TestRepo, tempDir } from '../helpers/git.js';
 import { startGitHttpServer } from '../helpers/git-http-server.js';
 import {
@@ -55,6 +56,7 @@ import {
 import { deploymentLags, playCrashLoopingPod } from '../kube/play.js';
 import {
   type ContractCodeGate,
+  handlerHolds,
   handlerPath,
   handlerReportsInstance,
   type PlatformUnderTest,
@@ -66,6 +68,8 @@ import {
 
 /** Short, so a crash-looping revision is RolloutFailed soon; long enough for a played rollout. */
 const ROLLOUT_DEADLINE_MS = 4000;
+/** How often the autoscaler looks at the load: often, so a function scales soon after it changes. */
+const AUTOSCALE_TICK_MS = 200;
 /** The build history limit the contract's platform runs with: sless's default. */
 const BUILD_HISTORY = DEFAULT_BUILD_HISTORY;
 
@@ -102,7 +106,8 @@ async function kubePlatform(gate: ContractCodeGate): Promise<PlatformUnderTest> 
   /** Pods the played kubelet started, by function: one per start of a revision or from zero. */
   const started = new Map<string, number>();
   const crashLooping = new Set<string>();
-  const upstream = await startUpstream(available, work);
+  const holding = new HeldRequests();
+  const upstream = await startUpstream(available, holding, work);
   const stopKubelet = playKubelet(env, available, started, crashLooping);
   const port = (upstream.address() as AddressInfo).port;
   const logLines: string[] = [];
@@ -129,8 +134,10 @@ async function kubePlatform(gate: ContractCodeGate): Promise<PlatformUnderTest> 
       kubeConfig: env.cluster.kubeConfig,
       originOf: () => `http://127.0.0.1:${port}`,
       pollMs: 100,
-      // Idle functions are looked for often, so one that rests at zero does so soon after idleSeconds.
+      // Idle functions are looked for often, so one that rests at zero does so soon after idleSeconds;
+      // and the autoscaler looks at the load often, so a function scales soon after it changes.
       idleSweepMs: 200,
+      autoscaleTickMs: AUTOSCALE_TICK_MS,
     },
   );
   await system.store.apply(gitSource('repo', env.ns, `${gitServer.url}/fns.git`, { previews: PREVIEWS }));
@@ -297,6 +304,9 @@ async function kubePlatform(gate: ContractCodeGate): Promise<PlatformUnderTest> 
     // second run, which counting the Jobs there are now would miss.
     running: async (name) => available.get(name)?.replicas ?? 0,
     starts: async (name) => started.get(name) ?? 0,
+    held: async (name) => holding.count(name),
+    autoscalerWatched: (ms) => afterTicks(system.autoscaler, Math.ceil(ms / AUTOSCALE_TICK_MS) + 1),
+    release: async (name) => holding.release(name),
     jobRuns: async (job) => {
       const jobs = await listObjects<KubeObject>(env.http, JOB, {
         namespace: env.ns,
@@ -307,6 +317,7 @@ async function kubePlatform(gate: ContractCodeGate): Promise<PlatformUnderTest> 
     },
     settle: () => system.controller.idle(),
     stop: async () => {
+      holding.releaseAll();
       stopKubelet();
       await system.stop();
       await new Promise((r) => upstream.close(r));
@@ -318,10 +329,49 @@ async function kubePlatform(gate: ContractCodeGate): Promise<PlatformUnderTest> 
 }
 
 /**
+ * The requests the stand-in pods hold for functions whose handler holds them (`handlerHolds`), until
+ * the contract releases that function; after that, its requests answer at once.
+ */
+class HeldRequests {
+  private readonly answers = new Map<string, (() => void)[]>();
+  private readonly counts = new Map<string, number>();
+  private readonly released = new Set<string>();
+
+  /** Answers now when `name` was released, or holds the answer until it is. */
+  hold(name: string, answer: () => void): void {
+    if (this.released.has(name)) {
+      answer();
+      return;
+    }
+    this.counts.set(name, this.count(name) + 1);
+    this.answers.set(name, [...(this.answers.get(name) ?? []), answer]);
+  }
+
+  count(name: string): number {
+    return this.counts.get(name) ?? 0;
+  }
+
+  release(name: string): void {
+    this.released.add(name);
+    for (const answer of this.answers.get(name) ?? []) answer();
+    this.answers.delete(name);
+  }
+
+  /** Lets every request still held answer, as the pods would when they stop. */
+  releaseAll(): void {
+    for (const name of [...this.answers.keys()]) this.release(name);
+  }
+}
+
+/**
  * Stands in for every function's pods behind its Service: answers as the pods the kubelet made
  * available would, with the version of the handler committed at the image's commit.
  */
-async function startUpstream(available: ReadonlyMap<string, Pods>, work: TestRepo): Promise<Server> {
+async function startUpstream(
+  available: ReadonlyMap<string, Pods>,
+  holding: HeldRequests,
+  work: TestRepo,
+): Promise<Server> {
   const server = createServer((req, res) => {
     // The proxy names the function in X-Forwarded-Prefix: /fn/{ns}/{name}, or {name}@{label} for a
     // branch preview, whose pods are its own Deployment's and whose code is at the function's path.
@@ -336,14 +386,15 @@ async function startUpstream(available: ReadonlyMap<string, Pods>, work: TestRep
       return;
     }
     git(work.dir, 'show', `${commit}:${handlerPath(name)}`).then(
-      (source) =>
-        res.end(
-          JSON.stringify({
-            version: versionOfHandler(source) ?? null,
-            word: pods.word,
-            ...(handlerReportsInstance(source) ? { instance: pods.instance } : {}),
-          }),
-        ),
+      (source) => {
+        const body = JSON.stringify({
+          version: versionOfHandler(source) ?? null,
+          word: pods.word,
+          ...(handlerReportsInstance(source) ? { instance: pods.instance } : {}),
+        });
+        if (handlerHolds(source)) holding.hold(name, () => res.end(body));
+        else res.end(body);
+      },
       (error: unknown) => {
         res.statusCode = 502;
         res.end(JSON.stringify({ error: String(error) }));

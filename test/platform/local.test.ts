@@ -6,11 +6,12 @@
  * Unsandboxed (`--sandbox off`, single-user mode): the FunctionJob's handler appends each run to a
  * file of the test's, which a sandboxed function could not write (test/security covers sandboxed runs).
  */
-import { readdir, readFile, rm } from 'node:fs/promises';
+import { readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { DEFAULT_BUILD_HISTORY } from '../../src/config/config.js';
+import { afterTicks } from '../helpers/after-ticks.js';
 import { git, TestRepo, tempDir } from '../helpers/git.js';
 import { startTestSystem } from '../helpers/local-system.js';
 import {
@@ -25,6 +26,8 @@ import {
 
 const NAMESPACE = 'default';
 const OTHER_NAMESPACE = 'other';
+/** How often the local autoscaler looks at the load: sless's default. */
+const AUTOSCALE_TICK_MS = 1000;
 /** The build history limit the contract's platform runs with: sless's default. */
 const BUILD_HISTORY = DEFAULT_BUILD_HISTORY;
 
@@ -88,7 +91,7 @@ async function localPlatform(gate: ContractCodeGate): Promise<PlatformUnderTest>
     (await readFile(runLog, 'utf8').catch(() => ''))
       .split('\n')
       .filter(Boolean)
-      .map((line) => JSON.parse(line) as { job?: string; started?: string });
+      .map((line) => JSON.parse(line) as { job?: string; started?: string; held?: string });
   return {
     namespace: NAMESPACE,
     sourceName: 'test',
@@ -153,11 +156,18 @@ async function localPlatform(gate: ContractCodeGate): Promise<PlatformUnderTest>
     jobRuns: async (job) => (await runLogLines()).filter((line) => line.job === job).length,
     // A handler written with `instance` logs each start to the same file, naming its function.
     starts: async (name) => (await runLogLines()).filter((line) => line.started === name).length,
-    // A parked function keeps no process; an awake one runs one.
+    // A handler written with `hold` logs each request it holds, and waits for the gate beside the log.
+    held: async (name) => (await runLogLines()).filter((line) => line.held === name).length,
+    autoscalerWatched: (ms) => afterTicks(system.autoscaler, Math.ceil(ms / AUTOSCALE_TICK_MS) + 1),
+    release: async () => {
+      await writeFile(`${runLog}.open`, '');
+    },
+    // A function that autoscales runs as many processes as it has instances; a parked one none.
     running: async (name) =>
-      !system.platform.isParked(NAMESPACE, name) && system.platform.processId(NAMESPACE, name) !== undefined
+      system.platform.scalable().find((s) => s.key === `${NAMESPACE}/${name}`)?.instances ??
+      (!system.platform.isParked(NAMESPACE, name) && system.platform.processId(NAMESPACE, name) !== undefined
         ? 1
-        : 0,
+        : 0),
     settle: () => system.controller.idle(),
     stop: async () => {
       await system.close();
