@@ -4,11 +4,11 @@
  * variables and read-only Secret volumes, never values; the values' keyed hash in the pod template
  * rolls the Deployment on a rotation; a SOPS Secret file in git becomes a Secret of the source's
  * namespace, decrypted with the age key from the controller namespace; a missing secret makes no
- * Deployment and records an Event; a tampered file and a file naming another namespace each say so
- * and break nothing that serves; and no value appears in any object the controller writes, an
- * Event, a status, an API answer or a log line. What every platform does with a secret (missing, a
- * missing key, another namespace's, a rotation serving the new value without a build) is the
- * platform contract's (test/platform/contract.ts).
+ * Deployment and records an Event; a file naming another namespace, or one read with no age key
+ * there, says so and breaks nothing that serves; and no value appears in any object the controller
+ * writes, an Event, a status, an API answer or a log line. What every platform does with a secret
+ * (missing, a missing key, another namespace's, a rotation serving the new value without a build,
+ * SOPS files decrypted or refused) is the platform contract's (test/platform/contract.ts).
  */
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
@@ -184,30 +184,14 @@ describe.skipIf(!sopsAvailable())('kube platform: secrets', () => {
     });
   });
 
-  it('a tampered SOPS file and one naming another namespace are rejected; what serves stays', async () => {
-    const tampered = goodSops.replace(
-      /(password: ENC\[AES256_GCM,data:)([^,]+)/,
-      (_m, head: string, data: string) => `${head}${b64(`x${data}`).slice(0, data.length)}`,
-    );
+  // A tampered file and one for another key are refused in the platform contract's 'sops-secret' case
+  // (test/platform); here, what is kube's own: the controller namespace unreached, and no key at all.
+  it('a SOPS file naming another namespace, or with no operator key to read it, is rejected; what serves stays', async () => {
     const cases: [string, string, RegExp][] = [
-      [
-        'tampered',
-        tampered,
-        /gitsecret\/db\.sops\.yaml#0: cannot decrypt this SOPS file: the file was changed/,
-      ],
       [
         'other namespace',
         await sopsEncrypt(keys, secretYaml('db', { password: 'elsewhere' }, env.controllerNs), recipient),
         new RegExp(`gitsecret/db\\.sops\\.yaml#0 metadata\\.namespace: must be omitted or "${env.ns}"`),
-      ],
-      [
-        'a key the operator lacks',
-        await sopsEncrypt(
-          keys,
-          secretYaml('db', { password: DB_PASSWORD }),
-          (await ageKey(keys, 'stranger.key')).recipient,
-        ),
-        /gitsecret\/db\.sops\.yaml#0: cannot decrypt this SOPS file: the operator's age key is not one of the file's recipients/,
       ],
       [
         'no age key at all',

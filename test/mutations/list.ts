@@ -1512,7 +1512,12 @@ export const MUTATIONS: GuardMutation[] = [
     file: 'src/secrets/repo-secrets.ts',
     from: '  if (metadata.namespace !== undefined && metadata.namespace !== namespace) {',
     to: '  if (metadata.namespace !== undefined && metadata.namespace !== namespace && Date.now() < 0) {',
-    tests: ['test/local/secrets.test.ts', 'test/kube/secrets.test.ts'],
+    tests: [
+      'test/platform/local.test.ts',
+      'test/platform/kube.test.ts',
+      'test/local/secrets.test.ts',
+      'test/kube/secrets.test.ts',
+    ],
   },
   {
     id: 'sops-decrypt-failure-ignored',
@@ -1521,7 +1526,7 @@ export const MUTATIONS: GuardMutation[] = [
     file: 'src/secrets/repo-secrets.ts',
     from: "        add('', outcome.reason);\n",
     to: '',
-    tests: ['test/local/secrets.test.ts'],
+    tests: ['test/platform/local.test.ts', 'test/platform/kube.test.ts'],
   },
   {
     id: 'rbac-secrets-not-watchable',

@@ -10,6 +10,7 @@
  * finished), never after a sleep, and nothing here is timed.
  */
 import { randomBytes } from 'node:crypto';
+import { rm } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Condition } from '../../src/core/conditions.js';
 import type { FunctionJob, GitSource, SlessFunction, Trigger } from '../../src/core/resources.js';
@@ -18,7 +19,9 @@ import {
   sentCode,
   startChatCompletionsServer,
 } from '../helpers/chat-completions-server.js';
+import { tempDir } from '../helpers/git.js';
 import { pollUntil } from '../helpers/poll-until.js';
+import { ageKey, SOPS, secretYaml, sopsEncrypt } from '../helpers/sops.js';
 
 /** What /fn/{ns}/{name} answered; a JSON body is parsed, any other is the text. */
 export interface Served {
@@ -178,7 +181,8 @@ export type ContractCase =
   | 'code-check-unavailable'
   | 'scale-to-zero'
   | 'preview'
-  | 'autoscale';
+  | 'autoscale'
+  | 'sops-secret';
 
 /**
  * The code security gate every contract platform runs with: an endpoint speaking the chat-completions
@@ -188,6 +192,16 @@ export type ContractCase =
 export interface ContractCodeGate {
   readonly url: string;
   readonly apiKey: string;
+}
+
+/**
+ * The operator's age key every contract platform decrypts SOPS files in git with, and the sops
+ * binary it runs (test/pretest.sh builds both): a platform takes them as its operator's settings would.
+ */
+export interface ContractSops {
+  /** The key file age-keygen wrote. */
+  readonly keyFile: string;
+  readonly binary: string;
 }
 
 /** Code holding this word is refused by the contract's gate, with `UNSAFE_REASON`. */
@@ -317,13 +331,16 @@ const condition = (fn: { status?: { conditions?: Condition[] } }, type: string) 
 /** Registers the contract's cases against the platform `setUp` starts (once, for all cases). */
 export function platformContract(
   name: string,
-  setUp: (gate: ContractCodeGate) => Promise<PlatformUnderTest>,
+  setUp: (gate: ContractCodeGate, sops: ContractSops) => Promise<PlatformUnderTest>,
   /** Cases this platform does not pass, each with the difference from the contract it shows. */
   differences: Partial<Record<ContractCase, string>> = {},
 ): void {
   describe(`platform contract: ${name}`, () => {
     let p: PlatformUnderTest;
     let gate: ChatCompletionsServer;
+    /** Where the operator's age key and the files the contract encrypts are. */
+    let keys: string;
+    let recipient: string;
     /** Requests the gate had for the code of `fnName` (code committed with its `gateNote`). */
     const checksOf = (fnName: string) =>
       gate.requests.filter((r) => sentCode(r).includes(`// ${gateNoteTitle(fnName)}:`));
@@ -343,11 +360,15 @@ export function platformContract(
         if (code.includes(UNSAFE_MARKER)) return { verdict: { safe: false, reason: UNSAFE_REASON } };
         return { verdict: { safe: true, reason: SAFE_REASON } };
       };
-      p = await setUp({ url: gate.url, apiKey: GATE_API_KEY });
+      keys = await tempDir('contract-age');
+      const operatorKey = await ageKey(keys, 'operator.key');
+      recipient = operatorKey.recipient;
+      p = await setUp({ url: gate.url, apiKey: GATE_API_KEY }, { keyFile: operatorKey.file, binary: SOPS });
     });
     afterAll(async () => {
       await p?.stop();
       await gate?.close();
+      if (keys) await rm(keys, { recursive: true, force: true });
     });
 
     /** Commits the files and has the platform read them. */
@@ -1770,6 +1791,99 @@ export function platformContract(
         await p.settle();
         expect(await p.builds(name)).toBe(1);
         expect(await p.held(name)).toBe(5);
+      },
+    );
+    contractCase(
+      'sops-secret',
+      'a SOPS Secret in git reaches its function decrypted; a tampered, misaddressed or foreign one is refused naming the file',
+      async () => {
+        const name = 'sops-secret';
+        const file = `${name}/db.sops.yaml`;
+        const secretName = `${name}-db`;
+        const value = secretValue('sops');
+        const encrypted = (data: Record<string, string>, options: { namespace?: string; to?: string } = {}) =>
+          sopsEncrypt(keys, secretYaml(secretName, data, options.namespace), options.to ?? recipient);
+        const good = await encrypted({ word: value });
+        const first = await push({
+          [`${name}/function.yaml`]: functionManifest(name, { env: wordFrom(secretName) }),
+          [handlerPath(name)]: handler('v1'),
+          [file]: good,
+        });
+        await p.finishBuild(name, first);
+        await readyAt(name, first);
+        await waitFor(`${name} serves the decrypted value`, async () => {
+          const answer = await p.call(name);
+          return answer.status === 200 && (answer.body as { word?: string }).word === value;
+        });
+        expect(await p.call(name)).toEqual({ status: 200, body: { version: 'v1', word: value } });
+        let synced = (await p.source())?.status?.lastSyncedCommit;
+        expect(synced).toBe(first);
+
+        // Each refused commit leaves what runs as it was, and the source says which file and why.
+        const tampered = good.replace(
+          /(word: ENC\[AES256_GCM,data:)([^,]+)/,
+          (_m, head: string, data: string) =>
+            `${head}${Buffer.from(`x${data}`).toString('base64').slice(0, data.length)}`,
+        );
+        expect(tampered).not.toBe(good);
+        const stranger = await ageKey(keys, 'stranger.key');
+        const refusals: [string, string, string][] = [
+          [
+            'tampered',
+            tampered,
+            `${file}#0: cannot decrypt this SOPS file: the file was changed after it was encrypted`,
+          ],
+          [
+            'for another key',
+            await encrypted({ word: 'not for this operator' }, { to: stranger.recipient }),
+            `${file}#0: cannot decrypt this SOPS file: the operator's age key is not one of the file's recipients`,
+          ],
+          [
+            'of another namespace',
+            await encrypted({ word: 'elsewhere' }, { namespace: p.otherNamespace }),
+            `${file}#0 metadata.namespace: must be omitted or "${p.namespace}"`,
+          ],
+        ];
+        for (const [what, content, message] of refusals) {
+          const commit = await push({ [file]: content });
+          const refused = await waitFor(`${what} refused`, async () => {
+            const source = await p.source();
+            return condition(source ?? {}, 'Ready')?.status === 'False' &&
+              source?.status?.lastAttemptedCommit === commit
+              ? source
+              : undefined;
+          });
+          expect(condition(refused, 'Ready'), what).toMatchObject({ reason: 'ValidationFailed' });
+          expect(condition(refused, 'Ready')?.message, what).toContain(message);
+          expect(refused.status?.lastSyncedCommit, what).toBe(synced);
+          expect(await p.call(name), what).toEqual({ status: 200, body: { version: 'v1', word: value } });
+          // Back to the good file, so the next refusal is a change of its own.
+          const back = await push({ [file]: good });
+          await waitFor(`synced after ${what}`, async () => {
+            const source = await p.source();
+            return condition(source ?? {}, 'Ready')?.status === 'True' &&
+              source?.status?.lastSyncedCommit === back
+              ? source
+              : undefined;
+          });
+          synced = back;
+        }
+
+        // A new value in git rolls the function out with it.
+        const rotated = secretValue('sops-rotated');
+        await push({ [file]: await encrypted({ word: rotated }) });
+        await waitFor(`${name} serves the rotated value`, async () => {
+          const answer = await p.call(name);
+          return answer.status === 200 && (answer.body as { word?: string }).word === rotated;
+        });
+        await p.settle();
+        expect(await p.builds(name)).toBe(1);
+        // The decrypted values are the Secret's alone: in no log line and nothing else the platform keeps.
+        for (const secret of [value, rotated])
+          for (const form of [secret, Buffer.from(secret).toString('base64')]) {
+            expect(p.logged()).not.toContain(form);
+            expect(await p.stored()).not.toContain(form);
+          }
       },
     );
   });

@@ -18,6 +18,7 @@
  *   run, and none from before they stop (a function at zero is woken once its endpoint is ready).
  */
 import { randomUUID } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -56,6 +57,7 @@ import {
 import { deploymentLags, playCrashLoopingPod } from '../kube/play.js';
 import {
   type ContractCodeGate,
+  type ContractSops,
   handlerHolds,
   handlerPath,
   handlerReportsInstance,
@@ -93,7 +95,7 @@ interface Pods {
   instance: string;
 }
 
-async function kubePlatform(gate: ContractCodeGate): Promise<PlatformUnderTest> {
+async function kubePlatform(gate: ContractCodeGate, sops: ContractSops): Promise<PlatformUnderTest> {
   const env: KubeEnv = await kubeEnv('contract');
   const root = await tempDir('contract-git');
   await git(root, 'init', '--quiet', '--bare', '--initial-branch=main', 'fns.git');
@@ -110,6 +112,15 @@ async function kubePlatform(gate: ContractCodeGate): Promise<PlatformUnderTest> 
   const upstream = await startUpstream(available, holding, work);
   const stopKubelet = playKubelet(env, available, started, crashLooping);
   const port = (upstream.address() as AddressInfo).port;
+  // The operator's age key, as Flux's sops-age Secret, in the controller namespace.
+  await env.http.request('POST', `/api/v1/namespaces/${env.controllerNs}/secrets`, {
+    body: {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: 'sless-sops-age', namespace: env.controllerNs },
+      stringData: { 'age.agekey': await readFile(sops.keyFile, 'utf8') },
+    },
+  });
   const logLines: string[] = [];
   const capture = new Writable({
     write(chunk, _encoding, done) {
@@ -121,6 +132,7 @@ async function kubePlatform(gate: ContractCodeGate): Promise<PlatformUnderTest> 
     {
       ...env.config,
       rolloutDeadlineMs: ROLLOUT_DEADLINE_MS,
+      sopsBinary: sops.binary,
       buildHistory: BUILD_HISTORY,
       codeGate: loadCodeGateSettings({
         LLM_ENABLED: 'true',

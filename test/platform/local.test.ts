@@ -16,6 +16,7 @@ import { git, TestRepo, tempDir } from '../helpers/git.js';
 import { startTestSystem } from '../helpers/local-system.js';
 import {
   type ContractCodeGate,
+  type ContractSops,
   CRASH_MESSAGE,
   type PlatformUnderTest,
   PREVIEWS,
@@ -40,7 +41,7 @@ async function* walk(dir: string): AsyncGenerator<string> {
   }
 }
 
-async function localPlatform(gate: ContractCodeGate): Promise<PlatformUnderTest> {
+async function localPlatform(gate: ContractCodeGate, sops: ContractSops): Promise<PlatformUnderTest> {
   const runLog = join(await tempDir('contract-runs'), 'runs.txt');
   const repo = await TestRepo.create({ 'README.md': 'the platform contract commits here\n' });
   const logLines: string[] = [];
@@ -54,12 +55,14 @@ async function localPlatform(gate: ContractCodeGate): Promise<PlatformUnderTest>
     url: repo.dir,
     sandbox: 'off',
     previews: PREVIEWS,
+    sopsAgeKeyFile: sops.keyFile,
     env: {
       SLESS_BUILD_HISTORY: String(BUILD_HISTORY),
       SLESS_LLM_ENABLED: 'true',
       LLM_ENDPOINT: gate.url,
       LLM_API_KEY: gate.apiKey,
       LLM_TIMEOUT: '5s',
+      SLESS_SOPS_BINARY: sops.binary,
     },
     logger: pino({ level: 'debug' }, capture),
   });
