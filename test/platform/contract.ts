@@ -23,6 +23,14 @@ import { tempDir } from '../helpers/git.js';
 import { pollUntil } from '../helpers/poll-until.js';
 import { ageKey, SOPS, secretYaml, sopsEncrypt } from '../helpers/sops.js';
 
+/** An asynchronous invocation as the API shows it. */
+interface InvocationView {
+  id: string;
+  state: string;
+  attempts: { status?: number }[];
+  result?: { status: number; body: string };
+}
+
 /** What /fn/{ns}/{name} answered; a JSON body is parsed, any other is the text. */
 export interface Served {
   status: number;
@@ -182,7 +190,8 @@ export type ContractCase =
   | 'scale-to-zero'
   | 'preview'
   | 'autoscale'
-  | 'sops-secret';
+  | 'sops-secret'
+  | 'async';
 
 /**
  * The code security gate every contract platform runs with: an endpoint speaking the chat-completions
@@ -247,18 +256,20 @@ const START_LINE =
  * A Node handler answering `{ version, word }`: the code's version and the WORD of its environment,
  * which together tell which revision serves; with `instance`, also the id its instance drew at start,
  * which tells one start from another, and which it logs to RUN_LOG; with `hold`, it holds each
- * request until the contract releases it (`release`). A job run (SLESS_EVENT set)
+ * request until the contract releases it (`release`); with `answers`, it answers the status
+ * `answerStatus` gives the request. A job run (SLESS_EVENT set)
  * appends a line to RUN_LOG when the environment names one, and then throws when its event has `fail: true`.
  */
 export function handler(
   version: string,
-  options: { crashOnStart?: boolean; instance?: boolean; hold?: boolean } = {},
+  options: { crashOnStart?: boolean; instance?: boolean; hold?: boolean; answers?: boolean } = {},
 ): string {
   return [
     options.crashOnStart ? `throw new Error('${CRASH_MESSAGE}');` : '',
     ...(options.instance ? [INSTANCE_ID, START_LINE] : []),
     'exports.handle = async (event) => {',
     ...(options.hold ? HOLD_LINES : []),
+    ...(options.answers ? ANSWER_LINES : []),
     "  if (process.env.SLESS_EVENT && process.env.RUN_LOG) require('node:fs').appendFileSync(process.env.RUN_LOG, JSON.stringify(event.body) + '\\n');",
     `  if (process.env.SLESS_EVENT && event.body && event.body.fail) throw new Error('${RUN_FAILURE_MESSAGE}');`,
     `  return { version: '${version}', word: process.env.WORD ?? null${options.instance ? ', instance: INSTANCE' : ''} };`,
@@ -278,6 +289,30 @@ const HOLD_LINES = [
   "    while (!fs.existsSync(process.env.RUN_LOG + '.open')) await new Promise((r) => setTimeout(r, 20));",
   '  }',
 ];
+
+/**
+ * The status a handler written with `answers` gives a request at `path`, on its `attempt` (the
+ * x-sless-attempt header of an asynchronous invocation): `/teapot` is a 418, `/always` a 500, `/twice`
+ * a 503 twice and then a 200, anything else a 200. Plain JavaScript, so the handler holds it as it is.
+ */
+export function answerStatus(path: string, attempt: number): number {
+  if (path.endsWith('/teapot')) return 418;
+  if (path.endsWith('/always')) return 500;
+  if (path.endsWith('/twice')) return attempt <= 2 ? 503 : 200;
+  return 200;
+}
+
+/** What a handler written with `answers` does first: anything but a 200 is answered at once. */
+const ANSWER_LINES = [
+  `  const answerStatus = ${answerStatus.toString()};`,
+  "  const status = answerStatus(event.path, Number(event.headers['x-sless-attempt'] ?? 0));",
+  '  if (status !== 200) return { statusCode: status, body: { status } };',
+];
+
+/** Whether a handler the contract wrote answers statuses by path (see `answerStatus`). */
+export function handlerAnswers(source: string): boolean {
+  return source.includes(ANSWER_LINES[1] as string);
+}
 
 /** Whether a handler the contract wrote holds its requests until released (see `handler`). */
 export function handlerHolds(source: string): boolean {
@@ -1884,6 +1919,67 @@ export function platformContract(
             expect(p.logged()).not.toContain(form);
             expect(await p.stored()).not.toContain(form);
           }
+      },
+    );
+    contractCase(
+      'async',
+      'an asynchronous invocation answers 202 and is tried to its budget: a 4xx is final, 5xx to the end a dead letter',
+      async () => {
+        const name = 'async';
+        const commit = await push({
+          [`${name}/function.yaml`]: functionManifest(name, {
+            env: { WORD: 'one' },
+            async: { maxAttempts: 3, backoffMs: 20 },
+          }),
+          [handlerPath(name)]: handler('v1', { answers: true }),
+        });
+        await p.finishBuild(name, commit);
+        await readyAt(name, commit);
+        await waitFor(`${name} served`, async () => (await p.call(name)).status === 200);
+        const invocations = `/v1/namespaces/${p.namespace}/invocations`;
+        const enqueue = async (path: string) => {
+          const accepted = await p.api('POST', `/fn-async/${p.namespace}/${name}${path}`, { path });
+          expect(accepted.status, path).toBe(202);
+          const { id, location } = accepted.body as { id: string; location: string };
+          expect(location).toBe(`${invocations}/${id}`);
+          return id;
+        };
+        const ended = (id: string, state: string) =>
+          waitFor(`invocation ${id} ${state}`, async () => {
+            const view = await p.api('GET', `${invocations}/${id}`);
+            const body = view.body as InvocationView;
+            return view.status === 200 && body.state === state ? body : undefined;
+          });
+        const statuses = (view: InvocationView) => view.attempts.map((attempt) => attempt.status);
+
+        const [hello, twice, always, teapot] = await Promise.all(
+          ['/hello', '/twice', '/always', '/teapot'].map(enqueue),
+        );
+        const succeeded = await ended(hello as string, 'succeeded');
+        expect(statuses(succeeded)).toEqual([200]);
+        expect(succeeded.result?.status).toBe(200);
+        expect(JSON.parse(succeeded.result?.body ?? '')).toEqual({ version: 'v1', word: 'one' });
+        // Failing twice and then answering: three attempts, the last one the answer.
+        expect(statuses(await ended(twice as string, 'succeeded'))).toEqual([503, 503, 200]);
+        // Failing to the end: every attempt of the budget, then a dead letter, listed as one.
+        expect(statuses(await ended(always as string, 'dead-lettered'))).toEqual([500, 500, 500]);
+        // A 4xx says the request is wrong: one attempt, failed with its answer, no dead letter.
+        const refused = await ended(teapot as string, 'failed');
+        expect(statuses(refused)).toEqual([418]);
+        expect(refused.result?.status).toBe(418);
+        const letters = await p.api('GET', `/v1/namespaces/${p.namespace}/dead-letters`);
+        expect(letters.status).toBe(200);
+        const dead = (letters.body as { items: InvocationView[] }).items.map((view) => view.id);
+        expect(dead).toContain(always);
+        expect(dead).not.toContain(teapot);
+        expect(dead).not.toContain(twice);
+        // A failed invocation may be replayed, with a fresh budget: one more attempt, failed again.
+        expect(await p.api('POST', `${invocations}/${teapot}/replay`)).toMatchObject({ status: 202 });
+        const replayed = await waitFor(`invocation ${teapot} replayed`, async () => {
+          const view = (await p.api('GET', `${invocations}/${teapot}`)).body as InvocationView;
+          return view.state === 'failed' && view.attempts.length === 2 ? view : undefined;
+        });
+        expect(statuses(replayed)).toEqual([418, 418]);
       },
     );
   });

@@ -44,6 +44,7 @@ import {
 import { afterTicks } from '../helpers/after-ticks.js';
 import { git, gitSource, TestRepo, tempDir } from '../helpers/git.js';
 import { startGitHttpServer } from '../helpers/git-http-server.js';
+import { startRabbitMq } from '../helpers/rabbitmq.js';
 import {
   completeBuild,
   eventually,
@@ -56,8 +57,10 @@ import {
 } from '../kube/harness.js';
 import { deploymentLags, playCrashLoopingPod } from '../kube/play.js';
 import {
+  answerStatus,
   type ContractCodeGate,
   type ContractSops,
+  handlerAnswers,
   handlerHolds,
   handlerPath,
   handlerReportsInstance,
@@ -121,6 +124,8 @@ async function kubePlatform(gate: ContractCodeGate, sops: ContractSops): Promise
       stringData: { 'age.agekey': await readFile(sops.keyFile, 'utf8') },
     },
   });
+  // Asynchronous invocations are journaled in a real RabbitMQ's stream, as in production.
+  const broker = await startRabbitMq();
   const logLines: string[] = [];
   const capture = new Writable({
     write(chunk, _encoding, done) {
@@ -132,6 +137,7 @@ async function kubePlatform(gate: ContractCodeGate, sops: ContractSops): Promise
     {
       ...env.config,
       rolloutDeadlineMs: ROLLOUT_DEADLINE_MS,
+      asyncInvocations: { amqpUrl: broker.url, stream: `sless.invocations.${env.ns}` },
       sopsBinary: sops.binary,
       buildHistory: BUILD_HISTORY,
       codeGate: loadCodeGateSettings({
@@ -335,6 +341,7 @@ async function kubePlatform(gate: ContractCodeGate, sops: ContractSops): Promise
       await new Promise((r) => upstream.close(r));
       await gitServer.close();
       await work.remove();
+      await broker.stop();
       await env.close();
     },
   };
@@ -404,7 +411,18 @@ async function startUpstream(
           word: pods.word,
           ...(handlerReportsInstance(source) ? { instance: pods.instance } : {}),
         });
-        if (handlerHolds(source)) holding.hold(name, () => res.end(body));
+        // A handler that answers by path and attempt is played the same way.
+        const status = handlerAnswers(source)
+          ? answerStatus(
+              new URL(req.url ?? '/', 'http://pod').pathname,
+              Number(req.headers['x-sless-attempt'] ?? 0),
+            )
+          : 200;
+        if (status !== 200) {
+          res.statusCode = status;
+          res.setHeader('content-type', 'application/json');
+          res.end(JSON.stringify({ status }));
+        } else if (handlerHolds(source)) holding.hold(name, () => res.end(body));
         else res.end(body);
       },
       (error: unknown) => {
