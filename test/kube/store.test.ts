@@ -119,6 +119,21 @@ describe('CRDs on the API server', () => {
     expect(ready.metadata.generation).toBe(fn.metadata.generation);
   });
 
+  it('a status it wrote is what peek gives at once, not one watch event later', async () => {
+    const own = new KubeStore({ http: env.http, logger, namespaces: [env.ns] });
+    try {
+      const fn = await own.apply(fnObject('written-through'));
+      own.watch();
+      await eventually('listed', async () => own.peek('Function', env.ns, 'written-through'));
+      // The watch stops here: from now on only the store's own writes can tell peek anything.
+      own.stop();
+      await own.patchStatus(fn, { phase: 'Disabled' });
+      expect(own.peek('Function', env.ns, 'written-through')?.status?.phase).toBe('Disabled');
+    } finally {
+      own.stop();
+    }
+  });
+
   it('watch events: status writes are statusOnly, spec and metadata changes are not, deletes are seen', async () => {
     const events: StoreEvent[] = [];
     // The watch cache exists once something subscribes and its first list is in.

@@ -1197,6 +1197,15 @@ export const MUTATIONS: GuardMutation[] = [
     tests: ['test/kube/api-outage.test.ts'],
   },
   {
+    id: 'kube-status-write-not-seen',
+    guard:
+      'A status the controller wrote is what its own /fn/ route reads at once, not one watch event later: a client that read Disabled is not then served.',
+    file: 'src/platform/kube/kube-store.ts',
+    from: '    this.sawWritten({ ...written, kind: object.kind });\n',
+    to: '    void written;\n',
+    tests: ['test/kube/store.test.ts'],
+  },
+  {
     id: 'function-activation-timeout-ignored',
     guard: "A function's own scaleToZero.activationTimeoutSec bounds how long its requests wait at zero.",
     file: 'src/platform/kube/scaler.ts',
@@ -2038,7 +2047,7 @@ export const MUTATIONS: GuardMutation[] = [
     file: 'src/core/invocations.ts',
     from: "  if (status >= 400 && status < 500) return 'failed';",
     to: "  if (status >= 400 && status < 500) return 'retry';",
-    tests: ['test/local/async-invocations.test.ts', 'src/core/invocations.test.ts'],
+    tests: ['test/platform/local.test.ts', 'test/platform/kube.test.ts', 'src/core/invocations.test.ts'],
   },
   {
     id: 'async-attempt-budget-off-by-one',
@@ -2046,7 +2055,11 @@ export const MUTATIONS: GuardMutation[] = [
     file: 'src/async/dispatcher.ts',
     from: "if (verdict === 'retry' && countedAttempts(record) < record.maxAttempts) {",
     to: "if (verdict === 'retry' && countedAttempts(record) <= record.maxAttempts) {",
-    tests: ['test/local/async-invocations.test.ts'],
+    tests: [
+      'test/local/async-invocations.test.ts',
+      'test/platform/local.test.ts',
+      'test/platform/kube.test.ts',
+    ],
   },
   {
     id: 'async-callback-guard-dropped',

@@ -52,6 +52,15 @@ interface Stream {
   listed?: boolean;
 }
 
+/**
+ * Whether resourceVersion `a` is later than `b`. The API server's are etcd revisions, decimal and
+ * rising; anything else is not compared, and so never taken as newer.
+ */
+function newerVersion(a: string | undefined, b: string | undefined): boolean {
+  if (!a || !b || !/^\d+$/.test(a) || !/^\d+$/.test(b)) return false;
+  return BigInt(a) > BigInt(b);
+}
+
 function keyOf(kind: string, namespace: string | undefined, name: string): string {
   return `${kind}/${namespace ?? ''}/${name}`;
 }
@@ -145,16 +154,36 @@ export class KubeStore implements ObjectStore {
 
   async patchStatus(object: AnyResource, status: object): Promise<void> {
     const { namespace, name } = object.metadata;
+    let written: KubeObject;
     try {
-      await this.http.request('PATCH', objectPath(slessType(object.kind), namespace, name, 'status'), {
-        body: { status: statusMergePatch(object.status as Record<string, unknown> | undefined, status) },
-        contentType: MERGE_PATCH,
-      });
+      written = await this.http.request<KubeObject>(
+        'PATCH',
+        objectPath(slessType(object.kind), namespace, name, 'status'),
+        {
+          body: { status: statusMergePatch(object.status as Record<string, unknown> | undefined, status) },
+          contentType: MERGE_PATCH,
+        },
+      );
     } catch (error) {
       // The object went away while we worked on it: there is no status left to write.
       if (isStatus(error, 404)) return;
       throw error;
     }
+    this.sawWritten({ ...written, kind: object.kind });
+  }
+
+  /**
+   * An object this store wrote is what its watch reports next: seen now, so that `peek` (the `/fn/`
+   * route) answers for the status a client can already read instead of one watch event behind. Only
+   * over an older copy: a watch event that came first, or a write of someone else's, is never undone.
+   * The watch event for this write then changes nothing (same resourceVersion).
+   */
+  private sawWritten(object: KubeObject): void {
+    const key = keyOf(object.kind, object.metadata.namespace, object.metadata.name);
+    const previous = this.seen.get(key);
+    if (!previous || !newerVersion(object.metadata.resourceVersion, previous.metadata.resourceVersion))
+      return;
+    this.handle('MODIFIED', object);
   }
 
   /**
