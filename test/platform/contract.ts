@@ -1295,6 +1295,7 @@ export function platformContract(
           expect(await p.call(`at-commit@${sha}`), sha).toEqual(disabled);
       },
     );
+
     contractCase(
       'build-history',
       'past the build history limit the oldest build goes and its commit URL answers 404; the newest stay, nothing is rebuilt',
@@ -1331,6 +1332,7 @@ export function platformContract(
         expect((await p.fn('hist'))?.status?.servingCommit).toBe(head);
       },
     );
+
     contractCase(
       'logs-refused',
       'the logs API answers 404 for an unknown function and 400, naming the field, for a bad tail or follow',
@@ -1356,6 +1358,7 @@ export function platformContract(
         });
       },
     );
+
     contractCase(
       'job-fails',
       'a FunctionJob run whose function fails is Failed, saying why; it is not run again for its runId, and the next runId runs',
@@ -1555,6 +1558,7 @@ export function platformContract(
         expect(await p.stored()).not.toContain(GATE_API_KEY);
       },
     );
+
     contractCase(
       'scale-to-zero',
       'a function idle for idleSeconds rests at zero, still Ready; requests share one start; a commit at zero stays there',
@@ -1657,6 +1661,7 @@ export function platformContract(
         expect(await p.builds(name)).toBe(2);
       },
     );
+
     contractCase(
       'preview',
       'a previewed branch serves at name@label beside main, with one build for its one change, and goes with the branch',
@@ -1776,6 +1781,7 @@ export function platformContract(
         expect([await p.builds(name), await p.builds(peer)]).toEqual([2, 1]);
       },
     );
+
     contractCase(
       'autoscale',
       'requests in flight over the target scale a function out, no further than max, and back to min after',
@@ -1828,6 +1834,7 @@ export function platformContract(
         expect(await p.held(name)).toBe(5);
       },
     );
+
     contractCase(
       'sops-secret',
       'a SOPS Secret in git reaches its function decrypted; a tampered, misaddressed or foreign one is refused naming the file',
@@ -1921,6 +1928,7 @@ export function platformContract(
           }
       },
     );
+
     contractCase(
       'async',
       'an asynchronous invocation answers 202 and is tried to its budget: a 4xx is final, 5xx to the end a dead letter',
