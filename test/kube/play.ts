@@ -200,6 +200,32 @@ export function playHealthyKubelet(http: KubeHttp, namespace: string, everyMs = 
 }
 
 /**
+ * Plays the EndpointSlice controller for one Deployment's Service: its slice `{name}-test` lists one
+ * ready endpoint (at a fixed address) when `ready`, and none otherwise.
+ */
+export async function publishPlayedEndpoint(
+  http: KubeHttp,
+  namespace: string,
+  deployment: KubeObject,
+  ready: boolean,
+): Promise<void> {
+  const name = deployment.metadata.name;
+  await apply(http, ENDPOINT_SLICE, {
+    apiVersion: 'discovery.k8s.io/v1',
+    kind: 'EndpointSlice',
+    metadata: {
+      name: `${name}-test`,
+      namespace,
+      // As the EndpointSlice controller does: the Service's labels, and its name.
+      labels: { ...deployment.metadata.labels, 'kubernetes.io/service-name': name },
+    },
+    addressType: 'IPv4',
+    endpoints: ready ? [{ addresses: ['10.96.7.7'], conditions: { ready: true } }] : [],
+    ports: [{ name: 'http', port: 8080, protocol: 'TCP' }],
+  });
+}
+
+/**
  * Plays the EndpointSlice controller for a namespace: one ready endpoint (at a fixed address) per
  * Deployment with replicas, none at 0 or while `podsReady()` says no. Returns the function that stops.
  */
@@ -216,19 +242,7 @@ export function playEndpointSlices(
         for (const d of list.items) {
           const running =
             ((d.spec as { replicas?: number }).replicas ?? 1) > 0 && (options.podsReady?.() ?? true);
-          await apply(http, ENDPOINT_SLICE, {
-            apiVersion: 'discovery.k8s.io/v1',
-            kind: 'EndpointSlice',
-            metadata: {
-              name: `${d.metadata.name}-test`,
-              namespace,
-              // As the EndpointSlice controller does: the Service's labels, and its name.
-              labels: { ...d.metadata.labels, 'kubernetes.io/service-name': d.metadata.name },
-            },
-            addressType: 'IPv4',
-            endpoints: running ? [{ addresses: ['10.96.7.7'], conditions: { ready: true } }] : [],
-            ports: [{ name: 'http', port: 8080, protocol: 'TCP' }],
-          });
+          await publishPlayedEndpoint(http, namespace, d, running);
         }
       } catch {
         // The API server is down, or a Deployment went away: look again next round.

@@ -252,41 +252,19 @@ const INSTANCE_ID = "const INSTANCE = require('node:crypto').randomUUID();";
 const START_LINE =
   "if (process.env.RUN_LOG) require('node:fs').appendFileSync(process.env.RUN_LOG, JSON.stringify({ started: process.env.SLESS_FUNCTION_NAME, instance: INSTANCE }) + '\\n');";
 
-/**
- * A Node handler answering `{ version, word }`: the code's version and the WORD of its environment,
- * which together tell which revision serves; with `instance`, also the id its instance drew at start,
- * which tells one start from another, and which it logs to RUN_LOG; with `hold`, it holds each
- * request until the contract releases it (`release`); with `answers`, it answers the status
- * `answerStatus` gives the request. A job run (SLESS_EVENT set)
- * appends a line to RUN_LOG when the environment names one, and then throws when its event has `fail: true`.
- */
-export function handler(
-  version: string,
-  options: { crashOnStart?: boolean; instance?: boolean; hold?: boolean; answers?: boolean } = {},
-): string {
-  return [
-    options.crashOnStart ? `throw new Error('${CRASH_MESSAGE}');` : '',
-    ...(options.instance ? [INSTANCE_ID, START_LINE] : []),
-    'exports.handle = async (event) => {',
-    ...(options.hold ? HOLD_LINES : []),
-    ...(options.answers ? ANSWER_LINES : []),
-    "  if (process.env.SLESS_EVENT && process.env.RUN_LOG) require('node:fs').appendFileSync(process.env.RUN_LOG, JSON.stringify(event.body) + '\\n');",
-    `  if (process.env.SLESS_EVENT && event.body && event.body.fail) throw new Error('${RUN_FAILURE_MESSAGE}');`,
-    `  return { version: '${version}', word: process.env.WORD ?? null${options.instance ? ', instance: INSTANCE' : ''} };`,
-    '};',
-    '',
-  ].join('\n');
-}
+/** Beside RUN_LOG, the file whose presence releases what handlers written with `hold` hold. */
+const RELEASE_SUFFIX = '.open';
+export const releaseGateOf = (runLog: string) => `${runLog}${RELEASE_SUFFIX}`;
 
 /**
  * What a handler written with `hold` does with a request (not a job run's event) until the file beside
  * RUN_LOG, `RUN_LOG.open`, exists: logs it to RUN_LOG and waits for that file.
  */
 const HOLD_LINES = [
-  "  if (process.env.RUN_LOG && !process.env.SLESS_EVENT && !require('node:fs').existsSync(process.env.RUN_LOG + '.open')) {",
+  `  if (process.env.RUN_LOG && !process.env.SLESS_EVENT && !require('node:fs').existsSync(process.env.RUN_LOG + '${RELEASE_SUFFIX}')) {`,
   "    const fs = require('node:fs');",
   "    fs.appendFileSync(process.env.RUN_LOG, JSON.stringify({ held: process.env.SLESS_FUNCTION_NAME }) + '\\n');",
-  "    while (!fs.existsSync(process.env.RUN_LOG + '.open')) await new Promise((r) => setTimeout(r, 20));",
+  `    while (!fs.existsSync(process.env.RUN_LOG + '${RELEASE_SUFFIX}')) await new Promise((r) => setTimeout(r, 20));`,
   '  }',
 ];
 
@@ -322,6 +300,32 @@ export function handlerHolds(source: string): boolean {
 /** Whether a handler the contract wrote answers with its instance's id (see `handler`). */
 export function handlerReportsInstance(source: string): boolean {
   return source.includes(INSTANCE_ID);
+}
+
+/**
+ * A Node handler answering `{ version, word }`: the code's version and the WORD of its environment,
+ * which together tell which revision serves; with `instance`, also the id its instance drew at start,
+ * which tells one start from another, and which it logs to RUN_LOG; with `hold`, it holds each
+ * request until the contract releases it (`release`); with `answers`, it answers the status
+ * `answerStatus` gives the request. A job run (SLESS_EVENT set) appends a line to RUN_LOG when the
+ * environment names one, and then throws when its event has `fail: true`.
+ */
+export function handler(
+  version: string,
+  options: { crashOnStart?: boolean; instance?: boolean; hold?: boolean; answers?: boolean } = {},
+): string {
+  return [
+    options.crashOnStart ? `throw new Error('${CRASH_MESSAGE}');` : '',
+    ...(options.instance ? [INSTANCE_ID, START_LINE] : []),
+    'exports.handle = async (event) => {',
+    ...(options.hold ? HOLD_LINES : []),
+    ...(options.answers ? ANSWER_LINES : []),
+    "  if (process.env.SLESS_EVENT && process.env.RUN_LOG) require('node:fs').appendFileSync(process.env.RUN_LOG, JSON.stringify(event.body) + '\\n');",
+    `  if (process.env.SLESS_EVENT && event.body && event.body.fail) throw new Error('${RUN_FAILURE_MESSAGE}');`,
+    `  return { version: '${version}', word: process.env.WORD ?? null${options.instance ? ', instance: INSTANCE' : ''} };`,
+    '};',
+    '',
+  ].join('\n');
 }
 
 /** The version a handler the contract wrote answers with (a stand-in for a pod reads it from the code). */

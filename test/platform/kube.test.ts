@@ -31,16 +31,8 @@ import { buildName } from '../../src/core/naming.js';
 import { previewFunctionName } from '../../src/core/previews.js';
 import { type KubeSystem, startKubeSystem } from '../../src/main.js';
 import { MERGE_PATCH } from '../../src/platform/kube/http.js';
-import { apply, getObject, type KubeObject, listObjects } from '../../src/platform/kube/objects.js';
-import {
-  DEPLOYMENT,
-  ENDPOINT_SLICE,
-  JOB,
-  POD,
-  SECRET,
-  SERVICE,
-  slessType,
-} from '../../src/platform/kube/resource-types.js';
+import { getObject, type KubeObject, listObjects } from '../../src/platform/kube/objects.js';
+import { DEPLOYMENT, JOB, POD, SECRET, SERVICE, slessType } from '../../src/platform/kube/resource-types.js';
 import { afterTicks } from '../helpers/after-ticks.js';
 import { git, gitSource, TestRepo, tempDir } from '../helpers/git.js';
 import { startGitHttpServer } from '../helpers/git-http-server.js';
@@ -55,7 +47,7 @@ import {
   markJobComplete,
   markJobFailed,
 } from '../kube/harness.js';
-import { deploymentLags, playCrashLoopingPod } from '../kube/play.js';
+import { deploymentLags, playCrashLoopingPod, publishPlayedEndpoint } from '../kube/play.js';
 import {
   answerStatus,
   type ContractCodeGate,
@@ -318,13 +310,13 @@ async function kubePlatform(gate: ContractCodeGate, sops: ContractSops): Promise
       );
       return 'backoff limit';
     },
-    // Each run Job counts once by its uid: a run Job deleted and made again under the same name is a
-    // second run, which counting the Jobs there are now would miss.
     running: async (name) => available.get(name)?.replicas ?? 0,
     starts: async (name) => started.get(name) ?? 0,
     held: async (name) => holding.count(name),
     autoscalerWatched: (ms) => afterTicks(system.autoscaler, Math.ceil(ms / AUTOSCALE_TICK_MS) + 1),
     release: async (name) => holding.release(name),
+    // Each run Job counts once by its uid: a run Job deleted and made again under the same name is a
+    // second run, which counting the Jobs there are now would miss.
     jobRuns: async (job) => {
       const jobs = await listObjects<KubeObject>(env.http, JOB, {
         namespace: env.ns,
@@ -470,7 +462,7 @@ function playKubelet(
           const replicas = spec.replicas ?? 1;
           if (word === undefined && replicas > 0) continue;
           // Pods stopping leave their endpoint first; pods starting are listed once they run.
-          if (replicas === 0 || !container) await publishEndpoint(env, deployment, false);
+          if (replicas === 0 || !container) await publishPlayedEndpoint(env.http, env.ns, deployment, false);
           await markDeploymentAvailable(env.http, env.ns, name, deployment);
           if (replicas === 0 || !container) available.delete(name);
           else {
@@ -481,7 +473,7 @@ function playKubelet(
               instance: randomUUID(),
             });
             started.set(name, (started.get(name) ?? 0) + 1);
-            await publishEndpoint(env, deployment, true);
+            await publishPlayedEndpoint(env.http, env.ns, deployment, true);
           }
           // The pods of other revisions are gone once this one is rolled out.
           await removePods(env, name);
@@ -537,24 +529,6 @@ async function playCrashLoop(env: KubeEnv, deployment: KubeObject, revision: str
   const pod = `${name}-${revision}`;
   if (await getObject(env.http, POD, env.ns, pod)) return;
   await playCrashLoopingPod(env.http, env.ns, pod, name, revision);
-}
-
-/** Plays the EndpointSlice controller for `deployment`'s Service: one ready endpoint, or none. */
-async function publishEndpoint(env: KubeEnv, deployment: KubeObject, ready: boolean): Promise<void> {
-  const name = deployment.metadata.name;
-  await apply(env.http, ENDPOINT_SLICE, {
-    apiVersion: 'discovery.k8s.io/v1',
-    kind: 'EndpointSlice',
-    metadata: {
-      name: `${name}-played`,
-      namespace: env.ns,
-      // As the EndpointSlice controller does: the Service's labels, and its name.
-      labels: { ...deployment.metadata.labels, 'kubernetes.io/service-name': name },
-    },
-    addressType: 'IPv4',
-    endpoints: ready ? [{ addresses: ['10.96.7.7'], conditions: { ready: true } }] : [],
-    ports: [{ name: 'http', port: 8080, protocol: 'TCP' }],
-  });
 }
 
 async function removePods(env: KubeEnv, name: string): Promise<void> {

@@ -11,6 +11,7 @@ import { dirname, join } from 'node:path';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { DEFAULT_BUILD_HISTORY } from '../../src/config/config.js';
+import { DEFAULT_AUTOSCALE_TICK_MS } from '../../src/platform/local/local-autoscaler.js';
 import { afterTicks } from '../helpers/after-ticks.js';
 import { git, TestRepo, tempDir } from '../helpers/git.js';
 import { startTestSystem } from '../helpers/local-system.js';
@@ -22,13 +23,12 @@ import {
   PREVIEWS,
   platformContract,
   RUN_FAILURE_MESSAGE,
+  releaseGateOf,
   served,
 } from './contract.js';
 
 const NAMESPACE = 'default';
 const OTHER_NAMESPACE = 'other';
-/** How often the local autoscaler looks at the load: sless's default. */
-const AUTOSCALE_TICK_MS = 1000;
 /** The build history limit the contract's platform runs with: sless's default. */
 const BUILD_HISTORY = DEFAULT_BUILD_HISTORY;
 
@@ -161,9 +161,9 @@ async function localPlatform(gate: ContractCodeGate, sops: ContractSops): Promis
     starts: async (name) => (await runLogLines()).filter((line) => line.started === name).length,
     // A handler written with `hold` logs each request it holds, and waits for the gate beside the log.
     held: async (name) => (await runLogLines()).filter((line) => line.held === name).length,
-    autoscalerWatched: (ms) => afterTicks(system.autoscaler, Math.ceil(ms / AUTOSCALE_TICK_MS) + 1),
+    autoscalerWatched: (ms) => afterTicks(system.autoscaler, Math.ceil(ms / DEFAULT_AUTOSCALE_TICK_MS) + 1),
     release: async () => {
-      await writeFile(`${runLog}.open`, '');
+      await writeFile(releaseGateOf(runLog), '');
     },
     // A function that autoscales runs as many processes as it has instances; a parked one none.
     running: async (name) =>

@@ -36,6 +36,9 @@ interface Tracked {
   state: ScaleState;
 }
 
+/** How often the autoscaler looks at the load, unless told otherwise. */
+export const DEFAULT_AUTOSCALE_TICK_MS = 1000;
+
 export class LocalAutoscaler {
   private readonly options: { platform: ScalablePlatform; logger: Logger; tickMs?: number };
   private readonly tracked = new Map<string, Tracked>();
@@ -51,7 +54,7 @@ export class LocalAutoscaler {
       this.timer = setTimeout(async () => {
         await this.tick();
         if (this.timer) next();
-      }, this.options.tickMs ?? 1000);
+      }, this.options.tickMs ?? DEFAULT_AUTOSCALE_TICK_MS);
       this.timer.unref();
     };
     next();
