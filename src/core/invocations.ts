@@ -71,6 +71,9 @@ export interface InvocationRecord {
 /** What `spec.async` leaves unset. */
 export const ASYNC_DEFAULTS = { maxAttempts: 3, backoffMs: 1000, concurrency: 4 } as const;
 
+/** `1 attempt`, `3 attempts`: how the messages a user reads count attempts. */
+export const attempts = (count: number): string => `${count} attempt${count === 1 ? '' : 's'}`;
+
 /** Retries never wait longer than this, however many attempts came before. */
 export const MAX_BACKOFF_MS = 10 * 60_000;
 

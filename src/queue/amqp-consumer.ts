@@ -9,7 +9,7 @@
  */
 import amqp, { type ChannelModel, type ConfirmChannel, type ConsumeMessage } from 'amqplib';
 import type { Logger } from 'pino';
-import { retryDelayMs, verdictOf } from '../core/invocations.js';
+import { attempts, retryDelayMs, verdictOf } from '../core/invocations.js';
 import { withoutPassword } from '../core/redact-url.js';
 
 export type ConsumerState = 'connecting' | 'consuming' | 'paused' | 'failed';
@@ -218,7 +218,7 @@ export class AmqpConsumer {
       if (verdict === 'succeeded') {
         channel.ack(message);
         this.acknowledged++;
-        this.lastMessage = `${at}: acknowledged after ${attempt} attempt${attempt === 1 ? '' : 's'}`;
+        this.lastMessage = `${at}: acknowledged after ${attempts(attempt)}`;
         return;
       }
       if (verdict === 'failed') break;
@@ -227,12 +227,16 @@ export class AmqpConsumer {
       // Paused while retrying: the message goes back to the queue untouched, for the next consumer.
       if (this.stopped) {
         channel.nack(message, false, true);
-        this.lastMessage = `${at}: requeued after ${attempt} attempts (the trigger stopped)`;
+        this.lastMessage = `${at}: requeued after ${attempts(attempt)} (the trigger stopped)`;
         return;
       }
     }
     const why = last.status !== undefined ? `status ${last.status}` : (last.error ?? 'no answer');
-    this.lastError = this.redact(`message failed ${attempt} attempts, the last with ${why}`);
+    this.lastError = this.redact(
+      attempt === 1
+        ? `message failed 1 attempt, with ${why}`
+        : `message failed ${attempts(attempt)}, the last with ${why}`,
+    );
     if (options.deadLetterExchange) {
       channel.publish(options.deadLetterExchange, message.fields.routingKey, message.content, {
         ...message.properties,
@@ -248,7 +252,7 @@ export class AmqpConsumer {
       // message again rather than losing it.
       await channel.waitForConfirms();
       channel.ack(message);
-      this.lastMessage = `${at}: dead-lettered after ${attempt} attempt${attempt === 1 ? '' : 's'} (${why})`;
+      this.lastMessage = `${at}: dead-lettered after ${attempts(attempt)} (${why})`;
     } else {
       // Nowhere to keep it: the broker drops it, or routes it by the queue's own dead-letter policy.
       channel.nack(message, false, false);
@@ -256,7 +260,7 @@ export class AmqpConsumer {
         { trigger: options.trigger, queue: options.queue, attempts: attempt, why },
         'message rejected without requeue: the trigger has no deadLetterExchange',
       );
-      this.lastMessage = `${at}: rejected without requeue after ${attempt} attempt${attempt === 1 ? '' : 's'} (${why}); no deadLetterExchange`;
+      this.lastMessage = `${at}: rejected without requeue after ${attempts(attempt)} (${why}); no deadLetterExchange`;
     }
     this.deadLettered++;
   }

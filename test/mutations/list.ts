@@ -2093,7 +2093,7 @@ export const MUTATIONS: GuardMutation[] = [
     file: 'src/queue/queue-triggers.ts',
     from: '    if (!fn || spec.enabled === false || this.stopped) {',
     to: '    if (!fn || this.stopped) {',
-    tests: ['test/local/amqp-trigger.test.ts'],
+    tests: ['test/platform/local.test.ts', 'test/platform/kube.test.ts'],
   },
   {
     id: 'amqp-disabled-trigger-disables-function',
@@ -2101,7 +2101,7 @@ export const MUTATIONS: GuardMutation[] = [
     file: 'src/reconcile/function/reconciler.ts',
     from: "    t.spec.type !== 'amqp';",
     to: '    true;',
-    tests: ['test/local/amqp-trigger.test.ts'],
+    tests: ['test/platform/local.test.ts', 'test/platform/kube.test.ts'],
   },
   {
     id: 'amqp-attempts-off-by-one',
@@ -2109,7 +2109,7 @@ export const MUTATIONS: GuardMutation[] = [
     file: 'src/queue/amqp-consumer.ts',
     from: '    while (attempt < options.maxAttempts) {',
     to: '    while (attempt <= options.maxAttempts) {',
-    tests: ['test/local/amqp-trigger.test.ts'],
+    tests: ['test/platform/local.test.ts', 'test/platform/kube.test.ts'],
   },
   {
     id: 'amqp-ack-on-failure',
@@ -2118,7 +2118,7 @@ export const MUTATIONS: GuardMutation[] = [
     file: 'src/queue/amqp-consumer.ts',
     from: "      if (verdict === 'succeeded') {\n        channel.ack(message);",
     to: "      channel.ack(message);\n      if (verdict === 'succeeded') {",
-    tests: ['test/local/amqp-trigger.test.ts'],
+    tests: ['test/platform/local.test.ts', 'test/platform/kube.test.ts'],
   },
   {
     id: 'amqp-closed-channel-left-consuming',
@@ -2136,7 +2136,11 @@ export const MUTATIONS: GuardMutation[] = [
     file: 'src/reconcile/trigger/reconciler.ts',
     from: "  if (trigger.spec.type === 'amqp') setDeadLetters(trigger, update);",
     to: '  if (trigger.spec.function === undefined) setDeadLetters(trigger, update);',
-    tests: ['src/reconcile/trigger/reconciler.test.ts', 'test/local/amqp-trigger.test.ts'],
+    tests: [
+      'src/reconcile/trigger/reconciler.test.ts',
+      'test/platform/local.test.ts',
+      'test/platform/kube.test.ts',
+    ],
   },
   // ---- Asynchronous invocations and amqp Triggers on kube (RabbitMQ) ----
   {

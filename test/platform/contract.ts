@@ -11,9 +11,16 @@
  */
 import { randomBytes } from 'node:crypto';
 import { rm } from 'node:fs/promises';
+import amqp, { type GetMessage } from 'amqplib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Condition } from '../../src/core/conditions.js';
-import type { FunctionJob, GitSource, SlessFunction, Trigger } from '../../src/core/resources.js';
+import type {
+  FunctionJob,
+  GitSource,
+  SlessFunction,
+  Trigger,
+  TriggerStatus,
+} from '../../src/core/resources.js';
 import {
   type ChatCompletionsServer,
   sentCode,
@@ -21,6 +28,7 @@ import {
 } from '../helpers/chat-completions-server.js';
 import { tempDir } from '../helpers/git.js';
 import { pollUntil } from '../helpers/poll-until.js';
+import { type RabbitMq, startRabbitMq } from '../helpers/rabbitmq.js';
 import { ageKey, SOPS, secretYaml, sopsEncrypt } from '../helpers/sops.js';
 
 /** An asynchronous invocation as the API shows it. */
@@ -144,6 +152,12 @@ export interface PlatformUnderTest {
    */
   held(name: string): Promise<number>;
   /**
+   * Requests whose body carried a `tag` that reached the handler of `name`, written with `answers`, in
+   * the order they came, each with its attempt (x-sless-attempt): local, the lines that handler logged
+   * to RUN_LOG; kube, the requests the stand-in pods answered.
+   */
+  deliveries(name: string): Promise<{ tag: string; attempt: number }[]>;
+  /**
    * Lets every request the handlers written with `hold` hold answer, and those that come later answer
    * at once (local: the gate file beside RUN_LOG, which every such handler waits for).
    */
@@ -191,7 +205,8 @@ export type ContractCase =
   | 'preview'
   | 'autoscale'
   | 'sops-secret'
-  | 'async';
+  | 'async'
+  | 'amqp-trigger';
 
 /**
  * The code security gate every contract platform runs with: an endpoint speaking the chat-completions
@@ -211,6 +226,18 @@ export interface ContractSops {
   /** The key file age-keygen wrote. */
   readonly keyFile: string;
   readonly binary: string;
+}
+
+/**
+ * What the contract starts before the platform, for every case: the code gate's endpoint, the SOPS
+ * key, and a real RabbitMQ (Debian's rabbitmq-server), whose queues amqp Triggers consume and where a
+ * platform may keep what it journals (kube: its stream of asynchronous invocations).
+ */
+export interface ContractServices {
+  readonly gate: ContractCodeGate;
+  readonly sops: ContractSops;
+  /** amqp://guest:guest@127.0.0.1:PORT/ */
+  readonly amqpUrl: string;
 }
 
 /** Code holding this word is refused by the contract's gate, with `UNSAFE_REASON`. */
@@ -269,27 +296,43 @@ const HOLD_LINES = [
 ];
 
 /**
- * The status a handler written with `answers` gives a request at `path`, on its `attempt` (the
- * x-sless-attempt header of an asynchronous invocation): `/teapot` is a 418, `/always` a 500, `/twice`
- * a 503 twice and then a 200, anything else a 200. Plain JavaScript, so the handler holds it as it is.
+ * The status a handler written with `answers` gives a request asking for `asked` (the `answer` its
+ * body names, or else its path), on its `attempt` (the x-sless-attempt header of an asynchronous
+ * invocation or a queue delivery): `/teapot` is a 418, `/always` a 500, `/twice` a 503 twice and then
+ * a 200, anything else a 200. Plain JavaScript, so the handler holds it as it is.
  */
-export function answerStatus(path: string, attempt: number): number {
-  if (path.endsWith('/teapot')) return 418;
-  if (path.endsWith('/always')) return 500;
-  if (path.endsWith('/twice')) return attempt <= 2 ? 503 : 200;
+export function answerStatus(asked: string, attempt: number): number {
+  if (asked.endsWith('/teapot')) return 418;
+  if (asked.endsWith('/always')) return 500;
+  if (asked.endsWith('/twice')) return attempt <= 2 ? 503 : 200;
   return 200;
 }
 
-/** What a handler written with `answers` does first: anything but a 200 is answered at once. */
+/** What a handler written with `answers` answers: its body's `answer`, or else its path. */
+export const askedOf = (body: unknown, path: string): string => {
+  const answer = body && typeof body === 'object' ? (body as { answer?: unknown }).answer : undefined;
+  return typeof answer === 'string' ? answer : path;
+};
+
+/** The line of a handler written with `answers` that decides its status, which tells such a handler. */
+const ANSWER_STATUS_LINE =
+  "  const status = answerStatus(askedOf(event.body, event.path), Number(event.headers['x-sless-attempt'] ?? 0));";
+
+/**
+ * What a handler written with `answers` does first: a request whose body has a `tag` is logged to
+ * RUN_LOG with its attempt (for `deliveries`), and anything but a 200 is answered at once.
+ */
 const ANSWER_LINES = [
   `  const answerStatus = ${answerStatus.toString()};`,
-  "  const status = answerStatus(event.path, Number(event.headers['x-sless-attempt'] ?? 0));",
+  `  const askedOf = ${askedOf.toString()};`,
+  "  if (process.env.RUN_LOG && event.body && event.body.tag) require('node:fs').appendFileSync(process.env.RUN_LOG, JSON.stringify({ delivered: process.env.SLESS_FUNCTION_NAME, tag: event.body.tag, attempt: Number(event.headers['x-sless-attempt'] ?? 0) }) + '\\n');",
+  ANSWER_STATUS_LINE,
   '  if (status !== 200) return { statusCode: status, body: { status } };',
 ];
 
-/** Whether a handler the contract wrote answers statuses by path (see `answerStatus`). */
+/** Whether a handler the contract wrote answers statuses by what a request asks (see `answerStatus`). */
 export function handlerAnswers(source: string): boolean {
-  return source.includes(ANSWER_LINES[1] as string);
+  return source.includes(ANSWER_STATUS_LINE);
 }
 
 /** Whether a handler the contract wrote holds its requests until released (see `handler`). */
@@ -370,7 +413,7 @@ const condition = (fn: { status?: { conditions?: Condition[] } }, type: string) 
 /** Registers the contract's cases against the platform `setUp` starts (once, for all cases). */
 export function platformContract(
   name: string,
-  setUp: (gate: ContractCodeGate, sops: ContractSops) => Promise<PlatformUnderTest>,
+  setUp: (services: ContractServices) => Promise<PlatformUnderTest>,
   /** Cases this platform does not pass, each with the difference from the contract it shows. */
   differences: Partial<Record<ContractCase, string>> = {},
 ): void {
@@ -380,6 +423,7 @@ export function platformContract(
     /** Where the operator's age key and the files the contract encrypts are. */
     let keys: string;
     let recipient: string;
+    let broker: RabbitMq;
     /** Requests the gate had for the code of `fnName` (code committed with its `gateNote`). */
     const checksOf = (fnName: string) =>
       gate.requests.filter((r) => sentCode(r).includes(`// ${gateNoteTitle(fnName)}:`));
@@ -402,10 +446,16 @@ export function platformContract(
       keys = await tempDir('contract-age');
       const operatorKey = await ageKey(keys, 'operator.key');
       recipient = operatorKey.recipient;
-      p = await setUp({ url: gate.url, apiKey: GATE_API_KEY }, { keyFile: operatorKey.file, binary: SOPS });
+      broker = await startRabbitMq();
+      p = await setUp({
+        gate: { url: gate.url, apiKey: GATE_API_KEY },
+        sops: { keyFile: operatorKey.file, binary: SOPS },
+        amqpUrl: broker.url,
+      });
     });
     afterAll(async () => {
       await p?.stop();
+      await broker?.stop();
       await gate?.close();
       if (keys) await rm(keys, { recursive: true, force: true });
     });
@@ -1992,6 +2042,195 @@ export function platformContract(
           return view.state === 'failed' && view.attempts.length === 2 ? view : undefined;
         });
         expect(statuses(replayed)).toEqual([418, 418]);
+      },
+    );
+
+    contractCase(
+      'amqp-trigger',
+      'an amqp Trigger from git delivers its queue through /fn/: a 2xx acknowledged, 5xx retried to maxAttempts and then dead-lettered, a 4xx at once; disabled, its messages wait',
+      async () => {
+        const name = 'amqp';
+        const [orders, held, exchange, dead, letters] = [
+          'amqp-orders',
+          'amqp-held',
+          'amqp-events',
+          'amqp-dead',
+          'amqp-dead-letters',
+        ];
+        const connection = await amqp.connect(broker.url);
+        try {
+          const channel = await connection.createChannel();
+          await channel.assertExchange(exchange, 'topic', { durable: true });
+          await channel.assertExchange(dead, 'fanout', { durable: true });
+          await channel.assertQueue(letters, { durable: true });
+          await channel.bindQueue(letters, dead, '');
+          const publish = (tag: string, answer: string, to: { queue: string } | { key: string }) => {
+            const content = Buffer.from(JSON.stringify({ tag, answer }));
+            const properties = { contentType: 'application/json', persistent: true };
+            if ('queue' in to) channel.sendToQueue(to.queue, content, properties);
+            else channel.publish(exchange, to.key, content, properties);
+          };
+          const depth = async (queue: string) => (await channel.checkQueue(queue)).messageCount;
+          const consumers = async (queue: string) => (await channel.checkQueue(queue)).consumerCount;
+          /** Every message on the dead-letter queue, taken by the contract. */
+          const deadLetters = async () => {
+            const taken: GetMessage[] = [];
+            for (
+              let m = await channel.get(letters, { noAck: true });
+              m;
+              m = await channel.get(letters, { noAck: true })
+            )
+              taken.push(m);
+            return taken;
+          };
+          const statusOf = (trigger: string, what: string, holds: (status: TriggerStatus) => boolean) =>
+            waitFor(`trigger ${trigger} ${what}`, async () => {
+              const status = (await p.trigger(trigger))?.status;
+              return status && holds(status) ? status : undefined;
+            });
+          const tagged = async (tags: string[]) =>
+            (await p.deliveries(name))
+              .filter((d) => tags.includes(d.tag))
+              .map((d) => `${d.tag}#${d.attempt}`);
+
+          // The broker's URL, as an operator stores it: a Secret of the Trigger's namespace.
+          await p.setSecret('amqp-broker', { url: broker.url });
+          const amqpTrigger = (trigger: string, spec: Record<string, unknown>) =>
+            triggerManifest(trigger, {
+              type: 'amqp',
+              function: name,
+              secretRef: { name: 'amqp-broker' },
+              prefetch: 1,
+              ...spec,
+            });
+          const heldTrigger = (enabled: boolean) =>
+            amqpTrigger(held, { queue: held, maxAttempts: 1, enabled });
+          const commit = await push({
+            [`${name}/function.yaml`]: functionManifest(name, { env: { WORD: 'one', ...p.countingEnv } }),
+            [handlerPath(name)]: handler('v1', { answers: true }),
+            [`${name}/orders.yaml`]: amqpTrigger(orders, {
+              queue: orders,
+              exchange,
+              routingKey: 'order.*',
+              maxAttempts: 3,
+              deadLetterExchange: dead,
+            }),
+            [`${name}/held.yaml`]: heldTrigger(true),
+          });
+          await p.finishBuild(name, commit);
+          await readyAt(name, commit);
+          for (const trigger of [orders, held]) {
+            const consuming = await statusOf(trigger, 'consumes', (s) => s.consumer === 'consuming');
+            expect(consuming.phase, trigger).toBe('Ready');
+            expect(condition({ status: consuming }, 'Ready'), trigger).toMatchObject({
+              status: 'True',
+              reason: 'Scheduled',
+              message: `queue ${trigger}: consuming`,
+            });
+            expect(await consumers(trigger), trigger).toBe(1);
+          }
+          // Where failed messages end, said before any fails.
+          expect(condition((await p.trigger(orders)) ?? {}, 'DeadLetters')).toMatchObject({
+            status: 'True',
+            reason: 'DeadLetterExchange',
+            message: `a message failing 3 attempts (or answered 4xx) is published to exchange ${dead}`,
+          });
+          expect(condition((await p.trigger(held)) ?? {}, 'DeadLetters')).toMatchObject({
+            status: 'False',
+            reason: 'NoDeadLetterExchange',
+            message: `no deadLetterExchange: a message failing 1 attempt (or answered 4xx) is rejected without requeue, and RabbitMQ drops it unless queue ${held} has its own dead-letter exchange (an x-dead-letter-exchange argument or policy)`,
+          });
+
+          // Through the exchange, by routing key: one the binding does not match reaches no queue.
+          publish('unbound', '/hello', { key: 'invoice.created' });
+          for (const [tag, answer] of [
+            ['ok', '/hello'],
+            ['always', '/always'],
+            ['teapot', '/teapot'],
+            ['twice', '/twice'],
+          ] as const)
+            publish(tag, answer, { key: 'order.created' });
+          const settled = await statusOf(
+            orders,
+            'settles four',
+            (s) => s.acknowledged === 2 && s.deadLettered === 2,
+          );
+          // Prefetch 1: one message at a time, each tried to its end before the next.
+          expect(await tagged(['unbound', 'ok', 'always', 'teapot', 'twice'])).toEqual([
+            'ok#1',
+            'always#1',
+            'always#2',
+            'always#3',
+            'teapot#1',
+            'twice#1',
+            'twice#2',
+            'twice#3',
+          ]);
+          expect(settled.lastMessage).toMatch(/: acknowledged after 3 attempts$/);
+          expect(settled.lastError).toBe('message failed 1 attempt, with status 418');
+          expect(await depth(orders)).toBe(0);
+          const letter = (m: GetMessage) => ({
+            tag: (JSON.parse(m.content.toString()) as { tag: string }).tag,
+            attempts: m.properties.headers?.['x-sless-attempts'],
+            lastError: m.properties.headers?.['x-sless-last-error'],
+            queue: m.properties.headers?.['x-sless-queue'],
+          });
+          expect((await deadLetters()).map(letter)).toEqual([
+            { tag: 'always', attempts: 3, lastError: 'status 500', queue: orders },
+            { tag: 'teapot', attempts: 1, lastError: 'status 418', queue: orders },
+          ]);
+
+          // Without a deadLetterExchange a failed message is rejected, and the broker drops it.
+          publish('dropped', '/teapot', { queue: held });
+          const dropped = await statusOf(held, 'rejects one', (s) => s.deadLettered === 1);
+          expect(dropped.lastMessage).toMatch(
+            /: rejected without requeue after 1 attempt \(status 418\); no deadLetterExchange$/,
+          );
+          expect(dropped.acknowledged).toBe(0);
+          expect(await depth(held)).toBe(0);
+          expect(await deadLetters()).toEqual([]);
+
+          // Disabled: its consumer stops and what is published waits in the queue; the function serves on.
+          await push({ [`${name}/held.yaml`]: heldTrigger(false) });
+          const paused = await statusOf(held, 'pauses', (s) => s.consumer === 'paused');
+          expect(paused.phase).toBe('Disabled');
+          expect(condition({ status: paused }, 'Ready')).toMatchObject({
+            status: 'True',
+            reason: 'Disabled',
+            message: 'disabled',
+          });
+          await waitFor(`no consumer on ${held}`, async () => (await consumers(held)) === 0);
+          for (const tag of ['kept-0', 'kept-1', 'kept-2']) publish(tag, '/hello', { queue: held });
+          await waitFor(`three messages wait on ${held}`, async () => (await depth(held)) === 3);
+          // Once a message published after them went through the other Trigger, they are still waiting.
+          publish('sentinel', '/hello', { key: 'order.placed' });
+          await waitFor('the sentinel delivered', async () => (await tagged(['sentinel'])).length > 0);
+          expect(await depth(held)).toBe(3);
+          expect(await consumers(held)).toBe(0);
+          expect(await tagged(['kept-0', 'kept-1', 'kept-2'])).toEqual([]);
+          expect(await p.call(name)).toEqual({ status: 200, body: { version: 'v1', word: 'one' } });
+          expect((await p.fn(name))?.status?.phase).toBe('Ready');
+
+          // Enabled again, it delivers what waited, in order, once each.
+          await push({ [`${name}/held.yaml`]: heldTrigger(true) });
+          const resumed = await statusOf(held, 'delivers the kept three', (s) => s.acknowledged === 3);
+          expect(resumed.consumer).toBe('consuming');
+          expect(await depth(held)).toBe(0);
+          await p.settle();
+          expect(await tagged(['kept-0', 'kept-1', 'kept-2', 'sentinel', 'unbound'])).toEqual([
+            'sentinel#1',
+            'kept-0#1',
+            'kept-1#1',
+            'kept-2#1',
+          ]);
+          expect(await p.builds(name)).toBe(1);
+          // The broker's password is the Secret's alone.
+          const password = `:${new URL(broker.url).password}@`;
+          expect(p.logged()).not.toContain(password);
+          expect(await p.stored()).not.toContain(password);
+        } finally {
+          await connection.close().catch(() => undefined);
+        }
       },
     );
   });

@@ -18,6 +18,7 @@
  *   run, and none from before they stop (a function at zero is woken once its endpoint is ready).
  */
 import { randomUUID } from 'node:crypto';
+import { once } from 'node:events';
 import { readFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -36,7 +37,6 @@ import { DEPLOYMENT, JOB, POD, SECRET, SERVICE, slessType } from '../../src/plat
 import { afterTicks } from '../helpers/after-ticks.js';
 import { git, gitSource, TestRepo, tempDir } from '../helpers/git.js';
 import { startGitHttpServer } from '../helpers/git-http-server.js';
-import { startRabbitMq } from '../helpers/rabbitmq.js';
 import {
   completeBuild,
   eventually,
@@ -50,8 +50,8 @@ import {
 import { deploymentLags, playCrashLoopingPod, publishPlayedEndpoint } from '../kube/play.js';
 import {
   answerStatus,
-  type ContractCodeGate,
-  type ContractSops,
+  askedOf,
+  type ContractServices,
   handlerAnswers,
   handlerHolds,
   handlerPath,
@@ -90,7 +90,7 @@ interface Pods {
   instance: string;
 }
 
-async function kubePlatform(gate: ContractCodeGate, sops: ContractSops): Promise<PlatformUnderTest> {
+async function kubePlatform({ gate, sops, amqpUrl }: ContractServices): Promise<PlatformUnderTest> {
   const env: KubeEnv = await kubeEnv('contract');
   const root = await tempDir('contract-git');
   await git(root, 'init', '--quiet', '--bare', '--initial-branch=main', 'fns.git');
@@ -104,7 +104,9 @@ async function kubePlatform(gate: ContractCodeGate, sops: ContractSops): Promise
   const started = new Map<string, number>();
   const crashLooping = new Set<string>();
   const holding = new HeldRequests();
-  const upstream = await startUpstream(available, holding, work);
+  /** Tagged requests the stand-in pods answered for handlers written with `answers`, by function. */
+  const delivered = new Map<string, { tag: string; attempt: number }[]>();
+  const upstream = await startUpstream(available, holding, delivered, work);
   const stopKubelet = playKubelet(env, available, started, crashLooping);
   const port = (upstream.address() as AddressInfo).port;
   // The operator's age key, as Flux's sops-age Secret, in the controller namespace.
@@ -116,8 +118,6 @@ async function kubePlatform(gate: ContractCodeGate, sops: ContractSops): Promise
       stringData: { 'age.agekey': await readFile(sops.keyFile, 'utf8') },
     },
   });
-  // Asynchronous invocations are journaled in a real RabbitMQ's stream, as in production.
-  const broker = await startRabbitMq();
   const logLines: string[] = [];
   const capture = new Writable({
     write(chunk, _encoding, done) {
@@ -129,7 +129,8 @@ async function kubePlatform(gate: ContractCodeGate, sops: ContractSops): Promise
     {
       ...env.config,
       rolloutDeadlineMs: ROLLOUT_DEADLINE_MS,
-      asyncInvocations: { amqpUrl: broker.url, stream: `sless.invocations.${env.ns}` },
+      // Asynchronous invocations are journaled in a real RabbitMQ's stream, as in production.
+      asyncInvocations: { amqpUrl, stream: `sless.invocations.${env.ns}` },
       sopsBinary: sops.binary,
       buildHistory: BUILD_HISTORY,
       codeGate: loadCodeGateSettings({
@@ -313,6 +314,7 @@ async function kubePlatform(gate: ContractCodeGate, sops: ContractSops): Promise
     running: async (name) => available.get(name)?.replicas ?? 0,
     starts: async (name) => started.get(name) ?? 0,
     held: async (name) => holding.count(name),
+    deliveries: async (name) => [...(delivered.get(name) ?? [])],
     autoscalerWatched: (ms) => afterTicks(system.autoscaler, Math.ceil(ms / AUTOSCALE_TICK_MS) + 1),
     release: async (name) => holding.release(name),
     // Each run Job counts once by its uid: a run Job deleted and made again under the same name is a
@@ -333,7 +335,6 @@ async function kubePlatform(gate: ContractCodeGate, sops: ContractSops): Promise
       await new Promise((r) => upstream.close(r));
       await gitServer.close();
       await work.remove();
-      await broker.stop();
       await env.close();
     },
   };
@@ -381,6 +382,7 @@ class HeldRequests {
 async function startUpstream(
   available: ReadonlyMap<string, Pods>,
   holding: HeldRequests,
+  delivered: Map<string, { tag: string; attempt: number }[]>,
   work: TestRepo,
 ): Promise<Server> {
   const server = createServer((req, res) => {
@@ -396,20 +398,25 @@ async function startUpstream(
       res.end(JSON.stringify({ error: `no available pod of ${name}` }));
       return;
     }
-    git(work.dir, 'show', `${commit}:${handlerPath(name)}`).then(
-      (source) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    Promise.all([once(req, 'end'), git(work.dir, 'show', `${commit}:${handlerPath(name)}`)]).then(
+      ([, source]) => {
         const body = JSON.stringify({
           version: versionOfHandler(source) ?? null,
           word: pods.word,
           ...(handlerReportsInstance(source) ? { instance: pods.instance } : {}),
         });
-        // A handler that answers by path and attempt is played the same way.
-        const status = handlerAnswers(source)
-          ? answerStatus(
-              new URL(req.url ?? '/', 'http://pod').pathname,
-              Number(req.headers['x-sless-attempt'] ?? 0),
-            )
-          : 200;
+        // A handler that answers by what a request asks, and on which attempt, is played the same way.
+        let status = 200;
+        if (handlerAnswers(source)) {
+          const attempt = Number(req.headers['x-sless-attempt'] ?? 0);
+          const event = jsonOr(Buffer.concat(chunks).toString('utf8'));
+          const tag = event && typeof event === 'object' ? (event as { tag?: unknown }).tag : undefined;
+          if (typeof tag === 'string')
+            delivered.set(name, [...(delivered.get(name) ?? []), { tag, attempt }]);
+          status = answerStatus(askedOf(event, new URL(req.url ?? '/', 'http://pod').pathname), attempt);
+        }
         if (status !== 200) {
           res.statusCode = status;
           res.setHeader('content-type', 'application/json');
@@ -425,6 +432,15 @@ async function startUpstream(
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   return server;
+}
+
+/** A request body as a handler's event holds it: parsed when it is JSON, else the text. */
+function jsonOr(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
 }
 
 /**

@@ -16,8 +16,7 @@ import { afterTicks } from '../helpers/after-ticks.js';
 import { git, TestRepo, tempDir } from '../helpers/git.js';
 import { startTestSystem } from '../helpers/local-system.js';
 import {
-  type ContractCodeGate,
-  type ContractSops,
+  type ContractServices,
   CRASH_MESSAGE,
   type PlatformUnderTest,
   PREVIEWS,
@@ -41,7 +40,7 @@ async function* walk(dir: string): AsyncGenerator<string> {
   }
 }
 
-async function localPlatform(gate: ContractCodeGate, sops: ContractSops): Promise<PlatformUnderTest> {
+async function localPlatform({ gate, sops }: ContractServices): Promise<PlatformUnderTest> {
   const runLog = join(await tempDir('contract-runs'), 'runs.txt');
   const repo = await TestRepo.create({ 'README.md': 'the platform contract commits here\n' });
   const logLines: string[] = [];
@@ -94,7 +93,17 @@ async function localPlatform(gate: ContractCodeGate, sops: ContractSops): Promis
     (await readFile(runLog, 'utf8').catch(() => ''))
       .split('\n')
       .filter(Boolean)
-      .map((line) => JSON.parse(line) as { job?: string; started?: string; held?: string });
+      .map(
+        (line) =>
+          JSON.parse(line) as {
+            job?: string;
+            started?: string;
+            held?: string;
+            delivered?: string;
+            tag?: string;
+            attempt?: number;
+          },
+      );
   return {
     namespace: NAMESPACE,
     sourceName: 'test',
@@ -161,6 +170,11 @@ async function localPlatform(gate: ContractCodeGate, sops: ContractSops): Promis
     starts: async (name) => (await runLogLines()).filter((line) => line.started === name).length,
     // A handler written with `hold` logs each request it holds, and waits for the gate beside the log.
     held: async (name) => (await runLogLines()).filter((line) => line.held === name).length,
+    // A handler written with `answers` logs each tagged request it is sent, naming its function.
+    deliveries: async (name) =>
+      (await runLogLines())
+        .filter((line) => line.delivered === name)
+        .map((line) => ({ tag: String(line.tag), attempt: Number(line.attempt) })),
     autoscalerWatched: (ms) => afterTicks(system.autoscaler, Math.ceil(ms / DEFAULT_AUTOSCALE_TICK_MS) + 1),
     release: async () => {
       await writeFile(releaseGateOf(runLog), '');

@@ -6,7 +6,7 @@
  */
 import { asError } from '../../core/errors.js';
 import type { ObjectStore, TriggerScheduler } from '../../core/interfaces.js';
-import { ASYNC_DEFAULTS } from '../../core/invocations.js';
+import { ASYNC_DEFAULTS, attempts } from '../../core/invocations.js';
 import { functionPath } from '../../core/naming.js';
 import type { SlessFunction, Trigger, TriggerStatus } from '../../core/resources.js';
 import { Reason, type StatusUpdate } from '../../core/status.js';
@@ -78,20 +78,20 @@ export async function reconcileTrigger(
  */
 function setDeadLetters(trigger: Trigger, update: StatusUpdate<TriggerStatus>): void {
   const { queue, deadLetterExchange } = trigger.spec;
-  const attempts = trigger.spec.maxAttempts ?? ASYNC_DEFAULTS.maxAttempts;
+  const budget = attempts(trigger.spec.maxAttempts ?? ASYNC_DEFAULTS.maxAttempts);
   if (deadLetterExchange)
     update.set(
       'DeadLetters',
       true,
       Reason.DeadLetterExchange,
-      `a message failing ${attempts} attempts (or answered 4xx) is published to exchange ${deadLetterExchange}`,
+      `a message failing ${budget} (or answered 4xx) is published to exchange ${deadLetterExchange}`,
     );
   else
     update.set(
       'DeadLetters',
       false,
       Reason.NoDeadLetterExchange,
-      `no deadLetterExchange: a message failing ${attempts} attempts (or answered 4xx) is rejected ` +
+      `no deadLetterExchange: a message failing ${budget} (or answered 4xx) is rejected ` +
         `without requeue, and RabbitMQ drops it unless queue ${queue} has its own dead-letter ` +
         'exchange (an x-dead-letter-exchange argument or policy)',
     );
