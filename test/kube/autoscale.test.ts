@@ -1,9 +1,10 @@
 /**
  * Concurrency-based autoscaling on kube against the real kube-apiserver + etcd: in-flight `/fn/`
  * requests of a function with `spec.scale` raise its Deployment's replicas through the scale
- * subresource, never past what the load asks for nor past `max`, and once the load is gone they fall
- * back to `min`, while the controller's own apply leaves the count alone. The kubelet is played
- * (replicas become ready at once) and the pods are one local server that holds requests until told.
+ * subresource, never past what the load asks for, and the controller's own apply leaves the count
+ * alone; status and the instances gauge follow. The kubelet is played (replicas become ready at once)
+ * and the pods are one local server that holds requests until told. Scaling no further than max and
+ * back to min after are the platform contract's (test/platform/contract.ts), on both platforms.
  */
 import { createServer, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -78,7 +79,7 @@ describe('kube platform: replicas follow in-flight requests', () => {
     await env?.close();
   });
 
-  it('scales out to the in-flight requests over the target, no further, and back to min after', async () => {
+  it('scales out to the in-flight requests over the target, no further, and an env commit keeps the count', async () => {
     expect(await replicas()).toBe(1);
     const answers = Array.from({ length: 4 }, () =>
       fetch(`${system.url}/fn/${env.ns}/busy/`).then(async (r) => [r.status, await r.text()] as const),
@@ -115,12 +116,5 @@ describe('kube platform: replicas follow in-flight requests', () => {
     expect((rolled.spec as { replicas?: number }).replicas).toBe(4);
     for (const res of held.splice(0)) res.end('done');
     for (const answer of answers) expect(await answer).toEqual([200, 'done']);
-    await eventually('back to min', async () => (await replicas()) === 1, 60_000);
-    await ticks(10);
-    expect(await replicas()).toBe(1);
-    await eventually('status shows 1 instance again', async () => {
-      const instances = (await fnStatus())?.instances;
-      return instances?.desired === 1 && instances.ready === 1;
-    });
   }, 120_000);
 });

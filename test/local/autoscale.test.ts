@@ -1,8 +1,8 @@
 /**
- * `spec.scale` on the local platform, with real function processes: requests held in flight past the
- * target start more instances of the serving revision (each its own process), new requests go to the
- * least busy one, and once the load is gone the extra instances drain and stop, with no request
- * failed. A handler blocks until the test opens a gate (a file), so what is in flight is exact.
+ * `spec.scale` on the local platform, in what only it shows: each instance of the serving revision is
+ * a process of its own, and a new request goes to the least busy one. A handler blocks until the test
+ * opens a gate (a file), so what is in flight is exact. Scaling out to the load, no further than max,
+ * and back to min after are the platform contract's (test/platform/contract.ts), on both platforms.
  */
 import { readdir, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -53,7 +53,7 @@ describe('autoscaling on the local platform', () => {
   const instances = async () => (await system.functionStatus('busy'))?.instances;
   const held = async () => (await readdir(dir)).filter((f) => f.startsWith('held-')).length;
 
-  it('scales out to the requests in flight over the target, no further than max, and back to min after', async () => {
+  it('each instance is a process of its own, and new requests go to the least busy', async () => {
     expect(await instances()).toEqual({ desired: 1, ready: 1 });
     const first = Array.from({ length: 3 }, () => call());
     // Three in flight at target 1: three instances, each a process of its own.
@@ -69,10 +69,5 @@ describe('autoscaling on the local platform', () => {
     expect(answers.map((a) => a.status)).toEqual([200, 200, 200, 200, 200]);
     const served = new Set(answers.map((a) => a.body.instance));
     expect(served.size).toBe(3);
-    // Load gone: back to one instance after the stable window, with every request answered.
-    await untilInstances(system, 'busy', 1);
-    const after = await call();
-    expect(after.status).toBe(200);
-    expect(served.has(after.body.instance)).toBe(true);
   }, 90_000);
 });

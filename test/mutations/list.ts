@@ -1700,7 +1700,7 @@ export const MUTATIONS: GuardMutation[] = [
     file: 'src/platform/kube/drift-watch.ts',
     from: "return before.ready !== now.ready ? 'instances' : undefined;",
     to: 'return undefined;',
-    tests: ['test/kube/drift-watch.test.ts', 'test/kube/autoscale.test.ts'],
+    tests: ['test/kube/drift-watch.test.ts', 'test/kube/autoscale.test.ts', 'test/platform/kube.test.ts'],
   },
   {
     id: 'instances-status-heartbeat-reported',
