@@ -11,6 +11,7 @@
  *   --uncommitted   copy this checkout's versions of test/mutations/ and of the listed test files into
  *                   the worktree (to try a new test before committing it); HEAD's otherwise.
  *   --keep          leave the worktree in place (its path is printed).
+ *   --list          print the guard table (test/mutations/table.ts) and run nothing.
  *
  * The worktree's dist/ is compiled once, and again after each edit whose tests run compiled code (the
  * proxy thread, the CLI): a mutation of src/ must reach dist/ as well. A mutation that then does not
@@ -31,6 +32,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type GuardMutation, MUTATIONS } from './list.ts';
+import { guardTable } from './table.ts';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const checkout = resolve(here, '..', '..');
@@ -198,6 +200,10 @@ function tail(text: string, lines = 40): string {
 }
 
 async function main(): Promise<number> {
+  if (flags.has('--list')) {
+    process.stdout.write(guardTable(MUTATIONS, readFileSync(join(here, 'list.ts'), 'utf8')));
+    return 0;
+  }
   const selected: GuardMutation[] = only.length ? MUTATIONS.filter((m) => only.includes(m.id)) : MUTATIONS;
   const unknown = only.filter((id) => !MUTATIONS.some((m) => m.id === id));
   if (unknown.length) {
