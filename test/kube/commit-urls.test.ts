@@ -29,6 +29,7 @@ import {
   SERVICE,
 } from '../../src/platform/kube/resource-types.js';
 import { watchCollection } from '../../src/platform/kube/watch.js';
+import { afterPasses } from '../helpers/after-ticks.js';
 import { functionManifest, git, gitSource, nodeHandler } from '../helpers/git.js';
 import { type RemoteRepo, startRemoteRepo } from '../helpers/remote-repo.js';
 import {
@@ -285,8 +286,8 @@ describe('kube platform: a URL per commit', () => {
     // Room was made before the fourth started, not a sweep later.
     expect(most).toBe(3);
     expect(await getObject(env.http, SERVICE, env.ns, commitDeploymentName('g', sha(0)))).toBeUndefined();
-    // g's revisions are far from idle: they stay.
-    await new Promise((r) => setTimeout(r, 1000));
+    // g's revisions are far from idle: two whole idle sweeps after the fourth started leave them.
+    await afterPasses(system.scaler, 'sweep', 2);
     expect(await commitDeployments('g')).toEqual(newest);
   });
 
