@@ -319,6 +319,26 @@ export const MUTATIONS: GuardMutation[] = [
     tests: ['src/config/auth.test.ts', 'test/api/webhooks.test.ts'],
   },
 
+  {
+    id: 'secret-ref-any-namespace',
+    guard:
+      "A source's secretRef names a secret of the source's own namespace only: another namespace's source naming the operator's secret sends nothing.",
+    file: 'src/platform/local/source-readers.ts',
+    from: 'const credentials = secretName ? credentialsFromEnv(namespace, secretName, this.env) : undefined;',
+    to: "const credentials = secretName ? credentialsFromEnv('default', secretName, this.env) : undefined;",
+    tests: ['test/security/tenant-settings.test.ts', 'test/local/git-credentials.test.ts'],
+  },
+  {
+    id: 'secret-missing-names-where-it-is',
+    guard:
+      'A secretRef to a secret the namespace does not have fails with the same words whether or not the secret exists elsewhere, so names cannot be probed.',
+    file: 'src/platform/local/source-readers.ts',
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: the source text itself, not a template
+    from: 'throw new SourceError(`secretRef "${secretName}": no such secret in ${namespace}`, \'SecretNotFound\');',
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: the source text itself, not a template
+    to: "throw new SourceError(`secretRef \"${secretName}\": no such secret in ${namespace}${credentialsFromEnv('default', secretName, this.env) ? ' (default has one)' : ''}`, 'SecretNotFound');",
+    tests: ['test/security/tenant-settings.test.ts'],
+  },
   // ---- Webhook signatures ----
   {
     id: 'webhook-hmac-not-constant-time',
@@ -379,6 +399,23 @@ export const MUTATIONS: GuardMutation[] = [
     tests: ['src/api/auth/jwt.test.ts', 'test/api/auth.test.ts'],
   },
 
+  {
+    id: 'jwks-failure-no-cooldown',
+    guard:
+      'After a JWKS fetch fails, requests answer 503 at once for the cool-down instead of each waiting out the timeout again.',
+    file: 'src/api/auth/jwt.ts',
+    from: '      if (!aboutToken) failedAt = now();',
+    to: '      if (!aboutToken) failedAt = undefined;',
+    tests: ['src/api/auth/jwt.test.ts'],
+  },
+  {
+    id: 'jwks-timeout-unbounded',
+    guard: 'A JWKS endpoint that hangs costs one bounded wait (2 s by default), not as long as it likes.',
+    file: 'src/api/auth/jwt.ts',
+    from: 'createRemoteJWKSet(url, { timeoutDuration: timeoutMs, cooldownDuration: 30_000 });',
+    to: 'createRemoteJWKSet(url, { timeoutDuration: timeoutMs * 100, cooldownDuration: 30_000 });',
+    tests: ['src/api/auth/jwt.test.ts'],
+  },
   // ---- Tenant isolation on /v1 ----
   {
     id: 'tenant-namespace-prefix',
@@ -498,6 +535,76 @@ export const MUTATIONS: GuardMutation[] = [
     tests: ['src/source/outbound.test.ts'],
   },
 
+  {
+    id: 'outbound-metadata-range-dropped',
+    guard: 'The link-local range holding the cloud metadata address (169.254.169.254) is refused.',
+    file: 'src/source/outbound.ts',
+    from: "  ['169.254.0.0', 16, 'ipv4', 'a link-local or metadata'],\n",
+    to: '',
+    tests: ['src/source/outbound.test.ts'],
+  },
+  {
+    id: 'outbound-carrier-nat-dropped',
+    guard: 'The shared carrier-NAT range (100.64.0.0/10) is refused, as private ranges are.',
+    file: 'src/source/outbound.ts',
+    from: "  ['100.64.0.0', 10, 'ipv4', 'a shared (carrier NAT)'],\n",
+    to: '',
+    tests: ['src/source/outbound.test.ts'],
+  },
+  {
+    id: 'outbound-unique-local-dropped',
+    guard: 'IPv6 unique local addresses (fc00::/7, and so the metadata address fd00:ec2::254) are refused.',
+    file: 'src/source/outbound.ts',
+    from: "  ['fc00::', 7, 'ipv6', 'a private or metadata'],\n",
+    to: '',
+    tests: ['src/source/outbound.test.ts'],
+  },
+  {
+    id: 'outbound-nat64-dropped',
+    guard: 'NAT64 addresses (64:ff9b::/96), which can wrap a private IPv4 address, are refused.',
+    file: 'src/source/outbound.ts',
+    from: "  ['64:ff9b::', 96, 'ipv6', 'a NAT64'],\n",
+    to: '',
+    tests: ['src/source/outbound.test.ts'],
+  },
+  {
+    id: 'outbound-lookup-not-on-connect',
+    guard:
+      'The git client checks the address of every connection it opens, so a name that rebinds to loopback after a good sync is refused on the next fetch.',
+    file: 'src/source/guarded-http.ts',
+    from: '    connect: { lookup: policy.lookup },\n',
+    to: '',
+    tests: ['test/security/dns-rebinding.test.ts'],
+  },
+  {
+    id: 'outbound-operator-resolver-ignored',
+    guard:
+      "With SLESS_OUTBOUND_DNS set, tenant hosts are resolved by the operator's name servers, not the system resolver (its search domains, split-horizon zones and /etc/hosts).",
+    file: 'src/source/outbound.ts',
+    from: '    const resolve = (done: (error: NodeJS.ErrnoException | null, addresses: LookupAddress[]) => void) =>\n      this.resolver\n',
+    to: '    const resolve = (done: (error: NodeJS.ErrnoException | null, addresses: LookupAddress[]) => void) =>\n      this.resolver && !this.resolver\n',
+    tests: ['test/security/dns-rebinding.test.ts'],
+  },
+
+  {
+    id: 'git-redirect-followed',
+    guard:
+      'The git client follows no redirect: a source answered 302 fails with the status alone, and the place it points to is never asked.',
+    file: 'src/source/guarded-http.ts',
+    from: '        return send();\n      });',
+    to: "        return send();\n      }).then((first) => { const location = first.headers.location; return first.statusCode >= 300 && first.statusCode < 400 && typeof location === 'string' ? request(new URL(location, url), { method: 'GET', headers: req.headers ?? {}, dispatcher: agent }) : first; });",
+    tests: ['test/security/tenant-settings.test.ts'],
+  },
+  {
+    id: 'fetch-failure-echoes-answer',
+    guard:
+      "A source whose server does not answer as git says so in its status, never with the server's answer (which could be another service's metrics or keys).",
+    file: 'src/source/readers.ts',
+    from: "    return 'the server did not answer as a git smart HTTP server';",
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: the source text itself, not a template
+    to: '    return `the server did not answer as a git smart HTTP server: ${(error as Error).message}`;',
+    tests: ['test/security/tenant-settings.test.ts'],
+  },
   // ---- Builds and state ----
   {
     id: 'build-already-exists-fails',
@@ -1096,6 +1203,15 @@ export const MUTATIONS: GuardMutation[] = [
   },
 
   // ---- Limits on input ----
+  {
+    id: 'trigger-timezone-unchecked',
+    guard:
+      "A cron Trigger's timezone must be an IANA time zone name; anything else is refused naming the field.",
+    file: 'src/manifest/validate.ts',
+    from: "    if (typeof spec.timezone === 'string' && !TIME_ZONES.has(spec.timezone))",
+    to: "    if (typeof spec.timezone === 'string' && TIME_ZONES.size === 0)",
+    tests: ['src/manifest/validate.test.ts', 'test/security/tenant-settings.test.ts'],
+  },
   {
     id: 'api-body-limit-raised',
     guard: 'API bodies over 1 MiB get 413.',

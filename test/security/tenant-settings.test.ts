@@ -1,9 +1,11 @@
 /**
  * What a tenant can make sless do with its settings, replayed against the real local server: a
- * secretRef into another namespace, source URLs aimed at loopback (SSRF), a webhook signed for
+ * secretRef into another namespace, source URLs aimed at loopback (SSRF) or redirected, a webhook signed for
  * another namespace, and the small limits (interval, branch, timezone, event size and depth).
  */
 import { createHmac } from 'node:crypto';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { functionManifest, git, nodeHandler, TestRepo, tempDir } from '../helpers/git.js';
@@ -133,6 +135,27 @@ describe('row 3: source URLs never reach loopback, private or metadata addresses
     expect(open.message.replaceAll(String(tenantServer.port), 'P')).toBe(
       shut.message.replaceAll(String(closedPort), 'P'),
     );
+  });
+
+  test('a redirect is not followed, even to an address the admin allowed: the source says the status only', async () => {
+    const target = await startRecordingServer({ status: 200, body: 'REDIRECT-TARGET-BODY\n' });
+    const redirecting = createServer((request, response) => {
+      response.writeHead(302, { location: `${target.url}${request.url ?? '/'}` });
+      response.end('REDIRECT-PAGE-BODY');
+    });
+    await new Promise<void>((resolve) => redirecting.listen(0, '127.0.0.1', resolve));
+    try {
+      const url = `http://127.0.0.1:${(redirecting.address() as AddressInfo).port}/moved.git`;
+      // In a namespace of its own: default's sources count towards the quota test below.
+      await registerSource(allowed, 'tenant-r', 'moved', { url });
+      const failure = await sourceFailure(allowed, 'tenant-r', 'moved');
+      expect(failure.message).toBe(`cannot list refs of ${url}: HTTP 302`);
+      expect(target.requests).toEqual([]);
+    } finally {
+      redirecting.closeAllConnections();
+      await new Promise((resolve) => redirecting.close(resolve));
+      await target.close();
+    }
   });
 
   test("where an admin allowed the range, the server's answer still never reaches status", async () => {
