@@ -1110,6 +1110,45 @@ export const MUTATIONS: GuardMutation[] = [
     to: '',
     tests: ['test/security/kube-build-credentials.test.ts'],
   },
+  {
+    id: 'kaniko-dockerfile-from-workspace',
+    guard:
+      "kaniko builds the Dockerfile sless's sanitize step wrote to a scratch volume, never one from the workspace the tenant's install step wrote.",
+    file: 'src/platform/kube/build/kaniko-job.ts',
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: the source text itself, not a template
+    from: '    `--dockerfile=${DOCKERFILE_DIR}/Dockerfile`,',
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: the source text itself, not a template
+    to: '    `--dockerfile=${WORKSPACE}/Dockerfile`,',
+    tests: ['test/security/kube-build-credentials.test.ts'],
+  },
+  {
+    id: 'kaniko-dockerfile-writable',
+    guard: "kaniko, which holds the push secret, mounts its Dockerfile's volume read-only.",
+    file: 'src/platform/kube/build/kaniko-job.ts',
+    from: "                { name: 'dockerfile', mountPath: DOCKERFILE_DIR, readOnly: true },",
+    to: "                { name: 'dockerfile', mountPath: DOCKERFILE_DIR },",
+    tests: ['test/security/kube-build-credentials.test.ts'],
+  },
+  {
+    id: 'sanitize-top-level-links-only',
+    guard:
+      "The sanitize step removes every link out of the workspace, at any depth, so kaniko's COPY cannot be pointed at its own files (the push secret).",
+    file: 'src/packaging/install-step.ts',
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: the source text itself, not a template
+    from: '    `find ${WORKSPACE} -type l -exec sh -c',
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: the source text itself, not a template
+    to: '    `find ${WORKSPACE} -maxdepth 1 -type l -exec sh -c',
+    tests: ['test/security/kube-build-credentials.test.ts'],
+  },
+  {
+    id: 'context-url-outlives-build',
+    guard:
+      "A build's presigned context URL is good for its Job's deadline and ten minutes more, not for days.",
+    file: 'src/platform/kube/build/kaniko-builder.ts',
+    from: '{ expiresIn: (this.options.deadlineSeconds ?? 1800) + 600 },',
+    to: '{ expiresIn: 7 * 24 * 3600 },',
+    tests: ['test/security/kube-build-credentials.test.ts'],
+  },
 
   // ---- The /fn/ proxy and upstreams that never answer ----
   {

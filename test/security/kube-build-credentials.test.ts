@@ -96,6 +96,8 @@ describe('kube builds: tenant code never runs where credentials are (row 7)', ()
   let env: KubeEnv;
   let repo: TestRepo;
   let template: PodTemplate;
+  /** The build Job's activeDeadlineSeconds, which its presigned context URL must not outlive by much. */
+  let deadlineSeconds = 0;
   let jobLabels: Record<string, string>;
   let work: string;
 
@@ -149,6 +151,7 @@ describe('kube builds: tenant code never runs where credentials are (row 7)', ()
     });
     builder.stop();
     template = (job.spec as { template: PodTemplate }).template;
+    deadlineSeconds = (job.spec as { activeDeadlineSeconds?: number }).activeDeadlineSeconds ?? 0;
     jobLabels = (job.metadata.labels ?? {}) as Record<string, string>;
     work = await tempDir('install-replay');
   }, 120_000);
@@ -183,6 +186,9 @@ describe('kube builds: tenant code never runs where credentials are (row 7)', ()
     expect(url.pathname).toMatch(/\/contexts\/[^/]+\/hunter\/[0-9a-f]{40}\.tar\.gz$/);
     expect(url.searchParams.get('X-Amz-Signature')).toMatch(/^[0-9a-f]{64}$/);
     expect(url.toString()).not.toContain(env.config.s3.secretAccessKey);
+    // Good for the Job's deadline and a little more (its pod may start late), not for days.
+    expect(deadlineSeconds).toBeGreaterThan(0);
+    expect(Number(url.searchParams.get('X-Amz-Expires'))).toBe(deadlineSeconds + 600);
   });
 
   it('no container of the build pod gets the S3 keys; only kaniko mounts the push secret', () => {
