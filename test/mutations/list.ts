@@ -455,6 +455,24 @@ export const MUTATIONS: GuardMutation[] = [
 
   // ---- Operator surfaces and settings ----
   {
+    id: 'pull-secret-may-be-push-secret',
+    guard:
+      "Tenants' functions pull with a pull-only secret: start-up refuses a pull secret that is the registry push secret.",
+    file: 'src/config/kube.ts',
+    from: '  if (source === pushSecret)\n',
+    to: '  if (source === pushSecret && !source)\n',
+    tests: ['src/platform/kube/tenant.test.ts'],
+  },
+  {
+    id: 'image-pull-secrets-may-name-push-secret',
+    guard:
+      "Start-up refuses SLESS_IMAGE_PULL_SECRETS naming the push secret, which tenants' pods would then hold.",
+    file: 'src/config/kube.ts',
+    from: '  if (imagePullSecrets.includes(pushSecret))\n',
+    to: '  if (imagePullSecrets[0] === pushSecret && imagePullSecrets.length > 1)\n',
+    tests: ['src/platform/kube/tenant.test.ts'],
+  },
+  {
     id: 'metrics-any-tenant',
     guard: 'With auth on, /metrics (which names every tenant) needs an admin token or the scrape token.',
     file: 'src/api/routes/health.ts',
