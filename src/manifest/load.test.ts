@@ -109,6 +109,27 @@ describe('loadManifests', () => {
     ).toBe(true);
   });
 
+  it('takes a file of 100 YAML aliases and refuses one of 101, by name, without expanding it', async () => {
+    // A Function whose env values alias one word: cheap to expand, so only the limit refuses the larger.
+    const aliased = (count: number) =>
+      [
+        'apiVersion: sless.dev/v1alpha1',
+        'kind: Function',
+        'metadata: {name: aliased}',
+        'spec:',
+        '  runtime: nodejs20',
+        '  entrypoint: h.handle',
+        '  env:',
+        '    WORD: &word one',
+        ...Array.from({ length: count }, (_, i) => `    ALIAS_${i}: *word`),
+        '',
+      ].join('\n');
+    expect(await issuesOf({ 'ok.yaml': aliased(100) })).toEqual([]);
+    expect(await issuesOf({ 'many.yaml': aliased(101) })).toEqual([
+      expect.stringMatching(/^many\.yaml#0: invalid YAML: .+ \(at most 100 aliases\)$/),
+    ]);
+  });
+
   it('names only the refused function, not the triggers and jobs that point at it', async () => {
     const job = (name: string, fn: string) =>
       stringify({

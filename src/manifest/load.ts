@@ -97,8 +97,9 @@ function parseFile(bytes: Uint8Array): ParsedFile {
         };
       }
       try {
-        // A "billion laughs" document expands aliases without end; past 100 the file is refused.
-        return { value: yamlDoc.toJS({ maxAliasCount: MAX_ALIASES }) as unknown };
+        // A "billion laughs" document expands aliases without end; past 100 the file is refused. yaml
+        // counts the anchored node itself as one use of it, so 100 aliases are 101 uses.
+        return { value: yamlDoc.toJS({ maxAliasCount: MAX_ALIASES + 1 }) as unknown };
       } catch (error) {
         return {
           yamlError: `invalid YAML: ${(error as Error).message.split('\n')[0]} (at most ${MAX_ALIASES} aliases)`,

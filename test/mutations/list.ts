@@ -494,10 +494,19 @@ export const MUTATIONS: GuardMutation[] = [
     guard: 'A manifest file with more than 100 YAML aliases is refused (no billion laughs).',
     file: 'src/manifest/load.ts',
     from: 'const MAX_ALIASES = 100;',
-    to: 'const MAX_ALIASES = -1;',
-    tests: ['src/manifest/load.test.ts', 'test/security/repo-limits.test.ts'],
-    // Without the limit the alias bomb of repo-limits expands without end, synchronously: a hang.
-    timeoutMs: 150_000,
+    to: 'const MAX_ALIASES = Number.POSITIVE_INFINITY;',
+    // load.test pins the limit (100 aliases taken, 101 refused) and fails at once. The alias bomb of
+    // test/security/repo-limits is the attack end to end; without the limit it expands without end,
+    // synchronously, so that file can only catch this by hanging.
+    tests: ['src/manifest/load.test.ts'],
+  },
+  {
+    id: 'yaml-aliases-off-by-one',
+    guard: 'A manifest file may hold 100 YAML aliases; the 101st is refused.',
+    file: 'src/manifest/load.ts',
+    from: 'yamlDoc.toJS({ maxAliasCount: MAX_ALIASES + 1 })',
+    to: 'yamlDoc.toJS({ maxAliasCount: MAX_ALIASES })',
+    tests: ['src/manifest/load.test.ts'],
   },
 
   // ---- Quotas ----
