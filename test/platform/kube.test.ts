@@ -88,6 +88,8 @@ interface Pods {
   word: string | null;
   replicas: number;
   instance: string;
+  /** The pod template they were made from: a generation that keeps it starts no new pod. */
+  template: string;
 }
 
 async function kubePlatform({ gate, sops, amqpUrl }: ContractServices): Promise<PlatformUnderTest> {
@@ -480,13 +482,19 @@ function playKubelet(
           // Pods stopping leave their endpoint first; pods starting are listed once they run.
           if (replicas === 0 || !container) await publishPlayedEndpoint(env.http, env.ns, deployment, false);
           await markDeploymentAvailable(env.http, env.ns, name, deployment);
+          const template = JSON.stringify(spec.template);
+          const before = available.get(name);
           if (replicas === 0 || !container) available.delete(name);
-          else {
+          else if (before?.template === template && before.replicas === replicas) {
+            // A new generation with the same pods (an annotation written, which bumps a Deployment's
+            // generation): the Deployment controller starts no pod for it, and neither does this.
+          } else {
             available.set(name, {
               image: container.image,
               word: word ?? null,
               replicas,
               instance: randomUUID(),
+              template,
             });
             started.set(name, (started.get(name) ?? 0) + 1);
             await publishPlayedEndpoint(env.http, env.ns, deployment, true);
