@@ -13,7 +13,7 @@ import { randomBytes } from 'node:crypto';
 import { rm } from 'node:fs/promises';
 import { isDeepStrictEqual } from 'node:util';
 import amqp, { type GetMessage } from 'amqplib';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Condition } from '../../src/core/conditions.js';
 import type {
   FunctionJob,
@@ -241,6 +241,9 @@ export interface ContractServices {
   readonly amqpUrl: string;
 }
 
+/** How much of what sless logged a failed case prints. */
+const LOG_TAIL_LINES = 80;
+
 /** Code holding this word is refused by the contract's gate, with `UNSAFE_REASON`. */
 const UNSAFE_MARKER = 'xmrig';
 const UNSAFE_REASON = 'runs the xmrig cryptocurrency miner';
@@ -453,6 +456,12 @@ export function platformContract(
         sops: { keyFile: operatorKey.file, binary: SOPS },
         amqpUrl: broker.url,
       });
+    });
+    // A failed case shows what sless logged last: a run under load leaves nothing else to read.
+    afterEach(({ task }) => {
+      if (task.result?.state !== 'fail' || !p) return;
+      const tail = p.logged().trimEnd().split('\n').slice(-LOG_TAIL_LINES).join('\n');
+      process.stderr.write(`--- ${name}: the last ${LOG_TAIL_LINES} lines sless logged ---\n${tail}\n`);
     });
     afterAll(async () => {
       await p?.stop();
