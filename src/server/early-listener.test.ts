@@ -51,8 +51,8 @@ describe('EarlyListener', () => {
     await expect(EarlyListener.listen('127.0.0.1', port)).rejects.toMatchObject({ code: 'EADDRINUSE' });
   });
 
-  // In a child process: the weakening this guards against makes node:http spin building the headers,
-  // which would hang this test's own process rather than fail it.
+  // In a child process: the weakening this guards against takes down the process holding the socket,
+  // and in this test's own process that hung the run instead of failing it.
   it("answers an upgrade relayed on the private socket, with the client's address taken out of its headers", async () => {
     const dir = await mkdtemp(join(tmpdir(), 'sless-relay-'));
     const path = join(dir, 'main.sock');

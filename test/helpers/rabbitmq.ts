@@ -9,7 +9,7 @@ import { once } from 'node:events';
 import { mkdir, rm, writeFile } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { join } from 'node:path';
-import amqp from 'amqplib';
+import amqp, { type Channel, type GetMessage } from 'amqplib';
 import { freePort } from '../../src/platform/local/ports.js';
 import { tempDir } from './git.js';
 import { pollUntil } from './poll-until.js';
@@ -172,6 +172,16 @@ export async function startRabbitMq(): Promise<RabbitMq> {
         `[rabbitmq] start ${attempt} failed, trying fresh ports: ${error.message.slice(0, 300)}\n`,
       );
     }
+  }
+}
+
+/** Every message in `queue`, taken (and acknowledged) by the test, in order. */
+export async function drainQueue(channel: Channel, queue: string): Promise<GetMessage[]> {
+  const taken: GetMessage[] = [];
+  for (;;) {
+    const message = await channel.get(queue, { noAck: true });
+    if (!message) return taken;
+    taken.push(message);
   }
 }
 

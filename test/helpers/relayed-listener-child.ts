@@ -19,4 +19,3 @@ listener.onUpgrade((req, socket) => {
   );
 });
 process.stdout.write('listening\n');
-process.on('SIGTERM', () => void listener.close().then(() => process.exit(0)));

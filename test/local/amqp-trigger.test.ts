@@ -6,13 +6,13 @@
  * platform contract's (test/platform/contract.ts), on both platforms.
  */
 import { rm } from 'node:fs/promises';
-import amqp, { type Channel, type ChannelModel, type GetMessage } from 'amqplib';
+import amqp, { type Channel, type ChannelModel } from 'amqplib';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { TriggerStatus } from '../../src/core/resources.js';
 import { freePort } from '../../src/platform/local/ports.js';
 import { functionManifest, nodeHandler, TestRepo, tempDir } from '../helpers/git.js';
 import { pollUntil } from '../helpers/poll-until.js';
-import { type RabbitMq, startRabbitMq } from '../helpers/rabbitmq.js';
+import { drainQueue, type RabbitMq, startRabbitMq } from '../helpers/rabbitmq.js';
 import { SlessProcess } from '../helpers/sless-process.js';
 
 const API = '/v1/namespaces/default';
@@ -73,15 +73,7 @@ describe('amqp Triggers against a real RabbitMQ', { timeout: 6 * 60_000 }, () =>
       contentType: 'application/json',
       persistent: true,
     });
-  /** Every message in a queue, taken (and acknowledged) by the test. */
-  const drain = async (queue: string): Promise<GetMessage[]> => {
-    const out: GetMessage[] = [];
-    for (;;) {
-      const message = await channel.get(queue, { noAck: true });
-      if (!message) return out;
-      out.push(message);
-    }
-  };
+  const drain = (queue: string) => drainQueue(channel, queue);
   const depth = async (queue: string) => (await channel.checkQueue(queue)).messageCount;
 
   beforeAll(async () => {

@@ -29,7 +29,7 @@ import {
 } from '../helpers/chat-completions-server.js';
 import { tempDir } from '../helpers/git.js';
 import { pollUntil } from '../helpers/poll-until.js';
-import { type RabbitMq, startRabbitMq } from '../helpers/rabbitmq.js';
+import { drainQueue, type RabbitMq, startRabbitMq } from '../helpers/rabbitmq.js';
 import { ageKey, SOPS, secretYaml, sopsEncrypt } from '../helpers/sops.js';
 
 /** An asynchronous invocation as the API shows it. */
@@ -38,6 +38,12 @@ interface InvocationView {
   state: string;
   attempts: { status?: number }[];
   result?: { status: number; body: string };
+}
+
+/** A request with a tagged body that reached a handler written with `answers`, and its attempt. */
+export interface Delivery {
+  tag: string;
+  attempt: number;
 }
 
 /** What /fn/{ns}/{name} answered; a JSON body is parsed, any other is the text. */
@@ -157,7 +163,7 @@ export interface PlatformUnderTest {
    * the order they came, each with its attempt (x-sless-attempt): local, the lines that handler logged
    * to RUN_LOG; kube, the requests the stand-in pods answered.
    */
-  deliveries(name: string): Promise<{ tag: string; attempt: number }[]>;
+  deliveries(name: string): Promise<Delivery[]>;
   /**
    * Lets every request the handlers written with `hold` hold answer, and those that come later answer
    * at once (local: the gate file beside RUN_LOG, which every such handler waits for).
@@ -2095,17 +2101,7 @@ export function platformContract(
           };
           const depth = async (queue: string) => (await channel.checkQueue(queue)).messageCount;
           const consumers = async (queue: string) => (await channel.checkQueue(queue)).consumerCount;
-          /** Every message on the dead-letter queue, taken by the contract. */
-          const deadLetters = async () => {
-            const taken: GetMessage[] = [];
-            for (
-              let m = await channel.get(letters, { noAck: true });
-              m;
-              m = await channel.get(letters, { noAck: true })
-            )
-              taken.push(m);
-            return taken;
-          };
+          const deadLetters = () => drainQueue(channel, letters);
           const statusOf = (trigger: string, what: string, holds: (status: TriggerStatus) => boolean) =>
             waitFor(`trigger ${trigger} ${what}`, async () => {
               const status = (await p.trigger(trigger))?.status;

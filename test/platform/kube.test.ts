@@ -52,6 +52,7 @@ import {
   answerStatus,
   askedOf,
   type ContractServices,
+  type Delivery,
   handlerAnswers,
   handlerHolds,
   handlerPath,
@@ -107,7 +108,7 @@ async function kubePlatform({ gate, sops, amqpUrl }: ContractServices): Promise<
   const crashLooping = new Set<string>();
   const holding = new HeldRequests();
   /** Tagged requests the stand-in pods answered for handlers written with `answers`, by function. */
-  const delivered = new Map<string, { tag: string; attempt: number }[]>();
+  const delivered = new Map<string, Delivery[]>();
   const upstream = await startUpstream(available, holding, delivered, work);
   const stopKubelet = playKubelet(env, available, started, crashLooping);
   const port = (upstream.address() as AddressInfo).port;
@@ -384,7 +385,7 @@ class HeldRequests {
 async function startUpstream(
   available: ReadonlyMap<string, Pods>,
   holding: HeldRequests,
-  delivered: Map<string, { tag: string; attempt: number }[]>,
+  delivered: Map<string, Delivery[]>,
   work: TestRepo,
 ): Promise<Server> {
   const server = createServer((req, res) => {
