@@ -149,7 +149,14 @@ describe('a restart never loses what serves', { timeout: CASE_TIMEOUT }, () => {
         'f/handler.js': handler('f', 'f1'),
       });
       await eventually(async () => (await body('f')).status === 200);
-      const servingBefore = (await functionStatus('f')).servingRevision;
+      // It answers before its status says so: what serves is read once status records it.
+      const servingBefore = (
+        await eventually(async () => {
+          const s = await functionStatus('f');
+          return s.phase === 'Ready' && s.servingRevision ? s : undefined;
+        })
+      ).servingRevision;
+      expect(servingBefore).toEqual(expect.any(String));
       await symlink('../../../../../../etc/passwd', join(repo?.work.dir ?? '', 'f/passwd'));
       await repo?.push({ 'f/handler.js': handler('f', 'f2') }, 'link out');
       const before = await eventually(async () => {

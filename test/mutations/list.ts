@@ -860,6 +860,24 @@ export const MUTATIONS: GuardMutation[] = [
     to: "    input.setPhase('Failed', 'False', Reason.CanaryRolledBack, message + '; still serving ' + serving);\n    return Done;\n  }\n  let live",
     tests: ['src/reconcile/function/canary-step.test.ts'],
   },
+  {
+    id: 'canary-step-begun-while-starting',
+    guard:
+      "A canary's step begins only once its start ended: a pass while it starts (its pods not yet serving) writes no step and starts no clock.",
+    file: 'src/reconcile/function/canary-step.ts',
+    from: '  if (!live || deps.rollouts.isRunning(key)) {',
+    to: '  if (!live) {',
+    tests: ['src/reconcile/function/canary-step.test.ts'],
+  },
+  {
+    id: 'canary-start-failure-dropped',
+    guard:
+      'A canary that fails to start is reported Failed with RolloutFailed, the stable revision serving, and started again only after backoff.',
+    file: 'src/reconcile/function/canary-step.ts',
+    from: '      finished ??\n      deps.rollouts.ensure(',
+    to: '      deps.rollouts.ensure(',
+    tests: ['src/reconcile/function/canary-step.test.ts'],
+  },
 
   // ---- The local sandbox (functions, FunctionJobs and build steps) ----
   {

@@ -6,6 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { buildRecord, functionResource, silentLogger } from '../../../test/helpers/reconcile-fakes.js';
+import { RolloutError } from '../../core/errors.js';
 import type { CanaryControl, LiveCanary, SourceSnapshot } from '../../core/interfaces.js';
 import {
   ANNOTATION_BUILD_KEY,
@@ -32,9 +33,24 @@ const STABLE = 'a'.repeat(12);
 function fakeCanary() {
   let live: LiveCanary | undefined;
   const calls: string[] = [];
+  /** What the next start does after it holds the canary: waits on `until`, or fails with `error`. */
+  let nextStart: { until?: Promise<void>; error?: Error } = {};
   const control: CanaryControl = {
     start: async (_fn, _build, options, weight) => {
       calls.push(`start ${options.revision} at ${weight}%`);
+      const { until, error } = nextStart;
+      nextStart = {};
+      if (error) throw error;
+      // As kube's does: what it holds of the canary is there before its pods serve.
+      const starting: LiveCanary = {
+        revision: options.revision,
+        weight,
+        alive: true,
+        since: Date.now(),
+        figures: { requests: 0, errors: 0 },
+      };
+      live = starting;
+      await until;
       live = {
         revision: options.revision,
         weight,
@@ -60,6 +76,13 @@ function fakeCanary() {
   return {
     control,
     calls,
+    /** The next start holds its canary until `until` resolves, before it serves. */
+    holdNextStart: (until: Promise<void>) => {
+      nextStart = { until };
+    },
+    failNextStart: (error: Error) => {
+      nextStart = { error };
+    },
     answered: (requests: number, errors: number) => {
       if (live) live.figures = { requests, errors, p99Ms: 12 };
     },
@@ -99,8 +122,9 @@ async function setUp() {
     builds: new InFlight<BuildRecord>(() => queued++),
     rollouts: new InFlight<void>(() => queued++, { rerunWhenAskedAgain: true }),
   };
-  const pass = async () => {
-    const result = await reconcileAndPatch({
+  /** One pass, without waiting for the tasks it started. */
+  const passNow = () =>
+    reconcileAndPatch({
       store,
       logger: silentLogger,
       ref: objectRef('Function', 'ns', 'f'),
@@ -109,11 +133,15 @@ async function setUp() {
         reconcileFunction(deps, object, update),
       finalize: async () => undefined,
     });
+  const pass = async () => {
+    const result = await passNow();
     await deps.rollouts.idle();
     return result;
   };
   const status = async () => (await store.get('Function', 'ns', 'f'))?.status;
-  return { canary, deploys, pass, status, queued: () => queued };
+  const conditions = () =>
+    status().then((s) => (s?.conditions ?? []).map((c) => [c.type, c.status, c.reason, c.message]));
+  return { canary, deploys, pass, passNow, status, conditions, idle: () => deps.rollouts.idle() };
 }
 
 describe('a canary that breaches its limits', () => {
@@ -151,5 +179,59 @@ describe('a canary that breaches its limits', () => {
     expect((await status())?.phase).toBe('Failed');
     expect(canary.calls).toEqual([`start ${REVISION} at 10%`, 'abort']);
     expect(deploys).toEqual([]);
+  });
+});
+
+describe('a canary that is starting', () => {
+  it('begins its step only once its start ended, however many passes come while it runs', async () => {
+    const { canary, passNow, pass, status, conditions, idle } = await setUp();
+    let serve: () => void = () => undefined;
+    canary.holdNextStart(
+      new Promise<void>((resolve) => {
+        serve = resolve;
+      }),
+    );
+    const starting = `starting canary ${REVISION} beside ${STABLE} at 10%`;
+    expect(await passNow()).toEqual({});
+    // Passes while it starts (a Deployment's event, a resync): still starting, no step, no clock.
+    for (let i = 0; i < 3; i++) {
+      expect(await passNow()).toEqual({});
+      const s = await status();
+      expect(s?.canary).toBeUndefined();
+      expect([s?.phase, s?.servingRevision]).toEqual(['Deploying', STABLE]);
+      const ready = (await conditions()).find(([type]) => type === 'Ready');
+      expect(ready?.slice(2)).toEqual(['CanaryProgressing', starting]);
+    }
+    const before = Date.now();
+    serve();
+    await idle();
+    expect(await pass()).toEqual({ requeueAfterMs: expect.any(Number) });
+    const s = await status();
+    expect(s?.canary).toMatchObject({ phase: 'Progressing', revision: REVISION, step: 0, weight: 10 });
+    expect(Date.parse(s?.canary?.stepStartedAt ?? '')).toBeGreaterThanOrEqual(before - 1);
+    expect(canary.calls).toEqual([`start ${REVISION} at 10%`]);
+  });
+
+  it('that fails to start is Failed with RolloutFailed, the stable revision serving, and not started again at once', async () => {
+    const { canary, pass, status, conditions } = await setUp();
+    const why = `revision ${REVISION} did not become ready: pod f-canary-x: CrashLoopBackOff`;
+    canary.failNextStart(new RolloutError(why));
+    expect(await pass()).toEqual({});
+    // The pass after the failed start reports it; the work queue's backoff starts it again later.
+    await expect(pass()).rejects.toThrow(`canary of ${REVISION} failed to start: ${why}`);
+    const s = await status();
+    expect([s?.phase, s?.lastError, s?.servingRevision, s?.canary]).toEqual([
+      'Failed',
+      why,
+      STABLE,
+      undefined,
+    ]);
+    expect((await conditions()).find(([type]) => type === 'Ready')).toEqual([
+      'Ready',
+      'False',
+      'RolloutFailed',
+      `${why}; still serving ${STABLE}`,
+    ]);
+    expect(canary.calls).toEqual([`start ${REVISION} at 10%`]);
   });
 });

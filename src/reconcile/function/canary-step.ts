@@ -92,13 +92,16 @@ export async function canaryStep(
   const taskId = `canary:${revision}`;
   // The pass after the start begins the step: its clock and figures start then. A canary set up
   // after the step in status began is one started again after a restart: that step begins anew.
-  deps.rollouts.take(key, taskId);
+  // A start that ended hands out its outcome here, once: a failure is reported below, not started over.
+  const finished = deps.rollouts.take(key, taskId);
   let begun = live !== undefined && (!inProgress || live.since > Date.parse(inProgress.stepStartedAt));
-  if (!live) {
+  // A canary whose start still runs is not live yet, whatever the platform holds of it: on kube its
+  // Deployment is written before its pods serve, and a step begun then would be judged before it served.
+  if (!live || deps.rollouts.isRunning(key)) {
     const weight = steps[resumeAt] as number;
-    const task = deps.rollouts.ensure(key, taskId, () =>
-      control.start(fn, input.build, input.deployOptions, weight),
-    );
+    const task =
+      finished ??
+      deps.rollouts.ensure(key, taskId, () => control.start(fn, input.build, input.deployOptions, weight));
     if (task.state === 'Running') {
       const message = `starting canary ${revision} beside ${serving} at ${weight}%`;
       input.setPhase('Deploying', input.readyWhileInProgress(), Reason.CanaryProgressing, message);
