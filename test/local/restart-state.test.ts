@@ -156,7 +156,6 @@ describe('a restart never loses what serves', { timeout: CASE_TIMEOUT }, () => {
           return s.phase === 'Ready' && s.servingRevision ? s : undefined;
         })
       ).servingRevision;
-      expect(servingBefore).toEqual(expect.any(String));
       await symlink('../../../../../../etc/passwd', join(repo?.work.dir ?? '', 'f/passwd'));
       await repo?.push({ 'f/handler.js': handler('f', 'f2') }, 'link out');
       const before = await eventually(async () => {

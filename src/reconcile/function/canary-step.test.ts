@@ -42,15 +42,6 @@ function fakeCanary() {
       nextStart = {};
       if (error) throw error;
       // As kube's does: what it holds of the canary is there before its pods serve.
-      const starting: LiveCanary = {
-        revision: options.revision,
-        weight,
-        alive: true,
-        since: Date.now(),
-        figures: { requests: 0, errors: 0 },
-      };
-      live = starting;
-      await until;
       live = {
         revision: options.revision,
         weight,
@@ -58,6 +49,7 @@ function fakeCanary() {
         since: Date.now(),
         figures: { requests: 0, errors: 0 },
       };
+      await until;
     },
     live: () => live,
     setWeight: (_namespace, _name, weight) => {
